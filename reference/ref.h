@@ -1,0 +1,193 @@
+/* capcheck reference: the float64 oracle for every TorchLean BackendOp.
+ *
+ * Plain C11 + libm. No dependency on the harness. Every op is one descriptor (ref_op) with
+ *   shape    : validates parameters and input shapes, derives the output shape;
+ *   forward  : y = f(x) in float64, plus the error-model magnitude m_i of every output;
+ *   vjp      : the cotangent of every differentiable input, plus its magnitude;
+ *   sample   : draws a valid random case (shapes and parameters) for generators and tests.
+ * Tensors are dense row-major float64 (strides are a provider concern: the harness hands the
+ * reference a dense copy of exactly the values the provider sees). Index and mask inputs are
+ * float64 too (exact integers, 0/1).
+ *
+ * Error model (DESIGN.md, Compare): a provider value y'_i passes when
+ *   |y'_i - y_i| <= c_op * u(dtype) * m_i + floor(dtype),
+ * where m_i is written by forward/vjp. Convention used by every op: m_i already includes the
+ * accumulation length where a sum is involved (the worst-case bound of a length-n sum in any
+ * order is (n-1)*u*sum|terms|), so c_op is a small constant for the final rounding steps.
+ */
+#ifndef CAPCHECK_REF_H
+#define CAPCHECK_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define REF_MAX_RANK 8
+#define REF_MAX_INPUTS 8
+
+typedef struct {
+    int rank;
+    int64_t dim[REF_MAX_RANK];
+} ref_shape;
+
+typedef struct {
+    ref_shape shape;
+    double *v; /* dense row-major; NULL where absent (for example an unrequested gradient) */
+} ref_tensor;
+
+typedef enum {
+    REF_OK = 0,
+    REF_EINVAL = 1, /* bad shape or parameter: ref_err says which */
+    REF_ENOMEM = 2,
+    REF_EDOMAIN = 3, /* input outside the op's domain (TorchLean rejects it, e.g. log(x<=0)) */
+    REF_ENOTAPPLICABLE = 4 /* a sampler cannot satisfy the request (e.g. zero-size dims) */
+} ref_status;
+
+typedef struct {
+    char msg[256];
+} ref_err;
+
+/* Op parameters. One flat record; each op names the fields it reads in ref_op.params
+ * (REF_P_* bits), and only those are parsed from and printed into a case line. */
+typedef struct {
+    int axis;             /* REF_P_AXIS: softmax family, reductions, concat, slice, gather... */
+    double eps;           /* REF_P_EPS: layerNorm, batchNorm, safeLog */
+    double lo, hi;        /* REF_P_LOHI: clamp */
+    double alpha;         /* REF_P_ALPHA: scale's constant c, scaledMatmul's alpha */
+    double beta;          /* REF_P_BETA: smoothMaxPool */
+    double temperature;   /* REF_P_TEMP: distill */
+    double keep_prob;     /* REF_P_KEEP: bernoulliMask */
+    uint64_t rng_seed;    /* REF_P_RSEED: randUniform, bernoulliMask key */
+    int64_t k;            /* REF_P_K: topKMask */
+    int64_t start, count; /* REF_P_RANGE: slice */
+    int spatial;          /* REF_P_WINDOW: spatial rank 1..3 of conv/pool */
+    int64_t kernel[3], stride[3], pad[3], dil[3]; /* REF_P_WINDOW */
+    int64_t groups;       /* REF_P_GROUPS */
+    int training;         /* REF_P_TRAINING: batchNorm */
+    int causal;           /* REF_P_CAUSAL: attention */
+    int perm_len;         /* REF_P_PERM: permute */
+    int perm[REF_MAX_RANK];
+    ref_shape target;     /* REF_P_TARGET: reshape/broadcast target shape */
+    int64_t modes;        /* REF_P_MODES: fftFno spectral modes kept */
+    int variant;          /* REF_P_VARIANT: which form of a multi-form op (fftFno, batchNorm...) */
+    int64_t length;       /* REF_P_LENGTH: explicit signal length (irfft) */
+    char custom_name[48]; /* REF_P_CUSTOM: the registered custom op */
+} ref_params;
+
+enum {
+    REF_P_AXIS = 1u << 0,
+    REF_P_EPS = 1u << 1,
+    REF_P_LOHI = 1u << 2,
+    REF_P_ALPHA = 1u << 3,
+    REF_P_BETA = 1u << 4,
+    REF_P_TEMP = 1u << 5,
+    REF_P_KEEP = 1u << 6,
+    REF_P_RSEED = 1u << 7,
+    REF_P_K = 1u << 8,
+    REF_P_RANGE = 1u << 9,
+    REF_P_WINDOW = 1u << 10,
+    REF_P_GROUPS = 1u << 11,
+    REF_P_TRAINING = 1u << 12,
+    REF_P_CAUSAL = 1u << 13,
+    REF_P_PERM = 1u << 14,
+    REF_P_TARGET = 1u << 15,
+    REF_P_MODES = 1u << 16,
+    REF_P_VARIANT = 1u << 17,
+    REF_P_LENGTH = 1u << 18,
+    REF_P_CUSTOM = 1u << 19
+};
+
+/* What an input holds, which decides its provider dtype and how values are drawn. */
+typedef enum {
+    REF_IN_DATA = 0, /* floating point in the case dtype, differentiable */
+    REF_IN_CONST,    /* floating point in the case dtype, not differentiated (e.g. a teacher) */
+    REF_IN_INDEX,    /* int64 indices, stored as exact float64 integers */
+    REF_IN_MASK      /* Boolean, stored as 0.0/1.0; true (1) = allowed */
+} ref_input_kind;
+
+/* How the harness draws an input's values. */
+typedef enum {
+    REF_DOM_NORMAL = 0, /* N(0,1) */
+    REF_DOM_POSITIVE,   /* exp(N(0,1)/2): strictly positive, moderate */
+    REF_DOM_UNIT,       /* uniform in (0,1) */
+    REF_DOM_INDEX,      /* uniform integer in [0, hi) */
+    REF_DOM_MASK        /* 1 with probability lo, else 0 */
+} ref_domain_kind;
+
+typedef struct {
+    ref_domain_kind kind;
+    double lo, hi;      /* INDEX: hi = bound; MASK: lo = probability of 1 */
+    int n_avoid;        /* values are kept at least `gap` away from these kinks */
+    double avoid[2];
+    double gap;
+} ref_domain;
+
+/* A small counter-free splitmix64 stream, used by samplers and by randUniform's definition. */
+typedef struct {
+    uint64_t state;
+} ref_rng;
+
+uint64_t ref_splitmix64(uint64_t x);
+uint64_t ref_rng_next(ref_rng *r);
+int64_t ref_rng_range(ref_rng *r, int64_t lo, int64_t hi_inclusive);
+double ref_rng_uniform(ref_rng *r); /* in [0,1) */
+
+/* What a sampler is asked for. */
+typedef struct {
+    int rank;          /* preferred rank of the primary input, or -1 for the op's choice */
+    int zero_dim;      /* nonzero: include a zero-size dimension (REF_ENOTAPPLICABLE if the op forbids it) */
+    int64_t max_elems; /* upper bound on the primary input's element count */
+} ref_sample_req;
+
+typedef struct ref_op {
+    const char *name;        /* TorchLean constructor name, e.g. "logSoftmax" */
+    const char *report_name; /* BackendOp.name, e.g. "log_softmax" */
+    int min_inputs, max_inputs;
+    const char *input_names[REF_MAX_INPUTS]; /* for concat the last name repeats */
+    ref_input_kind input_kind[REF_MAX_INPUTS];
+    unsigned params;      /* REF_P_* bits this op reads */
+    int requires_vjp;     /* TorchLean's requiresVJP (topKMask: ours, false) */
+    double c_fwd, c_vjp;  /* error-model constants; see each op's comment */
+    const char *note;     /* one line: where this op's contract differs from ATen, if anywhere */
+
+    void (*set_defaults)(ref_params *p); /* optional */
+    ref_status (*shape)(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
+                        ref_err *e);
+    /* Draw value domains for input i (optional; default NORMAL for data, INDEX/MASK otherwise). */
+    void (*domain)(const ref_params *p, int n, const ref_shape *in, int i, ref_domain *d);
+    /* y and, when mag != NULL, the magnitude of each output element. */
+    ref_status (*forward)(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
+                          double *mag);
+    /* grad[i].v != NULL for each requested input; gmag[i] (when gmag != NULL and non-NULL)
+     * receives that gradient's magnitudes. y is forward's output for these inputs. */
+    ref_status (*vjp)(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
+                      const ref_tensor *g, ref_tensor *grad, double **gmag);
+    ref_status (*sample)(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
+                         ref_shape *in);
+} ref_op;
+
+/* The registry: every op the reference defines, in spec order. */
+int ref_op_count(void);
+const ref_op *ref_op_at(int i);
+const ref_op *ref_op_find(const char *name); /* by name or report_name */
+
+/* Shape helpers shared by the ops. */
+int64_t ref_numel(const ref_shape *s);
+int ref_shape_eq(const ref_shape *a, const ref_shape *b);
+void ref_shape_fmt(const ref_shape *s, char *buf, size_t n);
+ref_status ref_err_set(ref_err *e, const char *fmt, ...);
+void ref_default_domain(const ref_op *op, const ref_params *p, int n, const ref_shape *in, int i,
+                        ref_domain *d);
+int ref_norm_axis(int axis, int rank); /* -1 -> rank-1; returns -1 if out of range */
+
+/* Sampling helpers: a random shape of the given rank within max_elems. */
+void ref_sample_shape(ref_rng *r, int rank, int64_t max_elems, int zero_dim, ref_shape *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,608 @@
+/* Linear algebra (ops.md G).
+ *
+ * Error model of every dot-product output: a length-K sum of products in any order and with or
+ * without FMA is within K u sum_k |a_k b_k| of the exact value (gamma_K bound), so
+ * m = K * sum_k |a_k b_k| (K >= 1) and c = 2 (first-order slack of gamma_K = Ku/(1-Ku)).
+ * scaledMatmul adds 3 roundings per term (alpha rounded to the dtype, the scaling product, and
+ * one spare for the split sqrt|alpha| scaling of both operands): m = |alpha| (K + 3) sum|a b|. */
+#include "ref_families.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- matmul: torch.matmul (1-D operands promoted, leading batch axes broadcast) ----------- */
+
+/* Operands viewed as (batch..., rows, cols) with the 1-D promotions made explicit. */
+typedef struct {
+    ref_shape batch_a, batch_b, batch_out;
+    int64_t m, k, n;
+    ref_shape out;
+} mm_geom;
+
+static ref_status mm_geometry(const ref_shape *a, const ref_shape *b, mm_geom *g, ref_err *e)
+{
+    char sa[96], sb[96];
+    ref_shape_fmt(a, sa, sizeof sa);
+    ref_shape_fmt(b, sb, sizeof sb);
+    if (a->rank == 0 || b->rank == 0)
+        return ref_err_set(e, "matmul needs rank >= 1 operands, got %s and %s", sa, sb);
+    memset(g, 0, sizeof *g);
+    int64_t ka = a->dim[a->rank - 1];
+    int64_t kb = b->rank == 1 ? b->dim[0] : b->dim[b->rank - 2];
+    if (ka != kb)
+        return ref_err_set(e, "matmul inner extents differ: %s @ %s", sa, sb);
+    g->k = ka;
+    g->m = a->rank == 1 ? 1 : a->dim[a->rank - 2];
+    g->n = b->rank == 1 ? 1 : b->dim[b->rank - 1];
+    g->batch_a.rank = a->rank > 2 ? a->rank - 2 : 0;
+    g->batch_b.rank = b->rank > 2 ? b->rank - 2 : 0;
+    memcpy(g->batch_a.dim, a->dim, sizeof(int64_t) * (size_t)g->batch_a.rank);
+    memcpy(g->batch_b.dim, b->dim, sizeof(int64_t) * (size_t)g->batch_b.rank);
+    int R = g->batch_a.rank > g->batch_b.rank ? g->batch_a.rank : g->batch_b.rank;
+    g->batch_out.rank = R;
+    for (int i = 0; i < R; i++) {
+        int ia = i - (R - g->batch_a.rank), ib = i - (R - g->batch_b.rank);
+        int64_t da = ia >= 0 ? g->batch_a.dim[ia] : 1, db = ib >= 0 ? g->batch_b.dim[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return ref_err_set(e, "matmul batch axes do not broadcast: %s @ %s", sa, sb);
+        g->batch_out.dim[i] = da == 1 ? db : da;
+    }
+    g->out = g->batch_out;
+    if (a->rank > 1)
+        g->out.dim[g->out.rank++] = g->m;
+    if (b->rank > 1)
+        g->out.dim[g->out.rank++] = g->n;
+    return REF_OK;
+}
+
+/* Linear index into a right-aligned broadcast batch for output batch index `flat`. */
+static int64_t batch_offset(const ref_shape *out_batch, const ref_shape *in_batch, int64_t flat)
+{
+    int64_t off = 0, stride = 1;
+    for (int i = out_batch->rank - 1; i >= 0; i--) {
+        int64_t idx = flat % out_batch->dim[i];
+        flat /= out_batch->dim[i];
+        int j = i - (out_batch->rank - in_batch->rank);
+        if (j >= 0) {
+            if (in_batch->dim[j] != 1)
+                off += idx * stride;
+            stride *= in_batch->dim[j];
+        }
+    }
+    return off;
+}
+
+static ref_status matmul_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
+                               ref_err *e)
+{
+    (void)p;
+    (void)n;
+    mm_geom g;
+    ref_status st = mm_geometry(&in[0], &in[1], &g, e);
+    if (st == REF_OK)
+        *out = g.out;
+    return st;
+}
+
+/* out[b, i, j] = alpha * sum_k A[ba, i, k] B[bb, k, j] (left fold from 0 over k);
+ * m = |alpha| (max(K, 1) + extra) sum_k |A B| (matmul: alpha = 1, extra = 0). */
+static void mm_forward(const ref_tensor *in, ref_tensor *out, double *mag, double alpha,
+                       int extra)
+{
+    mm_geom g;
+    mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
+    int64_t nb = ref_numel(&g.batch_out);
+    for (int64_t b = 0; b < nb; b++) {
+        const double *A = in[0].v + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
+        const double *B = in[1].v + batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
+        for (int64_t i = 0; i < g.m; i++)
+            for (int64_t j = 0; j < g.n; j++) {
+                double s = 0.0, s_abs = 0.0;
+                for (int64_t k = 0; k < g.k; k++) {
+                    s += A[i * g.k + k] * B[k * g.n + j];
+                    s_abs += fabs(A[i * g.k + k] * B[k * g.n + j]);
+                }
+                int64_t o = (b * g.m + i) * g.n + j;
+                out->v[o] = alpha * s;
+                if (mag)
+                    mag[o] = fabs(alpha) * (double)((g.k > 0 ? g.k : 1) + extra) * s_abs;
+            }
+    }
+}
+
+static ref_status matmul_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
+                             double *mag)
+{
+    (void)p;
+    (void)n;
+    mm_forward(in, out, mag, 1.0, 0);
+    return REF_OK;
+}
+
+/* dA[ba, i, k] = alpha * sum over batches b that read ba, sum_j g[b, i, j] B[bb, k, j];
+ * dB[bb, k, j] = alpha * sum over batches b that read bb, sum_i A[ba, i, k] g[b, i, j].
+ * m = |alpha| (uses + extra) sum|terms|, uses = the number of terms summed into the element. */
+static ref_status mm_vjp(const ref_tensor *in, const ref_tensor *gt, ref_tensor *grad,
+                         double **gmag, double alpha, int extra)
+{
+    mm_geom g;
+    mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
+    int64_t nb = ref_numel(&g.batch_out);
+    int64_t na = ref_numel(&in[0].shape), nbb = ref_numel(&in[1].shape);
+    double *abs_a = calloc((size_t)na + 1, sizeof(double));
+    double *abs_b = calloc((size_t)nbb + 1, sizeof(double));
+    int64_t *uses_a = calloc((size_t)na + 1, sizeof(int64_t));
+    int64_t *uses_b = calloc((size_t)nbb + 1, sizeof(int64_t));
+    if (!abs_a || !abs_b || !uses_a || !uses_b) {
+        free(abs_a), free(abs_b), free(uses_a), free(uses_b);
+        return REF_ENOMEM;
+    }
+    if (grad[0].v)
+        memset(grad[0].v, 0, sizeof(double) * (size_t)na);
+    if (grad[1].v)
+        memset(grad[1].v, 0, sizeof(double) * (size_t)nbb);
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t oa = batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
+        int64_t ob = batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
+        const double *A = in[0].v + oa, *B = in[1].v + ob, *G = gt->v + b * g.m * g.n;
+        for (int64_t i = 0; i < g.m; i++)
+            for (int64_t k = 0; k < g.k; k++)
+                for (int64_t j = 0; j < g.n; j++) {
+                    double gij = G[i * g.n + j];
+                    if (grad[0].v) {
+                        grad[0].v[oa + i * g.k + k] += gij * B[k * g.n + j];
+                        abs_a[oa + i * g.k + k] += fabs(gij * B[k * g.n + j]);
+                        uses_a[oa + i * g.k + k]++;
+                    }
+                    if (grad[1].v) {
+                        grad[1].v[ob + k * g.n + j] += A[i * g.k + k] * gij;
+                        abs_b[ob + k * g.n + j] += fabs(A[i * g.k + k] * gij);
+                        uses_b[ob + k * g.n + j]++;
+                    }
+                }
+    }
+    for (int t = 0; t < 2; t++) {
+        if (!grad[t].v)
+            continue;
+        double *m = gmag ? gmag[t] : NULL;
+        int64_t cnt = t == 0 ? na : nbb;
+        for (int64_t i = 0; i < cnt; i++) {
+            grad[t].v[i] *= alpha;
+            if (m) {
+                int64_t uses = t == 0 ? uses_a[i] : uses_b[i];
+                m[i] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) *
+                       (t == 0 ? abs_a[i] : abs_b[i]);
+            }
+        }
+    }
+    free(abs_a), free(abs_b), free(uses_a), free(uses_b);
+    return REF_OK;
+}
+
+static ref_status matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
+                             const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
+                             double **gmag)
+{
+    (void)p;
+    (void)n;
+    (void)y;
+    return mm_vjp(in, gt, grad, gmag, 1.0, 0);
+}
+
+static ref_status sample_matmul(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
+                                ref_shape *in)
+{
+    (void)p;
+    int64_t side = (int64_t)floor(cbrt((double)(req->max_elems > 1 ? req->max_elems : 1)));
+    if (side < 1)
+        side = 1;
+    int64_t m = ref_rng_range(r, 1, side), k = ref_rng_range(r, 1, side),
+            nn = ref_rng_range(r, 1, side);
+    if (req->zero_dim) {
+        int z = (int)ref_rng_range(r, 0, 2);
+        if (z == 0)
+            m = 0;
+        else if (z == 1)
+            k = 0;
+        else
+            nn = 0;
+    }
+    /* rank of A: 1, 2 (most cases) or batched 3-4 with a broadcast batch axis */
+    int ra = req->rank >= 1 ? req->rank : (int)ref_rng_range(r, 1, 4);
+    if (ra > 4)
+        ra = 4;
+    int rb = ra <= 2 ? (int)ref_rng_range(r, 1, 2) : (int)ref_rng_range(r, 2, ra);
+    in[0].rank = ra;
+    in[1].rank = rb;
+    if (ra == 1)
+        in[0].dim[0] = k;
+    else {
+        for (int i = 0; i < ra - 2; i++)
+            in[0].dim[i] = ref_rng_range(r, 1, 3);
+        in[0].dim[ra - 2] = m;
+        in[0].dim[ra - 1] = k;
+    }
+    if (rb == 1)
+        in[1].dim[0] = k;
+    else {
+        for (int i = 0; i < rb - 2; i++) /* right-aligned: equal to A's batch axis, or 1 */
+            in[1].dim[i] = ref_rng_range(r, 0, 1) ? in[0].dim[i + (ra - rb)] : 1;
+        in[1].dim[rb - 2] = k;
+        in[1].dim[rb - 1] = nn;
+    }
+    *n = 2;
+    return REF_OK;
+}
+
+/* ---- scaledMatmul: alpha * (A @ B) -------------------------------------------------------
+ * Proposal (not in TorchLean). Same geometry as matmul (1-D promotion, broadcast batch axes);
+ * alpha = params->alpha (default 1), which must be finite. VJP dA = alpha g B^T, dB = alpha A^T g
+ * (reduced over broadcast batch axes). Error model: see the file comment (extra = 3). */
+
+static void scaled_matmul_defaults(ref_params *p)
+{
+    p->alpha = 1.0;
+}
+
+static ref_status scaled_matmul_shape(const ref_params *p, int n, const ref_shape *in,
+                                      ref_shape *out, ref_err *e)
+{
+    if (!isfinite(p->alpha))
+        return ref_err_set(e, "scaledMatmul needs a finite alpha, got %g", p->alpha);
+    return matmul_shape(p, n, in, out, e);
+}
+
+static ref_status scaled_matmul_fwd(const ref_params *p, int n, const ref_tensor *in,
+                                    ref_tensor *out, double *mag)
+{
+    (void)n;
+    mm_forward(in, out, mag, p->alpha, 3);
+    return REF_OK;
+}
+
+static ref_status scaled_matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
+                                    const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
+                                    double **gmag)
+{
+    (void)n;
+    (void)y;
+    return mm_vjp(in, gt, grad, gmag, p->alpha, 3);
+}
+
+static ref_status sample_scaled_matmul(ref_rng *r, const ref_sample_req *req, ref_params *p,
+                                       int *n, ref_shape *in)
+{
+    ref_status st = sample_matmul(r, req, p, n, in);
+    /* |alpha| on both sides of 1 (the split-scaling and the plain-scaling paths) and both signs */
+    p->alpha = (ref_rng_uniform(r) * 2.0 - 1.0) * 3.0;
+    return st;
+}
+
+/* ---- softmaxMatmul: softmax(S, last axis) @ V -----------------------------------------------
+ * Proposal (not in TorchLean). S [..., n, m], V [..., m, d] with EQUAL leading axes (no
+ * broadcasting, no 1-D promotion; rank >= 2); out [..., n, d]. P = softmax of each row of S
+ * (max-shifted, as the softmax op); out = P V. m = 0: out = 0 (empty sum). No mask (the optional
+ * hard mask of ops.md is not part of this op in capcheck; attention covers masking).
+ * VJP: dV = P^T g; dP = g V^T; dS = P (dP - rowsum(P dP)).
+ *
+ * Error model (units of u). P_ik carries the softmax op's relative error
+ *   F_ik = 3 + |S_ik - max_i| + (m - 1) + sum_k P_ik (|S_ik - max_i| + 2)   (ref_softmax.c)
+ * so out_ij (a length-m dot of P with V): m_ij = sum_k P_ik |V_kj| (m + F_ik).
+ * VJP, with Gabs_ik = sum_j |g_ij V_kj| (>= |dP_ik|), r_i = sum_k P_ik dP_ik:
+ *   dP_ik error <= d Gabs_ik;
+ *   r_i error   <= R_i = sum_k P_ik (m + d + F_ik) Gabs_ik, which also covers the alternative
+ *                 rowsum(g * out) form (length-d dot with out's own error);
+ *   m(dS_ik)    = P_ik (F_ik |dP_ik - r_i| + d Gabs_ik + R_i + |dP_ik| + |r_i|) + |dS_ik|;
+ *   m(dV_kj)    = sum_i P_ik |g_ij| (n + F_ik).
+ * c_fwd = c_vjp = 2 (second-order slack). */
+
+/* One softmax row with its error factors F (see above). */
+static void sm_row(const double *s, int64_t m, double *P, double *F)
+{
+    if (m == 0)
+        return;
+    double mx = s[0], sum = 0.0, spread = 0.0;
+    for (int64_t k = 1; k < m; k++)
+        if (s[k] > mx)
+            mx = s[k];
+    for (int64_t k = 0; k < m; k++) {
+        P[k] = exp(s[k] - mx);
+        sum += P[k];
+    }
+    for (int64_t k = 0; k < m; k++) {
+        P[k] /= sum;
+        spread += P[k] * (fabs(s[k] - mx) + 2.0);
+    }
+    for (int64_t k = 0; k < m; k++)
+        F[k] = 3.0 + fabs(s[k] - mx) + (double)(m - 1) + spread;
+}
+
+typedef struct {
+    int64_t batch, n, m, d;
+} smm_geom;
+
+static smm_geom smm_geometry(const ref_shape *S, const ref_shape *V)
+{
+    smm_geom g = {1, S->dim[S->rank - 2], S->dim[S->rank - 1], V->dim[V->rank - 1]};
+    for (int i = 0; i + 2 < S->rank; i++)
+        g.batch *= S->dim[i];
+    return g;
+}
+
+static ref_status softmax_matmul_shape(const ref_params *p, int n, const ref_shape *in,
+                                       ref_shape *out, ref_err *e)
+{
+    (void)p;
+    (void)n;
+    const ref_shape *S = &in[0], *V = &in[1];
+    char ss[96], sv[96];
+    ref_shape_fmt(S, ss, sizeof ss);
+    ref_shape_fmt(V, sv, sizeof sv);
+    if (S->rank < 2 || V->rank != S->rank)
+        return ref_err_set(e, "softmaxMatmul wants S [..., n, m] and V [..., m, d] of the same "
+                              "rank >= 2, got %s and %s", ss, sv);
+    for (int i = 0; i + 2 < S->rank; i++)
+        if (S->dim[i] != V->dim[i])
+            return ref_err_set(e, "softmaxMatmul leading axes must be equal (no broadcasting): "
+                                  "%s and %s", ss, sv);
+    if (S->dim[S->rank - 1] != V->dim[V->rank - 2])
+        return ref_err_set(e, "softmaxMatmul inner extents differ: S %s has %lld keys, V %s has "
+                              "%lld rows", ss, (long long)S->dim[S->rank - 1], sv,
+                           (long long)V->dim[V->rank - 2]);
+    *out = *S;
+    out->dim[out->rank - 1] = V->dim[V->rank - 1];
+    return REF_OK;
+}
+
+static ref_status softmax_matmul_fwd(const ref_params *p, int n, const ref_tensor *in,
+                                     ref_tensor *out, double *mag)
+{
+    (void)p;
+    (void)n;
+    smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
+    double *P = malloc(sizeof(double) * (size_t)(g.m + 1));
+    double *F = malloc(sizeof(double) * (size_t)(g.m + 1));
+    if (!P || !F) {
+        free(P), free(F);
+        return REF_ENOMEM;
+    }
+    for (int64_t b = 0; b < g.batch; b++) {
+        const double *V = in[1].v + b * g.m * g.d;
+        for (int64_t i = 0; i < g.n; i++) {
+            sm_row(in[0].v + (b * g.n + i) * g.m, g.m, P, F);
+            for (int64_t j = 0; j < g.d; j++) {
+                double s = 0.0, s_mag = 0.0;
+                for (int64_t k = 0; k < g.m; k++) {
+                    s += P[k] * V[k * g.d + j];
+                    s_mag += P[k] * fabs(V[k * g.d + j]) * ((double)g.m + F[k]);
+                }
+                out->v[(b * g.n + i) * g.d + j] = s;
+                if (mag)
+                    mag[(b * g.n + i) * g.d + j] = s_mag;
+            }
+        }
+    }
+    free(P), free(F);
+    return REF_OK;
+}
+
+static ref_status softmax_matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
+                                     const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
+                                     double **gmag)
+{
+    (void)p;
+    (void)n;
+    (void)y;
+    smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
+    double *mS = gmag ? gmag[0] : NULL, *mV = gmag ? gmag[1] : NULL;
+    size_t row = (size_t)(g.m + 1);
+    double *P = malloc(sizeof(double) * row), *F = malloc(sizeof(double) * row);
+    double *dP = malloc(sizeof(double) * row), *Gabs = malloc(sizeof(double) * row);
+    if (!P || !F || !dP || !Gabs) {
+        free(P), free(F), free(dP), free(Gabs);
+        return REF_ENOMEM;
+    }
+    int64_t nv = ref_numel(&in[1].shape);
+    if (grad[1].v)
+        memset(grad[1].v, 0, sizeof(double) * (size_t)nv);
+    if (grad[1].v && mV)
+        memset(mV, 0, sizeof(double) * (size_t)nv);
+    for (int64_t b = 0; b < g.batch; b++) {
+        const double *V = in[1].v + b * g.m * g.d;
+        for (int64_t i = 0; i < g.n; i++) {
+            int64_t srow = (b * g.n + i) * g.m;
+            const double *G = gt->v + (b * g.n + i) * g.d;
+            sm_row(in[0].v + srow, g.m, P, F);
+            double r = 0.0;
+            for (int64_t k = 0; k < g.m; k++) {
+                dP[k] = 0.0;
+                Gabs[k] = 0.0;
+                for (int64_t j = 0; j < g.d; j++) {
+                    dP[k] += G[j] * V[k * g.d + j];
+                    Gabs[k] += fabs(G[j] * V[k * g.d + j]);
+                }
+                r += P[k] * dP[k];
+            }
+            double R = 0.0;
+            for (int64_t k = 0; k < g.m; k++)
+                R += P[k] * ((double)(g.m + g.d) + F[k]) * Gabs[k];
+            for (int64_t k = 0; k < g.m; k++) {
+                double ds = P[k] * (dP[k] - r);
+                if (grad[0].v)
+                    grad[0].v[srow + k] = ds;
+                if (grad[0].v && mS)
+                    mS[srow + k] = P[k] * (F[k] * fabs(dP[k] - r) + (double)g.d * Gabs[k] + R +
+                                           fabs(dP[k]) + fabs(r)) +
+                                   fabs(ds);
+                if (grad[1].v)
+                    for (int64_t j = 0; j < g.d; j++) {
+                        int64_t o = b * g.m * g.d + k * g.d + j;
+                        grad[1].v[o] += P[k] * G[j];
+                        if (mV)
+                            mV[o] += P[k] * fabs(G[j]) * ((double)g.n + F[k]);
+                    }
+            }
+        }
+    }
+    free(P), free(F), free(dP), free(Gabs);
+    return REF_OK;
+}
+
+static ref_status sample_softmax_matmul(ref_rng *r, const ref_sample_req *req, ref_params *p,
+                                        int *n, ref_shape *in)
+{
+    (void)p;
+    int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 2, 4);
+    if (rank < 2 || rank > REF_MAX_RANK)
+        return REF_ENOTAPPLICABLE;
+    /* S carries the batch axes, n and m; a zero-size axis, if asked, may be any of them or d */
+    int zero_d = req->zero_dim && ref_rng_range(r, 0, rank) == 0;
+    ref_sample_shape(r, rank, req->max_elems, req->zero_dim && !zero_d, &in[0]);
+    in[1] = in[0];
+    in[1].dim[rank - 2] = in[0].dim[rank - 1];
+    in[1].dim[rank - 1] = zero_d ? 0 : ref_rng_range(r, 1, 4);
+    *n = 2;
+    return REF_OK;
+}
+
+/* ---- linear: y[l, o] = sum_i W[o, i] x[l, i] + b[o] at every leading index l ------------- */
+
+static ref_status linear_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
+                               ref_err *e)
+{
+    (void)p;
+    (void)n;
+    const ref_shape *x = &in[0], *w = &in[1], *b = &in[2];
+    char sx[96], sw[96], sb[96];
+    ref_shape_fmt(x, sx, sizeof sx);
+    ref_shape_fmt(w, sw, sizeof sw);
+    ref_shape_fmt(b, sb, sizeof sb);
+    if (x->rank < 1 || w->rank != 2 || b->rank != 1)
+        return ref_err_set(e, "linear wants x [..., in], W [out, in], b [out]; got %s, %s, %s",
+                           sx, sw, sb);
+    if (x->dim[x->rank - 1] != w->dim[1] || b->dim[0] != w->dim[0])
+        return ref_err_set(e, "linear extents disagree: x %s, W %s, b %s", sx, sw, sb);
+    *out = *x;
+    out->dim[out->rank - 1] = w->dim[0];
+    return REF_OK;
+}
+
+/* Number of leading positions l of x [..., in] (1 for a 1-D x). */
+static int64_t leading_count(const ref_shape *x)
+{
+    int64_t L = 1;
+    for (int i = 0; i + 1 < x->rank; i++)
+        L *= x->dim[i];
+    return L;
+}
+
+static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
+                             double *mag)
+{
+    (void)p;
+    (void)n;
+    int64_t nin = in[1].shape.dim[1], nout = in[1].shape.dim[0];
+    int64_t L = leading_count(&in[0].shape);
+    const double *x = in[0].v, *W = in[1].v, *b = in[2].v;
+    for (int64_t l = 0; l < L; l++)
+        for (int64_t o = 0; o < nout; o++) {
+            double s = 0.0, s_abs = 0.0;
+            for (int64_t i = 0; i < nin; i++) {
+                s += W[o * nin + i] * x[l * nin + i];
+                s_abs += fabs(W[o * nin + i] * x[l * nin + i]);
+            }
+            out->v[l * nout + o] = s + b[o];
+            if (mag)
+                mag[l * nout + o] = (double)(nin + 1) * (s_abs + fabs(b[o]));
+        }
+    return REF_OK;
+}
+
+/* dx = W^T g; dW = sum_l g[l] (x) x[l]; db = sum_l g[l]. */
+static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
+                             const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
+                             double **gmag)
+{
+    (void)p;
+    (void)n;
+    (void)y;
+    int64_t nin = in[1].shape.dim[1], nout = in[1].shape.dim[0];
+    int64_t L = leading_count(&in[0].shape);
+    const double *x = in[0].v, *W = in[1].v;
+    double *mx = gmag ? gmag[0] : NULL, *mw = gmag ? gmag[1] : NULL, *mb = gmag ? gmag[2] : NULL;
+    if (grad[0].v)
+        for (int64_t l = 0; l < L; l++)
+            for (int64_t i = 0; i < nin; i++) {
+                double s = 0.0, s_abs = 0.0;
+                for (int64_t o = 0; o < nout; o++) {
+                    s += W[o * nin + i] * g->v[l * nout + o];
+                    s_abs += fabs(W[o * nin + i] * g->v[l * nout + o]);
+                }
+                grad[0].v[l * nin + i] = s;
+                if (mx)
+                    mx[l * nin + i] = (double)(nout > 0 ? nout : 1) * s_abs;
+            }
+    if (grad[1].v)
+        for (int64_t o = 0; o < nout; o++)
+            for (int64_t i = 0; i < nin; i++) {
+                double s = 0.0, s_abs = 0.0;
+                for (int64_t l = 0; l < L; l++) {
+                    s += g->v[l * nout + o] * x[l * nin + i];
+                    s_abs += fabs(g->v[l * nout + o] * x[l * nin + i]);
+                }
+                grad[1].v[o * nin + i] = s;
+                if (mw)
+                    mw[o * nin + i] = (double)(L > 0 ? L : 1) * s_abs;
+            }
+    if (grad[2].v)
+        for (int64_t o = 0; o < nout; o++) {
+            double s = 0.0, s_abs = 0.0;
+            for (int64_t l = 0; l < L; l++) {
+                s += g->v[l * nout + o];
+                s_abs += fabs(g->v[l * nout + o]);
+            }
+            grad[2].v[o] = s;
+            if (mb)
+                mb[o] = (double)(L > 0 ? L : 1) * s_abs;
+        }
+    return REF_OK;
+}
+
+static ref_status sample_linear(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
+                                ref_shape *in)
+{
+    (void)p;
+    int rank = req->rank >= 1 ? req->rank : (int)ref_rng_range(r, 1, 3);
+    ref_sample_shape(r, rank, req->max_elems, req->zero_dim, &in[0]);
+    int64_t side = (int64_t)floor(sqrt((double)(req->max_elems > 1 ? req->max_elems : 1)));
+    int64_t nout = ref_rng_range(r, 1, side > 1 ? side : 1);
+    int64_t nin = in[0].dim[rank - 1];
+    in[1].rank = 2;
+    in[1].dim[0] = nout;
+    in[1].dim[1] = nin;
+    in[2].rank = 1;
+    in[2].dim[0] = nout;
+    *n = 3;
+    return REF_OK;
+}
+
+const ref_op ref_family_linalg[] = {
+    {.name = "matmul", .report_name = "matmul", .min_inputs = 2, .max_inputs = 2,
+     .input_names = {"a", "b"}, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
+     .shape = matmul_shape, .forward = matmul_fwd, .vjp = matmul_vjp, .sample = sample_matmul},
+    {.name = "scaledMatmul", .report_name = "scaled_matmul", .min_inputs = 2, .max_inputs = 2,
+     .input_names = {"a", "b"}, .params = REF_P_ALPHA, .requires_vjp = 1, .c_fwd = 2,
+     .c_vjp = 2, .note = "Proposal (not in TorchLean): alpha * matmul(a, b)",
+     .set_defaults = scaled_matmul_defaults, .shape = scaled_matmul_shape,
+     .forward = scaled_matmul_fwd, .vjp = scaled_matmul_vjp, .sample = sample_scaled_matmul},
+    {.name = "softmaxMatmul", .report_name = "softmax_matmul", .min_inputs = 2, .max_inputs = 2,
+     .input_names = {"s", "v"}, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
+     .note = "Proposal (not in TorchLean): softmax(s, -1) @ v; equal leading axes, no mask",
+     .shape = softmax_matmul_shape, .forward = softmax_matmul_fwd, .vjp = softmax_matmul_vjp,
+     .sample = sample_softmax_matmul},
+    {.name = "linear", .report_name = "linear", .min_inputs = 3, .max_inputs = 3,
+     .input_names = {"x", "w", "b"}, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
+     .shape = linear_shape, .forward = linear_fwd, .vjp = linear_vjp, .sample = sample_linear},
+};
+const int ref_family_linalg_count = (int)(sizeof ref_family_linalg / sizeof ref_family_linalg[0]);

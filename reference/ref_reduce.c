@@ -1,0 +1,147 @@
+/* Reductions (ops.md E): the axis is dropped (keepdim false) and must be nonempty.
+ *
+ * Error model: a length-n sum in any order (ATen's cascade, a GPU tree) is within
+ * (n - 1) u sum|x| of the exact sum, plus u|y| for the final rounding; m_i = n * sum|x|, c = 1.
+ * The VJP is a broadcast copy: exact, m_i = |g|.
+ * reduceMean y = s / n: the sum's error divided by n, (n - 1)/n u sum|x| < u sum|x|, then the
+ * division (TorchLean) or the multiply by a rounded 1/n (its LibTorch capsule, ATen) adds at
+ * most 2u|y|: m_i = sum|x| + 2|y|, c = 1 (the (n-1)/n factor leaves u sum|x|/n >= u|y| of
+ * slack for second-order terms). Its VJP g/n (or g * fl(1/n)) is within 2u|g/n|: m_i = |g|/n,
+ * c = 2. */
+#include "ref_families.h"
+
+#include <math.h>
+
+static ref_status reduce_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
+                               ref_err *e)
+{
+    (void)n;
+    int ax = ref_norm_axis(p->axis, in[0].rank);
+    if (in[0].rank == 0 || ax < 0)
+        return ref_err_set(e, "axis %d is out of range for rank %d", p->axis, in[0].rank);
+    if (in[0].dim[ax] == 0)
+        return ref_err_set(e, "axis %d is empty (TorchLean requires a nonempty reduction axis)",
+                           p->axis);
+    out->rank = in[0].rank - 1;
+    for (int i = 0, j = 0; i < in[0].rank; i++)
+        if (i != ax)
+            out->dim[j++] = in[0].dim[i];
+    return REF_OK;
+}
+
+static ref_status sample_reduce(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
+                                ref_shape *in)
+{
+    int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 1, 3);
+    if (rank == 0)
+        return REF_ENOTAPPLICABLE;
+    ref_sample_shape(r, rank, req->max_elems, 0, &in[0]);
+    p->axis = (int)ref_rng_range(r, 0, rank - 1);
+    if (req->zero_dim) {
+        if (rank < 2)
+            return REF_ENOTAPPLICABLE; /* the reduced axis itself may not be empty */
+        int z = (int)ref_rng_range(r, 0, rank - 2);
+        in[0].dim[z >= p->axis ? z + 1 : z] = 0;
+    }
+    *n = 1;
+    return REF_OK;
+}
+
+/* reduceSum: y[o, i] = left fold from 0 of x[o, j, i] over j. */
+static ref_status reduce_sum_fwd(const ref_params *p, int n, const ref_tensor *in,
+                                 ref_tensor *out, double *mag)
+{
+    (void)n;
+    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    for (int64_t o = 0; o < a.outer; o++)
+        for (int64_t i = 0; i < a.inner; i++) {
+            double s = 0.0, s_abs = 0.0;
+            for (int64_t j = 0; j < a.len; j++) {
+                double x = in[0].v[(o * a.len + j) * a.inner + i];
+                s += x;
+                s_abs += fabs(x);
+            }
+            out->v[o * a.inner + i] = s;
+            if (mag)
+                mag[o * a.inner + i] = (double)a.len * s_abs;
+        }
+    return REF_OK;
+}
+
+/* reduceSum VJP: dx[o, j, i] = g[o, i]. */
+static ref_status reduce_sum_vjp(const ref_params *p, int n, const ref_tensor *in,
+                                 const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
+                                 double **gmag)
+{
+    (void)n;
+    (void)y;
+    if (!grad[0].v)
+        return REF_OK;
+    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    for (int64_t o = 0; o < a.outer; o++)
+        for (int64_t j = 0; j < a.len; j++)
+            for (int64_t i = 0; i < a.inner; i++) {
+                int64_t k = (o * a.len + j) * a.inner + i;
+                grad[0].v[k] = g->v[o * a.inner + i];
+                if (gmag && gmag[0])
+                    gmag[0][k] = fabs(grad[0].v[k]);
+            }
+    return REF_OK;
+}
+
+/* reduceMean: y[o, i] = (left fold from 0 of x[o, j, i] over j) / n, n = axis extent >= 1. */
+static ref_status reduce_mean_fwd(const ref_params *p, int n, const ref_tensor *in,
+                                  ref_tensor *out, double *mag)
+{
+    (void)n;
+    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    for (int64_t o = 0; o < a.outer; o++)
+        for (int64_t i = 0; i < a.inner; i++) {
+            double s = 0.0, s_abs = 0.0;
+            for (int64_t j = 0; j < a.len; j++) {
+                double x = in[0].v[(o * a.len + j) * a.inner + i];
+                s += x;
+                s_abs += fabs(x);
+            }
+            double y = s / (double)a.len; /* division, as TorchLean (not a reciprocal multiply) */
+            out->v[o * a.inner + i] = y;
+            if (mag)
+                mag[o * a.inner + i] = s_abs + 2.0 * fabs(y);
+        }
+    return REF_OK;
+}
+
+/* reduceMean VJP: dx[o, j, i] = g[o, i] / n. */
+static ref_status reduce_mean_vjp(const ref_params *p, int n, const ref_tensor *in,
+                                  const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
+                                  double **gmag)
+{
+    (void)n;
+    (void)y;
+    if (!grad[0].v)
+        return REF_OK;
+    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    for (int64_t o = 0; o < a.outer; o++)
+        for (int64_t j = 0; j < a.len; j++)
+            for (int64_t i = 0; i < a.inner; i++) {
+                int64_t k = (o * a.len + j) * a.inner + i;
+                grad[0].v[k] = g->v[o * a.inner + i] / (double)a.len;
+                if (gmag && gmag[0])
+                    gmag[0][k] = fabs(grad[0].v[k]);
+            }
+    return REF_OK;
+}
+
+const ref_op ref_family_reduce[] = {
+    {.name = "reduceSum", .report_name = "reduce_sum", .min_inputs = 1, .max_inputs = 1,
+     .input_names = {"x"}, .params = REF_P_AXIS, .requires_vjp = 1, .c_fwd = 1, .c_vjp = 1,
+     .shape = reduce_shape, .forward = reduce_sum_fwd, .vjp = reduce_sum_vjp,
+     .sample = sample_reduce},
+    {.name = "reduceMean", .report_name = "reduce_mean", .min_inputs = 1, .max_inputs = 1,
+     .input_names = {"x"}, .params = REF_P_AXIS, .requires_vjp = 1, .c_fwd = 1, .c_vjp = 2,
+     .note = "the axis must be nonempty (ATen's mean of an empty axis is NaN); TorchLean divides "
+             "by n, its LibTorch capsule multiplies by float32 1/n",
+     .shape = reduce_shape, .forward = reduce_mean_fwd, .vjp = reduce_mean_vjp,
+     .sample = sample_reduce},
+};
+const int ref_family_reduce_count = (int)(sizeof ref_family_reduce / sizeof ref_family_reduce[0]);

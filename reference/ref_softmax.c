@@ -1,0 +1,396 @@
+/* Softmax family (ops.md D). softmax, logSoftmax and topKMask take any axis; hardMaskedSoftmax
+ * works on the last axis (TorchLean recurses over the outer axes). Each slice is independent.
+ *
+ * Error model (derived once, used by softmax and logSoftmax). In a dtype with unit roundoff u,
+ * a provider computing d_i = x_i - m, e_i = exp(d_i), s = sum e, y_i = e_i / s has
+ *   rel err(e_i) <= u (|d_i| + 2)                      (rounding of d_i, then exp to ~1 ulp)
+ *   rel err(s)   <= (n - 1) u + sum_j y_j u (|d_j| + 2) (any summation order)
+ *   rel err(y_i) <= u + rel err(e_i) + rel err(s).
+ * So m_i = y_i (3 + |d_i| + (n - 1) + sum_j y_j (|d_j| + 2)) and c = 2 for second-order slack.
+ * logSoftmax y_i = d_i - log s: |err| <= u|d_i| + rel err(s) + u|log s| + u|y_i|.
+ * hardMaskedSoftmax uses softmax's model with n = the allowed count of the row; its blocked
+ * entries are exact zeros (m_i = 0). topKMask's 0/1 output is exact (m_i = 0, bound = floor). */
+#include "ref_families.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+static ref_status axis_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
+                             ref_err *e)
+{
+    (void)n;
+    if (in[0].rank > 0 && ref_norm_axis(p->axis, in[0].rank) < 0)
+        return ref_err_set(e, "axis %d is out of range for rank %d", p->axis, in[0].rank);
+    *out = in[0];
+    return REF_OK;
+}
+
+static ref_status sample_axis(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
+                              ref_shape *in)
+{
+    int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 1, 3);
+    ref_sample_shape(r, rank, req->max_elems, req->zero_dim, &in[0]);
+    p->axis = rank > 0 ? (int)ref_rng_range(r, 0, rank - 1) : 0;
+    if (rank > 0 && ref_rng_range(r, 0, 2) == 0)
+        p->axis -= rank; /* negative axes are part of the contract */
+    *n = 1;
+    return REF_OK;
+}
+
+/* Per-slice statistics shared by forward and error model. */
+typedef struct {
+    double max, sum, spread; /* spread = sum_j y_j (|d_j| + 2) over the allowed j */
+    int64_t allowed;         /* allowed entries (the whole slice when there is no mask) */
+} slice_stats;
+
+static int is_allowed(const double *mask, int64_t k)
+{
+    return mask == NULL || mask[k] != 0.0; /* TorchLean's CUDA buffer: allowed <=> value != 0 */
+}
+
+/* One slice x[j * stride], j < len (mask likewise; NULL = every entry allowed):
+ * m = max over the allowed entries (strict-> fold seeded with the first allowed one);
+ * numerator e_j = exp(x_j - m) if allowed, exactly 0 if blocked; y_j = e_j / sum_j e_j for every
+ * j (ordinary arithmetic: a NaN sum makes the blocked entries NaN too). No allowed entry: y = 0. */
+static slice_stats slice_softmax(const double *x, const double *mask, int64_t len,
+                                 int64_t stride, double *y)
+{
+    slice_stats st = {0.0, 0.0, 0.0, 0};
+    for (int64_t j = 0; j < len; j++)
+        if (is_allowed(mask, j * stride)) {
+            if (st.allowed == 0 || x[j * stride] > st.max)
+                st.max = x[j * stride];
+            st.allowed++;
+        }
+    if (st.allowed == 0) { /* fully blocked row -> zeros */
+        for (int64_t j = 0; j < len; j++)
+            y[j * stride] = 0.0;
+        return st;
+    }
+    for (int64_t j = 0; j < len; j++) {
+        y[j * stride] = is_allowed(mask, j * stride) ? exp(x[j * stride] - st.max) : 0.0;
+        st.sum += y[j * stride];
+    }
+    for (int64_t j = 0; j < len; j++) {
+        y[j * stride] /= st.sum;
+        if (is_allowed(mask, j * stride))
+            st.spread += y[j * stride] * (fabs(x[j * stride] - st.max) + 2.0);
+    }
+    return st;
+}
+
+/* softmax: y = exp(x - max) / sum exp(x - max) per slice; n = 0 slice unchanged; scalar -> 1.
+ * With a mask (hardMaskedSoftmax) the scalar is 1 if allowed else 0, blocked entries are exactly
+ * 0 (m_i = 0) and the error model's n is the number of allowed entries. */
+static ref_status softmax_core(const ref_tensor *x, const double *mask, int axis,
+                               ref_tensor *out, double *mag, int log_form)
+{
+    const ref_shape *s = &x->shape;
+    if (s->rank == 0) {
+        out->v[0] = log_form ? 0.0 : (is_allowed(mask, 0) ? 1.0 : 0.0);
+        if (mag)
+            mag[0] = log_form ? 1.0 : out->v[0];
+        return REF_OK;
+    }
+    ref_axis_split a = ref_split_axis(s, axis);
+    if (a.len == 0)
+        return REF_OK;
+    for (int64_t o = 0; o < a.outer; o++)
+        for (int64_t i = 0; i < a.inner; i++) {
+            int64_t base = o * a.len * a.inner + i;
+            const double *xs = x->v + base;
+            const double *ms = mask ? mask + base : NULL;
+            double *y = out->v + base;
+            slice_stats st = slice_softmax(xs, ms, a.len, a.inner, y);
+            for (int64_t j = 0; j < a.len; j++) {
+                double d = fabs(xs[j * a.inner] - st.max);
+                double rel_s = (double)(st.allowed - 1) + st.spread;
+                if (!log_form) {
+                    if (mag)
+                        mag[base + j * a.inner] =
+                            is_allowed(ms, j * a.inner) && st.allowed > 0
+                                ? y[j * a.inner] * (3.0 + d + rel_s)
+                                : 0.0;
+                } else {
+                    double ls = log(st.sum);
+                    double yl = (xs[j * a.inner] - st.max) - ls; /* never log(softmax) */
+                    y[j * a.inner] = yl;
+                    if (mag)
+                        mag[base + j * a.inner] = d + rel_s + fabs(ls) + fabs(yl) + 1.0;
+                }
+            }
+        }
+    return REF_OK;
+}
+
+static ref_status softmax_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
+                              double *mag)
+{
+    (void)n;
+    return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mag, 0);
+}
+
+static ref_status log_softmax_fwd(const ref_params *p, int n, const ref_tensor *in,
+                                  ref_tensor *out, double *mag)
+{
+    (void)n;
+    return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mag, 1);
+}
+
+/* softmax VJP: dx = y * (g - <g, y>) per slice.
+ * Error: dot has (n-1)u sum|g y| + sum |g_j| |dy_j|; with dy_j <= u y_j F_j (forward factor),
+ * m_i = |dx_i| + y_i (|g_i - dot| + (n-1) sum|g_j y_j| + sum|g_j| y_j F_j) + |g_i - dot| y_i F_i.
+ * With a mask the same formula runs on the masked output: a blocked entry has y = 0, hence
+ * dx = 0 and m = 0 for finite g (IEEE: 0 * Inf = NaN is kept, as in TorchLean's capsule, which
+ * runs the plain row-softmax backward on the output). */
+static ref_status softmax_vjp_core(const ref_tensor *x, const double *mask, int axis,
+                                   const ref_tensor *y, const ref_tensor *g, double *dx,
+                                   double *mag)
+{
+    const ref_shape *s = &x->shape;
+    if (s->rank == 0) { /* the output is constant (1, 0 or 1-if-allowed) */
+        dx[0] = 0.0;
+        if (mag)
+            mag[0] = 0.0;
+        return REF_OK;
+    }
+    ref_axis_split a = ref_split_axis(s, axis);
+    double *fwd_mag = mag ? malloc(sizeof(double) * (size_t)(ref_numel(s) + 1)) : NULL;
+    if (mag && !fwd_mag)
+        return REF_ENOMEM;
+    if (fwd_mag) {
+        ref_tensor tmp = {*s, malloc(sizeof(double) * (size_t)(ref_numel(s) + 1))};
+        if (!tmp.v) {
+            free(fwd_mag);
+            return REF_ENOMEM;
+        }
+        softmax_core(x, mask, axis, &tmp, fwd_mag, 0);
+        free(tmp.v);
+    }
+    for (int64_t o = 0; o < a.outer; o++)
+        for (int64_t i = 0; i < a.inner; i++) {
+            int64_t base = o * a.len * a.inner + i;
+            double dot = 0.0, dot_abs = 0.0, prop = 0.0;
+            for (int64_t j = 0; j < a.len; j++) {
+                int64_t k = base + j * a.inner;
+                dot += g->v[k] * y->v[k];
+                dot_abs += fabs(g->v[k] * y->v[k]);
+                if (fwd_mag)
+                    prop += fabs(g->v[k]) * fwd_mag[k];
+            }
+            for (int64_t j = 0; j < a.len; j++) {
+                int64_t k = base + j * a.inner;
+                double c = g->v[k] - dot;
+                dx[k] = y->v[k] * c;
+                if (mag) {
+                    double F = y->v[k] > 0 ? fwd_mag[k] / y->v[k] : 0.0;
+                    mag[k] = y->v[k] > 0 ? fabs(dx[k]) +
+                                               y->v[k] * (fabs(c) + (double)(a.len - 1) * dot_abs +
+                                                          prop) +
+                                               fabs(c) * y->v[k] * F
+                                         : 0.0;
+                }
+            }
+        }
+    free(fwd_mag);
+    return REF_OK;
+}
+
+static ref_status softmax_vjp(const ref_params *p, int n, const ref_tensor *in,
+                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
+                              double **gmag)
+{
+    (void)n;
+    if (!grad[0].v)
+        return REF_OK;
+    return softmax_vjp_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), y, g,
+                            grad[0].v, gmag ? gmag[0] : NULL);
+}
+
+/* logSoftmax VJP from the saved output: dx = g - exp(y) * sum g.
+ * Error: sum g has (n-1)u sum|g|; exp(y) has rel err <= u(|y| + F) with F the forward bound;
+ * m_i = |g_i| + |dx_i| + p_i ((n-1) sum|g| + |sum g| (|y_i| + F_i + 2)), p_i = exp(y_i). */
+static ref_status log_softmax_vjp(const ref_params *p, int n, const ref_tensor *in,
+                                  const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
+                                  double **gmag)
+{
+    (void)n;
+    if (!grad[0].v)
+        return REF_OK;
+    const ref_shape *s = &in[0].shape;
+    double *mag = gmag ? gmag[0] : NULL;
+    if (s->rank == 0) {
+        grad[0].v[0] = 0.0; /* scalar: y is constant 0 */
+        if (mag)
+            mag[0] = 0.0;
+        return REF_OK;
+    }
+    ref_axis_split a = ref_split_axis(s, ref_norm_axis(p->axis, s->rank));
+    for (int64_t o = 0; o < a.outer; o++)
+        for (int64_t i = 0; i < a.inner; i++) {
+            int64_t base = o * a.len * a.inner + i;
+            double sum = 0.0, sum_abs = 0.0;
+            for (int64_t j = 0; j < a.len; j++) {
+                sum += g->v[base + j * a.inner];
+                sum_abs += fabs(g->v[base + j * a.inner]);
+            }
+            for (int64_t j = 0; j < a.len; j++) {
+                int64_t k = base + j * a.inner;
+                double pk = exp(y->v[k]);
+                grad[0].v[k] = g->v[k] - pk * sum;
+                if (mag)
+                    mag[k] = fabs(g->v[k]) + fabs(grad[0].v[k]) +
+                             pk * ((double)a.len * sum_abs +
+                                   fabs(sum) * (fabs(y->v[k]) + (double)a.len + 4.0));
+            }
+        }
+    return REF_OK;
+}
+
+/* ---- hardMaskedSoftmax (ops.md D): last axis, mask true (nonzero) = allowed --------------- */
+
+static ref_status masked_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
+                               ref_err *e)
+{
+    (void)p;
+    if (n != 2)
+        return ref_err_set(e, "hardMaskedSoftmax takes 2 inputs (x, mask), got %d", n);
+    if (!ref_shape_eq(&in[0], &in[1])) {
+        char a[96], b[96];
+        ref_shape_fmt(&in[0], a, sizeof a);
+        ref_shape_fmt(&in[1], b, sizeof b);
+        return ref_err_set(e, "mask has shape %s but x has %s (the mask must match x)", b, a);
+    }
+    *out = in[0];
+    return REF_OK;
+}
+
+/* y = softmax over the last axis of x restricted to the allowed entries (see slice_softmax):
+ * blocked entries are exactly 0, a fully blocked row is all zeros, a scalar is 1 if allowed
+ * else 0. Error model: softmax's, with n = the number of allowed entries of the row. */
+static ref_status masked_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
+                             double *mag)
+{
+    (void)p;
+    (void)n;
+    return softmax_core(&in[0], in[1].v, in[0].shape.rank - 1, out, mag, 0);
+}
+
+/* dx = y * (g - <g, y>) per row at the masked output (the mask is constant, no gradient). */
+static ref_status masked_vjp(const ref_params *p, int n, const ref_tensor *in,
+                             const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
+                             double **gmag)
+{
+    (void)p;
+    (void)n;
+    if (!grad[0].v)
+        return REF_OK;
+    return softmax_vjp_core(&in[0], in[1].v, in[0].shape.rank - 1, y, g, grad[0].v,
+                            gmag ? gmag[0] : NULL);
+}
+
+static ref_status sample_masked(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
+                                ref_shape *in)
+{
+    (void)p;
+    return ref_sample_same_shapes(r, req, 2, n, in);
+}
+
+/* ---- topKMask: Proposal (not in TorchLean) ------------------------------------------------- */
+
+static void topk_defaults(ref_params *p)
+{
+    p->axis = -1; /* default: last axis */
+    p->k = 1;
+}
+
+static ref_status topk_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
+                             ref_err *e)
+{
+    if (p->k < 0)
+        return ref_err_set(e, "k must be >= 0, got %lld", (long long)p->k);
+    return axis_shape(p, n, in, out, e);
+}
+
+/* y_j = 1 if fewer than k entries of its slice beat x_j, else 0, where x_i beats x_j when
+ * x_i > x_j, or x_i == x_j and i < j (ties go to the lower index). So k = 0 gives zeros and
+ * k >= n ones; a scalar is one slice of length 1. NaN compares false (it beats nothing and
+ * nothing beats it); case generators keep NaN out. The output is exact: m_i = 0. */
+static ref_status topk_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
+                           double *mag)
+{
+    (void)n;
+    const ref_shape *s = &in[0].shape;
+    ref_axis_split a = {1, 1, 1};
+    if (s->rank > 0)
+        a = ref_split_axis(s, ref_norm_axis(p->axis, s->rank));
+    for (int64_t o = 0; o < a.outer; o++)
+        for (int64_t i = 0; i < a.inner; i++) {
+            const double *x = in[0].v + o * a.len * a.inner + i;
+            double *y = out->v + o * a.len * a.inner + i;
+            for (int64_t j = 0; j < a.len; j++) {
+                int64_t beaten_by = 0;
+                for (int64_t l = 0; l < a.len; l++)
+                    if (x[l * a.inner] > x[j * a.inner] ||
+                        (x[l * a.inner] == x[j * a.inner] && l < j))
+                        beaten_by++;
+                y[j * a.inner] = beaten_by < p->k ? 1.0 : 0.0;
+                if (mag)
+                    mag[(o * a.len + j) * a.inner + i] = 0.0;
+            }
+        }
+    return REF_OK;
+}
+
+/* requiresVJP is false (the mask is piecewise constant); if a VJP is asked for, it is zero. */
+static ref_status topk_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
+                           const ref_tensor *g, ref_tensor *grad, double **gmag)
+{
+    (void)p;
+    (void)n;
+    (void)y;
+    (void)g;
+    if (!grad[0].v)
+        return REF_OK;
+    int64_t N = ref_numel(&in[0].shape);
+    for (int64_t i = 0; i < N; i++) {
+        grad[0].v[i] = 0.0;
+        if (gmag && gmag[0])
+            gmag[0][i] = 0.0;
+    }
+    return REF_OK;
+}
+
+static ref_status sample_topk(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
+                              ref_shape *in)
+{
+    sample_axis(r, req, p, n, in);
+    int64_t len = in[0].rank > 0 ? in[0].dim[ref_norm_axis(p->axis, in[0].rank)] : 1;
+    p->k = ref_rng_range(r, 0, len + 1); /* includes k = 0 and k > n */
+    return REF_OK;
+}
+
+const ref_op ref_family_softmax[] = {
+    {.name = "logSoftmax", .report_name = "log_softmax", .min_inputs = 1, .max_inputs = 1,
+     .input_names = {"x"}, .params = REF_P_AXIS, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
+     .shape = axis_shape, .forward = log_softmax_fwd, .vjp = log_softmax_vjp,
+     .sample = sample_axis},
+    {.name = "softmax", .report_name = "softmax", .min_inputs = 1, .max_inputs = 1,
+     .input_names = {"x"}, .params = REF_P_AXIS, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
+     .shape = axis_shape, .forward = softmax_fwd, .vjp = softmax_vjp, .sample = sample_axis},
+    {.name = "hardMaskedSoftmax", .report_name = "hard_masked_softmax", .min_inputs = 2,
+     .max_inputs = 2, .input_names = {"x", "mask"}, .input_kind = {REF_IN_DATA, REF_IN_MASK},
+     .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
+     .note = "last axis; mask true = allowed; a fully blocked row gives zeros (softmax of a "
+             "-inf-filled row in ATen gives NaN)",
+     .shape = masked_shape, .forward = masked_fwd, .vjp = masked_vjp, .sample = sample_masked},
+    {.name = "topKMask", .report_name = "top_k_mask", .min_inputs = 1, .max_inputs = 1,
+     .input_names = {"x"}, .params = REF_P_AXIS | REF_P_K, .requires_vjp = 0, .c_fwd = 1,
+     .c_vjp = 1,
+     .note = "Proposal (not in TorchLean): ties go to the lower index (ATen topk's tie order is "
+             "unspecified: only tie-free cases are comparable)",
+     .set_defaults = topk_defaults, .shape = topk_shape, .forward = topk_fwd, .vjp = topk_vjp,
+     .sample = sample_topk},
+};
+const int ref_family_softmax_count =
+    (int)(sizeof ref_family_softmax / sizeof ref_family_softmax[0]);

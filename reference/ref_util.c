@@ -1,0 +1,180 @@
+/* Shared helpers of the reference: rng, shapes, errors, the op registry. */
+#include "ref.h"
+#include "ref_families.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* splitmix64 as TorchLean defines it (ops.md, randUniform): all arithmetic mod 2^64. */
+uint64_t ref_splitmix64(uint64_t x)
+{
+    uint64_t z = x + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t ref_rng_next(ref_rng *r)
+{
+    r->state += 1;
+    return ref_splitmix64(r->state);
+}
+
+int64_t ref_rng_range(ref_rng *r, int64_t lo, int64_t hi_inclusive)
+{
+    if (hi_inclusive <= lo)
+        return lo;
+    uint64_t span = (uint64_t)(hi_inclusive - lo) + 1;
+    return lo + (int64_t)(ref_rng_next(r) % span);
+}
+
+double ref_rng_uniform(ref_rng *r)
+{
+    return (double)(ref_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int64_t ref_numel(const ref_shape *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++)
+        n *= s->dim[i];
+    return n;
+}
+
+int ref_shape_eq(const ref_shape *a, const ref_shape *b)
+{
+    if (a->rank != b->rank)
+        return 0;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dim[i] != b->dim[i])
+            return 0;
+    return 1;
+}
+
+void ref_shape_fmt(const ref_shape *s, char *buf, size_t n)
+{
+    size_t used = 0;
+    used += (size_t)snprintf(buf + used, n > used ? n - used : 0, "[");
+    for (int i = 0; i < s->rank; i++)
+        used += (size_t)snprintf(buf + used, n > used ? n - used : 0, "%s%lld", i ? "," : "",
+                                 (long long)s->dim[i]);
+    snprintf(buf + used, n > used ? n - used : 0, "]");
+}
+
+ref_status ref_err_set(ref_err *e, const char *fmt, ...)
+{
+    if (e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+        va_end(ap);
+    }
+    return REF_EINVAL;
+}
+
+int ref_norm_axis(int axis, int rank)
+{
+    if (axis < 0)
+        axis += rank;
+    return (axis >= 0 && axis < rank) ? axis : -1;
+}
+
+void ref_default_domain(const ref_op *op, const ref_params *p, int n, const ref_shape *in, int i,
+                        ref_domain *d)
+{
+    memset(d, 0, sizeof *d);
+    int k = i < REF_MAX_INPUTS ? i : REF_MAX_INPUTS - 1;
+    switch (op->input_kind[k]) {
+    case REF_IN_INDEX:
+        d->kind = REF_DOM_INDEX;
+        d->hi = 1;
+        break;
+    case REF_IN_MASK:
+        d->kind = REF_DOM_MASK;
+        d->lo = 0.7;
+        break;
+    default:
+        d->kind = REF_DOM_NORMAL;
+        break;
+    }
+    if (op->domain)
+        op->domain(p, n, in, i, d);
+}
+
+void ref_sample_shape(ref_rng *r, int rank, int64_t max_elems, int zero_dim, ref_shape *s)
+{
+    int64_t budget = max_elems < 1 ? 1 : max_elems;
+    s->rank = rank;
+    for (int i = 0; i < rank; i++) {
+        /* each remaining axis may take up to the (rank - i)-th root of what is left */
+        int64_t cap = (int64_t)floor(pow((double)budget, 1.0 / (double)(rank - i)) + 1e-9);
+        if (cap < 1)
+            cap = 1;
+        int64_t d = ref_rng_range(r, 1, cap);
+        s->dim[i] = d;
+        budget /= d;
+    }
+    if (zero_dim && rank > 0)
+        s->dim[ref_rng_range(r, 0, rank - 1)] = 0;
+}
+
+/* ---- registry ---------------------------------------------------------------------------- */
+
+/* Spec order of the vocabulary (ops.md; the 47 BackendOps and the 9 capcheck additions). */
+static const char *const spec_order[] = {
+    "randUniform", "bernoulliMask", "add", "sub", "mul", "div", "neg", "scale", "abs",
+    "sqrt", "clamp", "max", "min", "relu", "gelu", "sigmoid", "silu", "tanh", "softplus",
+    "exp", "log", "sin", "cos", "inv", "safeLog", "logSoftmax", "softmax",
+    "hardMaskedSoftmax", "topKMask", "reduceSum", "reduceMean", "reshape", "permute",
+    "broadcast", "concat", "slice", "gather", "scatterAdd", "matmul", "scaledMatmul",
+    "softmaxMatmul", "linear", "mseLoss", "crossEntropy", "distill", "layerNorm", "batchNorm",
+    "conv", "convTranspose", "maxPool", "smoothMaxPool", "avgPool", "fftFno", "selectiveScan",
+    "attention", "custom"};
+
+int ref_spec_op_count(void)
+{
+    return (int)(sizeof spec_order / sizeof spec_order[0]);
+}
+
+const char *ref_spec_op_name(int i)
+{
+    return (i >= 0 && i < ref_spec_op_count()) ? spec_order[i] : NULL;
+}
+
+static const ref_op *find_in_families(const char *name)
+{
+    for (int f = 0; ref_families[f].ops; f++)
+        for (int i = 0; i < *ref_families[f].count; i++) {
+            const ref_op *op = &ref_families[f].ops[i];
+            if (strcmp(op->name, name) == 0 || strcmp(op->report_name, name) == 0)
+                return op;
+        }
+    return NULL;
+}
+
+/* Ops present in the families, in spec order. */
+int ref_op_count(void)
+{
+    int n = 0;
+    for (int i = 0; i < ref_spec_op_count(); i++)
+        if (find_in_families(spec_order[i]))
+            n++;
+    return n;
+}
+
+const ref_op *ref_op_at(int k)
+{
+    for (int i = 0; i < ref_spec_op_count(); i++) {
+        const ref_op *op = find_in_families(spec_order[i]);
+        if (op && k-- == 0)
+            return op;
+    }
+    return NULL;
+}
+
+const ref_op *ref_op_find(const char *name)
+{
+    return name ? find_in_families(name) : NULL;
+}
