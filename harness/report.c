@@ -1,0 +1,266 @@
+#include "harness/report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/dtype.h"
+
+/* ---- JSON helpers -------------------------------------------------------------------------- */
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch == '\n')
+            fputs("\\n", f);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* JSON has no NaN/Inf: they are written as the strings "NaN", "Infinity", "-Infinity". */
+static void json_number(FILE *f, double x)
+{
+    if (isnan(x))
+        fputs("\"NaN\"", f);
+    else if (isinf(x))
+        fputs(x > 0 ? "\"Infinity\"" : "\"-Infinity\"", f);
+    else
+        fprintf(f, "%.17g", x);
+}
+
+void cc_result_write_json(FILE *f, const cc_result *r)
+{
+    fputs("{\"case\":", f);
+    json_string(f, r->line);
+    fputs(",\"op\":", f);
+    json_string(f, r->op);
+    fprintf(f, ",\"dtype\":\"%s\",\"device\":\"%s\",\"layout\":\"%s\",\"provider\":",
+            cc_dtype_name(r->dtype), cc_device_name(r->device), cc_layout_name(r->layout));
+    json_string(f, r->provider);
+    fputs(",\"vjp_mode\":", f);
+    json_string(f, r->vjp_mode);
+    fprintf(f, ",\"status\":\"%s\",\"checked_fwd\":%s,\"checked_vjp\":%s,\"fwd_ratio\":",
+            cc_result_status_name(r->status), r->checked_fwd ? "true" : "false",
+            r->checked_vjp ? "true" : "false");
+    json_number(f, r->fwd_ratio);
+    fputs(",\"vjp_ratio\":", f);
+    json_number(f, r->vjp_ratio);
+    fputs(",\"worst_ratio\":", f);
+    json_number(f, r->worst_ratio);
+    if (r->worst_output[0]) {
+        fputs(",\"worst\":{\"output\":", f);
+        json_string(f, r->worst_output);
+        fputs(",\"index\":", f);
+        json_string(f, r->worst_index);
+        fputs(",\"expected\":", f);
+        json_number(f, r->expected);
+        fputs(",\"got\":", f);
+        json_number(f, r->got);
+        fputs(",\"bound\":", f);
+        json_number(f, r->bound);
+        fputs(",\"inputs\":", f);
+        json_string(f, r->worst_inputs);
+        fputc('}', f);
+    }
+    if (r->message[0]) {
+        fputs(",\"message\":", f);
+        json_string(f, r->message);
+    }
+    fprintf(f, ",\"elements\":%lld,\"seconds\":%.6f}\n", (long long)r->elements, r->seconds);
+}
+
+/* ---- aggregation --------------------------------------------------------------------------- */
+
+void cc_report_init(cc_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+}
+
+void cc_report_free(cc_report *rep)
+{
+    free(rep->rows);
+    memset(rep, 0, sizeof *rep);
+}
+
+static cc_report_row *find_row(cc_report *rep, const cc_result *r)
+{
+    for (size_t i = 0; i < rep->n; i++) {
+        cc_report_row *row = &rep->rows[i];
+        if (strcmp(row->op, r->op) == 0 && row->dtype == r->dtype && row->device == r->device &&
+            strcmp(row->provider, r->provider) == 0)
+            return row;
+    }
+    if (rep->n == rep->cap) {
+        size_t cap = rep->cap ? 2 * rep->cap : 32;
+        cc_report_row *rows = realloc(rep->rows, cap * sizeof *rows);
+        if (!rows)
+            return NULL;
+        rep->rows = rows;
+        rep->cap = cap;
+    }
+    cc_report_row *row = &rep->rows[rep->n++];
+    memset(row, 0, sizeof *row);
+    snprintf(row->op, sizeof row->op, "%s", r->op);
+    snprintf(row->provider, sizeof row->provider, "%s", r->provider);
+    snprintf(row->vjp_mode, sizeof row->vjp_mode, "%s", r->vjp_mode);
+    row->dtype = r->dtype;
+    row->device = r->device;
+    return row;
+}
+
+int cc_report_add(cc_report *rep, const cc_result *r)
+{
+    cc_report_row *row = find_row(rep, r);
+    if (!row)
+        return -1;
+    row->cases++;
+    row->counts[r->status]++;
+    rep->cases++;
+    rep->counts[r->status]++;
+    if (!row->worst_line[0] || r->worst_ratio > row->worst_ratio) {
+        row->worst_ratio = r->worst_ratio;
+        snprintf(row->worst_line, sizeof row->worst_line, "%s", r->line);
+    }
+    if (r->status != CC_RES_PASS && !row->first_failure[0]) {
+        snprintf(row->first_failure, sizeof row->first_failure, "%s", r->line);
+        snprintf(row->first_failure_msg, sizeof row->first_failure_msg, "%s", r->message);
+    }
+    return 0;
+}
+
+/* ---- writers ------------------------------------------------------------------------------- */
+
+typedef void (*writer_fn)(const cc_report *rep, FILE *f);
+
+static int write_atomically(const char *path, writer_fn fn, const cc_report *rep)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    fn(rep, f);
+    int bad = ferror(f);
+    if (fclose(f) || bad || rename(tmp, path)) {
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static void write_json(const cc_report *rep, FILE *f)
+{
+    fprintf(f, "{\n  \"schema\": \"capcheck-report/1\",\n  \"capcheck_version\": \"%s\",\n",
+            CC_VERSION);
+    fputs("  \"provider_description\": ", f);
+    json_string(f, rep->provider_description);
+    fputs(",\n  \"case_files\": ", f);
+    json_string(f, rep->case_files);
+    fputs(",\n  \"command\": ", f);
+    json_string(f, rep->command);
+    fprintf(f, ",\n  \"base_seed\": %llu,\n  \"wall_seconds\": %.3f,\n  \"cases\": %ld,\n",
+            rep->base_seed, rep->wall_seconds, rep->cases);
+    fputs("  \"totals\": {", f);
+    for (int s = 0; s < CC_RES_COUNT; s++)
+        fprintf(f, "%s\"%s\": %ld", s ? ", " : "", cc_result_status_name((cc_result_status)s),
+                rep->counts[s]);
+    fputs("},\n  \"rows\": [\n", f);
+    for (size_t i = 0; i < rep->n; i++) {
+        const cc_report_row *row = &rep->rows[i];
+        const ref_op *op = ref_op_find(row->op);
+        fputs("    {\"op\": ", f);
+        json_string(f, row->op);
+        fprintf(f, ", \"report_name\": \"%s\", \"dtype\": \"%s\", \"device\": \"%s\", \"provider\": ",
+                op ? op->report_name : row->op, cc_dtype_name(row->dtype),
+                cc_device_name(row->device));
+        json_string(f, row->provider);
+        fputs(", \"vjp_mode\": ", f);
+        json_string(f, row->vjp_mode);
+        fprintf(f, ", \"cases\": %ld", row->cases);
+        for (int s = 0; s < CC_RES_COUNT; s++)
+            fprintf(f, ", \"%s\": %ld", cc_result_status_name((cc_result_status)s),
+                    row->counts[s]);
+        fputs(", \"worst_ratio\": ", f);
+        json_number(f, row->worst_ratio);
+        fputs(", \"worst_case\": ", f);
+        json_string(f, row->worst_line);
+        if (row->first_failure[0]) {
+            fputs(", \"first_failure\": ", f);
+            json_string(f, row->first_failure);
+            fputs(", \"first_failure_message\": ", f);
+            json_string(f, row->first_failure_msg);
+        }
+        if (op && op->note) {
+            fputs(", \"contract_note\": ", f);
+            json_string(f, op->note);
+        }
+        fprintf(f, "}%s\n", i + 1 < rep->n ? "," : "");
+    }
+    fputs("  ]\n}\n", f);
+}
+
+static void write_markdown(const cc_report *rep, FILE *f)
+{
+    fprintf(f, "# capcheck report\n\n");
+    fprintf(f, "- capcheck %s; provider: %s\n- cases: %s; base seed %llu; %ld cases in %.2f s\n",
+            CC_VERSION, rep->provider_description, rep->case_files, rep->base_seed, rep->cases,
+            rep->wall_seconds);
+    fprintf(f, "- totals:");
+    for (int s = 0; s < CC_RES_COUNT; s++)
+        fprintf(f, " %s %ld%s", cc_result_status_name((cc_result_status)s), rep->counts[s],
+                s + 1 < CC_RES_COUNT ? "," : "\n");
+    fprintf(f, "\nThe bound ratio is error / (c_op * u(dtype) * m_i + floor): at most 1 passes.\n\n");
+    fprintf(f, "| op | dtype | device | provider | vjpMode | cases | passed | failed | "
+               "unsupported | errors | worst ratio | worst case |\n");
+    fprintf(f, "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+    for (size_t i = 0; i < rep->n; i++) {
+        const cc_report_row *row = &rep->rows[i];
+        fprintf(f, "| %s | %s | %s | %s | %s | %ld | %ld | %ld | %ld | %ld | %.3g | `%s` |\n",
+                row->op, cc_dtype_name(row->dtype), cc_device_name(row->device), row->provider,
+                row->vjp_mode, row->cases, row->counts[CC_RES_PASS], row->counts[CC_RES_FAIL],
+                row->counts[CC_RES_UNSUPPORTED],
+                row->counts[CC_RES_ERROR] + row->counts[CC_RES_CRASH] +
+                    row->counts[CC_RES_TIMEOUT],
+                row->worst_ratio, row->worst_line);
+    }
+    int any = 0;
+    for (size_t i = 0; i < rep->n; i++) {
+        const cc_report_row *row = &rep->rows[i];
+        if (!row->first_failure[0])
+            continue;
+        if (!any++)
+            fprintf(f, "\n## Not passing (first case of each row; rerun with capcheck repro)\n\n");
+        fprintf(f, "- %s %s: %s\n  `capcheck repro '%s'`\n", row->op, cc_dtype_name(row->dtype),
+                row->first_failure_msg, row->first_failure);
+    }
+    any = 0;
+    for (size_t i = 0; i < rep->n; i++) {
+        const ref_op *op = ref_op_find(rep->rows[i].op);
+        int seen = 0;
+        for (size_t j = 0; j < i; j++)
+            seen |= strcmp(rep->rows[j].op, rep->rows[i].op) == 0;
+        if (!op || !op->note || seen)
+            continue;
+        if (!any++)
+            fprintf(f, "\n## Where TorchLean's contract differs from plain ATen\n\n");
+        fprintf(f, "- %s: %s\n", op->name, op->note);
+    }
+}
+
+int cc_report_write_json(const cc_report *rep, const char *path)
+{
+    return write_atomically(path, write_json, rep);
+}
+
+int cc_report_write_markdown(const cc_report *rep, const char *path)
+{
+    return write_atomically(path, write_markdown, rep);
+}

@@ -1,0 +1,46 @@
+/* Results as evidence: one JSON line per case (results.jsonl), and the aggregate report
+ * (report.json, report.md) per op x dtype x device x provider. */
+#ifndef CAPCHECK_REPORT_H
+#define CAPCHECK_REPORT_H
+
+#include <stdio.h>
+
+#include "harness/runner.h"
+
+#define CC_VERSION "0.1.0"
+
+void cc_result_write_json(FILE *f, const cc_result *r);
+
+typedef struct {
+    char op[32];
+    cc_dtype dtype;
+    cc_device device;
+    char provider[32];
+    char vjp_mode[24];
+    long counts[CC_RES_COUNT];
+    long cases;
+    double worst_ratio;
+    char worst_line[CC_CASE_LINE_MAX];
+    char first_failure[CC_CASE_LINE_MAX];
+    char first_failure_msg[384];
+} cc_report_row;
+
+typedef struct {
+    cc_report_row *rows;
+    size_t n, cap;
+    long cases, counts[CC_RES_COUNT];
+    double wall_seconds;
+    char provider_description[256];
+    char case_files[512];
+    unsigned long long base_seed;
+    char command[512];
+} cc_report;
+
+void cc_report_init(cc_report *rep);
+void cc_report_free(cc_report *rep);
+int cc_report_add(cc_report *rep, const cc_result *r);
+/* Written to a temporary file beside `path`, then renamed: never half a report. */
+int cc_report_write_json(const cc_report *rep, const char *path);
+int cc_report_write_markdown(const cc_report *rep, const char *path);
+
+#endif
