@@ -1,0 +1,105 @@
+// Internal to the ATen shim: the per-op table entry every family file exports, and the
+// small helpers the op bodies share. Only per-op ATen headers are used across the shim
+// (TORCH_ASSERT_ONLY_METHOD_OPERATORS makes an accidental <ATen/ATen.h>-style include fail):
+// each family file includes <ATen/ops/<op>.h> for exactly the functions it calls.
+// The shim's own code is C++17, but libtorch 2.15's headers need C++20 (std::bit_width,
+// operator<=>; TorchConfig.cmake puts cxx_std_20 on the torch target): compile it as C++20.
+#ifndef CAPCHECK_ATEN_COMMON_H
+#define CAPCHECK_ATEN_COMMON_H
+
+#ifndef TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#endif
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "providers/aten/aten_provider.h" // provider.h with C linkage
+
+namespace ccaten {
+
+// Messages of both exceptions are prefixed with the op name by the provider: don't repeat it.
+// Thrown by an op body (or a helper) when a case is outside what the shim supports; the provider
+// maps it to CC_UNSUPPORTED with the message. Any other exception becomes CC_FAILED.
+struct Unsupported : std::runtime_error {
+    explicit Unsupported(const std::string &m) : std::runtime_error(m) {}
+};
+// A contract violation detected by the shim itself (bad axis, wrong arity...): CC_FAILED.
+struct Failed : std::runtime_error {
+    explicit Failed(const std::string &m) : std::runtime_error(m) {}
+};
+
+// One provider call, inputs already wrapped with from_blob (strides honoured, no copy).
+struct Args {
+    const cc_call *call;
+    const ref_params *p; // never NULL (a zeroed record when the call had none)
+    int n;               // number of inputs
+    const at::Tensor *in;
+    at::ScalarType dtype; // the case dtype
+};
+
+// Forward: return the op's output; the provider checks its dtype and shape against the
+// harness's output buffer and copies it in.
+using FwdFn = at::Tensor (*)(const Args &a);
+// VJP: g is the output cotangent (dense); for each i with want[i], set grad[i] to d/d in[i]
+// (shape of in[i], case dtype). Entries with !want[i] may be left undefined.
+using VjpFn = void (*)(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *grad);
+
+extern const char VJP_BACKEND[];   // "backendVJP": an ATen backward kernel is called
+extern const char VJP_TAPE[];      // "torchLeanTape": the VJP is composed from ATen primitives
+extern const char VJP_NONE[];      // "none": no reverse rule (requiresVJP = false)
+
+// One op of one family. Widening the shim = one entry in a family file's table.
+struct OpEntry {
+    const char *name;        // ref_op.name, e.g. "logSoftmax"
+    const char *report_name; // BackendOp.name, e.g. "log_softmax" (also accepted on lookup)
+    int min_in, max_in;      // accepted input counts
+    FwdFn fwd;
+    VjpFn vjp;               // NULL: no VJP (vjp_mode must then be VJP_NONE)
+    const char *vjp_mode;    // VJP_BACKEND, VJP_TAPE or VJP_NONE
+    const char *note;        // how the call adapts ATen to TorchLean's contract; NULL if plain
+};
+
+struct OpTable {
+    const char *family;
+    const OpEntry *ops;
+    size_t n;
+};
+
+// Family tables (one per aten_<family>.cpp); aten_provider.cpp lists them.
+extern const OpTable pointwise_table;
+extern const OpTable softmax_table;
+extern const OpTable reduce_table;
+extern const OpTable linalg_table;
+extern const OpTable norm_table;
+
+// ---- helpers shared by op bodies -------------------------------------------------------------
+
+// Normalise an axis for a rank-`rank` tensor: [-rank, rank) -> [0, rank). A rank-0 tensor takes
+// axis 0 or -1 (ATen's convention) and any other value is rejected. Throws Failed.
+inline int64_t norm_axis(int axis, int64_t rank) {
+    int64_t r = rank > 0 ? rank : 1;
+    int64_t a = axis < 0 ? axis + r : axis;
+    if (a < 0 || a >= r)
+        throw Failed("axis " + std::to_string(axis) +
+                     " is out of range for rank " + std::to_string(rank));
+    return a;
+}
+
+// Like norm_axis, but `rank` itself is allowed (a suffix start such as layerNorm's axis).
+inline int64_t norm_suffix_axis(int axis, int64_t rank) {
+    int64_t a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a > rank)
+        throw Failed("axis " + std::to_string(axis) +
+                     " is out of range for rank " + std::to_string(rank));
+    return a;
+}
+
+// "[2, 3]" for messages.
+std::string fmt_sizes(at::IntArrayRef s);
+
+} // namespace ccaten
+
+#endif

@@ -1,0 +1,35 @@
+// Reductions (ops.md E): reduceSum over one axis, dropped (keepdim false).
+#include "providers/aten/aten_common.h"
+
+#include <ATen/ops/sum.h>
+
+namespace ccaten {
+namespace {
+
+// TorchLean reduces a nonempty axis of a rank >= 1 tensor (the reference rejects rank 0).
+int64_t reduce_axis(const Args &a) {
+    const at::Tensor &x = a.in[0];
+    if (x.dim() == 0)
+        throw Failed("axis " + std::to_string(a.p->axis) + " is out of range for rank 0");
+    return norm_axis(a.p->axis, x.dim());
+}
+
+at::Tensor reduce_sum_fwd(const Args &a) {
+    int64_t ax = reduce_axis(a);
+    return at::sum(a.in[0], at::IntArrayRef(&ax, 1), /*keepdim=*/false);
+}
+void reduce_sum_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *grad) {
+    int64_t ax = reduce_axis(a);
+    if (want[0]) // broadcast g back along the removed axis
+        grad[0] = g.unsqueeze(ax).expand(a.in[0].sizes());
+}
+
+const OpEntry kOps[] = {
+    {"reduceSum", "reduce_sum", 1, 1, reduce_sum_fwd, reduce_sum_vjp, VJP_TAPE, nullptr},
+};
+
+} // namespace
+
+const OpTable reduce_table = {"reduce", kOps, sizeof kOps / sizeof kOps[0]};
+
+} // namespace ccaten
