@@ -246,11 +246,11 @@ static int parse_named(const char *s, const char *const *names, int count)
     return -1;
 }
 
-static int set_param(const ref_op *op, const param_spec *ps, const char *val, int col,
-                     ref_params *p, int *spatial_seen, cc_parse_error *err)
+static int set_param(const ref_op *op, const param_spec *ps, const char *val, int key_col,
+                     int col, ref_params *p, int *spatial_seen, cc_parse_error *err)
 {
     if (!(op->params & ps->bit))
-        return fail(err, col, "%s takes no parameter '%s'", op->name, ps->key);
+        return fail(err, key_col, "%s takes no parameter '%s'", op->name, ps->key);
     char *field = (char *)p + ps->offset;
     int64_t i64;
     switch (ps->kind) {
@@ -361,7 +361,7 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
             const param_spec *ps = find_param(k);
             if (!ps)
                 return fail(err, t->col[i], "unknown key '%s'", k);
-            if (set_param(c->op, ps, v, col, &c->params, &spatial_seen, err))
+            if (set_param(c->op, ps, v, t->col[i], col, &c->params, &spatial_seen, err))
                 return -1;
         }
     }

@@ -1,0 +1,209 @@
+/* The integration test that loads libtorch: the smoke suite passes on ATen CPU with zero
+ * failures, and three planted bugs wrapped around the ATen provider are each caught:
+ * softmax over the wrong axis, linear's VJP dropping the bias gradient, exp 64 ULP off in f32.
+ * (The planted bugs live here, not in the product.) */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness/case.h"
+#include "harness/runner.h"
+
+static cc_case_list smoke;
+static const cc_provider *aten;
+
+typedef struct {
+    long cases, passed, not_passed;
+    char first_failure[2 * CC_CASE_LINE_MAX];
+} tally;
+
+static tally run_all(const cc_provider *p, const char *only_op)
+{
+    tally t = {0, 0, 0, ""};
+    for (size_t i = 0; i < smoke.n; i++) {
+        if (only_op && strcmp(smoke.v[i].op->name, only_op) != 0)
+            continue;
+        cc_result r;
+        cc_run_case(p, &smoke.v[i], &r);
+        t.cases++;
+        if (r.status == CC_RES_PASS)
+            t.passed++;
+        else {
+            t.not_passed++;
+            if (!t.first_failure[0])
+                snprintf(t.first_failure, sizeof t.first_failure, "%s -> %s: %s", r.line,
+                         cc_result_status_name(r.status), r.message);
+        }
+    }
+    return t;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    aten = cc_aten_provider();
+    if (!aten)
+        return -1;
+    char msg[256];
+    if (aten->init(aten->ctx, CC_CPU, msg, sizeof msg) != CC_OK)
+        return -1;
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_parse_error err;
+    memset(&err, 0, sizeof err);
+    if (cc_cases_parse_file("cases/smoke.cases", &def, &smoke, &err)) {
+        fprintf(stderr, "%s:%d:%d: %s\n", err.file, err.line, err.column, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    cc_case_list_free(&smoke);
+    return 0;
+}
+
+static void test_smoke_passes_on_aten_cpu(void **state)
+{
+    (void)state;
+    tally t = run_all(aten, NULL);
+    printf("smoke on ATen CPU: %ld cases, %ld passed\n", t.cases, t.passed);
+    assert_true(t.cases >= 400);
+    if (t.not_passed)
+        fail_msg("%ld smoke cases did not pass on ATen CPU; first: %s", t.not_passed,
+                 t.first_failure);
+}
+
+/* ---- planted bugs: each wraps the ATen provider and corrupts one op ---------------------- */
+
+static cc_status softmax_wrong_axis_fwd(void *ctx, const cc_call *call, cc_view *out,
+                                        char *msg, size_t len)
+{
+    (void)ctx;
+    cc_call c = *call;
+    ref_params p = *call->params;
+    int rank = call->in[0].rank;
+    if (strcmp(call->op, "softmax") == 0 && rank >= 2) {
+        p.axis = (ref_norm_axis(p.axis, rank) + 1) % rank;
+        c.params = &p;
+    }
+    return aten->forward(aten->ctx, &c, out, msg, len);
+}
+
+static cc_status linear_drops_bias_grad_vjp(void *ctx, const cc_call *call, const cc_view *g,
+                                            cc_view *grads, char *msg, size_t len)
+{
+    (void)ctx;
+    cc_status st = aten->vjp(aten->ctx, call, g, grads, msg, len);
+    if (st == CC_OK && strcmp(call->op, "linear") == 0 && grads[2].data) {
+        int64_t n = grads[2].shape[0];
+        memset(grads[2].data, 0, (size_t)n * (call->dtype == CC_F64 ? 8 : 4));
+    }
+    return st;
+}
+
+static cc_status exp_64ulp_fwd(void *ctx, const cc_call *call, cc_view *out, char *msg,
+                               size_t len)
+{
+    (void)ctx;
+    cc_status st = aten->forward(aten->ctx, call, out, msg, len);
+    if (st == CC_OK && strcmp(call->op, "exp") == 0 && call->dtype == CC_F32) {
+        int64_t n = 1;
+        for (int i = 0; i < out->rank; i++)
+            n *= out->shape[i];
+        for (int64_t i = 0; i < n; i++) {
+            float *f = (float *)out->data + i;
+            if (isfinite(*f) && *f != 0) {
+                uint32_t bits;
+                memcpy(&bits, f, 4);
+                bits += 64; /* 64 units in the last place, same sign */
+                memcpy(f, &bits, 4);
+            }
+        }
+    }
+    return st;
+}
+
+static cc_status passthrough_fwd(void *ctx, const cc_call *call, cc_view *out, char *msg,
+                                 size_t len)
+{
+    (void)ctx;
+    return aten->forward(aten->ctx, call, out, msg, len);
+}
+
+static cc_status passthrough_vjp(void *ctx, const cc_call *call, const cc_view *g,
+                                 cc_view *grads, char *msg, size_t len)
+{
+    (void)ctx;
+    return aten->vjp(aten->ctx, call, g, grads, msg, len);
+}
+
+/* A copy of the ATen provider with one entry point replaced. */
+static cc_provider planted(const char *name,
+                           cc_status (*fwd)(void *, const cc_call *, cc_view *, char *, size_t),
+                           cc_status (*vjp)(void *, const cc_call *, const cc_view *, cc_view *,
+                                            char *, size_t))
+{
+    cc_provider p = *aten;
+    p.name = name;
+    p.forward = fwd ? fwd : passthrough_fwd;
+    p.vjp = vjp ? vjp : passthrough_vjp;
+    return p;
+}
+
+static void expect_caught(const cc_provider *bad, const char *op)
+{
+    tally t = run_all(bad, op);
+    printf("planted bug %s: caught by %ld of %ld %s cases\n", bad->name, t.not_passed, t.cases,
+           op);
+    assert_true(t.cases > 0);
+    if (t.not_passed == 0)
+        fail_msg("planted bug %s was not caught by any of the %ld %s smoke cases", bad->name,
+                 t.cases, op);
+    /* the wrapper without the bug raises no alarm */
+    cc_provider clean = planted("passthrough", NULL, NULL);
+    assert_int_equal(run_all(&clean, op).not_passed, 0);
+}
+
+static void test_softmax_wrong_axis_is_caught(void **state)
+{
+    (void)state;
+    cc_provider bad = planted("softmax-wrong-axis", softmax_wrong_axis_fwd, NULL);
+    expect_caught(&bad, "softmax");
+}
+
+static void test_linear_dropped_bias_gradient_is_caught(void **state)
+{
+    (void)state;
+    cc_provider bad = planted("linear-drops-bias-grad", NULL, linear_drops_bias_grad_vjp);
+    expect_caught(&bad, "linear");
+}
+
+static void test_exp_64_ulp_is_caught(void **state)
+{
+    (void)state;
+    cc_provider bad = planted("exp-64-ulp-f32", exp_64ulp_fwd, NULL);
+    expect_caught(&bad, "exp");
+}
+
+int main(void)
+{
+    if (!cc_aten_provider()) {
+        printf("skipped: capcheck was built without the ATen provider\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_smoke_passes_on_aten_cpu),
+        cmocka_unit_test(test_softmax_wrong_axis_is_caught),
+        cmocka_unit_test(test_linear_dropped_bias_gradient_is_caught),
+        cmocka_unit_test(test_exp_64_ulp_is_caught),
+    };
+    return cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown);
+}

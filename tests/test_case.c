@@ -1,0 +1,151 @@
+/* Case lines: print(parse(line)) is canonical and parses back to the same case; generator
+ * lines expand deterministically; every kind of bad input gets one sentence with its column. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness/case.h"
+
+static const cc_case_defaults defaults = {CC_CPU, 0};
+
+static void roundtrip(const char *line, const char *canonical)
+{
+    cc_case c, again;
+    cc_parse_error err;
+    memset(&err, 0, sizeof err);
+    if (cc_case_parse(line, &defaults, &c, &err))
+        fail_msg("'%s' did not parse: col %d: %s", line, err.column, err.msg);
+    char printed[CC_CASE_LINE_MAX], reprinted[CC_CASE_LINE_MAX];
+    cc_case_print(&c, printed, sizeof printed);
+    if (canonical)
+        assert_string_equal(printed, canonical);
+    assert_int_equal(cc_case_parse(printed, &defaults, &again, &err), 0);
+    cc_case_print(&again, reprinted, sizeof reprinted);
+    assert_string_equal(printed, reprinted);
+    assert_memory_equal(&c.params, &again.params, sizeof c.params);
+    assert_int_equal(c.seed, again.seed);
+    assert_int_equal(c.n_in, again.n_in);
+}
+
+static void test_roundtrip_canonical(void **state)
+{
+    (void)state;
+    roundtrip("softmax in=[4,7] axis=-1 seed=42",
+              "softmax dtype=f32 device=cpu in=[4,7] axis=-1 layout=contig check=both seed=42");
+    roundtrip("  layerNorm   dtype=f64 in=[2,3],[3],[3] axis=1 eps=0.001 layout=stride2 # note",
+              "layerNorm dtype=f64 device=cpu in=[2,3],[3],[3] axis=1 eps=0.001 layout=stride2 "
+              "check=both seed=0");
+    roundtrip("matmul in=[7],[7] dtype=f64 seed=18446744073709551615 check=fwd", NULL);
+    roundtrip("layerNorm in=[2,3],[3],[3] axis=1", /* the op's default eps is printed */
+              "layerNorm dtype=f32 device=cpu in=[2,3],[3],[3] axis=1 eps=1e-05 layout=contig "
+              "check=both seed=0");
+    roundtrip("reduceSum in=[2,0,3] axis=2 layout=bcast", NULL);
+    roundtrip("linear in=[5],[4,5],[4] device=cuda layout=transpose", NULL);
+}
+
+static void test_generator_lines_expand_deterministically(void **state)
+{
+    (void)state;
+    const char *text = "# comment\n\nsoftmax count=5 dtype=f32,f64 layout=contig,bcast seed=9\n"
+                       "add in=[3],[3]\n";
+    cc_case_list a = {0}, b = {0};
+    cc_parse_error err;
+    assert_int_equal(cc_cases_parse_text(text, "t", &defaults, &a, &err), 0);
+    assert_int_equal(cc_cases_parse_text(text, "t", &defaults, &b, &err), 0);
+    assert_int_equal(a.n, 5 * 2 * 2 + 1);
+    int layouts[CC_LAYOUT_COUNT] = {0}, dtypes[CC_DTYPE_COUNT] = {0};
+    for (size_t i = 0; i < a.n; i++) {
+        char x[CC_CASE_LINE_MAX], y[CC_CASE_LINE_MAX];
+        cc_case_print(&a.v[i], x, sizeof x);
+        cc_case_print(&b.v[i], y, sizeof y);
+        assert_string_equal(x, y);
+        layouts[a.v[i].layout]++;
+        dtypes[a.v[i].dtype]++;
+        /* a generated case printed and parsed back is the same case */
+        cc_case c;
+        assert_int_equal(cc_case_parse(x, &defaults, &c, &err), 0);
+        cc_case_print(&c, y, sizeof y);
+        assert_string_equal(x, y);
+    }
+    assert_int_equal(layouts[CC_LAYOUT_CONTIG], 11);
+    assert_int_equal(layouts[CC_LAYOUT_BCAST], 10);
+    assert_int_equal(dtypes[CC_F64], 10);
+    /* seeds differ between cases and depend on the base seed */
+    assert_true(a.v[0].seed != a.v[1].seed);
+    assert_int_equal(a.v[0].seed, cc_generated_seed(9, "softmax", 0, 0));
+    cc_case_list_free(&a);
+    cc_case_list_free(&b);
+}
+
+static void expect_error(const char *line, int column, const char *fragment)
+{
+    cc_case c;
+    cc_parse_error err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(cc_case_parse(line, &defaults, &c, &err), -1);
+    if (!strstr(err.msg, fragment))
+        fail_msg("'%s': message '%s' lacks '%s'", line, err.msg, fragment);
+    if (err.column != column)
+        fail_msg("'%s': column %d, expected %d (%s)", line, err.column, column, err.msg);
+}
+
+static void test_error_messages_name_the_column(void **state)
+{
+    (void)state;
+    expect_error("sofmax in=[2]", 1, "unknown op 'sofmax'");
+    expect_error("softmax in=[2,x]", 12, "malformed shape list");
+    expect_error("softmax in=[2,3", 12, "malformed shape list");
+    expect_error("softmax in=[-1]", 12, "malformed shape list");
+    expect_error("softmax in=[2] dtype=f8", 22, "unknown dtype 'f8'");
+    expect_error("softmax in=[2] device=tpu", 23, "unknown device");
+    expect_error("softmax in=[2] layout=diagonal", 23, "unknown layout");
+    expect_error("softmax in=[2] eps=1", 16, "softmax takes no parameter 'eps'");
+    expect_error("softmax in=[2] bogus=1", 16, "unknown key 'bogus'");
+    expect_error("softmax in=[2] axis=two", 21, "'axis' wants an integer");
+    expect_error("softmax in=[2] seed=-4", 21, "'seed' wants an unsigned integer");
+    expect_error("softmax in=[2] axis=3", 12, "axis 3 is out of range");
+    expect_error("matmul in=[2,3],[4,5]", 11, "inner extents differ");
+    expect_error("add in=[2]", 8, "takes 2 to 2 inputs");
+    expect_error("softmax axis=0", 9, "needs its input shapes");
+    expect_error("softmax in=[2] stray", 16, "expected key=value");
+    expect_error("in=[2]", 1, "starts with an op name");
+}
+
+static void test_file_errors_name_file_and_line(void **state)
+{
+    (void)state;
+    cc_case_list l = {0};
+    cc_parse_error err;
+    memset(&err, 0, sizeof err);
+    assert_int_equal(cc_cases_parse_text("add in=[2],[2]\n\nexp in=[2] axis=1\n", "f.cases",
+                                         &defaults, &l, &err),
+                     -1);
+    assert_string_equal(err.file, "f.cases");
+    assert_int_equal(err.line, 3);
+    assert_int_equal(err.column, 12);
+    cc_case_list_free(&l);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(cc_cases_parse_file("no/such/file.cases", &defaults, &l, &err), -1);
+    assert_string_equal(err.file, "no/such/file.cases");
+    assert_non_null(strstr(err.msg, "cannot open"));
+    assert_int_equal(cc_cases_parse_text("exp count=x\n", "g", &defaults, &l, &err), -1);
+    assert_non_null(strstr(err.msg, "'count' wants a whole number"));
+    assert_int_equal(cc_cases_parse_text("nop count=2\n", "g", &defaults, &l, &err), -1);
+    assert_non_null(strstr(err.msg, "unknown op 'nop'"));
+    cc_case_list_free(&l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip_canonical),
+        cmocka_unit_test(test_generator_lines_expand_deterministically),
+        cmocka_unit_test(test_error_messages_name_the_column),
+        cmocka_unit_test(test_file_errors_name_file_and_line),
+    };
+    return cmocka_run_group_tests_name("case_lines", tests, NULL, NULL);
+}
