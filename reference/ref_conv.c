@@ -467,7 +467,7 @@ const ref_op ref_family_conv[] = {
      .input_names = {"x", "weight", "bias"}, .params = REF_P_WINDOW | REF_P_GROUPS,
      .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
      .note = "one sample [C, spatial...]; dilation 0 accepted as extent 1 (ATen rejects it); "
-             "zero-size input channels or spatial axes give the bias",
+             "outputs with no real input cell (inC = 0, or padding only) are the bias",
      .set_defaults = conv_defaults, .shape = conv_shape, .forward = conv_fwd, .vjp = conv_vjp,
      .sample = sample_conv},
     {.name = "convTranspose", .report_name = "conv_transpose", .min_inputs = 3, .max_inputs = 3,

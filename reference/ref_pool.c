@@ -179,10 +179,8 @@ static void sample_window(ref_rng *r, int64_t in_a, int64_t *k, int64_t *s, int6
     *k = ref_rng_range(r, 1, 3);
     *p = ref_rng_range(r, 0, *k / 2);
     *s = ref_rng_range(r, 1, 2);
-    while (*k > 1 && in_a + 2 * *p < *k) /* keep the output nonempty */
-        (*k)--;
-    if (*p > *k / 2)
-        *p = *k / 2;
+    while (*k > 1 && in_a + 2 * *p < *k) /* keep the output nonempty (p stays <= floor(k/2): */
+        (*k)--;                           /* the loop stops at k = in + 2p >= 2p + 1) */
 }
 
 /* Spatial rank from the requested rank of x (clamped to 2..4: 1..3 spatial axes), C in 1..3,
