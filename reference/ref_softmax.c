@@ -29,6 +29,8 @@ static ref_status sample_axis(ref_rng *r, const ref_sample_req *req, ref_params 
                               ref_shape *in)
 {
     int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 1, 3);
+    if (rank == 0 && req->zero_dim)
+        return REF_ENOTAPPLICABLE; /* a scalar has no dimension to empty */
     ref_sample_shape(r, rank, req->max_elems, req->zero_dim, &in[0]);
     p->axis = rank > 0 ? (int)ref_rng_range(r, 0, rank - 1) : 0;
     if (rank > 0 && ref_rng_range(r, 0, 2) == 0)
@@ -293,6 +295,8 @@ static ref_status sample_masked(ref_rng *r, const ref_sample_req *req, ref_param
                                 ref_shape *in)
 {
     (void)p;
+    if (req->rank == 0 && req->zero_dim)
+        return REF_ENOTAPPLICABLE; /* a scalar has no dimension to empty */
     return ref_sample_same_shapes(r, req, 2, n, in);
 }
 
@@ -364,7 +368,9 @@ static ref_status topk_vjp(const ref_params *p, int n, const ref_tensor *in, con
 static ref_status sample_topk(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                               ref_shape *in)
 {
-    sample_axis(r, req, p, n, in);
+    ref_status st = sample_axis(r, req, p, n, in);
+    if (st != REF_OK)
+        return st;
     int64_t len = in[0].rank > 0 ? in[0].dim[ref_norm_axis(p->axis, in[0].rank)] : 1;
     p->k = ref_rng_range(r, 0, len + 1); /* includes k = 0 and k > n */
     return REF_OK;
