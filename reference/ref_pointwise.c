@@ -18,7 +18,13 @@
  *   - 1 - s or 1 + t with |s|,|t| near 1 cancels: its absolute error is the absolute error of
  *     s plus u|result|, so such magnitudes carry an absolute term, not |y| alone.
  * m_i is chosen so that c_op * u * m_i bounds every such correct evaluation (any stage order,
- * FMA or not), while a wrong formula, branch, tie rule or an 8-ulp bias exceeds it.
+ * FMA or not), while a wrong formula, branch or tie rule exceeds it, and so does an 8-ulp bias
+ * wherever the op is well conditioned (softplus and safeLog are not, in TorchLean's own
+ * log(1 + e) form: 1 + e costs an absolute u). Checked against ATen float32 CPU kernels and the
+ * LibTorch capsules' float32 compositions on 2e5 inputs per op (|x| up to 100, cotangents up to
+ * e^5): worst bound ratio 0.53. Not covered by any relative bound: an intermediate that
+ * overflows in float32 while the result does not (exp's VJP g * e^x for x > 88.7 with small g;
+ * ATen softplus with threshold = inf, log1p(exp(x)), for x > 88) — Inf against a finite value.
  *
  * Inf/NaN cotangents: where TorchLean's CPU tape multiplies a 0/1 derivative mask and the
  * LibTorch capsule selects (relu, sqrt, clamp, max/min), the reference selects (LibTorch is the
@@ -29,6 +35,13 @@
 #include <string.h>
 
 #define PI_F64 3.141592653589793 /* the backend's pi (Float.pi) */
+
+/* Underflow of an intermediate. A derivative factor or exp(x) below FLT_MIN = 2^-126 may be
+ * flushed or lose bits in float32 opmath (the compute type of f32, f16 and bf16 providers), and
+ * it reaches the result multiplied by a factor F (the cotangent g, x, 1/S...): an absolute
+ * error of F 2^-126 = u F 2^-102 that the output dtype's floor does not cover when |F| > 1.
+ * Such magnitudes carry F * UF. For float64 providers the term is negligible. */
+#define UF 0x1p-102
 
 /* ---- shared shape and sampling ----------------------------------------------------------- */
 
@@ -131,7 +144,7 @@ static ref_status unary_backward(const ref_params *p, const ref_tensor *in, cons
         double yv = (y && y->v) ? y->v[i] : f(p, x, &unused);
         grad[0].v[i] = df(p, x, yv, g->v[i], &m);
         if (gm)
-            gm[i] = m;
+            gm[i] = m + (isfinite(g->v[i]) ? fabs(g->v[i]) * UF : 0.0); /* f'(x) may underflow */
     }
     return REF_OK;
 }
@@ -160,8 +173,8 @@ static ref_status binary_backward(const ref_tensor *in, const ref_tensor *g, ref
             if (!grad[k].v)
                 continue;
             grad[k].v[i] = d[k];
-            if (gmag && gmag[k])
-                gmag[k][i] = m[k];
+            if (gmag && gmag[k]) /* an intermediate such as (a/b)/b may underflow */
+                gmag[k][i] = m[k] + (isfinite(g->v[i]) ? fabs(g->v[i]) * UF : 0.0);
         }
     }
     return REF_OK;
@@ -513,8 +526,8 @@ BINARY_ENTRY_POINTS(min)
 /* ---- inv: y = 1 / x; x = ±0 gives ±Inf (IEEE, no guard) ------------------------------------- *
  * VJP (both runtimes): r = 1/x, r2 = r*r, t = g*r2, dx = t * (-1). At x = ±0: r2 = +Inf, so
  * dx = -g*Inf (NaN when g = 0).
- * Forward one rounding: m = |y|, c_fwd = 2. VJP three roundings (or ATen's -g*r*r): m = |dx|,
- * c_vjp = 4. */
+ * Forward one rounding: m = |y|, c_fwd = 2. VJP: r's error doubles in r*r, then two more
+ * roundings (or ATen's -g*r*r): 4u first order; m = |dx|, c_vjp = 6. */
 static double inv_y(const ref_params *p, double x, double *m)
 {
     (void)p;
@@ -567,16 +580,22 @@ static double relu_dx(const ref_params *p, double x, double y, double g, double 
 }
 UNARY_ENTRY_POINTS(relu)
 
+/* The composite activations below use one convention: m is the first-order error bound of
+ * the derivation in units of u (each term a worst case, errors of one intermediate that reach
+ * the result along two paths counted with their combined coefficient), and c = 2 leaves a
+ * factor 2 for second-order terms and stage orders other than the ones counted (ATen's, the
+ * LibTorch capsule's, TorchLean's). */
+
 /* ---- gelu (tanh approximation only; not PyTorch's default erf form) --------------------------- *
  * y = x (1 + tanh(k (x + c x^3))) / 2, c = 0.044715, k = sqrt(2/pi) in backend arithmetic.
  * Stage order: t1 = ((c x) x) x; t2 = x + t1; t3 = t2 k; t = tanh t3; t4 = 1 + t; t5 = x t4;
- * y = t5 / 2.
+ * y = t5 / 2. x = -Inf gives -Inf * 0 = NaN; huge negative x gives -0.
  * Error (first order): c and k are constants rounded to the compute type (relative u each;
  * LibTorch's literal k may differ from the computed k by 1 ulp: same bound). t1: 4u|t1|;
- * t2: 4u|t1| + u|t2|; t3: k(4u|t1| + u|t2|) + 2u|t3|; t: (1 - t^2) err(t3) + 4u|t|;
- * t4 = 1 + t: err(t) + u|t4| (cancels for x << 0); t5: |x| err(t4) + u|t5|; /2 exact. So
- *   |err y| <= u (2|y| + (|x|/2)(4|t| + (1 - t^2) k (7|c x^3| + 3|x|))),
- * and with m = |y| + (|x|/2)(|t| + (1 - t^2) k (|x| + |c x^3|)), c_fwd = 8 covers it. */
+ * t2: 4u|t1| + u|t2|; t3: k(4u|t1| + u|t2|) + 2u|t3| <= u k (4|t1| + 3|t2|);
+ * t: P err(t3) + 4u|t| with P = 1 - t^2; t4 = 1 + t: err(t) + u|t4| (cancels for x << 0);
+ * t5: |x| err(t4) + u|t5|; /2 exact. So, c_fwd = 2 with
+ *   m = 2|y| + (|x|/2)(4|t| + P k (4|t1| + 3|t2|)). */
 static const double gelu_c = 0.044715;
 
 static double gelu_k(void)
@@ -596,33 +615,43 @@ static double gelu_y(const ref_params *p, double x, double *m)
     double t5 = x * t4;
     double y = t5 / 2.0;
     double P = 1.0 - t * t; /* 0 once tanh saturates: the conditioning term vanishes */
-    *m = fabs(y) + 0.5 * fabs(x) * (fabs(t) + (P > 0 ? P * k * (fabs(x) + fabs(t1)) : 0.0));
+    double cond = P > 0 ? P * k * (4.0 * fabs(t1) + 3.0 * fabs(t2)) : 0.0;
+    *m = 2.0 * fabs(y) + 0.5 * fabs(x) * (4.0 * fabs(t) + cond);
     return y;
 }
 
 /* VJP: dx = g (1 + t + x (1 - t^2) k (1 + 3c x^2)) / 2, with 3c x^2 as ((3 c) x) x, t recomputed.
- * Error: with P = 1 - t^2, A = |x| k (1 + 3c x^2) and T = P k (|x| + |c x^3|) + |t|,
- * err(t) <= 7u T (forward stages); err(P) <= 2|t| err(t) + u; the term x P k (1 + 3c x^2)
- * adds A err(P) + 9u A P (constants, four products, 1 + s); the sum, halving and the product
- * with g add u(|1 + t| + 2|d|) |g|/2 + u|dx|. All of it is below 8u m with
- *   m = |g| (|d| + |1 + t| + T + A (|t| T + 1)),     d = dx / g. */
+ * Error, with P = 1 - t^2, s = 3c x^2, A = |x| k (1 + s), E = P k (4|t1| + 3|t2|) + 4|t| (the
+ * forward's bound of t, in units of u): t enters 1 + t directly and P through -2t dt, so with
+ * coefficient |1 - 2 t x k (1 + s)|; t*t and 1 - t^2 round (u t^2 + u P, times A); the term
+ * ((x P) k)(1 + s) adds 9u A P (three products, k, the constants of s and 1 + s); 1 + t, the
+ * sum and the product with g add u(|1 + t| + 2|d|)/2 + u|d| per unit g. So, c_vjp = 2 with
+ *   m = |g| ((E |1 - 2 t x k (1 + s)| + A (t^2 + P) + 9 A P + |1 + t|)/2 + 2|d|),  d = dx/g. */
 static double gelu_dx(const ref_params *p, double x, double y, double g, double *m)
 {
     (void)p;
     (void)y;
     double k = gelu_k();
     double t1 = ((gelu_c * x) * x) * x;
-    double t = tanh((x + t1) * k);
+    double t2 = x + t1;
+    double t = tanh(t2 * k);
     double s = ((3.0 * gelu_c) * x) * x;
     double P = 1.0 - t * t;
     double term = ((x * P) * k) * (1.0 + s);
     double d = (1.0 + t + term) / 2.0;
     double dx = g * d;
-    /* Where tanh saturates (P = 0 in float64, so also in any lower precision) the P terms
-     * are exactly 0 on both sides and are left out (they would be 0 * Inf for huge x). */
-    double A = P > 0 ? fabs(x) * k * (1.0 + s) : 0.0;
-    double T = (P > 0 ? P * k * (fabs(x) + fabs(t1)) : 0.0) + fabs(t);
-    *m = fabs(g) * (fabs(d) + fabs(1.0 + t) + T + A * (fabs(t) * T + 1.0));
+    double bound = fabs(1.0 + t) + 4.0 * fabs(d);
+    /* Where tanh saturates (P = 0 in float64, so t = ±1 and P = 0 exactly in any lower
+     * precision) the P terms are exactly 0 on both sides and are left out (they would be
+     * 0 * Inf for huge x). */
+    if (P > 0) {
+        double A = fabs(x) * k * (1.0 + s);
+        double E = P * k * (4.0 * fabs(t1) + 3.0 * fabs(t2)) + 4.0 * fabs(t);
+        bound += E * fabs(1.0 - 2.0 * t * x * k * (1.0 + s)) + A * (t * t + P) + 9.0 * A * P;
+    } else {
+        bound += 4.0 * fabs(t);
+    }
+    *m = fabs(g) * bound / 2.0;
     return dx;
 }
 UNARY_ENTRY_POINTS(gelu)
@@ -630,8 +659,10 @@ UNARY_ENTRY_POINTS(gelu)
 /* ---- sigmoid (stable branches) --------------------------------------------------------------- *
  * x > 0: s = 1 / (1 + exp(-x)); otherwise e = exp(x), s = e / (1 + e). NaN stays NaN;
  * -Inf -> 0, +Inf -> 1.
- * Forward error: the exp (4u), 1 + e (<= 4u e/(1+e) + u), the division (u): relative <= 8u in
- * either branch or in ATen's unconditional 1/(1 + exp(-x)); m = |s|, c_fwd = 8. */
+ * Forward error: with e's relative error d (<= 4u), 1 + e carries e d/(1 + e) of it, so e/(1+e)
+ * has d/(1 + e) <= 4u plus two roundings; 1/(1 + E) (either sign of x, as ATen's
+ * unconditional form) has E d/(1 + E) <= 4u plus two roundings: relative <= 6u; m = |s|,
+ * c_fwd = 6. */
 static double stable_sigmoid(double x)
 {
     if (x > 0)
@@ -648,16 +679,17 @@ static double sigmoid_y(const ref_params *p, double x, double *m)
     return s;
 }
 
-/* VJP: dx = (s (1 - s)) g with s recomputed from x (LibTorch: g * (y * (1 - y))).
- * Error: err(s) <= 8u s; 1 - s cancels for x >> 0: err <= 8u s + u(1 - s); the two products add
- * 2u |dx|. Total <= u|g| s (11 (1 - s) + 8 s); m = |g| s (3 (1 - s) + 2 s), c_vjp = 4. */
+/* VJP: dx = (s (1 - s)) g with s recomputed from x (LibTorch: g * (y * (1 - y)); ATen
+ * sigmoid_backward: g (1 - y) y). s's error (6u s) reaches s (1 - s) with coefficient 1 - 2s
+ * (the same s feeds both factors); 1 - s, the product and g add 3u s (1 - s). c_vjp = 2 with
+ *   m = |g| (6 s |1 - 2s| + 3 s (1 - s)). */
 static double sigmoid_dx(const ref_params *p, double x, double y, double g, double *m)
 {
     (void)p;
     (void)y;
     double s = stable_sigmoid(x);
     double d = (s * (1.0 - s)) * g;
-    *m = fabs(g) * s * (3.0 * (1.0 - s) + 2.0 * s);
+    *m = fabs(g) * (6.0 * s * fabs(1.0 - 2.0 * s) + 3.0 * s * (1.0 - s));
     return d;
 }
 UNARY_ENTRY_POINTS(sigmoid)
@@ -665,26 +697,29 @@ UNARY_ENTRY_POINTS(sigmoid)
 /* ---- silu: y = x * sigmoid(x) (stable sigmoid) -------------------------------------------------- *
  * Not a BackendOp (Activation.Kind.silu / swishSpec). Proposal (not in TorchLean): compared
  * against at::silu / silu_backward. x = -Inf gives -Inf * 0 = NaN (as ATen's x/(1+exp(-x))).
- * Forward: sigmoid 8u plus the product u: m = |y|, c_fwd = 10. */
+ * Forward: sigmoid 6u plus the product u (ATen's x / (1 + exp(-x)) the same): 7u relative;
+ * m = |y| + |x| UF (s underflows for x < -87), c_fwd = 8. */
 static double silu_y(const ref_params *p, double x, double *m)
 {
     (void)p;
     double y = x * stable_sigmoid(x);
-    *m = fabs(y);
+    *m = fabs(y) + (isfinite(x) ? fabs(x) * UF : 0.0);
     return y;
 }
 
-/* VJP: dx = (s + x s (1 - s)) g. The derivative crosses zero near x = -1.28, so the bound is
- * absolute: err(s) <= 8u s; x s (1 - s) adds u|x| s (11(1 - s) + 8 s) <= 11u|x| s; the sum and
- * the product with g add u(|d| + |dx|/|g|) each. Total <= u|g| (8 s + 11|x| s + 2|d|);
- * m = |g| (s (1 + |x|) + |d|), c_vjp = 12 (ATen's g s (1 + x (1 - s)) has the same bound). */
+/* VJP: dx = (s + x s (1 - s)) g (ATen silu_backward: g s (1 + x (1 - s))). s's error (6u s)
+ * reaches d with coefficient 1 + x (1 - 2s); the roundings of x s, 1 - s and their product add
+ * 3u|x| s (1 - s) (ATen's form: 2u|x| s (1 - s) + u|d|); the sum and g add 2u|d|. The
+ * derivative crosses zero near x = -1.28, so the bound is absolute there. c_vjp = 2 with
+ *   m = |g| (6 s |1 + x (1 - 2s)| + 3|x| s (1 - s) + 3|d| + |x| UF). */
 static double silu_dx(const ref_params *p, double x, double y, double g, double *m)
 {
     (void)p;
     (void)y;
     double s = stable_sigmoid(x);
     double d = s + x * s * (1.0 - s);
-    *m = fabs(g) * (s * (1.0 + fabs(x)) + fabs(d));
+    *m = fabs(g) * (6.0 * s * fabs(1.0 + x * (1.0 - 2.0 * s)) + 3.0 * fabs(x) * s * (1.0 - s) +
+                    3.0 * fabs(d) + (isfinite(x) ? fabs(x) * UF : 0.0));
     return d * g;
 }
 UNARY_ENTRY_POINTS(silu)
@@ -698,15 +733,16 @@ static double tanh_y(const ref_params *p, double x, double *m)
     return y;
 }
 
-/* VJP: dx = (1 - y y) g (spec: 1 - tanh x * tanh x; LibTorch recomputes y).
- * Error: err(y) <= 4u|y|, so y*y has 9u y^2 and 1 - y^2 cancels for |x| large:
- * err <= u (9 y^2 + (1 - y^2)); the product adds u|dx|. m = |g| (|1 - y^2| + 3 y^2), c_vjp = 4. */
+/* VJP: dx = (1 - y y) g (spec: 1 - tanh x * tanh x; LibTorch recomputes y; ATen tanh_backward
+ * uses the saved y). y's error (4u|y|) reaches 1 - y^2 as 8u y^2 (1 - y^2 cancels for |x|
+ * large); y*y, 1 - y^2 and g round: u y^2 + 2u (1 - y^2). c_vjp = 2 with
+ *   m = |g| (9 y^2 + 2 |1 - y^2|). */
 static double tanh_dx(const ref_params *p, double x, double y, double g, double *m)
 {
     (void)p;
     (void)x;
     double q = 1.0 - y * y;
-    *m = fabs(g) * (fabs(q) + 3.0 * y * y);
+    *m = fabs(g) * (9.0 * y * y + 2.0 * fabs(q));
     return q * g;
 }
 UNARY_ENTRY_POINTS(tanh)
@@ -714,34 +750,39 @@ UNARY_ENTRY_POINTS(tanh)
 /* ---- softplus (beta = 1, NO threshold; plain log of 1 + e, not log1p) ---------------------------- *
  * x > 0: y = x + log(1 + exp(-x)); otherwise y = log(1 + exp(x)). +Inf -> +Inf, -Inf -> 0.
  * Error (LibTorch's max(x,0) + log(1 + exp(-|x|)) or either branch form): with E = exp(-|x|)
- * <= 1 and L = log(1 + E) <= E: err(E) <= 4uE; 1 + E rounds to u(1 + E) absolute — the whole
- * of L is lost for large |x| in float32, which is TorchLean's own rounding; err(L) <=
- * (4uE + u(1 + E))/(1 + E) + 4uL; the final sum u|y|. Total <= u(|y| + 1 + 4E + 4L);
- * m = |y| + 1 + 2E, c_fwd = 4 (the "+1" is the absolute u that 1 + E costs). */
-static double softplus_val(double x, double *E)
+ * <= 1 and L = log(1 + E) <= ln 2: err(E) <= 4uE; 1 + E rounds to u(1 + E) absolute — the
+ * whole of L is lost for large |x| in float32, which is TorchLean's own rounding; err(L) <=
+ * (4uE + u(1 + E))/(1 + E) + 4uL; the final sum u|y|. c_fwd = 2 with
+ *   m = |y| + 1 + 4E/(1 + E) + 4L   (the "1" is the absolute u that 1 + E costs).
+ * ATen's softplus(x, 1, threshold=inf) = log1p(exp(x)) overflows to Inf for x > 88 in float32:
+ * that is ATen's divergence, not TorchLean's. */
+static double softplus_val(double x, double *E, double *L)
 {
-    if (x > 0) {
-        double e = exp(-x);
-        if (E)
-            *E = e;
-        return x + log(1.0 + e);
-    }
-    double e = exp(x);
+    double e = exp(-fabs(x)); /* exp(-x) for x > 0, exp(x) otherwise */
+    double y = x > 0 ? x + log(1.0 + e) : log(1.0 + e);
     if (E)
-        *E = e;
-    return log(1.0 + e);
+        *E = isnan(e) ? 0.0 : e;
+    if (L)
+        *L = isnan(e) ? 0.0 : log(1.0 + e);
+    return y;
+}
+
+/* softplus's first-order error bound in units of u (see above). */
+static double softplus_err(double y, double E, double L)
+{
+    return fabs(y) + 1.0 + 4.0 * E / (1.0 + E) + 4.0 * L;
 }
 
 static double softplus_y(const ref_params *p, double x, double *m)
 {
     (void)p;
-    double E;
-    double y = softplus_val(x, &E);
-    *m = fabs(y) + 1.0 + 2.0 * (isnan(E) ? 0.0 : E);
+    double E, L;
+    double y = softplus_val(x, &E, &L);
+    *m = softplus_err(y, E, L);
     return y;
 }
 
-/* VJP: dx = sigmoid(x) g (stable sigmoid): 8u + u: m = |dx|, c_vjp = 10. */
+/* VJP: dx = sigmoid(x) g (stable sigmoid): 6u + u: m = |dx|, c_vjp = 8. */
 static double softplus_dx(const ref_params *p, double x, double y, double g, double *m)
 {
     (void)p;
@@ -872,38 +913,40 @@ UNARY_ENTRY_POINTS(cos)
 /* ---- safeLog: y = log(softplus(x) + eps), eps = params->eps (default 1e-6) ---------------------- *
  * A smooth surrogate, NOT log(max(x, eps)). eps is passed through as given (zero, negative or
  * non-finite eps are not rejected: softplus(x) + eps <= 0 gives -Inf or NaN, compared exactly).
- * Error: with S = softplus(x) + eps and Q = (softplus(x) + 1 + 2E + |eps|) / S: the softplus
- * error (<= 4u(sp + 1 + 2E), see softplus), eps rounded (u|eps|), the sum (u S) and log
- * (4u|y|): err <= u(5|y| + (4(sp + 1 + 2E) + S + |eps|)/S) <= 6u(|y| + Q);
- * m = |y| + Q, c_fwd = 6 (m = 0 where y is not finite: exact match required). */
-static double safelog_parts(const ref_params *p, double x, double *S, double *Q)
+ * Error, with S = softplus(x) + eps: softplus's bound (u * softplus_err, see softplus), eps
+ * rounded to the compute type (u|eps|) and the sum (u|S|) give S the relative error u R with
+ *   R = (softplus_err + |eps| + |S|) / |S|;
+ * log adds 4u|y|. c_fwd = 2 with m = R + 4|y| (m = 0 where y is not finite: an exact
+ * match is required there). */
+static double safelog_parts(const ref_params *p, double x, double *S, double *R)
 {
-    double E;
-    double sp = softplus_val(x, &E);
+    double E, L;
+    double sp = softplus_val(x, &E, &L);
     *S = sp + p->eps;
-    *Q = (fabs(sp) + 1.0 + 2.0 * (isnan(E) ? 0.0 : E) + fabs(p->eps)) / fabs(*S);
+    *R = (softplus_err(sp, E, L) + fabs(p->eps) + fabs(*S)) / fabs(*S);
     return sp;
 }
 
 static double safeLog_y(const ref_params *p, double x, double *m)
 {
-    double S, Q;
-    safelog_parts(p, x, &S, &Q);
+    double S, R;
+    safelog_parts(p, x, &S, &R);
     double y = log(S);
-    *m = (isfinite(y) && isfinite(Q)) ? fabs(y) + Q : 0.0;
+    *m = (isfinite(y) && isfinite(R)) ? R + 4.0 * fabs(y) : 0.0;
     return y;
 }
 
 /* VJP: dx = (sigmoid(x) / (softplus(x) + eps)) g.
- * Error: sigmoid 8u, S relative u(1 + 5Q), the division and the product 2u:
- * err <= u|dx| (11 + 5Q); m = |dx| (1 + Q), c_vjp = 12. */
+ * Error: sigmoid 6u, S relative u R, the division and the product 2u: err <= u|dx| (8 + R);
+ * the sigmoid underflows for x < -87 and is divided by S >= eps: + |g| UF / S.
+ * c_vjp = 2 with m = |dx| (8 + R) + |g| UF / |S|. */
 static double safeLog_dx(const ref_params *p, double x, double y, double g, double *m)
 {
     (void)y;
-    double S, Q;
-    safelog_parts(p, x, &S, &Q);
+    double S, R;
+    safelog_parts(p, x, &S, &R);
     double d = (stable_sigmoid(x) / S) * g;
-    *m = (isfinite(d) && isfinite(Q)) ? fabs(d) * (1.0 + Q) : 0.0;
+    *m = (isfinite(d) && isfinite(R)) ? fabs(d) * (8.0 + R) + fabs(g) * UF / fabs(S) : 0.0;
     return d;
 }
 UNARY_ENTRY_POINTS(safeLog)
@@ -956,21 +999,21 @@ const ref_op ref_family_pointwise[] = {
            "fmin (non-NaN operand wins; ATen minimum propagates NaN); tie or NaN splits g/2, g/2"),
     UNARY("relu", "relu", relu, 1, 1, 0, NULL, kink_at_zero_domain, sample_unary,
           "NaN input: TorchLean CPU keeps NaN, its CUDA capsule gives 0; ATen relu keeps NaN"),
-    UNARY("gelu", "gelu", gelu, 8, 8, 0, NULL, NULL, sample_unary,
+    UNARY("gelu", "gelu", gelu, 2, 2, 0, NULL, NULL, sample_unary,
           "tanh approximation only (ATen's default gelu is the erf form)"),
-    UNARY("sigmoid", "sigmoid", sigmoid, 8, 4, 0, NULL, NULL, sample_unary, NULL),
-    UNARY("silu", "silu", silu, 10, 12, 0, NULL, NULL, sample_unary,
+    UNARY("sigmoid", "sigmoid", sigmoid, 6, 2, 0, NULL, NULL, sample_unary, NULL),
+    UNARY("silu", "silu", silu, 8, 2, 0, NULL, NULL, sample_unary,
           "Proposal (not in TorchLean BackendOps): x*sigmoid(x), compared with at::silu"),
-    UNARY("tanh", "tanh", tanh, 4, 4, 0, NULL, NULL, sample_unary, NULL),
-    UNARY("softplus", "softplus", softplus, 4, 10, 0, NULL, NULL, sample_unary,
+    UNARY("tanh", "tanh", tanh, 4, 2, 0, NULL, NULL, sample_unary, NULL),
+    UNARY("softplus", "softplus", softplus, 2, 8, 0, NULL, NULL, sample_unary,
           "beta 1, no threshold (ATen softplus defaults to threshold 20); log(1+e), not log1p"),
     UNARY("exp", "exp", exp, 4, 6, 0, NULL, NULL, sample_unary, NULL),
     UNARY("log", "log", log, 4, 4, 0, NULL, log_domain, sample_unary,
           "x <= 0 or NaN is rejected (TorchLean errors; ATen gives -Inf/NaN)"),
     UNARY("sin", "sin", sin, 4, 6, 0, NULL, NULL, sample_unary, NULL),
     UNARY("cos", "cos", cos, 4, 6, 0, NULL, NULL, sample_unary, NULL),
-    UNARY("inv", "inv", inv, 2, 4, 0, NULL, inv_domain, sample_unary, NULL),
-    UNARY("safeLog", "safe_log", safeLog, 6, 12, REF_P_EPS, safelog_defaults, NULL,
+    UNARY("inv", "inv", inv, 2, 6, 0, NULL, inv_domain, sample_unary, NULL),
+    UNARY("safeLog", "safe_log", safeLog, 2, 2, REF_P_EPS, safelog_defaults, NULL,
           sample_safelog, "log(softplus(x) + eps), eps default 1e-6; not log(max(x, eps))"),
 };
 const int ref_family_pointwise_count = (int)(sizeof ref_family_pointwise /
