@@ -1,5 +1,948 @@
-/* Composite ops (ops.md K): fftFno, selectiveScan, attention. Not written yet: the registry reports these ops as missing. */
+/* Composite ops (ops.md K): fftFno, selectiveScan, attention.
+ *
+ * Each is written as the plain formula: the transforms as O(n^2) DFT sums in float64, the scan
+ * as the left-to-right recurrence, attention as explicit scores, row softmax and products. */
 #include "ref_families.h"
 
-const ref_op ref_family_composite[1];
-const int ref_family_composite_count = 0;
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+/* ======================================================================================== */
+/* fftFno: rfft1d, irfft1d and the FNO spectral convolution built on them.
+ *
+ * Packed real spectra: bin k in 0..K-1, K = floor(n/2) + 1, stored as (re, im). theta =
+ * 2 pi t k / n. A bin is an "endpoint" when k = 0 (DC) or 2k = n (Nyquist, even n); m_k = 1 at
+ * endpoints and 2 for interior bins; iota_k = 0 at endpoints, 1 otherwise (endpoint imaginary
+ * parts are exactly 0 in rfft and ignored by irfft).
+ *   rfft1d  (variant 1): x [batch, n], n >= 1 -> [batch, K, 2];
+ *           X_k = sum_t x_t (cos theta, -iota_k sin theta)           (unnormalized)
+ *   irfft1d (variant 2): z [batch, K, 2], params.length = n >= 1 -> [batch, n];
+ *           x_t = sum_k (m_k / n) (Re_k cos theta - iota_k Im_k sin theta)
+ *   spectralConv (variant 0): x [grid, width], Wre/Wim [modes, width, width], params.modes =
+ *           modes, 0 <= modes <= K(grid); X = rfft over grid per channel; for k < modes
+ *           Y_k[o] = sum_i X_k[i] (Wre[k,i,o] + i Wim[k,i,o]) (no conjugation), bins >= modes are
+ *           zero; y = irfft (normalized, length grid) per channel -> [grid, width].
+ * Adjoints (real pairing of the packed layout, ops.md K):
+ *   rfft*(G)_t  = sum_k (Gr_k cos theta - iota_k Gi_k sin theta)   (= unnormalized irfft(G/m))
+ *   irfft*(g)_k = (m_k / n) rfft(g)_k, endpoint imaginaries 0.
+ *
+ * Error model (units of u). Any correct provider (FFT of any radix or Bluestein, or a dense DFT
+ * matrix through a matmul as TorchLean's CPU path) computes each output as a length-n sum: its
+ * error is within n sum|terms| plus the twiddle (matrix entry) rounding and a spare:
+ *   rfft:   m = (n + 2) sum_t |x_t| for both parts of every bin. Endpoint imaginaries are exactly
+ *           0 here but get the same m: ops.md notes TorchLean's CUDA forward does not force
+ *           them, so a rounding-level value there is within the contract's tolerance.
+ *   irfft:  m_t = (n + 2) sum_k (m_k/n) (|Re_k| + iota_k |Im_k|).
+ *   VJPs add one rounding for the bin weights: (n + 3) in place of (n + 2).
+ *   spectralConv: with A_i = sum_t |x_ti|, |X|_1 = |Xr| + |Xi|, |W|_1 = |Wr| + |Wi|:
+ *     X error eX_i = (n + 2) A_i; MY_k[o] = sum_i |X_k[i]|_1 |W_k,i,o|_1 bounds |Yr|, |Yi|;
+ *     eY_k[o] = (2 width + 1) MY_k[o] + sum_i |W_k,i,o|_1 eX_i (length-2width mixing sums);
+ *     m(y_t[o]) = sum_{k < modes} (m_k/n) (1 + iota_k) ((n + 2) MY_k[o] + eY_k[o]).
+ *   c_fwd = c_vjp = 2. */
+
+static int fft_endpoint(int64_t k, int64_t n)
+{
+    return k == 0 || 2 * k == n;
+}
+
+/* m_k / n, the weight of bin k in the normalized inverse. */
+static double fft_weight(int64_t k, int64_t n)
+{
+    return (fft_endpoint(k, n) ? 1.0 : 2.0) / (double)n;
+}
+
+/* cos and sin of 2 pi r / n for 0 <= r < n, exact at the quarter points. */
+static void twiddle(int64_t r, int64_t n, double *c, double *s)
+{
+    if (r == 0) {
+        *c = 1.0, *s = 0.0;
+    } else if (2 * r == n) {
+        *c = -1.0, *s = 0.0;
+    } else if (4 * r == n) {
+        *c = 0.0, *s = 1.0;
+    } else if (4 * r == 3 * n) {
+        *c = 0.0, *s = -1.0;
+    } else {
+        double th = 2.0 * M_PI * (double)r / (double)n;
+        *c = cos(th);
+        *s = sin(th);
+    }
+}
+
+/* Forward real DFT of one signal x_t = x[t * xs], t < n: bins k < nbins (<= K) into re/im[k*os]. */
+static void dft_forward(const double *x, int64_t xs, int64_t n, int64_t nbins, double *re,
+                        double *im, int64_t os)
+{
+    for (int64_t k = 0; k < nbins; k++) {
+        double sr = 0.0, si = 0.0;
+        for (int64_t t = 0; t < n; t++) {
+            double c, s;
+            twiddle((t * k) % n, n, &c, &s);
+            sr += x[t * xs] * c;
+            si -= x[t * xs] * s;
+        }
+        re[k * os] = sr;
+        im[k * os] = fft_endpoint(k, n) ? 0.0 : si;
+    }
+}
+
+/* Inverse-shaped sum: x_t = sum_{k < nbins} w_k (Re_k cos - iota_k Im_k sin), w_k = m_k/n when
+ * normalized (irfft) or 1 (the rfft adjoint). */
+static void dft_inverse(const double *re, const double *im, int64_t is, int64_t nbins, int64_t n,
+                        int normalized, double *x, int64_t xs)
+{
+    for (int64_t t = 0; t < n; t++) {
+        double s_t = 0.0;
+        for (int64_t k = 0; k < nbins; k++) {
+            double c, s, w = normalized ? fft_weight(k, n) : 1.0;
+            twiddle((t * k) % n, n, &c, &s);
+            s_t += w * (re[k * is] * c - (fft_endpoint(k, n) ? 0.0 : im[k * is] * s));
+        }
+        x[t * xs] = s_t;
+    }
+}
+
+static ref_status fft_fno_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
+                                ref_err *e)
+{
+    char sx[96];
+    ref_shape_fmt(&in[0], sx, sizeof sx);
+    if (p->variant < 0 || p->variant > 2)
+        return ref_err_set(e, "fftFno variant must be 0 (spectralConv), 1 (rfft1d) or 2 "
+                              "(irfft1d), got %d", p->variant);
+    int want = p->variant == 0 ? 3 : 1;
+    if (n != want)
+        return ref_err_set(e, "fftFno variant %d takes %d input%s, got %d", p->variant, want,
+                           want == 1 ? "" : "s (x, wre, wim)", n);
+    const ref_shape *x = &in[0];
+    if (p->variant == 1) {
+        if (x->rank != 2 || x->dim[1] < 1)
+            return ref_err_set(e, "rfft1d wants x [batch, n] with n >= 1, got %s", sx);
+        out->rank = 3;
+        out->dim[0] = x->dim[0];
+        out->dim[1] = x->dim[1] / 2 + 1;
+        out->dim[2] = 2;
+        return REF_OK;
+    }
+    if (p->variant == 2) {
+        if (p->length < 1)
+            return ref_err_set(e, "irfft1d needs the signal length param length >= 1, got %lld",
+                               (long long)p->length);
+        if (x->rank != 3 || x->dim[1] != p->length / 2 + 1 || x->dim[2] != 2)
+            return ref_err_set(e, "irfft1d of length %lld wants z [batch, %lld, 2], got %s",
+                               (long long)p->length, (long long)(p->length / 2 + 1), sx);
+        out->rank = 2;
+        out->dim[0] = x->dim[0];
+        out->dim[1] = p->length;
+        return REF_OK;
+    }
+    if (x->rank != 2 || x->dim[0] < 1)
+        return ref_err_set(e, "spectralConv wants x [grid, width] with grid >= 1, got %s", sx);
+    int64_t K = x->dim[0] / 2 + 1;
+    if (p->modes < 0 || p->modes > K)
+        return ref_err_set(e, "spectralConv modes must be in 0..%lld (grid/2+1 for grid %lld), "
+                              "got %lld", (long long)K, (long long)x->dim[0],
+                           (long long)p->modes);
+    for (int k = 1; k <= 2; k++) {
+        const ref_shape *w = &in[k];
+        if (w->rank != 3 || w->dim[0] != p->modes || w->dim[1] != x->dim[1] ||
+            w->dim[2] != x->dim[1]) {
+            char sw[96];
+            ref_shape_fmt(w, sw, sizeof sw);
+            return ref_err_set(e, "spectralConv %s must be [modes, width, width] = [%lld, %lld, "
+                                  "%lld], got %s", k == 1 ? "wre" : "wim", (long long)p->modes,
+                               (long long)x->dim[1], (long long)x->dim[1], sw);
+        }
+    }
+    *out = *x;
+    return REF_OK;
+}
+
+/* Spectral-convolution intermediates: X (rfft of every channel, first `modes` bins), Y (mixed),
+ * and the error-model pieces. Arrays are [modes, width] row-major. */
+typedef struct {
+    int64_t n, w, M;
+    double *Xr, *Xi, *Yr, *Yi, *MY, *eY, *A;
+} sc_state;
+
+static void sc_free(sc_state *s)
+{
+    free(s->Xr), free(s->Xi), free(s->Yr), free(s->Yi), free(s->MY), free(s->eY), free(s->A);
+}
+
+static ref_status sc_compute(const ref_tensor *in, int64_t modes, sc_state *s)
+{
+    s->n = in[0].shape.dim[0];
+    s->w = in[0].shape.dim[1];
+    s->M = modes;
+    size_t mw = (size_t)(s->M * s->w + 1);
+    s->Xr = calloc(mw, sizeof(double)), s->Xi = calloc(mw, sizeof(double));
+    s->Yr = calloc(mw, sizeof(double)), s->Yi = calloc(mw, sizeof(double));
+    s->MY = calloc(mw, sizeof(double)), s->eY = calloc(mw, sizeof(double));
+    s->A = calloc((size_t)s->w + 1, sizeof(double));
+    if (!s->Xr || !s->Xi || !s->Yr || !s->Yi || !s->MY || !s->eY || !s->A) {
+        sc_free(s);
+        return REF_ENOMEM;
+    }
+    int64_t n = s->n, w = s->w, M = s->M;
+    const double *x = in[0].v, *Wr = in[1].v, *Wi = in[2].v;
+    for (int64_t i = 0; i < w; i++) {
+        dft_forward(x + i, w, n, M, s->Xr + i, s->Xi + i, w);
+        for (int64_t t = 0; t < n; t++)
+            s->A[i] += fabs(x[t * w + i]);
+    }
+    for (int64_t k = 0; k < M; k++)
+        for (int64_t o = 0; o < w; o++) {
+            double yr = 0.0, yi = 0.0, my = 0.0, prop = 0.0;
+            for (int64_t i = 0; i < w; i++) {
+                double xr = s->Xr[k * w + i], xi = s->Xi[k * w + i];
+                double wr = Wr[(k * w + i) * w + o], wi = Wi[(k * w + i) * w + o];
+                yr += xr * wr - xi * wi;
+                yi += xr * wi + xi * wr;
+                my += (fabs(xr) + fabs(xi)) * (fabs(wr) + fabs(wi));
+                prop += (fabs(wr) + fabs(wi)) * (double)(n + 2) * s->A[i];
+            }
+            s->Yr[k * w + o] = yr;
+            s->Yi[k * w + o] = yi;
+            s->MY[k * w + o] = my;
+            s->eY[k * w + o] = (double)(2 * w + 1) * my + prop;
+        }
+    return REF_OK;
+}
+
+static ref_status spectral_conv_fwd(const ref_params *p, const ref_tensor *in, ref_tensor *out,
+                                    double *mag)
+{
+    sc_state s;
+    ref_status st = sc_compute(in, p->modes, &s);
+    if (st != REF_OK)
+        return st;
+    int64_t n = s.n, w = s.w;
+    for (int64_t o = 0; o < w; o++) {
+        dft_inverse(s.Yr + o, s.Yi + o, w, s.M, n, 1, out->v + o, w);
+        if (mag) {
+            double m = 0.0;
+            for (int64_t k = 0; k < s.M; k++)
+                m += fft_weight(k, n) * (fft_endpoint(k, n) ? 1.0 : 2.0) *
+                     ((double)(n + 2) * s.MY[k * w + o] + s.eY[k * w + o]);
+            for (int64_t t = 0; t < n; t++)
+                mag[t * w + o] = m;
+        }
+    }
+    sc_free(&s);
+    return REF_OK;
+}
+
+/* spectralConv VJP (see the family comment for the adjoints):
+ *   GY_k[o] = (m_k/n) rfft(g[:, o])_k (endpoint imaginary 0), for k < modes;
+ *   dWr[k,i,o] = GYr Xr + GYi Xi;   dWi[k,i,o] = GYi Xr - GYr Xi;
+ *   dXr_k[i] = sum_o GYr Wr + GYi Wi;   dXi_k[i] = sum_o GYi Wr - GYr Wi;
+ *   dx[:, i] = rfft*(dX[:, i]).
+ * Error (units of u), AG_o = sum_t |g_to|, eGY_k[o] = (m_k/n)(n + 3) AG_o (both parts):
+ *   m(dW) = 3 |X|_1 |GY|_1 + |X|_1 eGY + |GY|_1 (n + 2) A_i;
+ *   MdX_k[i] = sum_o |GY|_1 |W|_1, edX = (2 width + 1) MdX + sum_o |W|_1 eGY;
+ *   m(dx_t[i]) = sum_{k < modes} (1 + iota_k) ((n + 3) MdX_k[i] + edX_k[i]). */
+static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
+                                    const ref_tensor *g, ref_tensor *grad, double **gmag)
+{
+    sc_state s;
+    ref_status st = sc_compute(in, p->modes, &s);
+    if (st != REF_OK)
+        return st;
+    int64_t n = s.n, w = s.w, M = s.M;
+    size_t mw = (size_t)(M * w + 1);
+    double *GYr = calloc(mw, sizeof(double)), *GYi = calloc(mw, sizeof(double));
+    double *dXr = calloc(mw, sizeof(double)), *dXi = calloc(mw, sizeof(double));
+    double *mdx = calloc(mw, sizeof(double)), *AG = calloc((size_t)w + 1, sizeof(double));
+    if (!GYr || !GYi || !dXr || !dXi || !mdx || !AG) {
+        free(GYr), free(GYi), free(dXr), free(dXi), free(mdx), free(AG);
+        sc_free(&s);
+        return REF_ENOMEM;
+    }
+    const double *Wr = in[1].v, *Wi = in[2].v;
+    for (int64_t o = 0; o < w; o++) {
+        dft_forward(g->v + o, w, n, M, GYr + o, GYi + o, w);
+        for (int64_t k = 0; k < M; k++) {
+            GYr[k * w + o] *= fft_weight(k, n);
+            GYi[k * w + o] *= fft_weight(k, n);
+        }
+        for (int64_t t = 0; t < n; t++)
+            AG[o] += fabs(g->v[t * w + o]);
+    }
+    double *mW[2] = {gmag ? gmag[1] : NULL, gmag ? gmag[2] : NULL};
+    for (int64_t k = 0; k < M; k++)
+        for (int64_t i = 0; i < w; i++) {
+            double xr = s.Xr[k * w + i], xi = s.Xi[k * w + i], ax = fabs(xr) + fabs(xi);
+            double sr = 0.0, si = 0.0, mdX = 0.0, prop = 0.0;
+            for (int64_t o = 0; o < w; o++) {
+                int64_t wo = (k * w + i) * w + o;
+                double gr = GYr[k * w + o], gi = GYi[k * w + o], ag = fabs(gr) + fabs(gi);
+                double egy = fft_weight(k, n) * (double)(n + 3) * AG[o];
+                double aw = fabs(Wr[wo]) + fabs(Wi[wo]);
+                double m_w = 3.0 * ax * ag + ax * egy + ag * (double)(n + 2) * s.A[i];
+                if (grad[1].v) {
+                    grad[1].v[wo] = gr * xr + gi * xi;
+                    if (mW[0])
+                        mW[0][wo] = m_w;
+                }
+                if (grad[2].v) {
+                    grad[2].v[wo] = gi * xr - gr * xi;
+                    if (mW[1])
+                        mW[1][wo] = m_w;
+                }
+                sr += gr * Wr[wo] + gi * Wi[wo];
+                si += gi * Wr[wo] - gr * Wi[wo];
+                mdX += ag * aw;
+                prop += aw * egy;
+            }
+            dXr[k * w + i] = sr;
+            dXi[k * w + i] = si;
+            mdx[k * w + i] = (double)(n + 3) * mdX + (double)(2 * w + 1) * mdX + prop;
+        }
+    if (grad[0].v)
+        for (int64_t i = 0; i < w; i++) {
+            dft_inverse(dXr + i, dXi + i, w, M, n, 0, grad[0].v + i, w);
+            if (gmag && gmag[0]) {
+                double m = 0.0;
+                for (int64_t k = 0; k < M; k++)
+                    m += (fft_endpoint(k, n) ? 1.0 : 2.0) * mdx[k * w + i];
+                for (int64_t t = 0; t < n; t++)
+                    gmag[0][t * w + i] = m;
+            }
+        }
+    free(GYr), free(GYi), free(dXr), free(dXi), free(mdx), free(AG);
+    sc_free(&s);
+    return REF_OK;
+}
+
+static ref_status fft_fno_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
+                              double *mag)
+{
+    (void)n;
+    if (p->variant == 0)
+        return spectral_conv_fwd(p, in, out, mag);
+    if (p->variant == 1) { /* rfft1d */
+        int64_t B = in[0].shape.dim[0], N = in[0].shape.dim[1], K = N / 2 + 1;
+        for (int64_t b = 0; b < B; b++) {
+            const double *x = in[0].v + b * N;
+            double *z = out->v + b * K * 2;
+            dft_forward(x, 1, N, K, z, z + 1, 2);
+            if (mag) {
+                double a = 0.0;
+                for (int64_t t = 0; t < N; t++)
+                    a += fabs(x[t]);
+                for (int64_t j = 0; j < 2 * K; j++)
+                    mag[b * K * 2 + j] = (double)(N + 2) * a;
+            }
+        }
+        return REF_OK;
+    }
+    int64_t B = in[0].shape.dim[0], N = p->length, K = N / 2 + 1; /* irfft1d */
+    for (int64_t b = 0; b < B; b++) {
+        const double *z = in[0].v + b * K * 2;
+        dft_inverse(z, z + 1, 2, K, N, 1, out->v + b * N, 1);
+        if (mag) {
+            double a = 0.0;
+            for (int64_t k = 0; k < K; k++)
+                a += fft_weight(k, N) *
+                     (fabs(z[2 * k]) + (fft_endpoint(k, N) ? 0.0 : fabs(z[2 * k + 1])));
+            for (int64_t t = 0; t < N; t++)
+                mag[b * N + t] = (double)(N + 2) * a;
+        }
+    }
+    return REF_OK;
+}
+
+static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
+                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
+                              double **gmag)
+{
+    (void)n;
+    (void)y;
+    if (p->variant == 0)
+        return spectral_conv_vjp(p, in, g, grad, gmag);
+    if (!grad[0].v)
+        return REF_OK;
+    double *m = gmag ? gmag[0] : NULL;
+    int64_t B = in[0].shape.dim[0];
+    if (p->variant == 1) { /* rfft1d adjoint: dx = rfft*(G) */
+        int64_t N = in[0].shape.dim[1], K = N / 2 + 1;
+        for (int64_t b = 0; b < B; b++) {
+            const double *G = g->v + b * K * 2;
+            dft_inverse(G, G + 1, 2, K, N, 0, grad[0].v + b * N, 1);
+            if (m) {
+                double a = 0.0;
+                for (int64_t k = 0; k < K; k++)
+                    a += fabs(G[2 * k]) + (fft_endpoint(k, N) ? 0.0 : fabs(G[2 * k + 1]));
+                for (int64_t t = 0; t < N; t++)
+                    m[b * N + t] = (double)(N + 3) * a;
+            }
+        }
+        return REF_OK;
+    }
+    int64_t N = p->length, K = N / 2 + 1; /* irfft1d adjoint: dz = (m_k/n) rfft(g) */
+    for (int64_t b = 0; b < B; b++) {
+        const double *G = g->v + b * N;
+        double *dz = grad[0].v + b * K * 2;
+        dft_forward(G, 1, N, K, dz, dz + 1, 2);
+        double a = 0.0;
+        for (int64_t t = 0; t < N; t++)
+            a += fabs(G[t]);
+        for (int64_t k = 0; k < K; k++) {
+            double wk = fft_weight(k, N);
+            dz[2 * k] *= wk;
+            dz[2 * k + 1] *= wk; /* exactly 0 at the endpoints (dft_forward) */
+            if (m)
+                m[b * K * 2 + 2 * k] = m[b * K * 2 + 2 * k + 1] = wk * (double)(N + 3) * a;
+        }
+    }
+    return REF_OK;
+}
+
+static ref_status sample_fft_fno(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
+                                 ref_shape *in)
+{
+    int64_t cap = req->max_elems > 1 ? req->max_elems : 1;
+    if (req->rank == 2)
+        p->variant = (int)ref_rng_range(r, 0, 1);
+    else if (req->rank == 3)
+        p->variant = 2;
+    else if (req->rank < 0)
+        p->variant = (int)ref_rng_range(r, 0, 2);
+    else
+        return REF_ENOTAPPLICABLE;
+    if (p->variant == 0) { /* x [grid, width], width <= 4 keeps W small */
+        int64_t width = ref_rng_range(r, 1, cap < 4 ? cap : 4);
+        int64_t grid = ref_rng_range(r, 1, cap / width > 1 ? cap / width : 1);
+        p->modes = ref_rng_range(r, 1, grid / 2 + 1);
+        if (req->zero_dim) {
+            if (ref_rng_range(r, 0, 1))
+                width = 0;
+            else
+                p->modes = 0;
+        }
+        in[0].rank = 2;
+        in[0].dim[0] = grid;
+        in[0].dim[1] = width;
+        in[1].rank = in[2].rank = 3;
+        in[1].dim[0] = in[2].dim[0] = p->modes;
+        in[1].dim[1] = in[2].dim[1] = in[1].dim[2] = in[2].dim[2] = width;
+        *n = 3;
+        return REF_OK;
+    }
+    *n = 1;
+    if (p->variant == 1) { /* x [batch, n] */
+        int64_t len = ref_rng_range(r, 1, cap < 16 ? cap : 16);
+        in[0].rank = 2;
+        in[0].dim[0] = req->zero_dim ? 0 : ref_rng_range(r, 1, cap / len > 1 ? cap / len : 1);
+        in[0].dim[1] = len;
+        return REF_OK;
+    }
+    p->length = ref_rng_range(r, 1, cap < 16 ? cap : 16); /* z [batch, length/2+1, 2] */
+    int64_t K = p->length / 2 + 1, per = 2 * K;
+    in[0].rank = 3;
+    in[0].dim[0] = req->zero_dim ? 0 : ref_rng_range(r, 1, cap / per > 1 ? cap / per : 1);
+    in[0].dim[1] = K;
+    in[0].dim[2] = 2;
+    return REF_OK;
+}
+
+/* ======================================================================================== */
+/* selectiveScan: h_t = a_t * h_{t-1} + b_t * x_t, h_{-1} = h0; output all states [T, D].
+ * Inputs a, b: both [D] (shared) or both [T, D] (token-dependent); x [T, D]; h0 [D].
+ * VJP: G_{T-1} = g_{T-1}, G_t = g_t + a_{t+1} G_{t+1}; da_t = G_t h_{t-1}; db_t = G_t x_t;
+ * dx_t = G_t b_t; dh0 = G_0 a_0 (0 when T = 0); the shared layout sums da_t, db_t over time.
+ *
+ * Error model (units of u). h_t = sum_{s<=t} (prod_{r=s+1..t} a_r) b_s x_s +
+ * (prod_{r<=t} a_r) h0: a sum of t + 2 products. Let N_t = |a_t| N_{t-1} + |b_t x_t|,
+ * N_{-1} = |h0| (the sum of the absolute terms). Any evaluation order (the sequential
+ * recurrence, a log-depth affine prefix scan, a chunked scan, FMA or not) forms each term with at
+ * most t + 1 multiplications and adds it through at most t + 1 additions, so every term carries
+ * at most 2(t + 1) roundings: m_t = (2t + 3) N_t (one spare), c_fwd = 2.
+ * VJP: G_t is the same kind of sum backwards: NG_t = |g_t| + |a_{t+1}| NG_{t+1},
+ * eG_t = (2(T - t) + 1) NG_t. With e_h(t-1) = (2t + 1) N_{t-1} (0 for h0, which is exact):
+ *   m(dx_t) = |b_t| (eG_t + NG_t);  m(db_t) = |x_t| (eG_t + NG_t);
+ *   m(da_t) = NG_t e_h(t-1) + N_{t-1} (eG_t + NG_t);  m(dh0) = |a_0| (eG_0 + NG_0);
+ *   shared da, db: a length-T sum: T sum_t |terms| + sum_t m(term). c_vjp = 2. */
+
+static ref_status scan_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
+                             ref_err *e)
+{
+    (void)p;
+    (void)n;
+    const ref_shape *a = &in[0], *b = &in[1], *x = &in[2], *h0 = &in[3];
+    char sa[96], sb[96], sx[96], sh[96];
+    ref_shape_fmt(a, sa, sizeof sa);
+    ref_shape_fmt(b, sb, sizeof sb);
+    ref_shape_fmt(x, sx, sizeof sx);
+    ref_shape_fmt(h0, sh, sizeof sh);
+    if (x->rank != 2)
+        return ref_err_set(e, "selectiveScan wants x [T, D], got %s", sx);
+    int64_t D = x->dim[1];
+    if (h0->rank != 1 || h0->dim[0] != D)
+        return ref_err_set(e, "selectiveScan h0 must be [D] = [%lld] for x %s, got %s",
+                           (long long)D, sx, sh);
+    if (!ref_shape_eq(a, b))
+        return ref_err_set(e, "selectiveScan a %s and b %s must share one layout ([D] or [T, D])",
+                           sa, sb);
+    int shared_ok = a->rank == 1 && a->dim[0] == D;
+    int token_ok = ref_shape_eq(a, x);
+    if (!shared_ok && !token_ok)
+        return ref_err_set(e, "selectiveScan a and b must be [D] (shared) or [T, D] = %s "
+                              "(token-dependent), got %s", sx, sa);
+    *out = *x;
+    return REF_OK;
+}
+
+static void scan_domain(const ref_params *p, int n, const ref_shape *in, int i, ref_domain *d)
+{
+    (void)p;
+    (void)n;
+    (void)in;
+    if (i == 0) /* decay coefficients in (0, 1) as in Mamba (the fast path of the LibTorch scan) */
+        d->kind = REF_DOM_UNIT;
+}
+
+/* Coefficient of step t at channel d in either layout. */
+static double scan_coef(const ref_tensor *c, int64_t t, int64_t d, int64_t D)
+{
+    return c->shape.rank == 1 ? c->v[d] : c->v[t * D + d];
+}
+
+/* The states h and the magnitudes N (both [T, D]). */
+static void scan_states(const ref_tensor *in, double *h, double *N)
+{
+    int64_t T = in[2].shape.dim[0], D = in[2].shape.dim[1];
+    for (int64_t d = 0; d < D; d++) {
+        double hp = in[3].v[d], np = fabs(in[3].v[d]);
+        for (int64_t t = 0; t < T; t++) {
+            double at = scan_coef(&in[0], t, d, D);
+            double bx = scan_coef(&in[1], t, d, D) * in[2].v[t * D + d];
+            hp = at * hp + bx;
+            np = fabs(at) * np + fabs(bx);
+            h[t * D + d] = hp;
+            N[t * D + d] = np;
+        }
+    }
+}
+
+static ref_status scan_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
+                           double *mag)
+{
+    (void)p;
+    (void)n;
+    int64_t T = in[2].shape.dim[0], D = in[2].shape.dim[1];
+    double *N = malloc(sizeof(double) * (size_t)(T * D + 1));
+    if (!N)
+        return REF_ENOMEM;
+    scan_states(in, out->v, N);
+    if (mag)
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t d = 0; d < D; d++)
+                mag[t * D + d] = (double)(2 * t + 3) * N[t * D + d];
+    free(N);
+    return REF_OK;
+}
+
+static ref_status scan_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
+                           const ref_tensor *g, ref_tensor *grad, double **gmag)
+{
+    (void)p;
+    (void)n;
+    (void)y;
+    int64_t T = in[2].shape.dim[0], D = in[2].shape.dim[1];
+    int shared = in[0].shape.rank == 1;
+    double *h = malloc(sizeof(double) * (size_t)(T * D + 1));
+    double *N = malloc(sizeof(double) * (size_t)(T * D + 1));
+    if (!h || !N) {
+        free(h), free(N);
+        return REF_ENOMEM;
+    }
+    scan_states(in, h, N);
+    double *m[4];
+    for (int k = 0; k < 4; k++)
+        m[k] = gmag && grad[k].v ? gmag[k] : NULL;
+    if (shared)
+        for (int k = 0; k < 2; k++)
+            if (grad[k].v) {
+                memset(grad[k].v, 0, sizeof(double) * (size_t)D);
+                if (m[k])
+                    memset(m[k], 0, sizeof(double) * (size_t)D);
+            }
+    for (int64_t d = 0; d < D; d++) {
+        double G = 0.0, NG = 0.0;
+        for (int64_t t = T - 1; t >= 0; t--) {
+            int64_t i = t * D + d;
+            if (t + 1 < T) {
+                double an = scan_coef(&in[0], t + 1, d, D);
+                G = g->v[i] + an * G;
+                NG = fabs(g->v[i]) + fabs(an) * NG;
+            } else {
+                G = g->v[i];
+                NG = fabs(g->v[i]);
+            }
+            double eG = (double)(2 * (T - t) + 1) * NG;
+            double hp = t > 0 ? h[i - D] : in[3].v[d];
+            double np = t > 0 ? N[i - D] : fabs(in[3].v[d]);
+            double eh = t > 0 ? (double)(2 * t + 1) * np : 0.0;
+            double bt = scan_coef(&in[1], t, d, D), xt = in[2].v[i];
+            double da = G * hp, m_da = NG * eh + np * (eG + NG);
+            double db = G * xt, m_db = fabs(xt) * (eG + NG);
+            int64_t j = shared ? d : i;
+            if (grad[0].v) {
+                grad[0].v[j] = shared ? grad[0].v[j] + da : da;
+                if (m[0])
+                    m[0][j] = shared ? m[0][j] + (double)T * NG * np + m_da : m_da;
+            }
+            if (grad[1].v) {
+                grad[1].v[j] = shared ? grad[1].v[j] + db : db;
+                if (m[1])
+                    m[1][j] = shared ? m[1][j] + (double)T * NG * fabs(xt) + m_db : m_db;
+            }
+            if (grad[2].v) {
+                grad[2].v[i] = G * bt;
+                if (m[2])
+                    m[2][i] = fabs(bt) * (eG + NG);
+            }
+        }
+        if (grad[3].v) { /* after the loop G = G_0 (or nothing when T = 0) */
+            double a0 = T > 0 ? scan_coef(&in[0], 0, d, D) : 0.0;
+            grad[3].v[d] = T > 0 ? G * a0 : 0.0;
+            if (m[3])
+                m[3][d] = T > 0 ? fabs(a0) * ((double)(2 * T + 1) * NG + NG) : 0.0;
+        }
+    }
+    free(h), free(N);
+    return REF_OK;
+}
+
+static ref_status sample_scan(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
+                              ref_shape *in)
+{
+    (void)p;
+    int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 1, 2);
+    if (rank != 1 && rank != 2)
+        return REF_ENOTAPPLICABLE; /* a is [D] (shared) or [T, D] (token-dependent) */
+    /* T up to 12 (the recurrence is the point), D takes what max_elems leaves, at most 4 */
+    int64_t cap = req->max_elems > 1 ? req->max_elems : 1;
+    ref_shape x = {2, {ref_rng_range(r, 1, cap < 12 ? cap : 12), 1}};
+    x.dim[1] = ref_rng_range(r, 1, cap / x.dim[0] < 4 ? cap / x.dim[0] : 4);
+    if (req->zero_dim)
+        x.dim[ref_rng_range(r, 0, 1)] = 0;
+    in[2] = x;
+    in[3].rank = 1;
+    in[3].dim[0] = x.dim[1];
+    in[0] = in[1] = rank == 1 ? in[3] : x;
+    *n = 4;
+    return REF_OK;
+}
+
+/* ======================================================================================== */
+/* attention: out = A V with A = softmax over keys of S = (Q K^T) * s, s = 1/sqrt(d) (1 when
+ * d = 0). Q [..., nQ, d], K [..., nK, d], V [..., nK, dv] of one rank >= 2 with EQUAL leading
+ * axes (the folded batch*heads axis; rank 2 = one head); out [..., nQ, dv]. Optional mask
+ * [nQ, nK] (true = allowed) broadcast over the leading axes; params.causal additionally blocks
+ * key j > query i (top-left aligned when nQ != nK). With any blocking, A is the hard-masked
+ * softmax: max over allowed entries, blocked weights exactly 0, a fully blocked row has zero
+ * weights and a zero output row. nK = 0 rows are fully blocked.
+ * VJP: dV = A^T g; dA = g V^T; dS' = A (dA - rowsum(dA A)); dS = s dS'; dQ = dS K; dK = dS^T Q.
+ *
+ * Error model (units of u). Logit error: sig_ik = s (d + 3) sum_l |Q_il K_kl| (the length-d dot,
+ * the rounding of s, and the sqrt|s| split onto both operands of TorchLean's LibTorch path).
+ * A_ik then has relative error Fp_ik = F_ik + sig_ik + sum_j A_ij sig_ij, with F_ik the softmax
+ * op's factor 3 + |S_ik - max_i| + (nK - 1) + sum_j A_ij (|S_ij - max_i| + 2) (the |S - max|
+ * term also covers online-softmax rescaling, whose exponent shifts add up to |S - max|).
+ *   m(out_ij) = sum_k A_ik |V_kj| (nK + Fp_ik).
+ * VJP, per row with Gabs_ik = sum_j |g_ij V_kj| >= |dA_ik| and r_i = sum_k A_ik dA_ik:
+ *   R_i = sum_k A_ik (nK + dv + Fp_ik) Gabs_ik (the rowsum error; also covers rowsum(g * out));
+ *   m(dS'_ik) = A_ik (Fp_ik |dA_ik - r_i| + dv Gabs_ik + R_i + |dA_ik| + |r_i|) + |dS'_ik|;
+ *   m(dS_ik) = s m(dS'_ik) + 2 |dS_ik| (s rounded, product rounded);
+ *   m(dQ_il) = sum_k |K_kl| ((nK + 2) |dS_ik| + m(dS_ik));
+ *   m(dK_kl) = sum_i |Q_il| ((nQ + 2) |dS_ik| + m(dS_ik));
+ *   m(dV_kj) = sum_i A_ik |g_ij| (nQ + Fp_ik).
+ * c_fwd = c_vjp = 2. */
+
+typedef struct {
+    int64_t batch, nQ, nK, d, dv;
+    double scale;
+} attn_geom;
+
+static attn_geom attn_geometry(const ref_shape *q, const ref_shape *k, const ref_shape *v)
+{
+    attn_geom g = {1, q->dim[q->rank - 2], k->dim[k->rank - 2], q->dim[q->rank - 1],
+                   v->dim[v->rank - 1], 1.0};
+    for (int i = 0; i + 2 < q->rank; i++)
+        g.batch *= q->dim[i];
+    if (g.d > 0)
+        g.scale = 1.0 / sqrt((double)g.d);
+    return g;
+}
+
+static ref_status attn_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
+                             ref_err *e)
+{
+    (void)p;
+    const ref_shape *q = &in[0], *k = &in[1], *v = &in[2];
+    char sq[96], sk[96], sv[96];
+    ref_shape_fmt(q, sq, sizeof sq);
+    ref_shape_fmt(k, sk, sizeof sk);
+    ref_shape_fmt(v, sv, sizeof sv);
+    if (q->rank < 2 || k->rank != q->rank || v->rank != q->rank)
+        return ref_err_set(e, "attention wants Q [..., nQ, d], K [..., nK, d], V [..., nK, dv] "
+                              "of one rank >= 2, got %s, %s, %s", sq, sk, sv);
+    int R = q->rank;
+    for (int i = 0; i + 2 < R; i++)
+        if (k->dim[i] != q->dim[i] || v->dim[i] != q->dim[i])
+            return ref_err_set(e, "attention leading (batch*heads) axes must be equal: Q %s, "
+                                  "K %s, V %s", sq, sk, sv);
+    if (k->dim[R - 1] != q->dim[R - 1])
+        return ref_err_set(e, "attention Q %s and K %s disagree on the head dimension d", sq, sk);
+    if (v->dim[R - 2] != k->dim[R - 2])
+        return ref_err_set(e, "attention K %s and V %s disagree on the number of keys", sk, sv);
+    if (n == 4) {
+        const ref_shape *m = &in[3];
+        if (m->rank != 2 || m->dim[0] != q->dim[R - 2] || m->dim[1] != k->dim[R - 2]) {
+            char sm[96];
+            ref_shape_fmt(m, sm, sizeof sm);
+            return ref_err_set(e, "attention mask must be [nQ, nK] = [%lld, %lld], got %s",
+                               (long long)q->dim[R - 2], (long long)k->dim[R - 2], sm);
+        }
+    }
+    *out = *q;
+    out->dim[R - 1] = v->dim[R - 1];
+    return REF_OK;
+}
+
+/* Scores, weights and error factors of query row i of batch b (arrays of length nK). */
+typedef struct {
+    double *S, *sig, *A, *Fp;
+} attn_row_buf;
+
+static void attn_row(const ref_params *p, int n, const ref_tensor *in, const attn_geom *g,
+                     int64_t b, int64_t i, attn_row_buf *w)
+{
+    const double *Q = in[0].v + (b * g->nQ + i) * g->d, *K = in[1].v + b * g->nK * g->d;
+    int64_t first = -1, allowed = 0;
+    for (int64_t k = 0; k < g->nK; k++) {
+        double s = 0.0, s_abs = 0.0;
+        for (int64_t l = 0; l < g->d; l++) {
+            s += Q[l] * K[k * g->d + l];
+            s_abs += fabs(Q[l] * K[k * g->d + l]);
+        }
+        w->S[k] = s * g->scale;
+        w->sig[k] = g->scale * (double)(g->d + 3) * s_abs;
+        int ok = (n < 4 || in[3].v[i * g->nK + k] != 0.0) && (!p->causal || k <= i);
+        w->A[k] = ok ? 1.0 : 0.0; /* allowed flag until the weights are computed */
+        if (ok && first < 0)
+            first = k;
+        allowed += ok;
+    }
+    if (allowed == 0) { /* fully blocked row: zero weights */
+        for (int64_t k = 0; k < g->nK; k++)
+            w->A[k] = w->Fp[k] = 0.0;
+        return;
+    }
+    double mx = w->S[first], sum = 0.0, spread = 0.0, sig_bar = 0.0;
+    for (int64_t k = first + 1; k < g->nK; k++)
+        if (w->A[k] != 0.0 && w->S[k] > mx)
+            mx = w->S[k];
+    for (int64_t k = 0; k < g->nK; k++) {
+        w->A[k] = w->A[k] != 0.0 ? exp(w->S[k] - mx) : 0.0;
+        sum += w->A[k];
+    }
+    for (int64_t k = 0; k < g->nK; k++) {
+        w->A[k] /= sum;
+        spread += w->A[k] * (fabs(w->S[k] - mx) + 2.0);
+        sig_bar += w->A[k] * w->sig[k];
+    }
+    for (int64_t k = 0; k < g->nK; k++)
+        w->Fp[k] = w->A[k] != 0.0 ? 3.0 + fabs(w->S[k] - mx) + (double)(g->nK - 1) + spread +
+                                        w->sig[k] + sig_bar
+                                  : 0.0;
+}
+
+static ref_status attn_row_alloc(int64_t nK, int extra, attn_row_buf *w, double **more)
+{
+    size_t len = (size_t)(nK + 1);
+    w->S = malloc(sizeof(double) * len), w->sig = malloc(sizeof(double) * len);
+    w->A = malloc(sizeof(double) * len), w->Fp = malloc(sizeof(double) * len);
+    int ok = w->S && w->sig && w->A && w->Fp;
+    for (int i = 0; i < extra; i++)
+        ok = (more[i] = malloc(sizeof(double) * len)) != NULL && ok;
+    if (!ok) {
+        free(w->S), free(w->sig), free(w->A), free(w->Fp);
+        for (int i = 0; i < extra; i++)
+            free(more[i]);
+        return REF_ENOMEM;
+    }
+    return REF_OK;
+}
+
+static ref_status attn_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
+                           double *mag)
+{
+    attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
+    attn_row_buf w;
+    if (attn_row_alloc(g.nK, 0, &w, NULL) != REF_OK)
+        return REF_ENOMEM;
+    for (int64_t b = 0; b < g.batch; b++) {
+        const double *V = in[2].v + b * g.nK * g.dv;
+        for (int64_t i = 0; i < g.nQ; i++) {
+            attn_row(p, n, in, &g, b, i, &w);
+            for (int64_t j = 0; j < g.dv; j++) {
+                double s = 0.0, s_mag = 0.0;
+                for (int64_t k = 0; k < g.nK; k++) {
+                    s += w.A[k] * V[k * g.dv + j];
+                    s_mag += w.A[k] * fabs(V[k * g.dv + j]) * ((double)g.nK + w.Fp[k]);
+                }
+                out->v[(b * g.nQ + i) * g.dv + j] = s;
+                if (mag)
+                    mag[(b * g.nQ + i) * g.dv + j] = s_mag;
+            }
+        }
+    }
+    free(w.S), free(w.sig), free(w.A), free(w.Fp);
+    return REF_OK;
+}
+
+static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
+                           const ref_tensor *gt, ref_tensor *grad, double **gmag)
+{
+    (void)y;
+    attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
+    attn_row_buf w;
+    double *more[4]; /* dA, Gabs, dS, m(dS) */
+    if (attn_row_alloc(g.nK, 4, &w, more) != REF_OK)
+        return REF_ENOMEM;
+    double *dA = more[0], *Gabs = more[1], *dS = more[2], *mdS = more[3];
+    double *m[3];
+    for (int t = 0; t < 3; t++) {
+        m[t] = gmag && grad[t].v ? gmag[t] : NULL;
+        if (grad[t].v)
+            memset(grad[t].v, 0, sizeof(double) * (size_t)ref_numel(&in[t].shape));
+        if (m[t])
+            memset(m[t], 0, sizeof(double) * (size_t)ref_numel(&in[t].shape));
+    }
+    for (int64_t b = 0; b < g.batch; b++) {
+        const double *K = in[1].v + b * g.nK * g.d, *V = in[2].v + b * g.nK * g.dv;
+        for (int64_t i = 0; i < g.nQ; i++) {
+            const double *Q = in[0].v + (b * g.nQ + i) * g.d;
+            const double *G = gt->v + (b * g.nQ + i) * g.dv;
+            attn_row(p, n, in, &g, b, i, &w);
+            double r = 0.0, R = 0.0;
+            for (int64_t k = 0; k < g.nK; k++) {
+                dA[k] = Gabs[k] = 0.0;
+                for (int64_t j = 0; j < g.dv; j++) {
+                    dA[k] += G[j] * V[k * g.dv + j];
+                    Gabs[k] += fabs(G[j] * V[k * g.dv + j]);
+                }
+                r += w.A[k] * dA[k];
+                R += w.A[k] * ((double)(g.nK + g.dv) + w.Fp[k]) * Gabs[k];
+            }
+            for (int64_t k = 0; k < g.nK; k++) {
+                double dsp = w.A[k] * (dA[k] - r);
+                double mdsp = w.A[k] * (w.Fp[k] * fabs(dA[k] - r) + (double)g.dv * Gabs[k] + R +
+                                        fabs(dA[k]) + fabs(r)) +
+                              fabs(dsp);
+                dS[k] = g.scale * dsp;
+                mdS[k] = g.scale * mdsp + 2.0 * fabs(dS[k]);
+            }
+            for (int64_t k = 0; k < g.nK; k++) {
+                for (int64_t l = 0; l < g.d; l++) {
+                    int64_t qi = (b * g.nQ + i) * g.d + l, ki = (b * g.nK + k) * g.d + l;
+                    if (grad[0].v) {
+                        grad[0].v[qi] += dS[k] * K[k * g.d + l];
+                        if (m[0])
+                            m[0][qi] += fabs(K[k * g.d + l]) *
+                                        ((double)(g.nK + 2) * fabs(dS[k]) + mdS[k]);
+                    }
+                    if (grad[1].v) {
+                        grad[1].v[ki] += dS[k] * Q[l];
+                        if (m[1])
+                            m[1][ki] += fabs(Q[l]) * ((double)(g.nQ + 2) * fabs(dS[k]) + mdS[k]);
+                    }
+                }
+                if (grad[2].v)
+                    for (int64_t j = 0; j < g.dv; j++) {
+                        int64_t vi = (b * g.nK + k) * g.dv + j;
+                        grad[2].v[vi] += w.A[k] * G[j];
+                        if (m[2])
+                            m[2][vi] += w.A[k] * fabs(G[j]) * ((double)g.nQ + w.Fp[k]);
+                    }
+            }
+        }
+    }
+    free(w.S), free(w.sig), free(w.A), free(w.Fp);
+    for (int i = 0; i < 4; i++)
+        free(more[i]);
+    return REF_OK;
+}
+
+static ref_status sample_attn(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
+                              ref_shape *in)
+{
+    int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 2, 4);
+    if (rank < 2 || rank > REF_MAX_RANK)
+        return REF_ENOTAPPLICABLE;
+    /* nQ, d first (up to 4 each), the leading axes from what max_elems leaves */
+    int64_t cap = req->max_elems > 1 ? req->max_elems : 1;
+    ref_shape q;
+    int64_t nq = ref_rng_range(r, 1, cap < 4 ? cap : 4);
+    int64_t d = ref_rng_range(r, 1, cap / nq < 4 ? cap / nq : 4);
+    ref_sample_shape(r, rank - 2, cap / (nq * d), 0, &q);
+    q.rank = rank;
+    q.dim[rank - 2] = nq;
+    q.dim[rank - 1] = d;
+    int64_t nK = ref_rng_range(r, 1, 4), dv = ref_rng_range(r, 1, 3);
+    if (req->zero_dim) { /* any of the leading axes, nQ, d, nK or dv */
+        int z = (int)ref_rng_range(r, 0, rank + 1);
+        if (z < rank)
+            q.dim[z] = 0;
+        else if (z == rank)
+            nK = 0;
+        else
+            dv = 0;
+    }
+    in[0] = in[1] = in[2] = q;
+    in[1].dim[rank - 2] = in[2].dim[rank - 2] = nK;
+    in[2].dim[rank - 1] = dv;
+    p->causal = ref_rng_range(r, 0, 2) == 0;
+    *n = ref_rng_range(r, 0, 1) ? 4 : 3;
+    in[3].rank = 2;
+    in[3].dim[0] = q.dim[rank - 2];
+    in[3].dim[1] = nK;
+    return REF_OK;
+}
+
+/* ======================================================================================== */
+
+const ref_op ref_family_composite[] = {
+    {.name = "fftFno", .report_name = "fft_fno", .min_inputs = 1, .max_inputs = 3,
+     .input_names = {"x", "wre", "wim"}, .params = REF_P_VARIANT | REF_P_MODES | REF_P_LENGTH,
+     .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
+     .note = "variant 0 spectralConv x [grid, width], 1 rfft1d [batch, n] (unnormalized, packed "
+             "re/im), 2 irfft1d (normalized, endpoint imaginaries ignored); VJPs are the packed "
+             "real-pairing adjoints, not the inverse transforms",
+     .shape = fft_fno_shape, .forward = fft_fno_fwd, .vjp = fft_fno_vjp,
+     .sample = sample_fft_fno},
+    {.name = "selectiveScan", .report_name = "selective_scan", .min_inputs = 4, .max_inputs = 4,
+     .input_names = {"a", "b", "x", "h0"}, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
+     .note = "all T states [T, D]; a, b shared [D] or token-dependent [T, D]; no ATen kernel "
+             "(sequential loop)",
+     .shape = scan_shape, .domain = scan_domain, .forward = scan_fwd, .vjp = scan_vjp,
+     .sample = sample_scan},
+    {.name = "attention", .report_name = "attention", .min_inputs = 3, .max_inputs = 4,
+     .input_names = {"q", "k", "v", "mask"},
+     .input_kind = {REF_IN_DATA, REF_IN_DATA, REF_IN_DATA, REF_IN_MASK},
+     .params = REF_P_CAUSAL, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
+     .note = "fully blocked rows give zero weights and a zero output (SDPA gives NaN); mask "
+             "[nQ, nK] true = allowed, broadcast over the folded batch*heads axis",
+     .shape = attn_shape, .forward = attn_fwd, .vjp = attn_vjp, .sample = sample_attn},
+};
+const int ref_family_composite_count =
+    (int)(sizeof ref_family_composite / sizeof ref_family_composite[0]);

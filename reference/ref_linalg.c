@@ -190,43 +190,33 @@ static ref_status matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
     return mm_vjp(in, gt, grad, gmag, 1.0, 0);
 }
 
+/* A [batch..., m, k] drawn within max_elems (rank 1: [k]); B [batch'..., k, n] (rank 1: [k]) with
+ * B's batch axes right-aligned, each equal to A's or 1 (broadcast). */
 static ref_status sample_matmul(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                                 ref_shape *in)
 {
     (void)p;
-    int64_t side = (int64_t)floor(cbrt((double)(req->max_elems > 1 ? req->max_elems : 1)));
-    if (side < 1)
-        side = 1;
-    int64_t m = ref_rng_range(r, 1, side), k = ref_rng_range(r, 1, side),
-            nn = ref_rng_range(r, 1, side);
-    if (req->zero_dim) {
-        int z = (int)ref_rng_range(r, 0, 2);
-        if (z == 0)
-            m = 0;
-        else if (z == 1)
-            k = 0;
-        else
-            nn = 0;
-    }
-    /* rank of A: 1, 2 (most cases) or batched 3-4 with a broadcast batch axis */
-    int ra = req->rank >= 1 ? req->rank : (int)ref_rng_range(r, 1, 4);
-    if (ra > 4)
-        ra = 4;
+    int ra = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 1, 4);
+    if (ra < 1 || ra > REF_MAX_RANK)
+        return REF_ENOTAPPLICABLE;
+    ref_sample_shape(r, ra, req->max_elems, 0, &in[0]);
     int rb = ra <= 2 ? (int)ref_rng_range(r, 1, 2) : (int)ref_rng_range(r, 2, ra);
-    in[0].rank = ra;
-    in[1].rank = rb;
-    if (ra == 1)
-        in[0].dim[0] = k;
-    else {
-        for (int i = 0; i < ra - 2; i++)
-            in[0].dim[i] = ref_rng_range(r, 1, 3);
-        in[0].dim[ra - 2] = m;
-        in[0].dim[ra - 1] = k;
+    int64_t nn = ref_rng_range(r, 1, 4);
+    if (req->zero_dim) { /* m, k or n */
+        int z = (int)ref_rng_range(r, 0, 2);
+        if (z == 2 && rb > 1)
+            nn = 0;
+        else if (z == 1 && ra > 1)
+            in[0].dim[ra - 2] = 0;
+        else
+            in[0].dim[ra - 1] = 0;
     }
+    int64_t k = in[0].dim[ra - 1];
+    in[1].rank = rb;
     if (rb == 1)
         in[1].dim[0] = k;
     else {
-        for (int i = 0; i < rb - 2; i++) /* right-aligned: equal to A's batch axis, or 1 */
+        for (int i = 0; i < rb - 2; i++)
             in[1].dim[i] = ref_rng_range(r, 0, 1) ? in[0].dim[i + (ra - rb)] : 1;
         in[1].dim[rb - 2] = k;
         in[1].dim[rb - 1] = nn;
@@ -458,7 +448,15 @@ static ref_status sample_softmax_matmul(ref_rng *r, const ref_sample_req *req, r
         return REF_ENOTAPPLICABLE;
     /* S carries the batch axes, n and m; a zero-size axis, if asked, may be any of them or d */
     int zero_d = req->zero_dim && ref_rng_range(r, 0, rank) == 0;
-    ref_sample_shape(r, rank, req->max_elems, req->zero_dim && !zero_d, &in[0]);
+    int64_t cap = req->max_elems > 1 ? req->max_elems : 1;
+    int64_t rows = ref_rng_range(r, 1, cap < 5 ? cap : 5);
+    int64_t keys = ref_rng_range(r, 1, cap / rows < 6 ? cap / rows : 6);
+    ref_sample_shape(r, rank - 2, cap / (rows * keys), 0, &in[0]); /* the leading axes */
+    in[0].rank = rank;
+    in[0].dim[rank - 2] = rows;
+    in[0].dim[rank - 1] = keys;
+    if (req->zero_dim && !zero_d)
+        in[0].dim[ref_rng_range(r, 0, rank - 1)] = 0;
     in[1] = in[0];
     in[1].dim[rank - 2] = in[0].dim[rank - 1];
     in[1].dim[rank - 1] = zero_d ? 0 : ref_rng_range(r, 1, 4);
