@@ -1,6 +1,7 @@
 #include "harness/values.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 uint64_t cc_input_key(uint64_t seed, int input_index)
 {
@@ -20,8 +21,43 @@ double cc_normal_at(uint64_t key, int64_t j)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+typedef struct {
+    uint64_t key;
+    int64_t j;
+} shuffle_key;
+
+static int by_key(const void *a, const void *b)
+{
+    uint64_t x = ((const shuffle_key *)a)->key, y = ((const shuffle_key *)b)->key;
+    return x < y ? -1 : x > y;
+}
+
+/* Element j gets the quarter-step of its rank under a hash ordering: distinct values in a
+ * reproducible random order. */
+static void draw_distinct(uint64_t key, int64_t n, double *out)
+{
+    shuffle_key *k = malloc(sizeof *k * (size_t)(n > 0 ? n : 1));
+    if (!k) { /* fall back to ordered distinct values */
+        for (int64_t j = 0; j < n; j++)
+            out[j] = ((double)j - (double)(n / 2)) / 4.0;
+        return;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        k[j].key = ref_splitmix64(key + (uint64_t)j);
+        k[j].j = j;
+    }
+    qsort(k, (size_t)n, sizeof *k, by_key);
+    for (int64_t r = 0; r < n; r++)
+        out[k[r].j] = ((double)r - (double)(n / 2)) / 4.0;
+    free(k);
+}
+
 void cc_draw_values(const ref_domain *d, uint64_t key, int64_t n, double *out)
 {
+    if (d->kind == REF_DOM_DISTINCT) {
+        draw_distinct(key, n, out);
+        return;
+    }
     for (int64_t j = 0; j < n; j++) {
         double x;
         switch (d->kind) {

@@ -114,7 +114,10 @@ typedef enum {
     REF_DOM_POSITIVE,   /* exp(N(0,1)/2): strictly positive, moderate */
     REF_DOM_UNIT,       /* uniform in (0,1) */
     REF_DOM_INDEX,      /* uniform integer in [0, hi) */
-    REF_DOM_MASK        /* 1 with probability lo, else 0 */
+    REF_DOM_MASK,       /* 1 with probability lo, else 0 */
+    REF_DOM_DISTINCT    /* a shuffle of distinct quarter-steps (j - n/2)/4: tie-free in every
+                           dtype up to a few hundred elements (ops whose tie rule providers
+                           leave unspecified) */
 } ref_domain_kind;
 
 typedef struct {

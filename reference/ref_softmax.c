@@ -365,6 +365,14 @@ static ref_status topk_vjp(const ref_params *p, int n, const ref_tensor *in, con
     return REF_OK;
 }
 
+/* Providers leave the tie order unspecified (ATen topk), so generated inputs are tie-free;
+ * the lower-index tie rule has its own exact test. */
+static void topk_domain(const ref_params *p, int n, const ref_shape *in, int i, ref_domain *d)
+{
+    (void)p, (void)n, (void)in, (void)i;
+    d->kind = REF_DOM_DISTINCT;
+}
+
 static ref_status sample_topk(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                               ref_shape *in)
 {
@@ -395,7 +403,8 @@ const ref_op ref_family_softmax[] = {
      .c_vjp = 1,
      .note = "Proposal (not in TorchLean): ties go to the lower index (ATen topk's tie order is "
              "unspecified: only tie-free cases are comparable)",
-     .set_defaults = topk_defaults, .shape = topk_shape, .forward = topk_fwd, .vjp = topk_vjp,
+     .set_defaults = topk_defaults, .shape = topk_shape, .domain = topk_domain,
+     .forward = topk_fwd, .vjp = topk_vjp,
      .sample = sample_topk},
 };
 const int ref_family_softmax_count =
