@@ -157,6 +157,23 @@ static int parse_int_list(const char **s, int64_t *vals, int max, int *n)
     }
 }
 
+/* Every prefix product of the extents stays within CC_CASE_MAX_ELEMENTS (so ref_numel, which
+ * multiplies left to right, never overflows, and a zero extent cannot hide huge ones). */
+static int shape_size_ok(const ref_shape *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) {
+        int64_t d = s->dim[i];
+        if (d < 0 || d > CC_CASE_MAX_ELEMENTS)
+            return 0;
+        if (d > 0 && n > CC_CASE_MAX_ELEMENTS / d)
+            return 0;
+        if (d > 0)
+            n *= d;
+    }
+    return 1;
+}
+
 static int parse_shape_list(const char *s, ref_shape *shapes, int max, int *n)
 {
     *n = 0;
@@ -166,10 +183,9 @@ static int parse_shape_list(const char *s, ref_shape *shapes, int max, int *n)
         int rank;
         if (parse_int_list(&s, shapes[*n].dim, REF_MAX_RANK, &rank) != 0)
             return -1;
-        for (int i = 0; i < rank; i++)
-            if (shapes[*n].dim[i] < 0)
-                return -1;
         shapes[*n].rank = rank;
+        if (!shape_size_ok(&shapes[*n]))
+            return -1;
         (*n)++;
         if (*s == ',')
             s++;
@@ -298,7 +314,9 @@ static int set_param(const ref_op *op, const param_spec *ps, const char *val, in
     case PK_SHAPE: {
         int n;
         if (parse_shape_list(val, (ref_shape *)field, 1, &n))
-            return fail(err, col, "'%s' wants one shape like [2,3], got '%s'", ps->key, val);
+            return fail(err, col,
+                        "'%s' wants one shape like [2,3] (at most 2^48 elements), got '%s'",
+                        ps->key, val);
         return 0;
     }
     case PK_NAME:
@@ -341,7 +359,10 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
                 return fail(err, col, "unknown device '%s' (cpu, cuda)", v);
         } else if (strcmp(k, "in") == 0) {
             if (parse_shape_list(v, c->shape, REF_MAX_INPUTS, &c->n_in))
-                return fail(err, col, "malformed shape list '%s' (write in=[2,3],[3])", v);
+                return fail(err, col,
+                            "malformed shape list '%s' (write in=[2,3],[3]; at most %d inputs, "
+                            "extents >= 0, at most 2^48 elements each)",
+                            v, REF_MAX_INPUTS);
             have_in = 1;
             in_col = col;
         } else if (strcmp(k, "layout") == 0) {
@@ -377,6 +398,15 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
     ref_err e = {{0}};
     if (c->op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
         return fail(err, in_col, "%s: %s", c->op->name, e.msg);
+    if (!shape_size_ok(&out))
+        return fail(err, in_col, "%s: the output would have more than 2^48 elements",
+                    c->op->name);
+    /* the canonical line is what results, reports and repro carry: it must fit their buffers */
+    char canon[2 * CC_CASE_LINE_MAX];
+    cc_case_print(c, canon, sizeof canon);
+    if (strlen(canon) >= CC_CASE_LINE_MAX)
+        return fail(err, 1, "the case's canonical line would be %zu characters, longer than %d",
+                    strlen(canon), CC_CASE_LINE_MAX - 1);
     return 0;
 }
 

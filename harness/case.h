@@ -49,6 +49,9 @@ typedef struct {
 } cc_parse_error;
 
 #define CC_CASE_LINE_MAX 1024
+/* The largest element count of any input or output a case line may name (2^48): beyond it no
+ * buffer can be allocated, and int64 products of the extents could overflow. */
+#define CC_CASE_MAX_ELEMENTS (INT64_C(1) << 48)
 
 /* Defaults that a case line may omit (the CLI's --device, for instance). */
 typedef struct {

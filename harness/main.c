@@ -11,8 +11,11 @@
 
 #include "harness/case.h"
 #include "harness/dtype.h"
+#include "harness/plugin.h"
 #include "harness/report.h"
 #include "harness/runner.h"
+#include "harness/session.h"
+#include "harness/shrink.h"
 #include "reference/ref_families.h"
 
 extern const char cc_embedded_smoke_cases[]; /* cases/smoke.cases, embedded at build time */
@@ -21,19 +24,36 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage:\n"
-            "  capcheck run [FILE...] [--provider aten|reference] [--device cpu|cuda]\n"
+            "  capcheck run [FILE...] [--provider aten|reference | --provider-lib LIB.so]\n"
+            "               [--device cpu|cuda]\n"
             "               [--out DIR] [--seed N] [--op NAME]\n"
+            "               [-j N] [--timeout S] [--no-fork] [--resume DIR]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
             "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out)\n"
+            "      in N worker processes (default: one per CPU); a crash or a hang (limit:\n"
+            "      S seconds, default 10, + 1 us per element per input) is that case's result.\n"
+            "      Results are journaled as they finish: --resume DIR with the same\n"
+            "      arguments runs only what is missing and writes the same report.\n"
+            "      --no-fork runs in this process (for a debugger; no crash isolation)\n"
             "  capcheck repro 'CASE LINE' [--provider ...] [--device ...]\n"
             "      rerun one case alone and show its worst element\n"
+            "  capcheck shrink 'CASE LINE' [--provider ...|--provider-lib ...] [--script FILE]\n"
+            "      reduce a failing case while it keeps failing; print the smallest line and\n"
+            "      a standalone Python/torch reproducer (to FILE with --script)\n"
             "  capcheck list ops\n"
             "      every op of the vocabulary with its forward/VJP status in the reference\n");
 }
 
 typedef struct {
     const char *provider, *device, *out, *op_filter;
+    const char *provider_lib; /* --provider-lib: a plugin (harness/plugin.h) instead of --provider */
+    const char *script;       /* shrink --script: where the Python reproducer goes */
+    cc_plugin *plugin;        /* loaded by main() from provider_lib, closed there */
     unsigned long long seed;
+    int jobs;           /* -j: worker processes (0: one per CPU) */
+    double timeout;     /* --timeout: base per-case limit in seconds (0: the pool's default) */
+    const char *resume; /* --resume DIR */
+    int no_fork;        /* --no-fork */
     const char *files[64];
     int n_files;
     const char *line;
@@ -56,7 +76,33 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->out;
         else if (strcmp(a, "--op") == 0)
             slot = &o->op_filter;
-        else if (strcmp(a, "--seed") == 0) {
+        else if (strcmp(a, "--provider-lib") == 0)
+            slot = &o->provider_lib;
+        else if (strcmp(a, "--script") == 0)
+            slot = &o->script;
+        else if (strcmp(a, "--resume") == 0)
+            slot = &o->resume;
+        else if (strcmp(a, "--no-fork") == 0) {
+            o->no_fork = 1;
+            continue;
+        } else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0 ||
+                   (strncmp(a, "-j", 2) == 0 && a[2]) || strcmp(a, "--timeout") == 0) {
+            int jobs = a[1] == 'j' || a[2] == 'j';
+            const char *v = a[1] == 'j' && a[2] ? a + 2 : i + 1 < argc ? argv[++i] : "";
+            char *end;
+            double x = strtod(v, &end);
+            if (!*v || *end || (jobs ? !(x >= 0 && x <= 4096 && x == (int)x) : !(x > 0))) {
+                fprintf(stderr, "capcheck: %s wants %s\n", a,
+                        jobs ? "a number of worker processes (0: one per CPU)"
+                             : "a positive number of seconds");
+                return -1;
+            }
+            if (jobs)
+                o->jobs = (int)x;
+            else
+                o->timeout = x;
+            continue;
+        } else if (strcmp(a, "--seed") == 0) {
             char *end;
             if (i + 1 >= argc || (o->seed = strtoull(argv[i + 1], &end, 0), *end)) {
                 fprintf(stderr, "capcheck: --seed wants an unsigned integer\n");
@@ -92,52 +138,32 @@ static void print_parse_error(const cc_parse_error *e)
         fprintf(stderr, "%s: %s\n", e->file, e->msg);
 }
 
-/* Pick and initialise the provider; NULL (after one clear sentence) when it cannot run. */
-static const cc_provider *open_provider(const char *name, cc_device device)
+/* Pick the provider (the plugin main() loaded, else --provider by name), not initialised;
+ * NULL (after one clear sentence) when there is none. run and repro hand it to worker
+ * processes, which initialise it themselves (harness/pool.h). */
+static const cc_provider *select_provider(const options *o)
 {
-    const cc_provider *p = NULL;
-    if (strcmp(name, "aten") == 0) {
-        p = cc_aten_provider();
-        if (!p) {
-            fprintf(stderr, "capcheck: this build has no ATen provider (configure with libtorch: "
-                            "run scripts/setup)\n");
-            return NULL;
-        }
-    } else if (strcmp(name, "reference") == 0) {
-        p = cc_reference_provider();
-    } else {
-        fprintf(stderr, "capcheck: unknown provider '%s' (aten, reference)\n", name);
+    char msg[512] = "";
+    const cc_provider *p = o->plugin ? cc_plugin_provider(o->plugin)
+                                     : cc_provider_select(o->provider, NULL, NULL, msg, sizeof msg);
+    if (!p)
+        fprintf(stderr, "capcheck: %s\n", msg);
+    return p;
+}
+
+/* ... and initialise it in this process; NULL (after one clear sentence) when it cannot run. */
+static const cc_provider *open_provider(const options *o, cc_device device)
+{
+    const cc_provider *p = select_provider(o);
+    if (!p)
         return NULL;
-    }
-    char msg[256] = "";
+    char msg[512] = "";
     if (p->init && p->init(p->ctx, device, msg, sizeof msg) != CC_OK) {
         fprintf(stderr, "capcheck: provider %s cannot run on %s: %s\n", p->name,
                 cc_device_name(device), msg);
         return NULL;
     }
     return p;
-}
-
-static int make_dir(const char *path)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(buf, 0777);
-            *p = '/';
-        }
-    if (mkdir(buf, 0777) && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cmd_run(const options *o, int argc, char **argv)
@@ -174,99 +200,31 @@ static int cmd_run(const options *o, int argc, char **argv)
         cc_case_list_free(&cases);
         return 2;
     }
-    /* every case's device must be one the provider can run on: check each distinct device */
-    const cc_provider *p = NULL;
-    int device_seen[CC_DEVICE_COUNT] = {0};
-    for (size_t i = 0; i < cases.n; i++) {
-        if (device_seen[cases.v[i].device]++)
-            continue;
-        if (!(p = open_provider(o->provider, cases.v[i].device))) {
-            cc_case_list_free(&cases);
-            return 2;
-        }
+    if (o->op_filter) { /* the run's cases are the ones it runs */
+        const ref_op *want = ref_op_find(o->op_filter);
+        size_t k = 0;
+        for (size_t i = 0; i < cases.n; i++)
+            if (cases.v[i].op == want)
+                cases.v[k++] = cases.v[i];
+        cases.n = k;
     }
-    if (!p && !(p = open_provider(o->provider, device))) {
+    /* not initialised here: the worker processes do that (a CUDA context does not survive
+     * fork), and a provider that cannot run on a case's device is one sentence from them */
+    const cc_provider *p = select_provider(o);
+    if (!p) {
         cc_case_list_free(&cases);
         return 2;
     }
-    if (make_dir(o->out)) {
-        fprintf(stderr, "capcheck: cannot create the output folder %s: %s\n", o->out,
-                strerror(errno));
-        cc_case_list_free(&cases);
-        return 2;
-    }
-    char path[1024];
-    snprintf(path, sizeof path, "%s/results.jsonl", o->out);
-    FILE *journal = fopen(path, "w");
-    if (!journal) {
-        fprintf(stderr, "capcheck: cannot write %s: %s\n", path, strerror(errno));
-        cc_case_list_free(&cases);
-        return 2;
-    }
-    cc_report rep;
-    cc_report_init(&rep);
-    p->describe ? p->describe(p->ctx, rep.provider_description, sizeof rep.provider_description)
-                : (void)snprintf(rep.provider_description, sizeof rep.provider_description, "%s",
-                                 p->name);
-    snprintf(rep.case_files, sizeof rep.case_files, "%s", files);
-    rep.base_seed = o->seed;
-    for (int i = 0, used = 0; i < argc && used < (int)sizeof rep.command - 1; i++)
-        used += snprintf(rep.command + used, sizeof rep.command - (size_t)used, "%s%s",
-                         i ? " " : "", argv[i]);
-
-    int tty = isatty(STDERR_FILENO);
-    double t0 = now_seconds(), last_progress = 0;
-    size_t total = 0;
-    for (size_t i = 0; i < cases.n; i++)
-        total += !o->op_filter || cases.v[i].op == ref_op_find(o->op_filter);
-    size_t done = 0;
-    for (size_t i = 0; i < cases.n; i++) {
-        const cc_case *c = &cases.v[i];
-        if (o->op_filter && c->op != ref_op_find(o->op_filter))
-            continue;
-        cc_result r;
-        cc_run_case(p, c, &r);
-        cc_result_write_json(journal, &r);
-        fflush(journal);
-        cc_report_add(&rep, &r);
-        done++;
-        if (r.status != CC_RES_PASS) {
-            if (tty)
-                fprintf(stderr, "\r\033[K");
-            fprintf(stderr, "%s: %s\n  capcheck repro '%s'\n", cc_result_status_name(r.status),
-                    r.message, r.line);
-        }
-        double t = now_seconds();
-        if (tty && (t - last_progress > 0.1 || done == total)) {
-            fprintf(stderr, "\r\033[K[%zu/%zu] %s %s: %ld passed, %ld not", done, total, r.op,
-                    cc_dtype_name(r.dtype), rep.counts[CC_RES_PASS],
-                    rep.cases - rep.counts[CC_RES_PASS]);
-            last_progress = t;
-        }
-    }
-    if (tty)
-        fprintf(stderr, "\n");
-    fclose(journal);
-    rep.wall_seconds = now_seconds() - t0;
-    char json_path[1024], md_path[1024];
-    snprintf(json_path, sizeof json_path, "%s/report.json", o->out);
-    snprintf(md_path, sizeof md_path, "%s/report.md", o->out);
-    int wrote = cc_report_write_json(&rep, json_path) == 0 &&
-                cc_report_write_markdown(&rep, md_path) == 0;
-    long not_passed = rep.cases - rep.counts[CC_RES_PASS];
-    printf("capcheck: %ld cases on %s in %.2f s: %ld passed, %ld failed, %ld unsupported, "
-           "%ld errors\n",
-           rep.cases, p->name, rep.wall_seconds, rep.counts[CC_RES_PASS],
-           rep.counts[CC_RES_FAIL], rep.counts[CC_RES_UNSUPPORTED],
-           rep.counts[CC_RES_ERROR] + rep.counts[CC_RES_CRASH] + rep.counts[CC_RES_TIMEOUT]);
-    printf("capcheck: report in %s (report.md, report.json, results.jsonl)\n", o->out);
-    cc_report_free(&rep);
+    char command[512] = "";
+    for (int i = 0, used = 0; i < argc && used < (int)sizeof command - 1; i++)
+        used += snprintf(command + used, sizeof command - (size_t)used, "%s%s", i ? " " : "",
+                         argv[i]);
+    cc_session_opts so = {p, cases.v, cases.n, device, o->resume ? o->resume : o->out,
+                          o->resume != NULL, o->jobs, o->timeout, o->no_fork, files, o->seed,
+                          command, stderr, isatty(STDERR_FILENO)};
+    int rc = cc_session_run(&so);
     cc_case_list_free(&cases);
-    if (!wrote) {
-        fprintf(stderr, "capcheck: could not write the report in %s\n", o->out);
-        return 2;
-    }
-    return not_passed ? 1 : 0;
+    return rc;
 }
 
 static int cmd_repro(const options *o)
@@ -288,11 +246,15 @@ static int cmd_repro(const options *o)
         fprintf(stderr, "case line:1:%d: %s\n", err.column, err.msg);
         return 2;
     }
-    const cc_provider *p = open_provider(o->provider, c.device);
+    const cc_provider *p = select_provider(o);
     if (!p)
         return 2;
     cc_result r;
-    cc_run_case(p, &c, &r);
+    char msg[512];
+    if (cc_run_case_in_worker(p, &c, o->timeout, o->no_fork, &r, msg, sizeof msg)) {
+        fprintf(stderr, "capcheck: %s\n", msg);
+        return 2;
+    }
     printf("case:     %s\nprovider: %s (vjpMode %s)\nstatus:   %s\n", r.line, r.provider,
            r.vjp_mode, cc_result_status_name(r.status));
     if (r.checked_fwd)
@@ -307,6 +269,31 @@ static int cmd_repro(const options *o)
         printf("message:  %s\n", r.message);
     cc_result_write_json(stdout, &r);
     return r.status == CC_RES_PASS ? 0 : 1;
+}
+
+static int cmd_shrink(const options *o)
+{
+    cc_device device;
+    if (cc_device_parse(o->device, &device)) {
+        fprintf(stderr, "capcheck: unknown device '%s' (cpu, cuda)\n", o->device);
+        return 2;
+    }
+    if (o->n_files != 1) {
+        fprintf(stderr, "capcheck shrink: give exactly one failing case line in quotes\n");
+        return 2;
+    }
+    cc_case_defaults def = {device, o->seed};
+    cc_case c;
+    cc_parse_error err;
+    memset(&err, 0, sizeof err);
+    if (cc_case_parse(o->files[0], &def, &c, &err)) {
+        fprintf(stderr, "case line:1:%d: %s\n", err.column, err.msg);
+        return 2;
+    }
+    const cc_provider *p = open_provider(o, c.device);
+    if (!p)
+        return 2;
+    return cc_shrink_command(p, &c, o->script, stdout, stderr);
 }
 
 static int cmd_list_ops(void)
@@ -356,18 +343,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "capcheck: try 'capcheck list ops'\n");
         return 2;
     }
+    int is_run = strcmp(argv[1], "run") == 0, is_repro = strcmp(argv[1], "repro") == 0,
+        is_shrink = strcmp(argv[1], "shrink") == 0;
+    if (!is_run && !is_repro && !is_shrink) {
+        fprintf(stderr, "capcheck: unknown command '%s'\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
     options o;
-    if (strcmp(argv[1], "run") == 0) {
-        if (parse_options(argc, argv, 2, &o))
+    if (parse_options(argc, argv, 2, &o))
+        return 2;
+    if (o.provider_lib) { /* --provider-lib replaces --provider */
+        char msg[1024];
+        if (!(o.plugin = cc_plugin_open(o.provider_lib, msg, sizeof msg))) {
+            fprintf(stderr, "capcheck: %s\n", msg);
             return 2;
-        return cmd_run(&o, argc, argv);
+        }
     }
-    if (strcmp(argv[1], "repro") == 0) {
-        if (parse_options(argc, argv, 2, &o))
-            return 2;
-        return cmd_repro(&o);
-    }
-    fprintf(stderr, "capcheck: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    int rc = is_run ? cmd_run(&o, argc, argv) : is_repro ? cmd_repro(&o) : cmd_shrink(&o);
+    cc_plugin_close(o.plugin);
+    return rc;
 }

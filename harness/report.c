@@ -160,14 +160,16 @@ static void write_json(const cc_report *rep, FILE *f)
 {
     fprintf(f, "{\n  \"schema\": \"capcheck-report/1\",\n  \"capcheck_version\": \"%s\",\n",
             CC_VERSION);
+    /* one line, so a comparison of two reports can drop it (see report.h) */
+    fprintf(f, "  \"timing\": {\"wall_seconds\": %.3f, \"session_cases\": %ld, \"resumed\": %s},\n",
+            rep->wall_seconds, rep->session_cases, rep->resumed ? "true" : "false");
     fputs("  \"provider_description\": ", f);
     json_string(f, rep->provider_description);
     fputs(",\n  \"case_files\": ", f);
     json_string(f, rep->case_files);
     fputs(",\n  \"command\": ", f);
     json_string(f, rep->command);
-    fprintf(f, ",\n  \"base_seed\": %llu,\n  \"wall_seconds\": %.3f,\n  \"cases\": %ld,\n",
-            rep->base_seed, rep->wall_seconds, rep->cases);
+    fprintf(f, ",\n  \"base_seed\": %llu,\n  \"cases\": %ld,\n", rep->base_seed, rep->cases);
     fputs("  \"totals\": {", f);
     for (int s = 0; s < CC_RES_COUNT; s++)
         fprintf(f, "%s\"%s\": %ld", s ? ", " : "", cc_result_status_name((cc_result_status)s),
@@ -210,13 +212,14 @@ static void write_json(const cc_report *rep, FILE *f)
 static void write_markdown(const cc_report *rep, FILE *f)
 {
     fprintf(f, "# capcheck report\n\n");
-    fprintf(f, "- capcheck %s; provider: %s\n- cases: %s; base seed %llu; %ld cases in %.2f s\n",
-            CC_VERSION, rep->provider_description, rep->case_files, rep->base_seed, rep->cases,
-            rep->wall_seconds);
+    fprintf(f, "- capcheck %s; provider: %s\n- cases: %s; base seed %llu; %ld cases\n",
+            CC_VERSION, rep->provider_description, rep->case_files, rep->base_seed, rep->cases);
     fprintf(f, "- totals:");
     for (int s = 0; s < CC_RES_COUNT; s++)
         fprintf(f, " %s %ld%s", cc_result_status_name((cc_result_status)s), rep->counts[s],
                 s + 1 < CC_RES_COUNT ? "," : "\n");
+    fprintf(f, "- timing: %.2f s wall for the %ld cases this session ran%s\n", rep->wall_seconds,
+            rep->session_cases, rep->resumed ? " (a resumed run)" : "");
     fprintf(f, "\nThe bound ratio is error / (c_op * u(dtype) * m_i + floor): at most 1 passes.\n\n");
     fprintf(f, "| op | dtype | device | provider | vjpMode | cases | passed | failed | "
                "unsupported | errors | worst ratio | worst case |\n");

@@ -29,7 +29,12 @@ typedef struct {
     cc_report_row *rows;
     size_t n, cap;
     long cases, counts[CC_RES_COUNT];
+    /* timing: wall-clock figures of the session that wrote the report. They are kept apart
+     * (JSON "timing" on one line of its own, Markdown "- timing:" line) so that reports of the
+     * same run compare equal without them; everything else depends only on the results. */
     double wall_seconds;
+    long session_cases; /* cases this session ran (fewer than cases after --resume) */
+    int resumed;
     char provider_description[256];
     char case_files[512];
     unsigned long long base_seed;

@@ -10,6 +10,7 @@
 #include "harness/compare.h"
 #include "harness/dtype.h"
 #include "harness/materialize.h"
+#include "harness/zero_trust.h"
 
 static const char *const status_names[CC_RES_COUNT] = {"pass",  "fail",  "unsupported",
                                                        "error", "crash", "timeout"};
@@ -78,8 +79,21 @@ static int provider_failed(cc_status st, const char *msg, const char *phase, cc_
     return 1;
 }
 
+/* The inputs as zero-trust sources (plus the cotangent g for gradients). */
+static int zt_sources(const cc_case *c, const cc_inputs *in, int with_g, cc_zt_source *src)
+{
+    int k = 0;
+    for (int i = 0; i < c->n_in; i++)
+        src[k++] = (cc_zt_source){input_name(c->op, i), in->ref_in[i].v,
+                                  ref_numel(&in->ref_in[i].shape)};
+    if (with_g)
+        src[k++] = (cc_zt_source){"the cotangent g", in->g.v, ref_numel(&in->g.shape)};
+    return k;
+}
+
 static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *call,
-                        cc_inputs *in, const ref_tensor *y, const double *mag, cc_result *r)
+                        cc_inputs *in, const ref_tensor *y, const double *mag, cc_result *r,
+                        char *zt, size_t zt_len)
 {
     cc_view out;
     if (cc_alloc_output(c->dtype, &in->out_shape, &out)) {
@@ -96,12 +110,16 @@ static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *c
         r->checked_fwd = 1;
         r->fwd_ratio = cmp.worst_ratio;
         note_worst(r, c, in, &cmp, "y", &in->out_shape);
+        cc_zt_source src[REF_MAX_INPUTS + 1];
+        int ns = zt_sources(c, in, 0, src);
+        if (!zt[0])
+            cc_zero_trust("y", y->v, mag, c->op->c_fwd, &out, src, ns, zt, zt_len);
     }
     free(out.data);
 }
 
 static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call, cc_inputs *in,
-                    const ref_tensor *y, cc_result *r)
+                    const ref_tensor *y, cc_result *r, char *zt, size_t zt_len)
 {
     const ref_op *op = c->op;
     ref_tensor grad[REF_MAX_INPUTS];
@@ -147,6 +165,10 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call,
         char what[32];
         snprintf(what, sizeof what, "grad:%s", input_name(op, i));
         note_worst(r, c, in, &cmp, what, &c->shape[i]);
+        cc_zt_source src[REF_MAX_INPUTS + 1];
+        int ns = zt_sources(c, in, 1, src);
+        if (!zt[0])
+            cc_zero_trust(what, grad[i].v, gmag[i], op->c_vjp, &got[i], src, ns, zt, zt_len);
     }
 done:
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
@@ -156,9 +178,8 @@ done:
     }
 }
 
-void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
+void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r)
 {
-    double t0 = now_seconds();
     memset(r, 0, sizeof *r);
     cc_case_print(c, r->line, sizeof r->line);
     snprintf(r->op, sizeof r->op, "%s", c->op->name);
@@ -169,6 +190,12 @@ void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
     r->device = c->device;
     r->layout = c->layout;
     r->status = CC_RES_PASS;
+}
+
+void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
+{
+    double t0 = now_seconds();
+    cc_result_begin(p, c, r);
 
     cc_inputs in;
     char msg[256] = "";
@@ -190,11 +217,15 @@ void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
         snprintf(r->message, sizeof r->message, "reference forward failed (%s)",
                  rs == REF_EDOMAIN ? "input outside the op's domain" : "status");
     } else {
+        char zt[384] = ""; /* the first zero-trust verdict, if any */
         if (c->check != CC_CHECK_VJP)
-            run_forward(p, c, &call, &in, &y, mag, r);
+            run_forward(p, c, &call, &in, &y, mag, r, zt, sizeof zt);
         if (r->status == CC_RES_PASS && c->check != CC_CHECK_FWD && c->op->vjp)
-            run_vjp(p, c, &call, &in, &y, r);
-        if (r->status == CC_RES_PASS && r->worst_ratio > 1.0) {
+            run_vjp(p, c, &call, &in, &y, r, zt, sizeof zt);
+        if (r->status == CC_RES_PASS && zt[0]) {
+            r->status = CC_RES_FAIL;
+            snprintf(r->message, sizeof r->message, "%s", zt);
+        } else if (r->status == CC_RES_PASS && r->worst_ratio > 1.0) {
             r->status = CC_RES_FAIL;
             snprintf(r->message, sizeof r->message,
                      "%s%s exceeds its bound: expected %.9g, got %.9g, bound %.3g (ratio %.3g)",

@@ -37,6 +37,10 @@ typedef struct {
 } cc_result;
 
 const char *cc_result_status_name(cc_result_status s);
+/* The identity part of a result (canonical line, op, dtype, device, layout, provider,
+ * vjp_mode), everything else zero and status pass: what cc_run_case starts from, and what the
+ * worker pool fills in for a case whose worker crashed or timed out. */
+void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r);
 /* Never fails: every problem becomes the result's status and message. */
 void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r);
 

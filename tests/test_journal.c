@@ -1,0 +1,219 @@
+/* The journal and its reader (harness/journal.h, results_read.h, json.h): a result survives
+ * write -> read exactly (NaN, +-Inf, -0, escapes); records appended in any order give the
+ * report of case-index order; a torn tail is dropped and cut off; run.json round-trips. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness/journal.h"
+#include "harness/json.h"
+#include "harness/report.h"
+#include "harness/results_read.h"
+
+static char tmpdir[256];
+
+static void sample_result(cc_result *r)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->line, sizeof r->line, "softmax dtype=f32 device=cpu in=[2,3] axis=1 "
+                                      "layout=transpose check=both seed=18446744073709551615");
+    snprintf(r->op, sizeof r->op, "softmax");
+    r->dtype = CC_BF16;
+    r->device = CC_CPU;
+    r->layout = CC_LAYOUT_TRANSPOSE;
+    snprintf(r->provider, sizeof r->provider, "plug\"in");
+    snprintf(r->vjp_mode, sizeof r->vjp_mode, "backendVJP");
+    r->status = CC_RES_CRASH;
+    snprintf(r->message, sizeof r->message, "line one\nline \"two\"\t\\ \x01 caf\xc3\xa9");
+    r->checked_fwd = 1;
+    r->fwd_ratio = INFINITY;
+    r->vjp_ratio = -INFINITY;
+    r->worst_ratio = 0.1 + 0.2;
+    snprintf(r->worst_output, sizeof r->worst_output, "grad:x");
+    snprintf(r->worst_index, sizeof r->worst_index, "[1,2]");
+    snprintf(r->worst_inputs, sizeof r->worst_inputs, "x=-0 y=1e-310");
+    r->expected = NAN;
+    r->got = -0.0;
+    r->bound = 4.9406564584124654e-324;
+    r->elements = 6;
+    r->seconds = 0.25;
+}
+
+static void test_result_round_trip(void **state)
+{
+    (void)state;
+    cc_result a, b;
+    sample_result(&a);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    cc_result_write_json(m, &a);
+    fclose(m);
+    int64_t index = 7;
+    char msg[256];
+    if (cc_result_parse_line(buf, len, &b, &index, msg, sizeof msg))
+        fail_msg("%s in %s", msg, buf);
+    assert_int_equal(index, -1);
+    assert_memory_equal(&a, &b, sizeof a);
+    free(buf);
+
+    /* the reader says what is wrong */
+    assert_int_equal(cc_result_parse_line("{\"case\":1}", 10, &b, &index, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "\"case\" is not a string"));
+    assert_int_equal(cc_result_parse_line("{\"case\":\"x", 10, &b, &index, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "not JSON"));
+}
+
+static void test_json_reader(void **state)
+{
+    (void)state;
+    char msg[256];
+    const char *t = " {\"a\": [1, -2.5e3, true, false, null], \"s\": \"\\u00e9\\ud83d\\ude00\\/\","
+                    " \"n\": 18446744073709551615, \"o\": {}} ";
+    cc_json *v = cc_json_parse(t, strlen(t), msg, sizeof msg);
+    assert_non_null(v);
+    const cc_json *a = cc_json_get(v, "a");
+    assert_int_equal(a->type, CC_JSON_ARRAY);
+    assert_true(a->child->next->num == -2500.0);
+    assert_int_equal(a->child->next->next->type, CC_JSON_TRUE);
+    const char *s;
+    assert_int_equal(cc_json_string(v, "s", &s), 0);
+    assert_string_equal(s, "\xc3\xa9\xf0\x9f\x98\x80/");
+    uint64_t n;
+    assert_int_equal(cc_json_u64(v, "n", &n), 0);
+    assert_true(n == UINT64_MAX);
+    assert_int_equal(cc_json_get(v, "o")->type, CC_JSON_OBJECT);
+    cc_json_free(v);
+    const char *bad[] = {"{\"a\" 1}", "[1,]", "{\"a\":1} x", "\"\\q\"", "01", "-", "[1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_null(cc_json_parse(bad[i], strlen(bad[i]), msg, sizeof msg));
+        assert_non_null(strstr(msg, "at byte"));
+    }
+}
+
+static void test_journal_order_and_torn_tail(void **state)
+{
+    (void)state;
+    char dir[300], msg[1024];
+    snprintf(dir, sizeof dir, "%s/j", tmpdir);
+    mkdir(dir, 0777);
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_case_list l = {0};
+    cc_parse_error err;
+    assert_int_equal(cc_cases_parse_text("add count=3 dtype=f32,f64 size=tiny\n"
+                                         "softmax count=3 dtype=f32 size=tiny\n",
+                                         "t", &def, &l, &err),
+                     0);
+    size_t n = l.n;
+    assert_true(n == 9);
+    const cc_provider *ref = cc_reference_provider();
+    cc_result *res = calloc(n, sizeof *res);
+    for (size_t i = 0; i < n; i++) {
+        cc_run_case(ref, &l.v[i], &res[i]);
+        if (i % 3 == 1) { /* variety for the rows: failures of several kinds */
+            res[i].status = i % 2 ? CC_RES_TIMEOUT : CC_RES_FAIL;
+            snprintf(res[i].message, sizeof res[i].message, "planted %zu", i);
+        }
+    }
+    /* the report of index order, built directly */
+    cc_report want;
+    cc_report_init(&want);
+    for (size_t i = 0; i < n; i++)
+        cc_report_add(&want, &res[i]);
+
+    /* journal: completion order reversed, one case missing, then a torn write */
+    cc_journal *j;
+    assert_int_equal(cc_journal_open(dir, -1, &j, msg, sizeof msg), 0);
+    for (size_t k = n; k-- > 0;)
+        if (k != 4)
+            assert_int_equal(cc_journal_append(j, k, &res[k], msg, sizeof msg), 0);
+    assert_int_equal(cc_journal_close(j), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/results.jsonl", dir);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    off_t good = st.st_size;
+    FILE *f = fopen(path, "a");
+    fputs("{\"index\":4,\"case\":\"add dt", f);
+    fclose(f);
+
+    cc_journal_scan s;
+    if (cc_journal_scan_dir(dir, l.v, n, &s, msg, sizeof msg))
+        fail_msg("%s", msg);
+    assert_int_equal(s.n_done, n - 1);
+    assert_int_equal(s.offset[4], -1);
+    assert_int_equal(s.torn_lines, 1);
+    assert_int_equal(s.valid_end, good);
+    /* reopening for the resume cuts the torn tail off; the missing case is appended */
+    assert_int_equal(cc_journal_open(dir, s.valid_end, &j, msg, sizeof msg), 0);
+    assert_int_equal(cc_journal_append(j, 4, &res[4], msg, sizeof msg), 0);
+    assert_int_equal(cc_journal_close(j), 0);
+    cc_journal_scan_free(&s);
+    assert_int_equal(cc_journal_scan_dir(dir, l.v, n, &s, msg, sizeof msg), 0);
+    assert_int_equal(s.n_done, n);
+    assert_int_equal(s.torn_lines, 0);
+
+    cc_report got;
+    cc_report_init(&got);
+    assert_int_equal(cc_journal_report(dir, &s, &got, msg, sizeof msg), 0);
+    assert_int_equal(got.n, want.n);
+    assert_int_equal(got.cases, (long)n);
+    assert_memory_equal(got.counts, want.counts, sizeof got.counts);
+    for (size_t i = 0; i < got.n; i++)
+        assert_memory_equal(&got.rows[i], &want.rows[i], sizeof got.rows[i]);
+    cc_report_free(&got);
+    cc_report_free(&want);
+    cc_journal_scan_free(&s);
+
+    /* run.json */
+    cc_run_info ri = {n, cc_case_list_hash(l.v, n), "reference", "desc \"quoted\"", "a.cases",
+                      "capcheck run a.cases", 18446744073709551615ull}, back;
+    assert_int_equal(cc_run_info_write(dir, &ri, msg, sizeof msg), 0);
+    assert_int_equal(cc_run_info_read(dir, &back, msg, sizeof msg), 0);
+    assert_memory_equal(&ri, &back, sizeof ri);
+    char none[400];
+    snprintf(none, sizeof none, "%s/none", tmpdir);
+    assert_int_equal(cc_run_info_read(none, &back, msg, sizeof msg), 1);
+    /* the hash sees every line and their order */
+    cc_case tmp = l.v[0];
+    l.v[0] = l.v[1];
+    l.v[1] = tmp;
+    assert_true(cc_case_list_hash(l.v, n) != ri.case_hash);
+    free(res);
+    cc_case_list_free(&l);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/capcheck_journal_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_result_round_trip),
+        cmocka_unit_test(test_json_reader),
+        cmocka_unit_test(test_journal_order_and_torn_tail),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

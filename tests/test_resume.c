@@ -1,0 +1,354 @@
+/* Never lose a result: a run killed with SIGKILL part way (plus a torn last record) and
+ * finished with --resume writes the same report as an uninterrupted run (minus "timing"),
+ * with every case recorded exactly once; a resume of another case list, of a tampered
+ * journal, or of a folder without a run is refused with one sentence. Runs the real capcheck
+ * binary (CAPCHECK_BIN) with --provider reference. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char tmpdir[256];
+static char cases_path[512], run_dir[512];
+/* explicit lines (no generator: their cost must not depend on the samplers), ~1 ms each */
+#define N_CASES 300
+static void write_cases(FILE *f)
+{
+    for (int k = 0; k < N_CASES; k++)
+        fprintf(f, "matmul dtype=%s in=[64,80],[80,64] layout=%s seed=%d\n", k % 2 ? "f64" : "f32",
+                k % 3 ? "contig" : "transpose", k + 1);
+}
+
+static int capcheck(const char *args, char *out, size_t n)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", CAPCHECK_BIN, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t got = fread(out, 1, n - 1, p);
+    out[got] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    size_t got;
+    while ((got = fread(b + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap)
+            b = realloc(b, (cap *= 2) + 1);
+    }
+    fclose(f);
+    b[n] = 0;
+    if (len)
+        *len = n;
+    return b;
+}
+
+/* The file without the lines that start with `drop` (the report's timing). */
+static char *without_lines(const char *path, const char *drop)
+{
+    char *text = slurp(path, NULL);
+    if (!text)
+        fail_msg("cannot read %s", path);
+    char *out = malloc(strlen(text) + 1), *o = out;
+    for (char *line = text; *line;) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
+        if (strncmp(line, drop, strlen(drop)) != 0) {
+            memcpy(o, line, len);
+            o += len;
+        }
+        line += len;
+    }
+    *o = 0;
+    free(text);
+    return out;
+}
+
+static long count_lines(const char *path)
+{
+    size_t n;
+    char *t = slurp(path, &n);
+    if (!t)
+        return 0;
+    long lines = 0;
+    for (size_t i = 0; i < n; i++)
+        lines += t[i] == '\n';
+    free(t);
+    return lines;
+}
+
+static void in_dir(const char *dir, const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s", dir, name);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Start `capcheck run` on the cases into dir; SIGKILL it once `after` records are journaled.
+ * Returns the records journaled when it died. */
+static long run_and_kill(const char *dir, long after)
+{
+    char journal[600];
+    in_dir(dir, "results.jsonl", journal, sizeof journal);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        freopen("/dev/null", "w", stdout);
+        freopen("/dev/null", "w", stderr);
+        execl(CAPCHECK_BIN, CAPCHECK_BIN, "run", cases_path, "--provider", "reference", "--out",
+              dir, "-j", "2", (char *)NULL);
+        _exit(127);
+    }
+    int st = 0, exited = 0;
+    for (int i = 0; i < 20000; i++) {
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            exited = 1;
+            break;
+        }
+        if (count_lines(journal) >= after)
+            break;
+        sleep_ms(1);
+    }
+    if (!exited) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    }
+    long got = count_lines(journal);
+    char report[600];
+    in_dir(dir, "report.json", report, sizeof report);
+    if (exited || got >= N_CASES) {
+        /* this machine finished before the kill: cut the journal back as a kill would have */
+        print_message("note: the run finished before it could be killed; truncating instead\n");
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "head -n %ld '%s' > '%s.cut' && mv '%s.cut' '%s' && rm -f '%s'",
+                 after, journal, journal, journal, journal, report);
+        assert_int_equal(system(cmd), 0);
+        got = after;
+    }
+    assert_int_equal(access(report, F_OK), -1); /* no report from an interrupted run */
+    return got;
+}
+
+/* Every case recorded exactly once. */
+static void expect_complete_journal(const char *dir)
+{
+    char journal[600], line[8192];
+    in_dir(dir, "results.jsonl", journal, sizeof journal);
+    FILE *f = fopen(journal, "r");
+    assert_non_null(f);
+    char seen[N_CASES] = {0};
+    long n = 0;
+    while (fgets(line, sizeof line, f)) {
+        long idx = -1;
+        assert_int_equal(sscanf(line, "{\"index\":%ld,", &idx), 1);
+        assert_true(idx >= 0 && idx < N_CASES);
+        assert_false(seen[idx]);
+        seen[idx] = 1;
+        n++;
+    }
+    fclose(f);
+    assert_int_equal(n, N_CASES);
+}
+
+static void test_killed_run_resumes_to_the_same_report(void **state)
+{
+    (void)state;
+    char out[16384], args[2048], path[600];
+    long before = run_and_kill(run_dir, 40);
+    print_message("killed after %ld of %d records\n", before, N_CASES);
+    assert_true(before >= 40 && before < N_CASES);
+
+    /* a write torn by the kill: half a record, no newline */
+    in_dir(run_dir, "results.jsonl", path, sizeof path);
+    FILE *j = fopen(path, "a");
+    assert_non_null(j);
+    fputs("{\"index\":299,\"case\":\"matmul dtype=f", j);
+    fclose(j);
+
+    snprintf(args, sizeof args, "run --resume %s %s --provider reference -j 1", run_dir,
+             cases_path);
+    if (capcheck(args, out, sizeof out) != 0)
+        fail_msg("resume failed: %s", out);
+    assert_non_null(strstr(out, "already recorded"));
+    assert_non_null(strstr(out, "torn"));
+    expect_complete_journal(run_dir);
+    char json[600], md[600];
+    in_dir(run_dir, "report.json", json, sizeof json);
+    in_dir(run_dir, "report.md", md, sizeof md);
+    char *full_json = slurp(json, NULL);
+    assert_non_null(strstr(full_json, "\"resumed\": true"));
+    free(full_json);
+    char *resumed_json = without_lines(json, "  \"timing\":");
+    char *resumed_md = without_lines(md, "- timing:");
+
+    /* a resume of a finished run only rewrites the same report */
+    assert_int_equal(capcheck(args, out, sizeof out), 0);
+    char *again = without_lines(json, "  \"timing\":");
+    assert_string_equal(again, resumed_json);
+    free(again);
+
+    /* the same command uninterrupted, into the same folder */
+    snprintf(args, sizeof args, "run %s --provider reference --out %s -j 2", cases_path,
+             run_dir);
+    assert_int_equal(capcheck(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "300 cases on reference"));
+    char *fresh_json = without_lines(json, "  \"timing\":");
+    char *fresh_md = without_lines(md, "- timing:");
+    assert_string_equal(resumed_json, fresh_json);
+    assert_string_equal(resumed_md, fresh_md);
+    assert_non_null(strstr(fresh_json, "\"cases\": 300"));
+    free(resumed_json);
+    free(resumed_md);
+    free(fresh_json);
+    free(fresh_md);
+}
+
+/* Copy the finished run to a scratch folder, apply `sed` to its journal, and expect a resume
+ * of it to be refused with `fragment` in its sentence. */
+static void expect_refused(const char *name, const char *sed, const char *extra_case,
+                           const char *fragment)
+{
+    char dir[600], cmd[3000], out[16384], args[2048], cases[600];
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", dir, run_dir, dir);
+    assert_int_equal(system(cmd), 0);
+    if (sed) {
+        snprintf(cmd, sizeof cmd, "sed -i '%s' '%s/results.jsonl'", sed, dir);
+        assert_int_equal(system(cmd), 0);
+    }
+    snprintf(cases, sizeof cases, "%s", cases_path);
+    if (extra_case) {
+        snprintf(cases, sizeof cases, "%s/%s.cases", tmpdir, name);
+        FILE *f = fopen(cases, "w");
+        assert_non_null(f);
+        write_cases(f);
+        fprintf(f, "%s\n", extra_case);
+        fclose(f);
+    }
+    snprintf(args, sizeof args, "run --resume %s %s --provider reference", dir, cases);
+    assert_int_equal(capcheck(args, out, sizeof out), 2);
+    if (!strstr(out, fragment))
+        fail_msg("expected '%s' in: %s", fragment, out);
+}
+
+static void test_resume_refuses_another_run(void **state)
+{
+    (void)state;
+    /* the case list changed */
+    expect_refused("more", NULL, "add dtype=f32 in=[3],[3] seed=1", "the case list changed");
+    /* a record names another case at its index */
+    expect_refused("tampered", "5s/seed=[0-9]*/seed=999999/", NULL, "the case list changed");
+    /* damage in the middle: good records follow an unreadable line */
+    expect_refused("damaged", "7s/.*/garbage/", NULL, "is damaged: line 7");
+    /* nothing to resume */
+    char out[4096], args[1024];
+    snprintf(args, sizeof args, "run --resume %s/nothing %s --provider reference", tmpdir,
+             cases_path);
+    assert_int_equal(capcheck(args, out, sizeof out), 2);
+    assert_non_null(strstr(out, "nothing to resume"));
+}
+
+/* With crashes in the mix (the planted-bug plugin's crash_on_empty mutant segfaults on every
+ * empty input): a journal cut back part way (and torn) resumes to the report of the whole
+ * run, first failures and crash counts included. */
+static void test_crashes_resume_to_the_same_report(void **state)
+{
+    (void)state;
+#ifdef CAPCHECK_PLUGIN_DIR
+    const char *lib = CAPCHECK_PLUGIN_DIR "/mutants.so";
+    if (access(lib, R_OK) != 0) {
+        print_message("no %s: skipped\n", lib);
+        return;
+    }
+    char dir[600], args[2048], out[16384], cmd[8192], json[700], journal[700];
+    snprintf(dir, sizeof dir, "%s/crashes", tmpdir);
+    snprintf(json, sizeof json, "%s/report.json", dir);
+    snprintf(journal, sizeof journal, "%s/results.jsonl", dir);
+    setenv("CAPCHECK_MUTANT", "crash_on_empty", 1);
+    snprintf(args, sizeof args, "run %s/tests/mutants.cases --provider-lib %s --out %s -j 2",
+             CAPCHECK_SOURCE_DIR, lib, dir);
+    assert_int_equal(capcheck(args, out, sizeof out), 1);
+    if (!strstr(out, "killed by SIGSEGV"))
+        fail_msg("expected crashes in: %s", out);
+    char *whole = without_lines(json, "  \"timing\":");
+    const char *totals = strstr(whole, "\"totals\": {");
+    assert_non_null(totals); /* the totals count the crashes */
+    assert_true(strstr(totals, "\"crash\": 0,") == NULL ||
+                strstr(totals, "\"crash\": 0,") > strchr(totals, '}'));
+    snprintf(cmd, sizeof cmd,
+             "head -n 20 '%s' > '%s.cut' && printf '{\"index\":3,\"ca' >> '%s.cut' && "
+             "mv '%s.cut' '%s' && rm '%s'",
+             journal, journal, journal, journal, journal, json);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "run --resume %s %s/tests/mutants.cases --provider-lib %s -j 1",
+             dir, CAPCHECK_SOURCE_DIR, lib);
+    assert_int_equal(capcheck(args, out, sizeof out), 1);
+    assert_non_null(strstr(out, "20 of"));
+    char *resumed = without_lines(json, "  \"timing\":");
+    assert_string_equal(resumed, whole);
+    free(whole);
+    free(resumed);
+    unsetenv("CAPCHECK_MUTANT");
+#else
+    print_message("built without the plugins: skipped\n");
+#endif
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/capcheck_resume_XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return -1;
+    snprintf(cases_path, sizeof cases_path, "%s/kill.cases", tmpdir);
+    snprintf(run_dir, sizeof run_dir, "%s/run", tmpdir);
+    FILE *f = fopen(cases_path, "w");
+    if (!f)
+        return -1;
+    write_cases(f);
+    fclose(f);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_killed_run_resumes_to_the_same_report),
+        cmocka_unit_test(test_resume_refuses_another_run),
+        cmocka_unit_test(test_crashes_resume_to_the_same_report),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
