@@ -32,12 +32,23 @@ struct Failed : std::runtime_error {
 };
 
 // One provider call, inputs already wrapped with from_blob (strides honoured, no copy).
+// Device handling is centralised here: an op body never names a device; it creates new tensors
+// with `opts` (the case dtype on the call's device) or `like` other tensors. Adding CUDA means
+// filling `device` (and the wrapping in aten_provider.cpp), not editing the op bodies.
 struct Args {
     const cc_call *call;
     const ref_params *p; // never NULL (a zeroed record when the call had none)
     int n;               // number of inputs
     const at::Tensor *in;
-    at::ScalarType dtype; // the case dtype
+    at::ScalarType dtype;    // the case dtype
+    at::Device device;       // where the inputs live and new tensors go
+    at::TensorOptions opts;  // dtype + device of the case
+    // The output's shape as the harness derived it (forward: the output buffer; VJP: the
+    // cotangent). Op bodies use it only where ATen cannot produce an output at all (random
+    // sources, empty geometries ATen rejects); otherwise ATen's own shape is checked against it.
+    at::IntArrayRef out_sizes;
+    // Integer options (int64 indices, counters) on the same device.
+    at::TensorOptions long_opts() const { return opts.dtype(at::kLong); }
 };
 
 // Forward: return the op's output; the provider checks its dtype and shape against the
@@ -69,11 +80,18 @@ struct OpTable {
 };
 
 // Family tables (one per aten_<family>.cpp); aten_provider.cpp lists them.
-extern const OpTable pointwise_table;
-extern const OpTable softmax_table;
-extern const OpTable reduce_table;
-extern const OpTable linalg_table;
-extern const OpTable norm_table;
+extern const OpTable random_table;     // aten_random.cpp: randUniform, bernoulliMask, custom
+extern const OpTable pointwise_table;  // aten_pointwise.cpp: ops.md B
+extern const OpTable activation_table; // aten_activation.cpp: ops.md C
+extern const OpTable softmax_table;    // aten_softmax.cpp: ops.md D
+extern const OpTable reduce_table;     // aten_reduce.cpp: ops.md E
+extern const OpTable shape_table;      // aten_shape.cpp: ops.md F
+extern const OpTable linalg_table;     // aten_linalg.cpp: ops.md G
+extern const OpTable loss_table;       // aten_loss.cpp: ops.md H
+extern const OpTable norm_table;       // aten_norm.cpp: ops.md I
+extern const OpTable conv_table;       // aten_conv.cpp: ops.md J (conv, convTranspose)
+extern const OpTable pool_table;       // aten_pool.cpp: ops.md J (pools)
+extern const OpTable composite_table;  // aten_composite.cpp: ops.md K
 
 // ---- helpers shared by op bodies -------------------------------------------------------------
 
@@ -99,6 +117,22 @@ inline int64_t norm_suffix_axis(int axis, int64_t rank) {
 
 // "[2, 3]" for messages.
 std::string fmt_sizes(at::IntArrayRef s);
+
+// The op's inputs must number exactly n (for entries whose min_in < max_in). Throws Failed.
+inline void want_inputs(const Args &a, int n, const char *what) {
+    if (a.n != n)
+        throw Failed(std::string(what) + " takes " + std::to_string(n) + " inputs, the call has " +
+                     std::to_string(a.n));
+}
+
+// Where an op body answers without calling its ATen kernel (an empty geometry ATen rejects, a
+// zero-mode spectrum...), it first runs that kernel on a one-element input of the case dtype:
+// a dtype ATen does not implement then fails the same way it would on real data (CC_UNSUPPORTED
+// with ATen's message), never a pass. Family files define their own probe_* helpers.
+
+// Dense row-major copy (a no-op for a dense view): for kernels that index their operands as
+// dense buffers, or before a view op that needs a compatible stride pattern.
+inline at::Tensor dense(const at::Tensor &t) { return t.contiguous(); }
 
 } // namespace ccaten
 

@@ -1,10 +1,13 @@
-// Linear algebra (ops.md G): matmul (torch.matmul semantics) and linear, VJPs composed from
-// ATen products ("standard products": torchLeanTape).
+// Linear algebra (ops.md G): matmul (torch.matmul semantics), scaledMatmul and softmaxMatmul
+// (Proposals), linear. VJPs composed from ATen products (torchLeanTape).
 #include "providers/aten/aten_common.h"
 
+#include <ATen/ops/_softmax.h>
+#include <ATen/ops/_softmax_backward_data.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mm.h>
+#include <ATen/ops/mul.h>
 #include <ATen/ops/sum.h>
 
 namespace ccaten {
@@ -14,7 +17,7 @@ at::Tensor matmul_fwd(const Args &a) { return at::matmul(a.in[0], a.in[1]); }
 
 // dA = g·Bᵀ, dB = Aᵀ·g on the promoted operands (a 1-D A is [1, k], a 1-D B is [k, 1]; g gets
 // the matching unit axes back), each summed over the batch axes it was broadcast along.
-void matmul_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *grad) {
+void matmul_grads(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *grad) {
     const at::Tensor &A = a.in[0], &B = a.in[1];
     if (A.dim() == 0 || B.dim() == 0)
         throw Failed("both operands must be at least 1-D");
@@ -30,6 +33,51 @@ void matmul_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor
     if (want[1])
         grad[1] = at::matmul(A2.transpose(-2, -1), g2).sum_to_size(B2.sizes()).reshape(B.sizes());
 }
+
+void matmul_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *grad) {
+    matmul_grads(a, g, want, grad);
+}
+
+// ---- scaledMatmul (Proposal): alpha * (A @ B); VJP alpha g Bᵀ, alpha Aᵀ g ----------------------
+
+at::Tensor scaled_matmul_fwd(const Args &a) {
+    return at::mul(at::matmul(a.in[0], a.in[1]), at::Scalar(a.p->alpha));
+}
+void scaled_matmul_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *grad) {
+    matmul_grads(a, g, want, grad);
+    for (int i = 0; i < 2; i++)
+        if (want[i])
+            grad[i] = at::mul(grad[i], at::Scalar(a.p->alpha));
+}
+
+// ---- softmaxMatmul (Proposal): softmax(S, -1) @ V, equal leading axes ------------------------
+// VJP: dV = Pᵀ g; dP = g Vᵀ; dS = the softmax backward of dP at P (_softmax_backward_data).
+
+void check_smm(const Args &a) {
+    const at::Tensor &S = a.in[0], &V = a.in[1];
+    if (S.dim() < 2 || V.dim() != S.dim() || S.sizes().slice(0, S.dim() - 2) !=
+                                                   V.sizes().slice(0, V.dim() - 2) ||
+        S.size(-1) != V.size(-2))
+        throw Failed("softmaxMatmul wants S [..., n, m] and V [..., m, d] with equal leading "
+                     "axes, got " + fmt_sizes(S.sizes()) + " and " + fmt_sizes(V.sizes()));
+}
+
+at::Tensor softmax_matmul_fwd(const Args &a) {
+    check_smm(a);
+    return at::matmul(at::_softmax(a.in[0], -1, false), a.in[1]);
+}
+void softmax_matmul_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *grad) {
+    check_smm(a);
+    at::Tensor P = at::_softmax(a.in[0], -1, false);
+    if (want[0]) {
+        at::Tensor dP = at::matmul(g, a.in[1].transpose(-2, -1));
+        grad[0] = at::_softmax_backward_data(dP, P, -1, P.scalar_type());
+    }
+    if (want[1])
+        grad[1] = at::matmul(P.transpose(-2, -1), g);
+}
+
+// ---- linear ------------------------------------------------------------------------------------
 
 struct LinearDims {
     int64_t out, in, rows; // rows = product of x's leading extents (1 for a 1-D x)
@@ -71,6 +119,10 @@ void linear_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor
 
 const OpEntry kOps[] = {
     {"matmul", "matmul", 2, 2, matmul_fwd, matmul_vjp, VJP_TAPE, nullptr},
+    {"scaledMatmul", "scaled_matmul", 2, 2, scaled_matmul_fwd, scaled_matmul_vjp, VJP_TAPE,
+     "at::matmul then mul by alpha (no split-sqrt scaling)"},
+    {"softmaxMatmul", "softmax_matmul", 2, 2, softmax_matmul_fwd, softmax_matmul_vjp, VJP_TAPE,
+     "_softmax(S, -1) then at::matmul; VJP composed, softmax part via _softmax_backward_data"},
     {"linear", "linear", 3, 3, linear_fwd, linear_vjp, VJP_TAPE, nullptr},
 };
 

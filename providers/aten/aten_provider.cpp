@@ -6,6 +6,7 @@
 // CC_UNSUPPORTED when the message says a kernel is "not implemented for" the dtype.
 #include "providers/aten/aten_common.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
@@ -43,8 +44,10 @@ std::string fmt_sizes(at::IntArrayRef s) {
 namespace {
 
 // Every family, in lookup order. A new family file adds one line here.
-const OpTable *const kTables[] = {&pointwise_table, &softmax_table, &reduce_table, &linalg_table,
-                                  &norm_table};
+const OpTable *const kTables[] = {&random_table,  &pointwise_table, &activation_table,
+                                  &softmax_table, &reduce_table,    &shape_table,
+                                  &linalg_table,  &loss_table,      &norm_table,
+                                  &conv_table,    &pool_table,      &composite_table};
 
 const char kNoCuda[] = "the ATen provider was built without CUDA (torch_cpu only)";
 
@@ -82,10 +85,37 @@ std::string one_line(const char *s) {
     return r;
 }
 
+// ATen's ways of saying that a kernel does not exist for a dtype (dispatch macros: "..." not
+// implemented for 'Half'; the FFT front end: Unsupported dtype Half; MKL FFT: doesn't support
+// tensors of type: Half; view_as_complex for BFloat16).
+bool says_unsupported_dtype(const std::string &m) {
+    static const char *const kPhrases[] = {
+        "not implemented for", "Unsupported dtype", "unsupported dtype",
+        "doesn't support tensors of type",                  // MKL FFT
+        "is only supported for half, float and double tensors"}; // view_as_complex
+    for (const char *p : kPhrases)
+        if (m.find(p) != std::string::npos)
+            return true;
+    return false;
+}
+
 cc_status aten_error(char *msg, size_t len, const char *op, const char *what) {
     std::string m = one_line(what);
-    cc_status st = m.find("not implemented for") != std::string::npos ? CC_UNSUPPORTED : CC_FAILED;
+    cc_status st = says_unsupported_dtype(m) ? CC_UNSUPPORTED : CC_FAILED;
     return say(msg, len, st, "%s: ATen: %s", op ? op : "?", m.c_str());
+}
+
+// The one place that maps a harness device to an ATen device. Adding CUDA: return
+// at::Device(at::kCUDA, index) here, drop the refusals in check_call and aten_init, link
+// torch_cuda. Op bodies never name a device (they use Args::opts and *_like), and wrap_input /
+// store already take `dev`: they assume the harness's buffers live on that device (host-staged
+// buffers would instead be copied to / from `dev` in those two functions).
+at::Device device_of(cc_device d) {
+    switch (d) {
+    case CC_CPU: return at::Device(at::kCPU);
+    default: break;
+    }
+    throw Unsupported(std::string("the ATen provider has no device ") + cc_device_name(d));
 }
 
 at::ScalarType scalar_of(cc_dtype t) {
@@ -119,9 +149,9 @@ int64_t numel_of(const cc_view &v) {
 
 // A zero-copy ATen view of a harness input: exactly its sizes and element strides (0 = a
 // broadcast axis). ATen tensors cannot have negative strides.
-at::Tensor wrap_input(const cc_view &v, const std::string &what) {
+at::Tensor wrap_input(const cc_view &v, at::Device dev, const std::string &what) {
     check_rank(v, what);
-    at::TensorOptions opts = at::TensorOptions().dtype(scalar_of(v.dtype)).device(at::kCPU);
+    at::TensorOptions opts = at::TensorOptions().dtype(scalar_of(v.dtype)).device(dev);
     at::IntArrayRef sizes(v.shape, (size_t)v.rank);
     for (int d = 0; d < v.rank; d++)
         if (v.strides[d] < 0)
@@ -136,7 +166,7 @@ at::Tensor wrap_input(const cc_view &v, const std::string &what) {
 
 // Copy an op result into a harness-owned dense buffer, after checking that ATen produced exactly
 // the dtype and shape the harness expects (never converting silently).
-void store(const at::Tensor &r, const cc_view &dst, const std::string &what) {
+void store(const at::Tensor &r, const cc_view &dst, at::Device dev, const std::string &what) {
     check_rank(dst, what);
     at::ScalarType want = scalar_of(dst.dtype);
     if (!r.defined())
@@ -144,8 +174,9 @@ void store(const at::Tensor &r, const cc_view &dst, const std::string &what) {
     if (r.scalar_type() != want)
         throw Failed("ATen returned " + std::string(c10::toString(r.scalar_type())) + " for the " +
                      what + ", the case dtype is " + c10::toString(want));
-    if (!r.device().is_cpu())
-        throw Failed("ATen returned the " + what + " on " + r.device().str() + ", not cpu");
+    if (r.device() != dev)
+        throw Failed("ATen returned the " + what + " on " + r.device().str() + ", not " +
+                     dev.str());
     at::IntArrayRef sizes(dst.shape, (size_t)dst.rank);
     if (r.sizes() != sizes)
         throw Failed("ATen returned shape " + fmt_sizes(r.sizes()) + " for the " + what +
@@ -168,12 +199,18 @@ void store(const at::Tensor &r, const cc_view &dst, const std::string &what) {
         return;
     if (!dst.data)
         throw Failed("the " + what + " buffer has no data");
-    at::TensorOptions opts = at::TensorOptions().dtype(want).device(at::kCPU);
+    at::TensorOptions opts = at::TensorOptions().dtype(want).device(dev);
     at::Tensor out = at::from_blob(dst.data, sizes, at::IntArrayRef(dense, (size_t)dst.rank), opts);
     out.copy_(r);
 }
 
 const ref_params kNoParams{};
+
+Args make_args(const cc_call *call, const at::Tensor *in, at::Device dev, at::IntArrayRef out) {
+    at::ScalarType t = scalar_of(call->dtype);
+    return Args{call, call->params ? call->params : &kNoParams, call->n_in, in, t, dev,
+                at::TensorOptions().dtype(t).device(dev), out};
+}
 
 // Checks common to forward and vjp; throws.
 void check_call(const cc_call *call, const OpEntry &e) {
@@ -235,13 +272,14 @@ cc_status aten_forward(void *, const cc_call *call, cc_view *out, char *msg, siz
     try {
         check_call(call, *e);
         c10::InferenceMode guard;
+        at::Device dev = device_of(call->device);
         at::Tensor in[REF_MAX_INPUTS];
         for (int i = 0; i < call->n_in; i++)
-            in[i] = wrap_input(call->in[i], "input " + std::to_string(i));
-        Args a{call, call->params ? call->params : &kNoParams, call->n_in, in,
-               scalar_of(call->dtype)};
+            in[i] = wrap_input(call->in[i], dev, "input " + std::to_string(i));
+        check_rank(*out, "output");
+        Args a = make_args(call, in, dev, at::IntArrayRef(out->shape, (size_t)out->rank));
         at::Tensor r = e->fwd(a);
-        store(r, *out, "output");
+        store(r, *out, dev, "output");
         return CC_OK;
     } catch (...) {
         return map_exception(msg, len, call->op);
@@ -269,17 +307,17 @@ cc_status aten_vjp(void *, const cc_call *call, const cc_view *g, cc_view *grads
         if (!any)
             return CC_OK;
         c10::InferenceMode guard;
+        at::Device dev = device_of(call->device);
         at::Tensor in[REF_MAX_INPUTS];
         for (int i = 0; i < call->n_in; i++)
-            in[i] = wrap_input(call->in[i], "input " + std::to_string(i));
-        at::Tensor gt = wrap_input(*g, "cotangent");
-        Args a{call, call->params ? call->params : &kNoParams, call->n_in, in,
-               scalar_of(call->dtype)};
+            in[i] = wrap_input(call->in[i], dev, "input " + std::to_string(i));
+        at::Tensor gt = wrap_input(*g, dev, "cotangent");
+        Args a = make_args(call, in, dev, gt.sizes());
         at::Tensor gr[REF_MAX_INPUTS];
         e->vjp(a, gt, want, gr);
         for (int i = 0; i < call->n_in; i++)
             if (want[i])
-                store(gr[i], grads[i], "gradient of input " + std::to_string(i));
+                store(gr[i], grads[i], dev, "gradient of input " + std::to_string(i));
         return CC_OK;
     } catch (...) {
         return map_exception(msg, len, call->op);
@@ -289,13 +327,19 @@ cc_status aten_vjp(void *, const cc_call *call, const cc_view *g, cc_view *grads
 void aten_describe(void *, char *buf, size_t len) {
     if (!buf || !len)
         return;
-    int threads = -1;
+    int threads = -1, deterministic = -1;
     try {
         threads = at::get_num_threads();
+        deterministic = at::globalContext().deterministicAlgorithms() ? 1 : 0;
     } catch (...) {
     }
-    std::snprintf(buf, len, "libtorch %s; threads %d; device cpu; cuda none (torch_cpu only)",
-                  TORCH_VERSION, threads);
+    /* "key value" items (harness/provenance.h reads them into the report's provenance); TF32
+     * is a CUDA math mode, and this provider never runs CUDA */
+    std::snprintf(buf, len,
+                  "libtorch %s; threads %d; device cpu; cuda none (torch_cpu only); tf32 off "
+                  "(no CUDA); deterministic %s",
+                  TORCH_VERSION, threads,
+                  deterministic < 0 ? "unknown" : deterministic ? "on" : "off");
 }
 
 const char *aten_vjp_mode(void *, const char *op) {
