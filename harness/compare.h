@@ -22,8 +22,8 @@ typedef struct {
     double expected, got, bound, magnitude;
 } cc_comparison;
 
-/* Bound model of a case: u of the dtype the provider computes in, floor = its smallest
- * normal (covers flushed subnormals). */
+/* Bound model of a case: u = the roundoff of the dtype the provider computes in plus the
+ * float64 oracle's 2^-53, floor = the dtype's smallest normal (covers flushed subnormals). */
 cc_bound_model cc_bound_for(cc_dtype t, double c_op);
 /* Ratio of one element; +Inf for a NaN/Inf mismatch. */
 double cc_element_ratio(double expected, double got, double mag, cc_dtype t,
