@@ -1,0 +1,672 @@
+/* The planted-bug provider: the float64 reference behind the plugin ABI, with one deliberate
+ * bug switched on by the environment variable CAPCHECK_MUTANT=<name> (unset or empty: no bug,
+ * and the plugin must then pass every case). tests/test_mutants.c runs the smoke suite and
+ * tests/mutants.cases through it once per mutant and checks that the harness catches each one.
+ *
+ * Each mutant is a bug a real kernel has had: a wrong axis, an off-by-one loop bound, a dropped
+ * gradient term, a wrong tie rule, a few ulp too loose, a stride ignored, a crash on an empty
+ * tensor. `needs` says what a mutant needs that the case grammar cannot express yet (such a
+ * mutant is expected to survive, and the test reports it as such). */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/dtype.h"
+#include "harness/materialize.h"
+#include "providers/provider.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static const cc_provider *ref(void)
+{
+    return cc_reference_provider();
+}
+
+static int64_t view_numel(const cc_view *v)
+{
+    int64_t n = 1;
+    for (int a = 0; a < v->rank; a++)
+        n *= v->shape[a];
+    return n;
+}
+
+/* A dense float64 view over x with the shape of `like`. */
+static cc_view f64_view(const cc_view *like, double *x)
+{
+    cc_view v = *like;
+    v.dtype = CC_F64;
+    v.data = x;
+    ref_shape s = {like->rank, {0}};
+    memcpy(s.dim, like->shape, sizeof(int64_t) * (size_t)like->rank);
+    cc_dense_strides(&s, v.strides);
+    return v;
+}
+
+static double *dense(const cc_view *v)
+{
+    ref_shape s;
+    return cc_view_to_dense(v, &s);
+}
+
+/* The reference forward of `call` into a fresh dense float64 buffer shaped like out. */
+static double *ref_forward_f64(const cc_call *call, const cc_view *out, char *msg, size_t len,
+                               cc_status *st)
+{
+    int64_t n = view_numel(out);
+    double *y = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    if (!y) {
+        *st = CC_FAILED;
+        return NULL;
+    }
+    cc_view t = f64_view(out, y);
+    *st = ref()->forward(NULL, call, &t, msg, len);
+    if (*st != CC_OK) {
+        free(y);
+        return NULL;
+    }
+    return y;
+}
+
+static void store_all(cc_view *out, const double *y)
+{
+    int64_t n = view_numel(out);
+    for (int64_t i = 0; i < n; i++)
+        cc_store(out->dtype, out->data, i, y[i]);
+}
+
+/* outer x len x inner around axis ax of v. */
+static void split_axis(const cc_view *v, int ax, int64_t *outer, int64_t *len, int64_t *inner)
+{
+    *outer = *inner = 1;
+    *len = v->shape[ax];
+    for (int a = 0; a < v->rank; a++)
+        if (a < ax)
+            *outer *= v->shape[a];
+        else if (a > ax)
+            *inner *= v->shape[a];
+}
+
+static double round_bf16(double x)
+{
+    return cc_round_to(CC_BF16, x);
+}
+
+static double round_tf32(double x) /* float32 range, 10 explicit mantissa bits, nearest-even */
+{
+    if (x == 0 || !isfinite(x))
+        return x;
+    int e;
+    double m = frexp(x, &e); /* |m| in [0.5, 1) */
+    return ldexp(nearbyint(m * 2048.0) / 2048.0, e);
+}
+
+/* ---- the mutants ----------------------------------------------------------------------------- */
+
+typedef cc_status (*fwd_fn)(const cc_call *call, cc_view *out, char *msg, size_t len);
+typedef cc_status (*vjp_fn)(const cc_call *call, const cc_view *g, cc_view *grads, char *msg,
+                            size_t len);
+
+/* softmax over the next axis instead of the requested one (forward and VJP agree). */
+static int next_axis(const cc_call *call, ref_params *p)
+{
+    int r = call->in[0].rank;
+    int ax = ref_norm_axis(call->params->axis, r);
+    if (r < 2 || ax < 0)
+        return 0;
+    *p = *call->params;
+    p->axis = (ax + 1) % r;
+    return 1;
+}
+
+static cc_status softmax_axis_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    cc_call c = *call;
+    ref_params p;
+    if (next_axis(call, &p))
+        c.params = &p;
+    return ref()->forward(NULL, &c, out, msg, len);
+}
+
+static cc_status softmax_axis_vjp(const cc_call *call, const cc_view *g, cc_view *grads,
+                                  char *msg, size_t len)
+{
+    cc_call c = *call;
+    ref_params p;
+    if (next_axis(call, &p))
+        c.params = &p;
+    return ref()->vjp(NULL, &c, g, grads, msg, len);
+}
+
+/* reduceSum's loop stops one short: the last element along the axis is never added. */
+static cc_status reducesum_off_by_one_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    cc_call c = *call;
+    cc_view in[REF_MAX_INPUTS];
+    memcpy(in, call->in, sizeof(cc_view) * (size_t)call->n_in);
+    int ax = ref_norm_axis(call->params->axis, in[0].rank);
+    if (ax >= 0 && in[0].shape[ax] > 0)
+        in[0].shape[ax]--;
+    c.in = in;
+    return ref()->forward(NULL, &c, out, msg, len);
+}
+
+/* linear reads w [out, in] as if it were stored transposed ([in, out] row-major). */
+static cc_status linear_transposed_w_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    const cc_view *w = &call->in[1];
+    if (w->rank != 2)
+        return ref()->forward(NULL, call, out, msg, len);
+    int64_t O = w->shape[0], I = w->shape[1];
+    double *wd = dense(w), *wt = calloc((size_t)(O * I > 0 ? O * I : 1), sizeof(double));
+    cc_status st = CC_FAILED;
+    if (wd && wt) {
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t i = 0; i < I; i++)
+                wt[o * I + i] = wd[i * O + o];
+        cc_call c = *call;
+        cc_view in[REF_MAX_INPUTS];
+        memcpy(in, call->in, sizeof(cc_view) * (size_t)call->n_in);
+        in[1] = f64_view(w, wt);
+        c.in = in;
+        st = ref()->forward(NULL, &c, out, msg, len);
+    }
+    free(wd);
+    free(wt);
+    return st;
+}
+
+/* linear's VJP forgets the bias gradient (writes zeros). */
+static cc_status linear_no_bias_grad_vjp(const cc_call *call, const cc_view *g, cc_view *grads,
+                                         char *msg, size_t len)
+{
+    cc_status st = ref()->vjp(NULL, call, g, grads, msg, len);
+    if (st == CC_OK && call->n_in > 2 && grads[2].data)
+        for (int64_t i = 0, n = view_numel(&grads[2]); i < n; i++)
+            cc_store(grads[2].dtype, grads[2].data, i, 0.0);
+    return st;
+}
+
+/* maxPool's VJP routes a tied window's gradient to the last maximum, not the first: the inputs
+ * get a ramp far below any float32/bfloat16 spacing, so only exact ties change winner. */
+static cc_status maxpool_tie_last_vjp(const cc_call *call, const cc_view *g, cc_view *grads,
+                                      char *msg, size_t len)
+{
+    double *x = dense(&call->in[0]);
+    if (!x)
+        return CC_FAILED;
+    for (int64_t j = 0, n = view_numel(&call->in[0]); j < n; j++)
+        if (isfinite(x[j]))
+            x[j] += (x[j] != 0 ? fabs(x[j]) : 0x1p-900) * (double)j * 0x1p-50;
+    cc_call c = *call;
+    cc_view in[REF_MAX_INPUTS];
+    memcpy(in, call->in, sizeof(cc_view) * (size_t)call->n_in);
+    in[0] = f64_view(&call->in[0], x);
+    c.in = in;
+    cc_status st = ref()->vjp(NULL, &c, g, grads, msg, len);
+    free(x);
+    return st;
+}
+
+/* layerNorm by hand: (x - mu) / (sqrt(var) + eps) (eps_outside) or with the unbiased
+ * variance sum/(N-1) (unbiased). */
+static cc_status layernorm_variant(const cc_call *call, cc_view *out, int unbiased)
+{
+    const cc_view *xv = &call->in[0];
+    int ax = ref_norm_axis(call->params->axis, xv->rank);
+    int64_t R = 1, N = 1;
+    for (int a = 0; a < xv->rank; a++)
+        *(a < ax ? &R : &N) *= xv->shape[a];
+    double *x = dense(xv), *gm = dense(&call->in[1]), *bt = dense(&call->in[2]);
+    double *y = calloc((size_t)(R * N > 0 ? R * N : 1), sizeof(double));
+    cc_status st = CC_FAILED;
+    if (x && gm && bt && y) {
+        double eps = call->params->eps;
+        for (int64_t r = 0; r < R; r++) {
+            const double *row = x + r * N;
+            double mu = 0, var = 0;
+            for (int64_t j = 0; j < N; j++)
+                mu += row[j];
+            mu /= (double)N;
+            for (int64_t j = 0; j < N; j++)
+                var += (row[j] - mu) * (row[j] - mu);
+            double sd = unbiased ? sqrt(var / (double)(N > 1 ? N - 1 : 1) + eps)
+                                 : sqrt(var / (double)N) + eps;
+            for (int64_t j = 0; j < N; j++)
+                y[r * N + j] = (row[j] - mu) / sd * gm[j] + bt[j];
+        }
+        store_all(out, y);
+        st = CC_OK;
+    }
+    free(x);
+    free(gm);
+    free(bt);
+    free(y);
+    return st;
+}
+
+static cc_status layernorm_eps_outside_fwd(const cc_call *call, cc_view *out, char *msg,
+                                           size_t len)
+{
+    (void)msg;
+    (void)len;
+    return layernorm_variant(call, out, 0);
+}
+
+static cc_status layernorm_unbiased_var_fwd(const cc_call *call, cc_view *out, char *msg,
+                                            size_t len)
+{
+    (void)msg;
+    (void)len;
+    return layernorm_variant(call, out, 1);
+}
+
+/* gelu in its erf form, where TorchLean's contract is the tanh approximation. */
+static cc_status gelu_erf_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    double *x = dense(&call->in[0]);
+    if (!x)
+        return CC_FAILED;
+    int64_t n = view_numel(out);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = 0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0)));
+    store_all(out, x);
+    free(x);
+    return CC_OK;
+}
+
+/* an epilogue that "sanitizes" its output: NaN becomes 0 (any op). */
+static cc_status nan_to_zero_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    cc_status st;
+    double *y = ref_forward_f64(call, out, msg, len, &st);
+    if (!y)
+        return st;
+    for (int64_t i = 0, n = view_numel(out); i < n; i++)
+        if (isnan(y[i]))
+            y[i] = 0.0;
+    store_all(out, y);
+    free(y);
+    return CC_OK;
+}
+
+/* float32 exp 8 ulp high (a polynomial with a biased constant). */
+static cc_status exp_8ulp_f32_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    cc_status st = ref()->forward(NULL, call, out, msg, len);
+    if (st != CC_OK || out->dtype != CC_F32)
+        return st;
+    float *y = out->data;
+    for (int64_t i = 0, n = view_numel(out); i < n; i++)
+        if (isfinite(y[i]) && y[i] != 0)
+            for (int k = 0; k < 8; k++)
+                y[i] = nextafterf(y[i], INFINITY);
+    return CC_OK;
+}
+
+/* every floating input read as if it were dense row-major (strides ignored); what lies past
+ * the real buffer reads as NaN (instead of running off the allocation). */
+static int contiguous_reads(const cc_call *call, cc_view *in, double **bufs)
+{
+    memset(bufs, 0, sizeof(double *) * REF_MAX_INPUTS);
+    for (int i = 0; i < call->n_in; i++) {
+        in[i] = call->in[i];
+        if (!cc_dtype_is_float(in[i].dtype))
+            continue;
+        int64_t n = view_numel(&in[i]), phys = n > 0 ? 1 : 0;
+        for (int a = 0; a < in[i].rank && n > 0; a++)
+            phys += (in[i].shape[a] - 1) * in[i].strides[a];
+        bufs[i] = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+        if (!bufs[i])
+            return -1;
+        for (int64_t j = 0; j < n; j++)
+            bufs[i][j] = j < phys ? cc_load(in[i].dtype, in[i].data, j) : NAN;
+        in[i] = f64_view(&call->in[i], bufs[i]);
+    }
+    return 0;
+}
+
+static cc_status ignore_stride_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    cc_view in[REF_MAX_INPUTS];
+    double *bufs[REF_MAX_INPUTS];
+    cc_status st = CC_FAILED;
+    if (contiguous_reads(call, in, bufs) == 0) {
+        cc_call c = *call;
+        c.in = in;
+        st = ref()->forward(NULL, &c, out, msg, len);
+    }
+    for (int i = 0; i < REF_MAX_INPUTS; i++)
+        free(bufs[i]);
+    return st;
+}
+
+static cc_status ignore_stride_vjp(const cc_call *call, const cc_view *g, cc_view *grads,
+                                   char *msg, size_t len)
+{
+    cc_view in[REF_MAX_INPUTS];
+    double *bufs[REF_MAX_INPUTS];
+    cc_status st = CC_FAILED;
+    if (contiguous_reads(call, in, bufs) == 0) {
+        cc_call c = *call;
+        c.in = in;
+        st = ref()->vjp(NULL, &c, g, grads, msg, len);
+    }
+    for (int i = 0; i < REF_MAX_INPUTS; i++)
+        free(bufs[i]);
+    return st;
+}
+
+/* matmul's inner loop runs k < K - 1: the last product term is dropped. */
+static cc_status matmul_drop_last_k_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    cc_call c = *call;
+    cc_view in[REF_MAX_INPUTS];
+    memcpy(in, call->in, sizeof(cc_view) * (size_t)call->n_in);
+    if (in[0].rank >= 1 && in[1].rank >= 1 && in[0].shape[in[0].rank - 1] > 0) {
+        in[0].shape[in[0].rank - 1]--;
+        in[1].shape[in[1].rank >= 2 ? in[1].rank - 2 : 0]--;
+    }
+    c.in = in;
+    return ref()->forward(NULL, &c, out, msg, len);
+}
+
+/* float32 matmul silently on TF32 inputs (10 mantissa bits). */
+static cc_status matmul_tf32_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    if (call->dtype != CC_F32)
+        return ref()->forward(NULL, call, out, msg, len);
+    double *a = dense(&call->in[0]), *b = dense(&call->in[1]);
+    cc_status st = CC_FAILED;
+    if (a && b) {
+        for (int64_t i = 0, n = view_numel(&call->in[0]); i < n; i++)
+            a[i] = round_tf32(a[i]);
+        for (int64_t i = 0, n = view_numel(&call->in[1]); i < n; i++)
+            b[i] = round_tf32(b[i]);
+        cc_call c = *call;
+        cc_view in[2] = {f64_view(&call->in[0], a), f64_view(&call->in[1], b)};
+        c.in = in;
+        st = ref()->forward(NULL, &c, out, msg, len);
+    }
+    free(a);
+    free(b);
+    return st;
+}
+
+/* relu's VJP passes g through everywhere (the x <= 0 select is missing). */
+static cc_status relu_grad_leak_vjp(const cc_call *call, const cc_view *g, cc_view *grads,
+                                    char *msg, size_t len)
+{
+    (void)call;
+    (void)msg;
+    (void)len;
+    if (!grads[0].data)
+        return CC_OK;
+    double *gd = dense(g);
+    if (!gd)
+        return CC_FAILED;
+    store_all(&grads[0], gd);
+    free(gd);
+    return CC_OK;
+}
+
+/* mul's VJP with the operands swapped: da = g * a, db = g * b. */
+static cc_status mul_vjp_swap_vjp(const cc_call *call, const cc_view *g, cc_view *grads,
+                                  char *msg, size_t len)
+{
+    cc_call c = *call;
+    cc_view in[2] = {call->in[1], call->in[0]};
+    c.in = in;
+    return ref()->vjp(NULL, &c, g, grads, msg, len);
+}
+
+/* softmax's VJP without the sum term: dx = y * g instead of y * (g - sum(y * g)). */
+static cc_status softmax_vjp_no_sum_vjp(const cc_call *call, const cc_view *g, cc_view *grads,
+                                        char *msg, size_t len)
+{
+    if (!grads[0].data)
+        return CC_OK;
+    cc_status st;
+    double *y = ref_forward_f64(call, g, msg, len, &st), *gd = dense(g);
+    if (y && gd) {
+        for (int64_t i = 0, n = view_numel(g); i < n; i++)
+            y[i] *= gd[i];
+        store_all(&grads[0], y);
+        st = CC_OK;
+    } else if (y || gd) {
+        st = CC_FAILED;
+    }
+    free(y);
+    free(gd);
+    return st;
+}
+
+/* float32 reduceSum accumulating in a bfloat16 register. */
+static cc_status reducesum_bf16_accum_fwd(const cc_call *call, cc_view *out, char *msg,
+                                          size_t len)
+{
+    if (call->dtype != CC_F32)
+        return ref()->forward(NULL, call, out, msg, len);
+    const cc_view *xv = &call->in[0];
+    int ax = ref_norm_axis(call->params->axis, xv->rank);
+    if (ax < 0)
+        return ref()->forward(NULL, call, out, msg, len);
+    int64_t outer, L, inner;
+    split_axis(xv, ax, &outer, &L, &inner);
+    double *x = dense(xv);
+    if (!x)
+        return CC_FAILED;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            double acc = 0;
+            for (int64_t j = 0; j < L; j++)
+                acc = round_bf16(acc + x[(o * L + j) * inner + i]);
+            cc_store(out->dtype, out->data, o * inner + i, acc);
+        }
+    free(x);
+    (void)msg;
+    (void)len;
+    return CC_OK;
+}
+
+/* a kernel that dereferences the data pointer of an empty tensor (any op). */
+static cc_status crash_on_empty_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    for (int i = 0; i < call->n_in; i++)
+        if (view_numel(&call->in[i]) == 0)
+            raise(SIGSEGV);
+    return ref()->forward(NULL, call, out, msg, len);
+}
+
+/* exp's output loop stops one short: the last element is never written. */
+static cc_status exp_skip_last_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    cc_status st;
+    double *y = ref_forward_f64(call, out, msg, len, &st);
+    if (!y)
+        return st;
+    for (int64_t i = 0, n = view_numel(out); i + 1 < n; i++)
+        cc_store(out->dtype, out->data, i, y[i]);
+    free(y);
+    return CC_OK;
+}
+
+/* softmax without the max subtraction, in the case dtype: exp overflows for large logits. */
+static cc_status softmax_no_max_sub_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    const cc_view *xv = &call->in[0];
+    int ax = ref_norm_axis(call->params->axis, xv->rank);
+    if (ax < 0)
+        return ref()->forward(NULL, call, out, msg, len);
+    int64_t outer, L, inner;
+    split_axis(xv, ax, &outer, &L, &inner);
+    double *x = dense(xv);
+    if (!x)
+        return CC_FAILED;
+    cc_dtype t = call->dtype;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            double s = 0;
+            for (int64_t j = 0; j < L; j++)
+                s = cc_round_to(t, s + cc_round_to(t, exp(x[(o * L + j) * inner + i])));
+            for (int64_t j = 0; j < L; j++) {
+                int64_t k = (o * L + j) * inner + i;
+                cc_store(out->dtype, out->data, k, cc_round_to(t, exp(x[k])) / s);
+            }
+        }
+    free(x);
+    (void)msg;
+    (void)len;
+    return CC_OK;
+}
+
+/* logSoftmax as log(softmax(x)) with the softmax rounded to the dtype: underflows to -inf. */
+static cc_status logsoftmax_via_log_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    int64_t n = view_numel(out);
+    cc_view t = *out;
+    t.data = calloc((size_t)(n > 0 ? n : 1), cc_dtype_size(out->dtype));
+    if (!t.data)
+        return CC_FAILED;
+    cc_call c = *call;
+    c.op = "softmax";
+    cc_status st = ref()->forward(NULL, &c, &t, msg, len);
+    if (st == CC_OK)
+        for (int64_t i = 0; i < n; i++)
+            cc_store(out->dtype, out->data, i, log(cc_load(t.dtype, t.data, i)));
+    free(t.data);
+    return st;
+}
+
+typedef struct {
+    const char *name, *op; /* op NULL: every op */
+    fwd_fn fwd;            /* NULL: the reference */
+    vjp_fn vjp;
+    const char *needs;     /* NULL: the suite must kill it */
+} mutant;
+
+static const mutant mutants[] = {
+    {"softmax_axis", "softmax", softmax_axis_fwd, softmax_axis_vjp, NULL},
+    {"reducesum_off_by_one", "reduceSum", reducesum_off_by_one_fwd, NULL, NULL},
+    {"linear_transposed_w", "linear", linear_transposed_w_fwd, NULL, NULL},
+    {"linear_no_bias_grad", "linear", NULL, linear_no_bias_grad_vjp, NULL},
+    {"maxpool_tie_last", "maxPool", NULL, maxpool_tie_last_vjp, NULL},
+    {"layernorm_eps_outside", "layerNorm", layernorm_eps_outside_fwd, NULL, NULL},
+    {"layernorm_unbiased_var", "layerNorm", layernorm_unbiased_var_fwd, NULL, NULL},
+    {"gelu_erf", "gelu", gelu_erf_fwd, NULL, NULL},
+    {"nan_to_zero", NULL, nan_to_zero_fwd, NULL, NULL},
+    {"exp_8ulp_f32", "exp", exp_8ulp_f32_fwd, NULL, NULL},
+    {"ignore_stride", NULL, ignore_stride_fwd, ignore_stride_vjp, NULL},
+    {"matmul_drop_last_k", "matmul", matmul_drop_last_k_fwd, NULL, NULL},
+    {"matmul_tf32", "matmul", matmul_tf32_fwd, NULL, NULL},
+    {"relu_grad_leak", "relu", NULL, relu_grad_leak_vjp, NULL},
+    {"mul_vjp_swap", "mul", NULL, mul_vjp_swap_vjp, NULL},
+    {"softmax_vjp_no_sum", "softmax", NULL, softmax_vjp_no_sum_vjp, NULL},
+    {"reducesum_bf16_accum", "reduceSum", reducesum_bf16_accum_fwd, NULL, NULL},
+    {"crash_on_empty", NULL, crash_on_empty_fwd, NULL, NULL},
+    {"exp_skip_last", "exp", exp_skip_last_fwd, NULL, NULL},
+    {"softmax_no_max_sub", "softmax", softmax_no_max_sub_fwd, NULL,
+     "logits above ~88 (float32) or ~11 (float16): a 'huge' edge-value class in materialize"},
+    {"logsoftmax_via_log", "logSoftmax", logsoftmax_via_log_fwd, NULL,
+     "logits spread by more than ~100 so softmax underflows: a 'huge' edge-value class"},
+};
+#define N_MUTANTS (int)(sizeof mutants / sizeof mutants[0])
+
+EXPORT const char *capcheck_mutant_name(int i)
+{
+    return i >= 0 && i < N_MUTANTS ? mutants[i].name : NULL;
+}
+
+EXPORT const char *capcheck_mutant_needs(int i)
+{
+    return i >= 0 && i < N_MUTANTS ? mutants[i].needs : NULL;
+}
+
+/* The active mutant: NULL for none; *unknown set when CAPCHECK_MUTANT names no mutant. */
+static const mutant *active(int *unknown)
+{
+    const char *name = getenv("CAPCHECK_MUTANT");
+    *unknown = 0;
+    if (!name || !*name)
+        return NULL;
+    for (int i = 0; i < N_MUTANTS; i++)
+        if (strcmp(mutants[i].name, name) == 0)
+            return &mutants[i];
+    *unknown = 1;
+    return NULL;
+}
+
+static int applies(const mutant *m, const cc_call *call)
+{
+    return m && (!m->op || strcmp(m->op, call->op) == 0);
+}
+
+static cc_status mu_init(void *ctx, cc_device device, char *msg, size_t len)
+{
+    (void)ctx;
+    int unknown;
+    active(&unknown);
+    if (unknown) {
+        snprintf(msg, len, "CAPCHECK_MUTANT=%s names no mutant of this plugin",
+                 getenv("CAPCHECK_MUTANT"));
+        return CC_FAILED;
+    }
+    return ref()->init(NULL, device, msg, len);
+}
+
+static cc_status mu_forward(void *ctx, const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    (void)ctx;
+    int unknown;
+    const mutant *m = active(&unknown);
+    if (unknown) {
+        snprintf(msg, len, "CAPCHECK_MUTANT names no mutant");
+        return CC_FAILED;
+    }
+    if (applies(m, call) && m->fwd)
+        return m->fwd(call, out, msg, len);
+    return ref()->forward(NULL, call, out, msg, len);
+}
+
+static cc_status mu_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_view *grads,
+                        char *msg, size_t len)
+{
+    (void)ctx;
+    int unknown;
+    const mutant *m = active(&unknown);
+    if (unknown) {
+        snprintf(msg, len, "CAPCHECK_MUTANT names no mutant");
+        return CC_FAILED;
+    }
+    if (applies(m, call) && m->vjp)
+        return m->vjp(call, g, grads, msg, len);
+    return ref()->vjp(NULL, call, g, grads, msg, len);
+}
+
+static void mu_describe(void *ctx, char *buf, size_t len)
+{
+    (void)ctx;
+    int unknown;
+    const mutant *m = active(&unknown);
+    snprintf(buf, len, "capcheck planted-bug plugin (float64 reference), mutant %s",
+             m ? m->name : "none");
+}
+
+static const char *mu_vjp_mode(void *ctx, const char *op)
+{
+    (void)ctx;
+    return ref()->vjp_mode(NULL, op);
+}
+
+EXPORT const cc_provider *capcheck_provider_v1(void)
+{
+    static const cc_provider p = {CC_PROVIDER_ABI_VERSION, "mutants", NULL, mu_init,
+                                  mu_forward, mu_vjp, mu_describe, mu_vjp_mode};
+    return &p;
+}
