@@ -435,3 +435,30 @@ int cc_json_bool(const cc_json *obj, const char *key, int *out)
     *out = v->type == CC_JSON_TRUE;
     return 0;
 }
+
+void cc_json_write_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch == '\n')
+            fputs("\\n", f);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+void cc_json_write_number(FILE *f, double x)
+{
+    if (isnan(x))
+        fputs("\"NaN\"", f);
+    else if (isinf(x))
+        fputs(x > 0 ? "\"Infinity\"" : "\"-Infinity\"", f);
+    else
+        fprintf(f, "%.17g", x);
+}

@@ -4,6 +4,7 @@
 #define CAPCHECK_JSON_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 typedef enum {
@@ -38,5 +39,11 @@ int cc_json_double(const cc_json *obj, const char *key, double *out);
 int cc_json_i64(const cc_json *obj, const char *key, int64_t *out);
 int cc_json_u64(const cc_json *obj, const char *key, uint64_t *out);
 int cc_json_bool(const cc_json *obj, const char *key, int *out);
+
+/* Writing: a JSON string literal (quotes, backslashes and control characters escaped), and a
+ * number as capcheck writes one (%.17g; NaN and +-Inf as the strings "NaN", "Infinity",
+ * "-Infinity", which cc_json_double reads back). */
+void cc_json_write_string(FILE *f, const char *s);
+void cc_json_write_number(FILE *f, double x);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness/dtype.h"
+#include "harness/report_out.h"
 
 /* ---- JSON helpers -------------------------------------------------------------------------- */
 
@@ -82,6 +83,7 @@ void cc_result_write_json(FILE *f, const cc_result *r)
 void cc_report_init(cc_report *rep)
 {
     memset(rep, 0, sizeof *rep);
+    cc_sha256_init(&rep->digest);
 }
 
 void cc_report_free(cc_report *rep)
@@ -123,6 +125,7 @@ int cc_report_add(cc_report *rep, const cc_result *r)
         return -1;
     row->cases++;
     row->counts[r->status]++;
+    cc_results_digest_add(&rep->digest, r);
     rep->cases++;
     rep->counts[r->status]++;
     if (!row->worst_line[0] || r->worst_ratio > row->worst_ratio) {
@@ -158,7 +161,7 @@ static int write_atomically(const char *path, writer_fn fn, const cc_report *rep
 
 static void write_json(const cc_report *rep, FILE *f)
 {
-    fprintf(f, "{\n  \"schema\": \"capcheck-report/1\",\n  \"capcheck_version\": \"%s\",\n",
+    fprintf(f, "{\n  \"schema\": \"%s\",\n  \"capcheck_version\": \"%s\",\n", CC_REPORT_SCHEMA,
             CC_VERSION);
     /* one line, so a comparison of two reports can drop it (see report.h) */
     fprintf(f, "  \"timing\": {\"wall_seconds\": %.3f, \"session_cases\": %ld, \"resumed\": %s},\n",
@@ -170,6 +173,8 @@ static void write_json(const cc_report *rep, FILE *f)
     fputs(",\n  \"command\": ", f);
     json_string(f, rep->command);
     fprintf(f, ",\n  \"base_seed\": %llu,\n  \"cases\": %ld,\n", rep->base_seed, rep->cases);
+    cc_provenance_write_json(f, &rep->provenance, rep->provider_description, rep->base_seed,
+                             &rep->digest);
     fputs("  \"totals\": {", f);
     for (int s = 0; s < CC_RES_COUNT; s++)
         fprintf(f, "%s\"%s\": %ld", s ? ", " : "", cc_result_status_name((cc_result_status)s),
@@ -220,12 +225,30 @@ static void write_markdown(const cc_report *rep, FILE *f)
                 s + 1 < CC_RES_COUNT ? "," : "\n");
     fprintf(f, "- timing: %.2f s wall for the %ld cases this session ran%s\n", rep->wall_seconds,
             rep->session_cases, rep->resumed ? " (a resumed run)" : "");
-    fprintf(f, "\nThe bound ratio is error / (c_op * u(dtype) * m_i + floor): at most 1 passes.\n\n");
+    if (rep->provenance.present)
+        fprintf(f, "- built from commit %s; cpu %s\n", rep->provenance.git_commit,
+                rep->provenance.cpu_model);
+    fprintf(f, "\nThe bound ratio is error / (c_op * u(dtype) * m_i + floor): at most 1 passes.\n");
+    size_t *order = malloc((rep->n ? rep->n : 1) * sizeof *order);
+    if (!order)
+        return;
+    cc_report_order_worst(rep, order); /* worst first: rows that did not pass, then by ratio */
+    int any = 0;
+    for (size_t k = 0; k < rep->n; k++) {
+        const cc_report_row *row = &rep->rows[order[k]];
+        if (!row->first_failure[0])
+            continue;
+        if (!any++)
+            fprintf(f, "\n## Not passing (first case of each row; rerun with capcheck repro)\n\n");
+        fprintf(f, "- %s %s: %s\n  `capcheck repro '%s'`\n", row->op, cc_dtype_name(row->dtype),
+                row->first_failure_msg, row->first_failure);
+    }
+    fprintf(f, "\n## Rows, worst first\n\n");
     fprintf(f, "| op | dtype | device | provider | vjpMode | cases | passed | failed | "
                "unsupported | errors | worst ratio | worst case |\n");
     fprintf(f, "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
-    for (size_t i = 0; i < rep->n; i++) {
-        const cc_report_row *row = &rep->rows[i];
+    for (size_t k = 0; k < rep->n; k++) {
+        const cc_report_row *row = &rep->rows[order[k]];
         fprintf(f, "| %s | %s | %s | %s | %s | %ld | %ld | %ld | %ld | %ld | %.3g | `%s` |\n",
                 row->op, cc_dtype_name(row->dtype), cc_device_name(row->device), row->provider,
                 row->vjp_mode, row->cases, row->counts[CC_RES_PASS], row->counts[CC_RES_FAIL],
@@ -234,16 +257,7 @@ static void write_markdown(const cc_report *rep, FILE *f)
                     row->counts[CC_RES_TIMEOUT],
                 row->worst_ratio, row->worst_line);
     }
-    int any = 0;
-    for (size_t i = 0; i < rep->n; i++) {
-        const cc_report_row *row = &rep->rows[i];
-        if (!row->first_failure[0])
-            continue;
-        if (!any++)
-            fprintf(f, "\n## Not passing (first case of each row; rerun with capcheck repro)\n\n");
-        fprintf(f, "- %s %s: %s\n  `capcheck repro '%s'`\n", row->op, cc_dtype_name(row->dtype),
-                row->first_failure_msg, row->first_failure);
-    }
+    free(order);
     any = 0;
     for (size_t i = 0; i < rep->n; i++) {
         const ref_op *op = ref_op_find(rep->rows[i].op);
@@ -258,9 +272,14 @@ static void write_markdown(const cc_report *rep, FILE *f)
     }
 }
 
+void cc_report_write_json_stream(const cc_report *rep, FILE *f)
+{
+    write_json(rep, f);
+}
+
 int cc_report_write_json(const cc_report *rep, const char *path)
 {
-    return write_atomically(path, write_json, rep);
+    return write_atomically(path, write_json, rep) || cc_report_seal(path) ? -1 : 0;
 }
 
 int cc_report_write_markdown(const cc_report *rep, const char *path)

@@ -5,9 +5,12 @@
 
 #include <stdio.h>
 
+#include "harness/provenance.h"
 #include "harness/runner.h"
+#include "harness/sha256.h"
 
 #define CC_VERSION "0.1.0"
+#define CC_REPORT_SCHEMA "capcheck-report/2" /* reports/schema.json */
 
 void cc_result_write_json(FILE *f, const cc_result *r);
 
@@ -39,12 +42,16 @@ typedef struct {
     char case_files[512];
     unsigned long long base_seed;
     char command[512];
+    cc_provenance provenance; /* written as "provenance"/"shard" when present (provenance.h) */
+    cc_sha256_ctx digest;     /* "results_digest": every added result, in the order added */
 } cc_report;
 
 void cc_report_init(cc_report *rep);
 void cc_report_free(cc_report *rep);
 int cc_report_add(cc_report *rep, const cc_result *r);
-/* Written to a temporary file beside `path`, then renamed: never half a report. */
+void cc_report_write_json_stream(const cc_report *rep, FILE *f);
+/* Written to a temporary file beside `path`, then renamed: never half a report. The JSON
+ * report is then sealed: PATH.sha256 holds its hash (report_out.h). */
 int cc_report_write_json(const cc_report *rep, const char *path);
 int cc_report_write_markdown(const cc_report *rep, const char *path);
 

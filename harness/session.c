@@ -11,6 +11,7 @@
 #include "harness/journal.h"
 #include "harness/pool.h"
 #include "harness/report.h"
+#include "harness/report_out.h"
 
 static double now_seconds(void)
 {
@@ -166,6 +167,8 @@ int cc_session_run(const cc_session_opts *o)
         goto out;
     remove_in(o->out_dir, "report.json"); /* no report of an older run beside a new journal */
     remove_in(o->out_dir, "report.md");
+    remove_in(o->out_dir, "report.json.sha256");
+    remove_in(o->out_dir, "report.junit.xml");
     if (!o->resume) {
         info.n_cases = o->n_cases;
         info.case_hash = hash;
@@ -236,14 +239,12 @@ int cc_session_run(const cc_session_opts *o)
     snprintf(rep.case_files, sizeof rep.case_files, "%s", info.case_files);
     snprintf(rep.command, sizeof rep.command, "%s", info.command);
     rep.base_seed = info.base_seed;
+    if (o->provenance)
+        rep.provenance = *o->provenance;
     rep.wall_seconds = now_seconds() - t0;
     rep.session_cases = (long)n_todo;
     rep.resumed = o->resume;
-    char json_path[1100], md_path[1100];
-    snprintf(json_path, sizeof json_path, "%s/report.json", o->out_dir);
-    snprintf(md_path, sizeof md_path, "%s/report.md", o->out_dir);
-    int wrote = cc_report_write_json(&rep, json_path) == 0 &&
-                cc_report_write_markdown(&rep, md_path) == 0;
+    int wrote = cc_report_write_outputs(&rep, o->out_dir, msg, sizeof msg) == 0;
     long not_passed = rep.cases - rep.counts[CC_RES_PASS];
     printf("capcheck: %ld cases on %s in %.2f s: %ld passed, %ld failed, %ld unsupported, "
            "%ld errors (%ld crashed, %ld timed out)\n",
@@ -251,12 +252,11 @@ int cc_session_run(const cc_session_opts *o)
            rep.counts[CC_RES_FAIL], rep.counts[CC_RES_UNSUPPORTED],
            rep.counts[CC_RES_ERROR] + rep.counts[CC_RES_CRASH] + rep.counts[CC_RES_TIMEOUT],
            rep.counts[CC_RES_CRASH], rep.counts[CC_RES_TIMEOUT]);
-    printf("capcheck: report in %s (report.md, report.json, results.jsonl)\n", o->out_dir);
+    printf("capcheck: report in %s (report.md, report.json, report.junit.xml, results.jsonl)\n",
+           o->out_dir);
     cc_report_free(&rep);
-    if (!wrote) {
-        snprintf(msg, sizeof msg, "could not write the report in %s", o->out_dir);
+    if (!wrote)
         goto out;
-    }
     rc = not_passed ? 1 : 0;
     goto out;
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "harness/case.h"
+#include "harness/provenance.h"
 #include "harness/runner.h"
 
 typedef struct {
@@ -33,6 +34,7 @@ typedef struct {
     const char *command; /* the command line, for the report */
     FILE *log;           /* failures and progress (stderr) */
     int tty;             /* log is a terminal: a live progress line */
+    const cc_provenance *provenance; /* what produced the run, for the report (NULL: none) */
 } cc_session_opts;
 
 /* Exit code: 0 every case passed, 1 some case did not, 2 bad input or environment (one

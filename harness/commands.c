@@ -1,0 +1,199 @@
+#include "harness/commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/capsules.h"
+#include "harness/diff.h"
+#include "harness/gate.h"
+#include "harness/jschema.h"
+#include "harness/merge.h"
+
+#define DEFAULT_POLICY "reports/policy.conf"
+#define DEFAULT_SCHEMA "reports/schema.json"
+
+const char cc_commands_usage[] =
+    "  capcheck gate REPORT... [--policy F] [--evidence DIR] [--catalog F]\n"
+    "      per capsule and dtype: checked (with its evidence) or trustedExternal (with what is\n"
+    "      missing), under the policy F (default " DEFAULT_POLICY "); REPORT is a run folder\n"
+    "      or its report.json, or every shard folder of a sharded run. Exit 0 when every\n"
+    "      required capsule is checked, 1 when one is not, 2 when the evidence is refused\n"
+    "  capcheck evidence REPORT... --out DIR [--policy F]\n"
+    "      DIR/<capsule>/evidence.json for every capsule, in TorchLean's vocabulary\n"
+    "  capcheck emit-lean REPORT... [--policy F]\n"
+    "      a Lean file with the testSuite evidence of every capsule the gate upgrades\n"
+    "  capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
+    "      regressions, fixes, new failures and bound-ratio drift beyond F (default 4) between\n"
+    "      two reports; exit 1 on a regression or a new failure\n"
+    "  capcheck merge DIR... --out DIR\n"
+    "      join the folders of a --shard I/N run into the report an unsharded run writes\n"
+    "  capcheck validate FILE [--schema F]\n"
+    "      check a JSON file against a JSON Schema (default " DEFAULT_SCHEMA ")\n";
+
+static const char *const COMMANDS[] = {"gate", "evidence", "emit-lean", "diff", "merge",
+                                       "validate", NULL};
+
+int cc_is_evidence_command(const char *name)
+{
+    for (int i = 0; COMMANDS[i]; i++)
+        if (strcmp(name, COMMANDS[i]) == 0)
+            return 1;
+    return 0;
+}
+
+typedef struct {
+    const char *policy, *catalog, *out, *evidence, *schema;
+    double drift;
+    int fail_on_drift;
+    const char *pos[256];
+    int n_pos;
+} opts;
+
+static int parse(int argc, char **argv, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->policy = DEFAULT_POLICY;
+    o->schema = DEFAULT_SCHEMA;
+    o->drift = CC_DIFF_DEFAULT_DRIFT;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char **slot = NULL;
+        if (strcmp(a, "--policy") == 0)
+            slot = &o->policy;
+        else if (strcmp(a, "--catalog") == 0)
+            slot = &o->catalog;
+        else if (strcmp(a, "--out") == 0)
+            slot = &o->out;
+        else if (strcmp(a, "--evidence") == 0)
+            slot = &o->evidence;
+        else if (strcmp(a, "--schema") == 0)
+            slot = &o->schema;
+        else if (strcmp(a, "--fail-on-drift") == 0) {
+            o->fail_on_drift = 1;
+            continue;
+        } else if (strcmp(a, "--drift") == 0) {
+            char *end;
+            o->drift = i + 1 < argc ? strtod(argv[++i], &end) : 0;
+            if (!(o->drift > 1) || *end) {
+                fprintf(stderr, "capcheck: --drift wants a factor above 1 (default 4)\n");
+                return -1;
+            }
+            continue;
+        } else if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "capcheck %s: unknown option %s\n", argv[1], a);
+            return -1;
+        } else {
+            if (o->n_pos == 256) {
+                fprintf(stderr, "capcheck %s: at most 256 reports\n", argv[1]);
+                return -1;
+            }
+            o->pos[o->n_pos++] = a;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "capcheck %s: %s needs a value\n", argv[1], a);
+            return -1;
+        }
+        *slot = argv[++i];
+    }
+    return 0;
+}
+
+static int gate_family(const char *cmd, const opts *o)
+{
+    char msg[2048];
+    if (o->n_pos < 1) {
+        fprintf(stderr, "capcheck %s: give a report (a run folder or its report.json)\n", cmd);
+        return 2;
+    }
+    if (strcmp(cmd, "evidence") == 0 && !o->out) {
+        fprintf(stderr, "capcheck evidence: --out DIR names where evidence.json files go\n");
+        return 2;
+    }
+    cc_policy *pol = malloc(sizeof *pol); /* large: kept off the stack */
+    cc_catalog cat;
+    if (!pol || cc_policy_load(o->policy, pol, msg, sizeof msg)) {
+        fprintf(stderr, "capcheck %s: %s\n", cmd, pol ? msg : "out of memory");
+        free(pol);
+        return 2;
+    }
+    if (cc_catalog_load(o->catalog, &cat, msg, sizeof msg)) {
+        fprintf(stderr, "capcheck %s: %s\n", cmd, msg);
+        free(pol);
+        return 2;
+    }
+    cc_gate g;
+    if (cc_gate_run(pol, &cat, o->n_pos, o->pos, &g, msg, sizeof msg)) {
+        fprintf(stderr, "capcheck %s: refused: %s\n", cmd, msg);
+        cc_catalog_free(&cat);
+        free(pol);
+        return 2;
+    }
+    int rc = 0;
+    if (strcmp(cmd, "gate") == 0) {
+        cc_gate_print(&g, pol, stdout);
+        rc = g.exit_code;
+    } else if (strcmp(cmd, "emit-lean") == 0) {
+        cc_gate_emit_lean(&g, pol, stdout);
+    }
+    const char *dir = strcmp(cmd, "evidence") == 0 ? o->out : o->evidence;
+    if (dir) {
+        if (cc_gate_write_evidence(&g, pol, dir, msg, sizeof msg)) {
+            fprintf(stderr, "capcheck %s: %s\n", cmd, msg);
+            rc = 2;
+        } else if (strcmp(cmd, "evidence") == 0)
+            printf("capcheck evidence: %d of %zu capsule x dtype checked; evidence.json per "
+                   "capsule in %s\n",
+                   g.n_checked, g.n, dir);
+    }
+    cc_gate_free(&g);
+    cc_catalog_free(&cat);
+    free(pol);
+    return rc;
+}
+
+int cc_evidence_command(int argc, char **argv)
+{
+    const char *cmd = argv[1];
+    opts o;
+    if (parse(argc, argv, &o))
+        return 2;
+    if (strcmp(cmd, "diff") == 0) {
+        if (o.n_pos != 2) {
+            fprintf(stderr, "capcheck diff: give BASE and NEW (run folders or report.json files)\n");
+            return 2;
+        }
+        char msg[512];
+        cc_catalog cat;
+        if (cc_catalog_load(o.catalog, &cat, msg, sizeof msg)) {
+            fprintf(stderr, "capcheck diff: %s\n", msg);
+            return 2;
+        }
+        int rc = cc_diff_command(o.pos[0], o.pos[1], o.drift, o.fail_on_drift, &cat, stdout,
+                                 stderr);
+        cc_catalog_free(&cat);
+        return rc;
+    }
+    if (strcmp(cmd, "merge") == 0) {
+        if (o.n_pos < 1 || !o.out) {
+            fprintf(stderr, "capcheck merge: give the shard folders and --out DIR\n");
+            return 2;
+        }
+        return cc_merge_command(o.n_pos, o.pos, o.out, stderr);
+    }
+    if (strcmp(cmd, "validate") == 0) {
+        if (o.n_pos != 1) {
+            fprintf(stderr, "capcheck validate: give one JSON file\n");
+            return 2;
+        }
+        char msg[1024];
+        int rc = cc_jschema_validate_files(o.schema, o.pos[0], msg, sizeof msg);
+        if (rc == 0)
+            printf("capcheck validate: %s conforms to %s\n", o.pos[0], o.schema);
+        else
+            fprintf(stderr, "capcheck validate: %s\n", msg);
+        return rc;
+    }
+    return gate_family(cmd, &o);
+}

@@ -1,0 +1,271 @@
+/* The trust gate on real runs (the capcheck binary, --provider reference; the mutants plugin
+ * for failures): it upgrades exactly the capsules the policy allows and names what is missing
+ * for the rest; it refuses evidence it cannot trust (an altered or unsealed report, results
+ * that do not match their report, another libtorch version, a lone shard, a shard missing or
+ * given twice), each with its reason and exit 2; evidence.json conforms to its schema. */
+#include "cli_util.h"
+
+#include "harness/jschema.h"
+#include "harness/report_out.h"
+
+static char tmp[256], run_dir[512], cases[512];
+static char out[1 << 17];
+
+static const char CASES[] =
+    "add count=3 dtype=f32,f64 layout=contig,transpose,stride2,bcast size=small\n"
+    "add dtype=f32 in=[7],[7] seed=1\nadd dtype=f32 in=[3,4],[3,4] seed=2\n"
+    "add dtype=f64 in=[7],[7] seed=1\nadd dtype=f64 in=[3,4],[3,4] seed=2\n"
+    "softmax count=6 dtype=f32 layout=contig,stride2 size=small\n"
+    "softmax dtype=f32 in=[4,6] axis=1 seed=3\n"
+    "matmul count=2 dtype=f64 size=small\n";
+
+/* a policy: the common head, then `extra` */
+static void policy(const char *name, const char *extra, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s", tmp, name);
+    char text[8192];
+    snprintf(text, sizeof text,
+             "format capcheck-policy/1\n%s\nmin_passing 10\nmin_vjp_passing 10\n"
+             "shape_classes vector matrix\nlayout_classes all\nedge_classes none\n%s",
+             strstr(extra, "libtorch_version") ? "" : "libtorch_version any", extra);
+    cc_t_write(path, text);
+}
+
+static int gate(const char *policy_path, const char *reports)
+{
+    char args[4096];
+    snprintf(args, sizeof args, "gate %s --policy %s", reports, policy_path);
+    return cc_t_run(NULL, args, out, sizeof out);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmp, sizeof tmp, "/tmp/capcheck_gate_XXXXXX");
+    if (!mkdtemp(tmp))
+        return -1;
+    snprintf(cases, sizeof cases, "%s/g.cases", tmp);
+    cc_t_write(cases, CASES);
+    snprintf(run_dir, sizeof run_dir, "%s/run", tmp);
+    char args[1200];
+    snprintf(args, sizeof args, "run %s --provider reference --out %s", cases, run_dir);
+    return cc_t_run(NULL, args, out, sizeof out) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* a copy of the run to spoil */
+static void copy_run(const char *name, char *dir, size_t n)
+{
+    snprintf(dir, n, "%s/%s", tmp, name);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && cp -r %s %s", dir, run_dir, dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_upgrades_exactly_what_the_policy_allows(void **state)
+{
+    (void)state;
+    char p[512];
+    policy("p1.conf", "require reference.add f32 f64\n", p, sizeof p);
+    assert_int_equal(gate(p, run_dir), 0);
+    expect_in(out, "results digest matches");
+    /* add passes everything in both dtypes; nothing else qualifies */
+    assert_int_equal(cc_t_count(out, "\nchecked "), 2);
+    expect_in(out, "checked          reference.add f32 (required): 14 passing of 14, VJP 14");
+    expect_in(out, "checked          reference.add f64 (required): 14 passing of 14, VJP 14");
+    expect_in(out, "seed 0; report sha256:");
+    expect_in(out, "trustedExternal  reference.softmax f32 (catalog: checked):\n"
+                   "  - layout classes not covered by a passing case: transpose, bcast\n");
+    expect_in(out, "trustedExternal  reference.matmul f64 (catalog: checked):\n"
+                   "  - 2 passing cases; the policy wants at least 10\n"
+                   "  - 2 passing cases checked the VJP; the policy wants at least 10\n");
+    expect_in(out, "2 of 4 capsule x dtype checked; 2 of the 2 required checked: exit 0");
+
+    /* a section relaxes softmax's layouts: it is upgraded too; requiring everything fails */
+    policy("p2.conf", "require reference.* f32\n[op softmax]\nlayout_classes contig stride2\n", p,
+           sizeof p);
+    assert_int_equal(gate(p, run_dir), 1);
+    assert_int_equal(cc_t_count(out, "\nchecked "), 3);
+    expect_in(out, "checked          reference.softmax f32 (required): 13 passing of 13");
+    /* a required capsule the run has no case of */
+    expect_in(out, "trustedExternal  reference.relu f32 (required) (catalog: checked):\n"
+                   "  - no case in the report\n");
+
+    /* edge classes are never covered: asking for one keeps every capsule trustedExternal */
+    policy("p3.conf", "[op add]\nedge_classes nan ties\n", p, sizeof p);
+    assert_int_equal(gate(p, run_dir), 1);
+    expect_in(out, "trustedExternal  reference.add f32 (catalog: checked):\n"
+                   "  - edge classes not covered by a passing case: nan, ties (capcheck "
+                   "generates no edge-value cases yet)\n");
+    assert_int_equal(cc_t_count(out, "\nchecked "), 0);
+
+    /* stricter counts and shape classes name each shortfall */
+    policy("p4.conf", "min_passing 20\nshape_classes scalar vector matrix high-rank empty\n", p,
+           sizeof p);
+    assert_int_equal(gate(p, run_dir), 1);
+    expect_in(out, "  - 14 passing cases; the policy wants at least 20\n");
+    expect_in(out, "  - shape classes not covered by a passing case: scalar, empty\n");
+}
+
+static void test_failures_keep_a_capsule_out(void **state)
+{
+    (void)state;
+    char dir[512], args[2048], p[512];
+    snprintf(dir, sizeof dir, "%s/mutant", tmp);
+    snprintf(args, sizeof args, "run %s --provider-lib %s/mutants.so --out %s", cases,
+             CAPCHECK_PLUGIN_DIR, dir);
+    assert_int_equal(cc_t_run("CAPCHECK_MUTANT=softmax_axis ", args, out, sizeof out), 1);
+    policy("pm.conf", "[op softmax]\nlayout_classes none\nmin_passing 0\nmin_vjp_passing 0\n", p,
+           sizeof p);
+    assert_int_equal(gate(p, dir), 1);
+    /* a provider without a catalog row: its ad-hoc capsule */
+    expect_in(out, "trustedExternal  mutants.cpu.softmax f32 (catalog: trustedExternal):\n"
+                   "  - ");
+    expect_in(out, "cases did not pass (");
+    expect_in(out, "first: capcheck repro 'softmax dtype=f32");
+    expect_in(out, "checked          mutants.cpu.add f32");
+}
+
+static void test_refuses_an_altered_or_unsealed_report(void **state)
+{
+    (void)state;
+    char dir[512], path[700], p[512];
+    policy("pr.conf", "", p, sizeof p);
+    copy_run("tampered", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    cc_t_edit(path, "\"pass\": 14,", "\"pass\": 15,");
+    assert_int_equal(gate(p, dir), 2);
+    expect_in(out, "refused: ");
+    expect_in(out, "does not match its hash");
+
+    copy_run("unsealed", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/report.json.sha256", dir);
+    assert_int_equal(remove(path), 0);
+    assert_int_equal(gate(p, dir), 2);
+    expect_in(out, ".sha256 seal");
+
+    /* the report is intact, the results beside it are not */
+    copy_run("results", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/results.jsonl", dir);
+    cc_t_edit(path, "\"status\":\"pass\"", "\"status\":\"fail\"");
+    assert_int_equal(gate(p, dir), 2);
+    expect_in(out, "results digest");
+}
+
+static void test_refuses_another_libtorch(void **state)
+{
+    (void)state;
+    char dir[512], path[700], p[512];
+    policy("pv.conf", "libtorch_version 2.15.0\n", p, sizeof p);
+    assert_int_equal(gate(p, run_dir), 2);
+    expect_in(out, "names no libtorch version (provider: capcheck float64 reference");
+    expect_in(out, "requires libtorch 2.15.0");
+    /* a report from another libtorch, sealed as capcheck would have sealed it */
+    copy_run("libtorch", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    cc_t_edit(path, "\"libtorch_version\": null", "\"libtorch_version\": \"2.14.0\"");
+    assert_int_equal(cc_report_seal(path), 0);
+    assert_int_equal(gate(p, dir), 2);
+    expect_in(out, "is from libtorch 2.14.0; the policy");
+    expect_in(out, "requires libtorch 2.15.0");
+    policy("pv2.conf", "libtorch_version 2.14.0\n", p, sizeof p);
+    assert_int_equal(gate(p, dir), 1); /* accepted, then judged */
+    expect_in(out, "libtorch 2.14.0;");
+}
+
+static void test_refuses_a_broken_shard_set(void **state)
+{
+    (void)state;
+    char args[2048], p[512], set[2048];
+    for (int i = 1; i <= 3; i++) {
+        snprintf(args, sizeof args, "run %s --provider reference --out %s/s%d --shard %d/3",
+                 cases, tmp, i, i);
+        assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    }
+    policy("ps.conf", "require reference.add f32 f64\n", p, sizeof p);
+    snprintf(set, sizeof set, "%s/s1", tmp);
+    assert_int_equal(gate(p, set), 2);
+    expect_in(out, "is shard 1/3 of a run: gate all 3 shard folders together");
+    snprintf(set, sizeof set, "%s/s1 %s/s2", tmp, tmp);
+    assert_int_equal(gate(p, set), 2);
+    expect_in(out, "refused: shard 3/3 is missing");
+    snprintf(set, sizeof set, "%s/s1 %s/s2 %s/s2 %s/s3", tmp, tmp, tmp, tmp);
+    assert_int_equal(gate(p, set), 2);
+    expect_in(out, "refused: shard 2/3 is given twice");
+    /* the whole set is the whole run: the same verdicts, the same report hash */
+    snprintf(set, sizeof set, "%s/s3 %s/s1 %s/s2", tmp, tmp, tmp);
+    assert_int_equal(gate(p, set), 0);
+    expect_in(out, "3 shards merged");
+    expect_in(out, "2 of 4 capsule x dtype checked");
+}
+
+static void test_bad_policy_is_one_sentence(void **state)
+{
+    (void)state;
+    char p[512];
+    snprintf(p, sizeof p, "%s/bad.conf", tmp);
+    cc_t_write(p, "format capcheck-policy/1\nmin_passing 3\nfrobnicate 2\n");
+    assert_int_equal(gate(p, run_dir), 2);
+    expect_in(out, "bad.conf:3: unknown key 'frobnicate'");
+    cc_t_write(p, "min_passing 3\n");
+    assert_int_equal(gate(p, run_dir), 2);
+    expect_in(out, "bad.conf:1: a policy starts with 'format capcheck-policy/1'");
+    cc_t_write(p, "format capcheck-policy/1\n[op frob]\n");
+    assert_int_equal(gate(p, run_dir), 2);
+    expect_in(out, "unknown op 'frob'");
+    /* the shipped policy parses, and is strict: the smoke-sized run upgrades nothing */
+    assert_int_equal(gate("reports/policy.conf", run_dir), 2); /* it names libtorch 2.15.0 */
+    expect_in(out, "requires libtorch 2.15.0");
+}
+
+static void test_evidence_json_conforms(void **state)
+{
+    (void)state;
+    char args[2048], p[512], ev[600], path[800], msg[1024];
+    policy("pe.conf", "", p, sizeof p);
+    snprintf(ev, sizeof ev, "%s/evidence", tmp);
+    snprintf(args, sizeof args, "evidence %s --policy %s --out %s", run_dir, p, ev);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    expect_in(out, "2 of 4 capsule x dtype checked");
+    const char *caps[] = {"reference.add", "reference.softmax", "reference.matmul"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s/evidence.json", ev, caps[i]);
+        int rc = cc_jschema_validate_files("reports/evidence.schema.json", path, msg, sizeof msg);
+        if (rc)
+            fail_msg("%s", msg);
+    }
+    snprintf(path, sizeof path, "%s/reference.add/evidence.json", ev);
+    char *t = cc_t_slurp(path, NULL);
+    expect_in(t, "\"trust\": \"checked\"");
+    expect_in(t, "\"value\": {\"claim\": {\"valueRefinement\": {\"op\": \"add\"}}, "
+                 "\"evidence\": {\"testSuite\": {\"name\": \"capcheck:reference.add@sha256:");
+    expect_in(t, "\"vjpRefinement\": {\"op\": \"add\", \"mode\": \"torchLeanTape\"}");
+    free(t);
+    snprintf(path, sizeof path, "%s/reference.matmul/evidence.json", ev);
+    t = cc_t_slurp(path, NULL);
+    expect_in(t, "\"trust\": \"trustedExternal\"");
+    expect_in(t, "{\"trustedBoundary\": {\"reason\": \"capcheck evidence insufficient: f64: 2 "
+                 "passing cases; the policy wants at least 10;");
+    free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_upgrades_exactly_what_the_policy_allows),
+        cmocka_unit_test(test_failures_keep_a_capsule_out),
+        cmocka_unit_test(test_refuses_an_altered_or_unsealed_report),
+        cmocka_unit_test(test_refuses_another_libtorch),
+        cmocka_unit_test(test_refuses_a_broken_shard_set),
+        cmocka_unit_test(test_bad_policy_is_one_sentence),
+        cmocka_unit_test(test_evidence_json_conforms),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

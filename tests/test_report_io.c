@@ -1,0 +1,311 @@
+/* Evidence input and output: sha256 against FIPS 180-4 vectors; the capsule catalog (TorchLean's
+ * 92 capsules and capcheck's own, every result mapped, ad-hoc names for other providers);
+ * produced reports conform to reports/schema.json and the validator catches what does not;
+ * capcheck diff catches a planted regression (an edited row, and a real planted bug through the
+ * mutants plugin) and reports drift; report.md puts the worst rows first and report.junit.xml
+ * carries each failure's repro line; the golden fixture's gate output and Lean text are pinned
+ * (tests/golden; tests/golden/regenerate rewrites them after a deliberate change). */
+#include "cli_util.h"
+
+#include "harness/capsules.h"
+#include "harness/jschema.h"
+#include "harness/json.h"
+#include "harness/sha256.h"
+#include "reference/ref.h"
+
+static char tmp[256], cases[512], good[512], bad[512];
+static char out[1 << 17];
+
+static const char CASES[] = "add count=3 dtype=f32 layout=contig,stride2 size=small\n"
+                            "softmax count=4 dtype=f32 layout=contig,transpose size=small\n"
+                            "linear count=3 dtype=f64 size=small\n";
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmp, sizeof tmp, "/tmp/capcheck_io_XXXXXX");
+    if (!mkdtemp(tmp))
+        return -1;
+    snprintf(cases, sizeof cases, "%s/io.cases", tmp);
+    cc_t_write(cases, CASES);
+    char args[2048];
+    snprintf(good, sizeof good, "%s/good", tmp);
+    snprintf(bad, sizeof bad, "%s/bad", tmp);
+    snprintf(args, sizeof args, "run %s --provider-lib %s/mutants.so --out %s", cases,
+             CAPCHECK_PLUGIN_DIR, good);
+    if (cc_t_run("CAPCHECK_MUTANT= ", args, out, sizeof out) != 0)
+        return -1;
+    snprintf(args, sizeof args, "run %s --provider-lib %s/mutants.so --out %s", cases,
+             CAPCHECK_PLUGIN_DIR, bad);
+    return cc_t_run("CAPCHECK_MUTANT=softmax_axis ", args, out, sizeof out) == 1 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_sha256_vectors(void **state)
+{
+    (void)state;
+    char hex[65];
+    cc_sha256_hex("", 0, hex);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    cc_sha256_hex("abc", 3, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    cc_sha256_hex(two, strlen(two), hex);
+    assert_string_equal(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    /* a million 'a', fed in uneven pieces */
+    cc_sha256_ctx c;
+    cc_sha256_init(&c);
+    char a[1000];
+    memset(a, 'a', sizeof a);
+    size_t left = 1000000, step = 1;
+    while (left) {
+        size_t n = step < left ? step : left;
+        cc_sha256_update(&c, a, n);
+        left -= n;
+        step = step % 900 + 61;
+    }
+    cc_sha256_final_hex(&c, hex);
+    assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+static void test_catalog(void **state)
+{
+    (void)state;
+    cc_catalog cat;
+    char msg[512];
+    if (cc_catalog_load(NULL, &cat, msg, sizeof msg))
+        fail_msg("%s", msg);
+    int torchlean = 0, libtorch = 0, reference = 0;
+    for (size_t i = 0; i < cat.n; i++) {
+        if (strcmp(cat.v[i].source, "torchlean") != 0)
+            continue;
+        torchlean++;
+        libtorch += strncmp(cat.v[i].name, "libtorch.", 9) == 0;
+        reference += strncmp(cat.v[i].name, "reference.", 10) == 0;
+        assert_string_equal(cat.v[i].trust, "checked"); /* ops.md: none trustedExternal */
+    }
+    assert_int_equal(torchlean, 92);
+    assert_int_equal(libtorch, 47);
+    assert_int_equal(reference, 45);
+    /* every op of the reference has a capsule on ATen CPU, ATen CUDA and the reference */
+    for (int i = 0; i < ref_op_count(); i++) {
+        const char *op = ref_op_at(i)->name;
+        if (!cc_catalog_find(&cat, "aten", "cpu", op) || !cc_catalog_find(&cat, "aten", "cuda", op) ||
+            !cc_catalog_find(&cat, "reference", "cpu", op))
+            fail_msg("op %s lacks a capsule", op);
+    }
+    assert_string_equal(cc_catalog_find(&cat, "aten", "cuda", "attention")->name,
+                        "libtorch.direct_attention");
+    assert_string_equal(cc_catalog_find(&cat, "aten", "cpu", "logSoftmax")->name,
+                        "capcheck.aten_cpu.log_softmax");
+    cc_capsule adhoc;
+    const cc_capsule *c = cc_catalog_resolve(&cat, "mutants", "cpu", "logSoftmax", "backendVJP",
+                                             &adhoc);
+    assert_string_equal(c->name, "mutants.cpu.log_softmax");
+    assert_string_equal(c->trust, "trustedExternal");
+    cc_catalog_free(&cat);
+    /* bad rows are one sentence naming the line */
+    assert_int_equal(cc_catalog_parse("a\tfrob\tp\tcpu\tchecked\tnone\tnotApplicable\t"
+                                      "flatRowMajor\tcapcheck\tx\n",
+                                      "t.tsv", &cat, msg, sizeof msg),
+                     -1);
+    expect_in(msg, "t.tsv:1: capsule a: unknown op");
+    assert_int_equal(cc_catalog_parse("a\tadd\tp\tcpu\tchecked\tnone\tnotApplicable\tflatRowMajor"
+                                      "\tcapcheck\tx\nb\tadd\tp\tcpu\tchecked\tnone\t"
+                                      "notApplicable\tflatRowMajor\tcapcheck\tx\n",
+                                      "t.tsv", &cat, msg, sizeof msg),
+                     -1);
+    expect_in(msg, "t.tsv:2: capsule b maps the same results (x, cpu, add) as a");
+}
+
+static void validate_text(const char *doc, int want, const char *fragment)
+{
+    char msg[1024], why[256];
+    size_t n;
+    char *s = cc_t_slurp("reports/schema.json", &n);
+    assert_non_null(s);
+    cc_json *schema = cc_json_parse(s, n, why, sizeof why);
+    free(s);
+    if (!schema)
+        fail_msg("reports/schema.json is not JSON: %s", why);
+    cc_json *d = cc_json_parse(doc, strlen(doc), why, sizeof why);
+    assert_non_null(d);
+    int rc = cc_jschema_validate(schema, d, msg, sizeof msg);
+    if (rc != want)
+        fail_msg("validation gave %d, want %d: %s", rc, want, msg);
+    if (fragment)
+        expect_in(msg, fragment);
+    cc_json_free(d);
+    cc_json_free(schema);
+}
+
+static void test_reports_conform_to_the_schema(void **state)
+{
+    (void)state;
+    char path[700], msg[1024];
+    const char *reports[] = {good, bad, "tests/golden/gate_run"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/report.json", reports[i]);
+        if (cc_jschema_validate_files("reports/schema.json", path, msg, sizeof msg))
+            fail_msg("%s", msg);
+    }
+    /* the CLI says the same */
+    char args[1024];
+    snprintf(args, sizeof args, "validate %s/report.json", bad);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    expect_in(out, "conforms to reports/schema.json");
+    /* and the validator has teeth */
+    snprintf(path, sizeof path, "%s/report.json", good);
+    char *t = cc_t_slurp(path, NULL);
+    char *spoiled = malloc(strlen(t) + 64), *at = strstr(t, "{\"op\": \"");
+    assert_non_null(at);
+    sprintf(spoiled, "%.*s{\"oops\": 1, \"op\": \"%s", (int)(at - t), t, at + 8);
+    validate_text(spoiled, 1, "$.rows[0].oops: a member the schema does not allow");
+    at = strstr(t, "\"results_digest\": \"sha256:");
+    sprintf(spoiled, "%.*s\"results_digest\": \"md5:%s", (int)(at - t), t, at + 27);
+    validate_text(spoiled, 1, "$.results_digest: \"md5:");
+    at = strstr(t, "\"worst_ratio\": ");
+    sprintf(spoiled, "%.*s\"worst_ratio\": \"huge\", \"x\": %s", (int)(at - t), t, at + 15);
+    validate_text(spoiled, 1, "$.rows[0].worst_ratio: matches none of the alternatives");
+    validate_text("{\"schema\": \"capcheck-report/2\"}", 1, "$: lacks the required member");
+    free(spoiled);
+    free(t);
+    /* a schema keyword the validator does not know is the schema's error */
+    cc_json *s = cc_json_parse("{\"oneOf\": []}", 13, msg, sizeof msg);
+    cc_json *d = cc_json_parse("1", 1, msg, sizeof msg);
+    assert_int_equal(cc_jschema_validate(s, d, msg, sizeof msg), 2);
+    expect_in(msg, "keyword \"oneOf\" is not supported");
+    cc_json_free(s);
+    cc_json_free(d);
+}
+
+static void test_diff_catches_a_planted_regression(void **state)
+{
+    (void)state;
+    char args[2048], path[700], edited[700];
+    /* the same run twice: nothing to say */
+    snprintf(args, sizeof args, "diff %s %s", good, good);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    expect_in(out, "0 regressions, 0 fixed, 0 new failures, 0 drifts beyond 4x");
+    /* an edited row: softmax f32 loses two passes, linear's worst ratio jumps */
+    snprintf(path, sizeof path, "%s/report.json", good);
+    snprintf(edited, sizeof edited, "%s/edited.json", tmp);
+    char *t = cc_t_slurp(path, NULL);
+    cc_t_write(edited, t);
+    free(t);
+    cc_t_edit(edited, "\"op\": \"softmax\", \"report_name\": \"softmax\", \"dtype\": \"f32\", "
+                      "\"device\": \"cpu\", \"provider\": \"mutants\", \"vjp_mode\": "
+                      "\"torchLeanTape\", \"cases\": 8, \"pass\": 8, \"fail\": 0",
+              "\"op\": \"softmax\", \"report_name\": \"softmax\", \"dtype\": \"f32\", "
+              "\"device\": \"cpu\", \"provider\": \"mutants\", \"vjp_mode\": "
+              "\"torchLeanTape\", \"cases\": 8, \"pass\": 6, \"fail\": 2");
+    snprintf(args, sizeof args, "diff %s %s", good, edited);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    expect_in(out, "(unsealed, 17 cases)");
+    expect_in(out, "regression   mutants.cpu.softmax f32: passing (8/8) -> failing (2 of 8 did not "
+                   "pass)");
+    expect_in(out, "1 regressions, 0 fixed, 0 new failures");
+    /* the other way round it is a fix */
+    snprintf(args, sizeof args, "diff %s %s", edited, good);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    expect_in(out, "fixed        mutants.cpu.softmax f32");
+    /* drift beyond the factor: add f32's worst ratio edited to 0.999 */
+    t = cc_t_slurp(edited, NULL);
+    char *row = strstr(t, "{\"op\": \"add\", \"report_name\": \"add\", \"dtype\": \"f32\"");
+    assert_non_null(row);
+    char *w = strstr(row, "\"worst_ratio\": ") + 15, *end = strchr(w, ',');
+    FILE *f = fopen(edited, "w");
+    fprintf(f, "%.*s0.999%s", (int)(w - t), t, end);
+    fclose(f);
+    free(t);
+    snprintf(args, sizeof args, "diff %s %s --drift 1.5", good, edited);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    expect_in(out, "drift        mutants.cpu.add f32: worst bound ratio");
+    expect_in(out, "worse, beyond 1.5x)");
+    /* a real planted bug: the softmax_axis mutant */
+    snprintf(args, sizeof args, "diff %s %s", good, bad);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    expect_in(out, "regression   mutants.cpu.softmax f32: passing (8/8) -> failing (");
+    expect_in(out, "; first: capcheck repro 'softmax dtype=f32 device=cpu");
+    /* a sealed report whose seal does not match is refused */
+    snprintf(path, sizeof path, "%s/report.json", bad);
+    cc_t_edit(path, "\"cases\": 17", "\"cases\": 18");
+    snprintf(args, sizeof args, "diff %s %s", good, bad);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
+    expect_in(out, "does not match its hash");
+    cc_t_edit(path, "\"cases\": 18", "\"cases\": 17");
+}
+
+static void test_markdown_and_junit(void **state)
+{
+    (void)state;
+    char path[700];
+    snprintf(path, sizeof path, "%s/report.md", bad);
+    char *md = cc_t_slurp(path, NULL);
+    /* the failing row first, its repro line above the table */
+    char *table = strstr(md, "## Rows, worst first");
+    assert_non_null(table);
+    char *first_row = strstr(table, "\n| softmax |"), *other = strstr(table, "\n| add |");
+    assert_non_null(first_row);
+    assert_non_null(other);
+    assert_true(first_row < other);
+    char *np = strstr(md, "## Not passing");
+    assert_non_null(np);
+    assert_true(np < table);
+    free(md);
+    snprintf(path, sizeof path, "%s/report.junit.xml", bad);
+    char *x = cc_t_slurp(path, NULL);
+    expect_in(x, "<testsuites name=\"capcheck\" tests=\"3\" failures=\"1\" errors=\"0\"");
+    expect_in(x, "<testcase classname=\"mutants.cpu.softmax\" name=\"softmax f32 cpu\">");
+    expect_in(x, "<failure type=\"fail\" message=\"");
+    expect_in(x, "capcheck repro 'softmax dtype=f32 device=cpu");
+    assert_int_equal(cc_t_count(x, "<testcase "), 3);
+    assert_int_equal(cc_t_count(x, "<failure "), 1);
+    free(x);
+}
+
+static void golden(const char *args, const char *file)
+{
+    char path[256];
+    snprintf(path, sizeof path, "tests/golden/%s", file);
+    char *want = cc_t_slurp(path, NULL);
+    assert_non_null(want);
+    cc_t_run(NULL, args, out, sizeof out);
+    if (strcmp(out, want) != 0) {
+        char got[300];
+        snprintf(got, sizeof got, "%s/%s", tmp, file);
+        cc_t_write(got, out);
+        fail_msg("capcheck %s differs from %s (got: %s; diff them; tests/golden/regenerate "
+                 "rewrites the fixture after a deliberate change)",
+                 args, path, got);
+    }
+    free(want);
+}
+
+static void test_golden_gate_and_lean(void **state)
+{
+    (void)state;
+    golden("emit-lean tests/golden/gate_run --policy tests/golden/golden.policy",
+           "gate_run.lean");
+    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy", "gate_run.gate.txt");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sha256_vectors),
+        cmocka_unit_test(test_catalog),
+        cmocka_unit_test(test_reports_conform_to_the_schema),
+        cmocka_unit_test(test_diff_catches_a_planted_regression),
+        cmocka_unit_test(test_markdown_and_junit),
+        cmocka_unit_test(test_golden_gate_and_lean),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
