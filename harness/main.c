@@ -10,12 +10,17 @@
 #include <unistd.h>
 
 #include "harness/case.h"
+#include "harness/commands.h"
 #include "harness/dtype.h"
+#include "harness/merge.h"
 #include "harness/plugin.h"
+#include "harness/provenance.h"
 #include "harness/report.h"
 #include "harness/runner.h"
 #include "harness/session.h"
 #include "harness/shrink.h"
+#include "providers/cuda/cuda_providers.h"
+#include "providers/openblas/openblas_provider.h"
 #include "reference/ref_families.h"
 
 extern const char cc_embedded_smoke_cases[]; /* cases/smoke.cases, embedded at build time */
@@ -27,7 +32,7 @@ static void usage(FILE *f)
             "  capcheck run [FILE...] [--provider aten|reference | --provider-lib LIB.so]\n"
             "               [--device cpu|cuda]\n"
             "               [--out DIR] [--seed N] [--op NAME]\n"
-            "               [-j N] [--timeout S] [--no-fork] [--resume DIR]\n"
+            "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
             "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out)\n"
             "      in N worker processes (default: one per CPU); a crash or a hang (limit:\n"
@@ -35,13 +40,16 @@ static void usage(FILE *f)
             "      Results are journaled as they finish: --resume DIR with the same\n"
             "      arguments runs only what is missing and writes the same report.\n"
             "      --no-fork runs in this process (for a debugger; no crash isolation)\n"
+            "      --shard I/N runs shard I of N (cases dealt by cost; capcheck merge joins them)\n"
             "  capcheck repro 'CASE LINE' [--provider ...] [--device ...]\n"
             "      rerun one case alone and show its worst element\n"
             "  capcheck shrink 'CASE LINE' [--provider ...|--provider-lib ...] [--script FILE]\n"
             "      reduce a failing case while it keeps failing; print the smallest line and\n"
             "      a standalone Python/torch reproducer (to FILE with --script)\n"
             "  capcheck list ops\n"
-            "      every op of the vocabulary with its forward/VJP status in the reference\n");
+            "      every op of the vocabulary with its forward/VJP status in the reference\n"
+            "%s",
+            cc_commands_usage);
 }
 
 typedef struct {
@@ -53,6 +61,7 @@ typedef struct {
     int jobs;           /* -j: worker processes (0: one per CPU) */
     double timeout;     /* --timeout: base per-case limit in seconds (0: the pool's default) */
     const char *resume; /* --resume DIR */
+    const char *shard;  /* --shard I/N */
     int no_fork;        /* --no-fork */
     const char *files[64];
     int n_files;
@@ -82,6 +91,8 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->script;
         else if (strcmp(a, "--resume") == 0)
             slot = &o->resume;
+        else if (strcmp(a, "--shard") == 0)
+            slot = &o->shard;
         else if (strcmp(a, "--no-fork") == 0) {
             o->no_fork = 1;
             continue;
@@ -144,8 +155,12 @@ static void print_parse_error(const cc_parse_error *e)
 static const cc_provider *select_provider(const options *o)
 {
     char msg[512] = "";
-    const cc_provider *p = o->plugin ? cc_plugin_provider(o->plugin)
-                                     : cc_provider_select(o->provider, NULL, NULL, msg, sizeof msg);
+    const cc_provider *p =
+        o->plugin ? cc_plugin_provider(o->plugin)
+        : o->provider && !strcmp(o->provider, "openblas") ? cc_openblas_provider(msg, sizeof msg)
+        : cc_cuda_provider_known(o->provider) ? cc_cuda_provider(o->provider, msg, sizeof msg)
+                                              : cc_provider_select(o->provider, NULL, NULL, msg,
+                                                                   sizeof msg);
     if (!p)
         fprintf(stderr, "capcheck: %s\n", msg);
     return p;
@@ -208,22 +223,45 @@ static int cmd_run(const options *o, int argc, char **argv)
                 cases.v[k++] = cases.v[i];
         cases.n = k;
     }
+    /* provenance: the case files' hashes, this build, this machine; and the shard */
+    cc_provenance prov;
+    char msg[512];
+    const char *embedded_path = "embedded:smoke.cases", *embedded_text = cc_embedded_smoke_cases;
+    if (cc_provenance_collect(&prov, o->n_files ? o->n_files : 1,
+                              o->n_files ? o->files : &embedded_path,
+                              o->n_files ? NULL : &embedded_text, msg, sizeof msg) ||
+        (o->shard && (cc_shard_parse(o->shard, &prov.shard.index, &prov.shard.count, msg,
+                                     sizeof msg) ||
+                      cc_shard_select(&cases, prov.shard.index, prov.shard.count, &prov.shard,
+                                      msg, sizeof msg)))) {
+        fprintf(stderr, "capcheck: %s\n", msg);
+        cc_case_list_free(&cases);
+        return 2;
+    }
     /* not initialised here: the worker processes do that (a CUDA context does not survive
      * fork), and a provider that cannot run on a case's device is one sentence from them */
     const cc_provider *p = select_provider(o);
     if (!p) {
         cc_case_list_free(&cases);
+        free(prov.shard.global);
         return 2;
     }
+    /* the command of the whole run: a shard's report says which shard it is in "shard" */
     char command[512] = "";
-    for (int i = 0, used = 0; i < argc && used < (int)sizeof command - 1; i++)
-        used += snprintf(command + used, sizeof command - (size_t)used, "%s%s", i ? " " : "",
+    for (int i = 0, used = 0; i < argc && used < (int)sizeof command - 1; i++) {
+        if (strcmp(argv[i], "--shard") == 0) {
+            i++;
+            continue;
+        }
+        used += snprintf(command + used, sizeof command - (size_t)used, "%s%s", used ? " " : "",
                          argv[i]);
+    }
     cc_session_opts so = {p, cases.v, cases.n, device, o->resume ? o->resume : o->out,
                           o->resume != NULL, o->jobs, o->timeout, o->no_fork, files, o->seed,
-                          command, stderr, isatty(STDERR_FILENO)};
+                          command, stderr, isatty(STDERR_FILENO), &prov};
     int rc = cc_session_run(&so);
     cc_case_list_free(&cases);
+    free(prov.shard.global);
     return rc;
 }
 
@@ -337,6 +375,8 @@ int main(int argc, char **argv)
         printf("capcheck %s\n", CC_VERSION);
         return 0;
     }
+    if (cc_is_evidence_command(argv[1]))
+        return cc_evidence_command(argc, argv);
     if (strcmp(argv[1], "list") == 0) {
         if (argc == 3 && strcmp(argv[2], "ops") == 0)
             return cmd_list_ops();

@@ -1,0 +1,158 @@
+#include "providers/cuda/cuda_common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "providers/openblas/gemm_lowering.h"
+
+cc_status ccu_say(char *msg, size_t len, cc_status st, const char *fmt, ...)
+{
+    if (msg && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, len, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+cc_status ccu_check(cudaError_t e, const char *what, char *msg, size_t len)
+{
+    if (e == cudaSuccess)
+        return CC_OK;
+    return ccu_say(msg, len, CC_FAILED, "%s: %s: %s", what, cudaGetErrorName(e),
+                   cudaGetErrorString(e));
+}
+
+cc_status ccu_init(const char *who, cc_device device, char *msg, size_t len)
+{
+    if (device != CC_CUDA)
+        return ccu_say(msg, len, CC_UNSUPPORTED, "the %s provider runs on device cuda only",
+                       who);
+    int count = 0; /* left unset by a failing call (no driver) */
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+        return ccu_say(msg, len, CC_UNSUPPORTED, "no CUDA device: %s", cudaGetErrorString(e));
+    if (count <= 0)
+        return ccu_say(msg, len, CC_UNSUPPORTED, "no CUDA device: cudaGetDeviceCount found 0");
+    cc_status st = ccu_check(cudaSetDevice(0), "cudaSetDevice(0)", msg, len);
+    if (st == CC_OK)
+        st = ccu_check(cudaFree(NULL), "creating the CUDA context", msg, len);
+    return st;
+}
+
+cc_status ccu_check_call(const char *who, const cc_call *call, char *msg, size_t len)
+{
+    if (!call || !call->op)
+        return ccu_say(msg, len, CC_FAILED, "%s: NULL call", who);
+    if (call->device != CC_CUDA)
+        return ccu_say(msg, len, CC_UNSUPPORTED, "the %s provider runs on device cuda only", who);
+    if (call->dtype != CC_F32 && call->dtype != CC_F64)
+        return ccu_say(msg, len, CC_UNSUPPORTED, "%s: the %s provider has no %s path (f32 and "
+                       "f64 only)", call->op, who, cc_dtype_name(call->dtype));
+    if (call->n_in > 0 && !call->in)
+        return ccu_say(msg, len, CC_FAILED, "%s: the call has no input views", call->op);
+    for (int i = 0; i < call->n_in; i++)
+        if (call->in[i].dtype != call->dtype || cc_view_span(&call->in[i]) < 0)
+            return ccu_say(msg, len, CC_FAILED, "%s: input %d is not a %s view with strides >= 0",
+                           call->op, i, cc_dtype_name(call->dtype));
+    return CC_OK;
+}
+
+static cc_status add_buf(ccu_bufs *bs, void *host, size_t bytes, int is_output, void **dev,
+                         char *msg, size_t len)
+{
+    *dev = NULL;
+    if (bytes == 0)
+        return CC_OK;
+    if (bs->n == CCU_MAX_BUFS)
+        return ccu_say(msg, len, CC_FAILED, "internal: more than %d device buffers in one call",
+                       CCU_MAX_BUFS);
+    void *d = NULL;
+    cc_status st = ccu_check(cudaMalloc(&d, bytes), "cudaMalloc", msg, len);
+    if (st != CC_OK)
+        return st;
+    bs->b[bs->n++] = (ccu_buf){d, host, bytes, is_output};
+    *dev = d;
+    return CC_OK;
+}
+
+cc_status ccu_upload(ccu_bufs *bs, const void *host, size_t bytes, void **dev, char *msg,
+                     size_t len)
+{
+    cc_status st = add_buf(bs, NULL, bytes, 0, dev, msg, len);
+    if (st == CC_OK && bytes)
+        st = ccu_check(cudaMemcpy(*dev, host, bytes, cudaMemcpyHostToDevice),
+                       "cudaMemcpy to the device", msg, len);
+    return st;
+}
+
+cc_status ccu_output(ccu_bufs *bs, void *host, size_t bytes, void **dev, char *msg, size_t len)
+{
+    cc_status st = add_buf(bs, host, bytes, 1, dev, msg, len);
+    if (st == CC_OK && bytes)
+        st = ccu_check(cudaMemset(*dev, 0, bytes), "cudaMemset", msg, len);
+    return st;
+}
+
+cc_status ccu_scratch(ccu_bufs *bs, size_t bytes, void **dev, char *msg, size_t len)
+{
+    cc_status st = add_buf(bs, NULL, bytes, 0, dev, msg, len);
+    if (st == CC_OK && bytes)
+        st = ccu_check(cudaMemset(*dev, 0, bytes), "cudaMemset", msg, len);
+    return st;
+}
+
+cc_status ccu_finish(ccu_bufs *bs, cc_status st, char *msg, size_t len)
+{
+    /* a failure already described keeps its sentence; later errors only if there was none */
+    char spare[256];
+    char *m = st == CC_OK ? msg : spare;
+    size_t ml = st == CC_OK ? len : sizeof spare;
+    cc_status s2 = ccu_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", m, ml);
+    if (s2 == CC_OK)
+        s2 = ccu_check(cudaGetLastError(), "a kernel launch", m, ml);
+    if (st == CC_OK)
+        st = s2;
+    for (int i = 0; st == CC_OK && i < bs->n; i++)
+        if (bs->b[i].is_output)
+            st = ccu_check(cudaMemcpy(bs->b[i].host, bs->b[i].dev, bs->b[i].bytes,
+                                      cudaMemcpyDeviceToHost),
+                           "cudaMemcpy to the host", msg, len);
+    for (int i = 0; i < bs->n; i++) {
+        cc_status s3 = ccu_check(cudaFree(bs->b[i].dev), "cudaFree", m, ml);
+        if (st == CC_OK)
+            st = s3;
+    }
+    bs->n = 0;
+    return st;
+}
+
+void ccu_describe_base(char *buf, size_t len)
+{
+    int rt = 0, drv = 0, count = 0;
+    cudaRuntimeGetVersion(&rt);
+    cudaDriverGetVersion(&drv);
+    char gpu[320] = "none (no CUDA device)";
+    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
+        struct cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+            snprintf(gpu, sizeof gpu, "%s (sm_%d%d)", prop.name, prop.major, prop.minor);
+    }
+    cudaGetLastError(); /* clear what a failing query left */
+    char dv[32] = "none";
+    if (drv > 0)
+        snprintf(dv, sizeof dv, "%d.%d", drv / 1000, (drv % 1000) / 10);
+    snprintf(buf, len, "cuda %d.%d; driver %s; gpu %s", rt / 1000, (rt % 1000) / 10, dv, gpu);
+}
+
+void *ccu_dense_host(const cc_view *v)
+{
+    int64_t n = cc_view_numel(v);
+    void *p = malloc((size_t)(n > 0 ? n : 1) * cc_dtype_size(v->dtype));
+    if (p)
+        cc_view_pack(v, p);
+    return p;
+}

@@ -1,0 +1,57 @@
+/* Shared plumbing of the CUDA providers: the device check, error sentences, per-call device
+ * buffers (uploads, zero-filled outputs copied back after a synchronize) and provenance text. */
+#ifndef CAPCHECK_CUDA_COMMON_H
+#define CAPCHECK_CUDA_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "providers/provider.h"
+
+#define CCU_MAX_BUFS 24
+
+cc_status ccu_say(char *msg, size_t len, cc_status st, const char *fmt, ...);
+
+/* init of every CUDA provider: CC_UNSUPPORTED "no CUDA device: ..." unless a device exists
+ * (then device 0 is selected and its context created in this process). `who` names the
+ * provider in the sentences. */
+cc_status ccu_init(const char *who, cc_device device, char *msg, size_t len);
+/* CC_OK, or CC_FAILED "<what>: <cudaGetErrorName>: <cudaGetErrorString>". */
+cc_status ccu_check(cudaError_t e, const char *what, char *msg, size_t len);
+/* The checks every call makes: device cuda, floating dtype f32/f64 (CC_UNSUPPORTED otherwise),
+ * input views present. */
+cc_status ccu_check_call(const char *who, const cc_call *call, char *msg, size_t len);
+
+/* The device buffers of one provider call. */
+typedef struct {
+    void *dev;
+    void *host; /* outputs: where finish copies the result */
+    size_t bytes;
+    int is_output;
+} ccu_buf;
+
+typedef struct {
+    ccu_buf b[CCU_MAX_BUFS];
+    int n;
+} ccu_bufs;
+
+/* Device copy of `bytes` at host (*dev = NULL for 0 bytes). */
+cc_status ccu_upload(ccu_bufs *bs, const void *host, size_t bytes, void **dev, char *msg,
+                     size_t len);
+/* Zero-filled device buffer that finish copies back to host. */
+cc_status ccu_output(ccu_bufs *bs, void *host, size_t bytes, void **dev, char *msg, size_t len);
+/* Zero-filled device scratch (not copied back). */
+cc_status ccu_scratch(ccu_bufs *bs, size_t bytes, void **dev, char *msg, size_t len);
+/* Synchronize, check for errors, copy outputs back when st is CC_OK, free everything. Returns st
+ * or the first CUDA error met. */
+cc_status ccu_finish(ccu_bufs *bs, cc_status st, char *msg, size_t len);
+
+/* "cuda <runtime>; driver <driver>; gpu <name>" (or "gpu none" without a device). */
+void ccu_describe_base(char *buf, size_t len);
+
+/* Dense host copy of a strided view (caller frees); NULL when out of memory. */
+void *ccu_dense_host(const cc_view *v);
+
+#endif

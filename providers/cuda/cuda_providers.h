@@ -1,0 +1,39 @@
+/* The CUDA providers, plain C against the CUDA runtime and NVIDIA's libraries:
+ *   cublas       matmul, scaledMatmul, linear (forward and VJP; f32, f64) through cuBLAS GEMMs
+ *                (providers/openblas/gemm_lowering.c on device copies). Math mode: pedantic
+ *                (no TF32) unless CAPCHECK_TF32=1 in the environment of the worker.
+ *   cublas-tf32  the same with CUBLAS_TF32_TENSOR_OP_MATH forced on (f32 results carry TF32
+ *                rounding: they are expected to fail the f32 error model; see the report).
+ *   cudnn        conv, convTranspose (forward and VJP, algorithms pinned to implicit GEMM /
+ *                deterministic GEMM-class kernels, CUDNN_FMA_MATH: no tensor cores, no TF32),
+ *                softmax and logSoftmax (forward and VJP, CUDNN_SOFTMAX_ACCURATE / _LOG).
+ *                Only when capcheck was built with cuDNN.
+ *   cufft        fftFno variants 1 (rfft1d) and 2 (irfft1d), forward and VJP (the adjoints as
+ *                cuFFT transforms of rescaled spectra); variant 0 is unsupported.
+ * Every provider runs on device cuda only. init checks cudaGetDeviceCount (count initialised to
+ * 0; a failing call or no device gives CC_UNSUPPORTED "no CUDA device: <cudaGetErrorString>"),
+ * then selects device 0 in that worker (CUDA contexts do not survive fork: the harness forks
+ * first). Every CUDA, cuBLAS, cuDNN and cuFFT call is checked; results are read only after a
+ * device synchronize. Library handles, plans and buffers live for one call: no global state. */
+#ifndef CAPCHECK_CUDA_PROVIDERS_H
+#define CAPCHECK_CUDA_PROVIDERS_H
+
+#include <stddef.h>
+
+#include "providers/provider.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Whether `name` is one of the CUDA provider names above. */
+int cc_cuda_provider_known(const char *name);
+/* The provider called `name`, or NULL with one sentence in msg (unknown name, or capcheck built
+ * without CUDA / without cuDNN). Does not call init. */
+const cc_provider *cc_cuda_provider(const char *name, char *msg, size_t msg_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
