@@ -682,9 +682,10 @@ static int generate_one(const ref_op *op, const gen_spec *g, int combo, int64_t 
                              : (op->requires_vjp ? CC_CHECK_BOTH : CC_CHECK_FWD);
     if (!op->vjp)
         c->check = CC_CHECK_FWD;
-    /* every 8th case asks for a zero-size dimension when zero=1; fall back when the op
-     * forbids it, then to the op's own rank */
-    ref_sample_req reqs[3] = {{g->rank, g->zero && i % 8 == 7, g->max_elems},
+    /* with zero=1 every 8th case (and the last of a shorter line) asks for a zero-size
+     * dimension; fall back when the op forbids it, then to the op's own rank */
+    int zero = g->zero && (i % 8 == 7 || (g->count < 8 && i == g->count - 1));
+    ref_sample_req reqs[3] = {{g->rank, zero, g->max_elems},
                               {g->rank, 0, g->max_elems},
                               {-1, 0, g->max_elems}};
     for (int a = 0; a < 3; a++) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 
 #include "harness/case.h"
 #include "harness/runner.h"
@@ -104,7 +105,7 @@ static cc_status linear_drops_bias_grad_vjp(void *ctx, const cc_call *call, cons
     cc_status st = aten->vjp(aten->ctx, call, g, grads, msg, len);
     if (st == CC_OK && strcmp(call->op, "linear") == 0 && grads[2].data) {
         int64_t n = grads[2].shape[0];
-        memset(grads[2].data, 0, (size_t)n * (call->dtype == CC_F64 ? 8 : 4));
+        memset(grads[2].data, 0, (size_t)n * cc_dtype_size(call->dtype));
     }
     return st;
 }
@@ -193,6 +194,62 @@ static void test_exp_64_ulp_is_caught(void **state)
     expect_caught(&bad, "exp");
 }
 
+/* Run every case of `path`; returns how many came back with status `want`. */
+static long count_status(const char *path, cc_result_status want, long *total)
+{
+    cc_case_list l = {0};
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_parse_error err;
+    memset(&err, 0, sizeof err);
+    if (cc_cases_parse_file(path, &def, &l, &err))
+        fail_msg("%s:%d:%d: %s", err.file, err.line, err.column, err.msg);
+    long hits = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        cc_result r;
+        cc_run_case(aten, &l.v[i], &r);
+        if (r.status == want)
+            hits++;
+        else
+            printf("  %s -> %s\n", r.line, cc_result_status_name(r.status));
+    }
+    *total += (long)l.n;
+    cc_case_list_free(&l);
+    return hits;
+}
+
+/* What ATen does not implement comes back unsupported: never a pass, never a crash. */
+static void test_unimplemented_combinations_are_unsupported(void **state)
+{
+    (void)state;
+    long total = 0;
+    long hits = count_status("cases/aten_unsupported.cases", CC_RES_UNSUPPORTED, &total);
+    assert_true(total > 0);
+    assert_int_equal(hits, total);
+}
+
+/* The known ATen deviations kept in cases/regressions/ still fail: when one starts passing,
+ * ATen changed and the README's list must follow. */
+static void test_known_aten_deviations_still_fail(void **state)
+{
+    (void)state;
+    DIR *d = opendir("cases/regressions");
+    assert_non_null(d);
+    long total = 0, failing = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 7 || strcmp(e->d_name + n - 6, ".cases") != 0)
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "cases/regressions/%s", e->d_name);
+        failing += count_status(path, CC_RES_FAIL, &total);
+    }
+    closedir(d);
+    printf("known ATen deviations: %ld of %ld regression cases still fail\n", failing, total);
+    assert_true(total >= 5);
+    assert_int_equal(failing, total);
+}
+
 int main(void)
 {
     if (!cc_aten_provider()) {
@@ -204,6 +261,8 @@ int main(void)
         cmocka_unit_test(test_softmax_wrong_axis_is_caught),
         cmocka_unit_test(test_linear_dropped_bias_gradient_is_caught),
         cmocka_unit_test(test_exp_64_ulp_is_caught),
+        cmocka_unit_test(test_unimplemented_combinations_are_unsupported),
+        cmocka_unit_test(test_known_aten_deviations_still_fail),
     };
     return cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown);
 }

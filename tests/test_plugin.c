@@ -113,9 +113,15 @@ static void test_cli_exit_codes(void **state)
     assert_int_equal(cli("repro 'exp dtype=f32 in=[2] seed=3' --provider-lib " CAPCHECK_PLUGIN_DIR
                          "/example_plugin.so"),
                      1); /* unsupported is not a pass */
-    assert_int_equal(cli("run --op relu --out /tmp/capcheck_plugin_t --provider-lib "
-                         CAPCHECK_PLUGIN_DIR "/example_plugin.so"),
+    /* the example implements f32/f64 only: a run over those passes */
+    FILE *f = fopen("/tmp/capcheck_plugin_relu.cases", "w");
+    assert_non_null(f);
+    fputs("relu count=4 dtype=f32,f64 layout=contig,transpose,stride2,bcast zero=1\n", f);
+    fclose(f);
+    assert_int_equal(cli("run /tmp/capcheck_plugin_relu.cases --out /tmp/capcheck_plugin_t "
+                         "--provider-lib " CAPCHECK_PLUGIN_DIR "/example_plugin.so"),
                      0);
+    remove("/tmp/capcheck_plugin_relu.cases");
     assert_int_equal(system("rm -rf /tmp/capcheck_plugin_t"), 0);
 }
 #endif
