@@ -9,9 +9,24 @@
  * must fit (for f32 and narrower the 2^-53 term is negligible). */
 cc_bound_model cc_bound_for(cc_dtype t, double c_op)
 {
-    cc_bound_model m = {c_op, cc_unit_roundoff(t) + cc_unit_roundoff(CC_F64),
-                        cc_smallest_normal(t)};
+    return cc_bound_for_compute(t, 0.0, c_op);
+}
+
+/* A declared compute roundoff replaces u(dtype) only when it is coarser: the output is rounded
+ * to the dtype whatever the arithmetic was. The floor stays the dtype's (TF32 has f32's
+ * exponent range). */
+cc_bound_model cc_bound_for_compute(cc_dtype t, double compute_u, double c_op)
+{
+    double u = cc_unit_roundoff(t);
+    if (compute_u > u)
+        u = compute_u;
+    cc_bound_model m = {c_op, u + cc_unit_roundoff(CC_F64), cc_smallest_normal(t)};
     return m;
+}
+
+int cc_compute_roundoff_valid(double compute_u)
+{
+    return compute_u >= 0.0 && compute_u <= CC_MAX_COMPUTE_ROUNDOFF;
 }
 
 double cc_element_ratio(double expected, double got, double mag, cc_dtype t,

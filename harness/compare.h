@@ -25,6 +25,15 @@ typedef struct {
 /* Bound model of a case: u = the roundoff of the dtype the provider computes in plus the
  * float64 oracle's 2^-53, floor = the dtype's smallest normal (covers flushed subnormals). */
 cc_bound_model cc_bound_for(cc_dtype t, double c_op);
+/* The same for a provider that declares its compute roundoff (provider.h, compute_roundoff):
+ * u = max(compute_u, u(dtype)) + 2^-53; compute_u = 0 is cc_bound_for. TF32 (f32 matmul or conv
+ * on tensor cores) is compute_u = 2^-11. */
+cc_bound_model cc_bound_for_compute(cc_dtype t, double compute_u, double c_op);
+/* The coarsest compute roundoff a provider may declare: bf16's 2^-8. */
+#define CC_MAX_COMPUTE_ROUNDOFF 0x1p-8
+/* 1 when a declared compute roundoff is usable: 0 (none) up to CC_MAX_COMPUTE_ROUNDOFF; NaN,
+ * negative and coarser values are not (the runner makes such a case an error). */
+int cc_compute_roundoff_valid(double compute_u);
 /* Ratio of one element; +Inf for a NaN/Inf mismatch. */
 double cc_element_ratio(double expected, double got, double mag, cc_dtype t,
                         const cc_bound_model *m, double *bound_out);

@@ -30,7 +30,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage:\n"
             "  capcheck run [FILE...] [--provider aten|reference | --provider-lib LIB.so]\n"
-            "               [--device cpu|cuda]\n"
+            "               [--device cpu|cuda] [--tf32 on|off] [--deterministic on|off]\n"
+            "               [--attention composed|math|flash|efficient|cudnn]\n"
             "               [--out DIR] [--seed N] [--op NAME]\n"
             "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
@@ -41,7 +42,15 @@ static void usage(FILE *f)
             "      arguments runs only what is missing and writes the same report.\n"
             "      --no-fork runs in this process (for a debugger; no crash isolation)\n"
             "      --shard I/N runs shard I of N (cases dealt by cost; capcheck merge joins them)\n"
-            "  capcheck repro 'CASE LINE' [--provider ...] [--device ...]\n"
+            "      Lines without device= take --device (default cpu).\n"
+            "      Math modes, passed to the provider's workers as CAPCHECK_TF32=1|0,\n"
+            "      CAPCHECK_DETERMINISTIC=1|0, CAPCHECK_ATTENTION=NAME and stated in the report:\n"
+            "      --tf32 (default off: TF32 for f32 matmul and conv on CUDA; on, those f32\n"
+            "      cases are judged at TF32's u = 2^-11), --deterministic (default off:\n"
+            "      deterministic algorithms), --attention (default composed: the ATen\n"
+            "      attention capsule is bmm + softmax; it calls no SDPA backend)\n"
+            "  capcheck repro 'CASE LINE' [--provider ...] [--device ...] [--tf32 ...]\n"
+            "               [--deterministic ...] [--attention ...]\n"
             "      rerun one case alone and show its worst element\n"
             "  capcheck shrink 'CASE LINE' [--provider ...|--provider-lib ...] [--script FILE]\n"
             "      reduce a failing case while it keeps failing; print the smallest line and\n"
@@ -62,6 +71,7 @@ typedef struct {
     double timeout;     /* --timeout: base per-case limit in seconds (0: the pool's default) */
     const char *resume; /* --resume DIR */
     const char *shard;  /* --shard I/N */
+    const char *tf32, *deterministic, *attention; /* math modes (apply_math_modes) */
     int no_fork;        /* --no-fork */
     const char *files[64];
     int n_files;
@@ -93,6 +103,12 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->resume;
         else if (strcmp(a, "--shard") == 0)
             slot = &o->shard;
+        else if (strcmp(a, "--tf32") == 0)
+            slot = &o->tf32;
+        else if (strcmp(a, "--deterministic") == 0)
+            slot = &o->deterministic;
+        else if (strcmp(a, "--attention") == 0)
+            slot = &o->attention;
         else if (strcmp(a, "--no-fork") == 0) {
             o->no_fork = 1;
             continue;
@@ -137,6 +153,46 @@ static int parse_options(int argc, char **argv, int first, options *o)
             return -1;
         }
         *slot = argv[++i];
+    }
+    return 0;
+}
+
+/* The math modes reach the providers through the environment their worker processes inherit
+ * (the provider ABI stays as it is): CAPCHECK_TF32 and CAPCHECK_DETERMINISTIC are "1" or "0",
+ * CAPCHECK_ATTENTION names a backend. A mode not given on the command line is set to its default
+ * unless the environment already sets it (CAPCHECK_TF32=1 capcheck run ... keeps working), so
+ * every run states a mode rather than inheriting an unknown one. Each provider sets what it
+ * can, refuses what it cannot honour in init (one sentence, exit 2), and states the modes in
+ * its description, which the report records. Returns 0, or -1 after one sentence. */
+static int on_off(const char *opt, const char *v, const char *env)
+{
+    if (!v) {
+        const char *e = getenv(env);
+        return e && *e ? 0 : setenv(env, "0", 1);
+    }
+    if (strcmp(v, "on") && strcmp(v, "off")) {
+        fprintf(stderr, "capcheck: %s wants on or off, not '%s'\n", opt, v);
+        return -1;
+    }
+    return setenv(env, strcmp(v, "on") == 0 ? "1" : "0", 1);
+}
+
+static int apply_math_modes(const options *o)
+{
+    static const char *const backends[] = {"composed", "math", "flash", "efficient", "cudnn"};
+    if (on_off("--tf32", o->tf32, "CAPCHECK_TF32") ||
+        on_off("--deterministic", o->deterministic, "CAPCHECK_DETERMINISTIC"))
+        return -1;
+    if (o->attention) {
+        int known = 0;
+        for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+            known |= strcmp(o->attention, backends[i]) == 0;
+        if (!known) {
+            fprintf(stderr, "capcheck: --attention wants composed, math, flash, efficient or "
+                            "cudnn, not '%s'\n", o->attention);
+            return -1;
+        }
+        return setenv("CAPCHECK_ATTENTION", o->attention, 1);
     }
     return 0;
 }
@@ -391,7 +447,7 @@ int main(int argc, char **argv)
         return 2;
     }
     options o;
-    if (parse_options(argc, argv, 2, &o))
+    if (parse_options(argc, argv, 2, &o) || apply_math_modes(&o))
         return 2;
     if (o.provider_lib) { /* --provider-lib replaces --provider */
         char msg[1024];

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,11 +89,12 @@ cc_plugin *cc_plugin_open(const char *path, char *msg, size_t msg_len)
                  CC_PLUGIN_ENTRY);
         goto fail;
     }
-    if (t->abi_version != CC_PROVIDER_ABI_VERSION) {
+    if (t->abi_version < CC_PROVIDER_ABI_MIN_VERSION || t->abi_version > CC_PROVIDER_ABI_VERSION) {
         snprintf(msg, msg_len,
                  "the provider library %s was built for provider ABI version %d, but this "
-                 "capcheck speaks version %d: rebuild it against this providers/provider.h",
-                 path, t->abi_version, CC_PROVIDER_ABI_VERSION);
+                 "capcheck speaks versions %d to %d: rebuild it against this "
+                 "providers/provider.h",
+                 path, t->abi_version, CC_PROVIDER_ABI_MIN_VERSION, CC_PROVIDER_ABI_VERSION);
         goto fail;
     }
     if (!t->name || !*t->name || !t->forward) {
@@ -100,7 +102,11 @@ cc_plugin *cc_plugin_open(const char *path, char *msg, size_t msg_len)
                  !t->forward ? "a forward function" : "a name");
         goto fail;
     }
-    pl->table = *t;
+    /* a version-1 table ends at vjp_mode: read no further (the copy's later fields stay NULL) */
+    if (t->abi_version == 1)
+        memcpy(&pl->table, t, offsetof(cc_provider, compute_roundoff));
+    else
+        pl->table = *t;
     if (!pl->table.vjp)
         pl->table.vjp = no_vjp;
     return pl;

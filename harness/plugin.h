@@ -20,7 +20,9 @@ typedef struct cc_plugin cc_plugin;
 /* Open the library at `path` (a bare file name means ./name, never a search of the loader
  * path) and check its table. Returns the handle, or NULL with one sentence in msg naming the
  * library and what is wrong: missing or unreadable file, not a loadable library, no entry
- * symbol, a NULL table, a different ABI version, a missing name/forward. */
+ * symbol, a NULL table, an ABI version outside CC_PROVIDER_ABI_MIN_VERSION ..
+ * CC_PROVIDER_ABI_VERSION, a missing name/forward. A version-1 table is copied up to vjp_mode
+ * only (its compute_roundoff is NULL). */
 cc_plugin *cc_plugin_open(const char *path, char *msg, size_t msg_len);
 const cc_provider *cc_plugin_provider(const cc_plugin *pl);
 const char *cc_plugin_path(const cc_plugin *pl);

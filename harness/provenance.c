@@ -107,7 +107,10 @@ static void jstr_or_null(FILE *f, const char *s)
 static const char *const STATED[] = {"libtorch", "cuda", "cudnn", "gpu"};
 static const char *const STATED_JSON[] = {"libtorch_version", "cuda_version", "cudnn_version",
                                           "gpu"};
-static const char *const MODES[] = {"tf32", "deterministic", "threads"};
+/* math modes: the attention backend ("composed (no SDPA)" for ATen) came later, so a report
+ * without it still reads (schema: optional) */
+static const char *const MODES[] = {"tf32", "deterministic", "threads", "attention"};
+#define N_MODES 4
 
 void cc_provenance_write_json(FILE *f, const cc_provenance *p, const char *desc,
                               unsigned long long base_seed, const cc_sha256_ctx *digest)
@@ -126,7 +129,7 @@ void cc_provenance_write_json(FILE *f, const cc_provenance *p, const char *desc,
         fputs(",\n    \"cpu_model\": ", f);
         cc_json_write_string(f, p->cpu_model);
         fputs(", \"math_modes\": {", f);
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < N_MODES; i++) {
             cc_describe_item(desc, MODES[i], v, sizeof v);
             fprintf(f, "%s\"%s\": ", i ? ", " : "", MODES[i]);
             jstr_or_null(f, v);
@@ -206,9 +209,10 @@ int cc_provenance_from_json(const cc_json *rep, cc_provenance *p, char *msg, siz
             return -1;
     const cc_json *mm = cc_json_get(o, "math_modes");
     if (mm) {
-        char *modes[3] = {p->tf32, p->deterministic, p->threads};
-        size_t modes_n[3] = {sizeof p->tf32, sizeof p->deterministic, sizeof p->threads};
-        for (int i = 0; i < 3; i++)
+        char *modes[N_MODES] = {p->tf32, p->deterministic, p->threads, p->attention};
+        size_t modes_n[N_MODES] = {sizeof p->tf32, sizeof p->deterministic, sizeof p->threads,
+                                   sizeof p->attention};
+        for (int i = 0; i < N_MODES; i++)
             if (copy_str(mm, MODES[i], modes[i], modes_n[i], 0, msg, len))
                 return -1;
     }

@@ -7,8 +7,9 @@
  *
  * The provider-stated fields are read from its describe() text, a list of "key value" items
  * separated by "; " (e.g. "libtorch 2.15.0; threads 1; tf32 off; deterministic off; cuda none"):
- * libtorch, cuda, cudnn, gpu, tf32, deterministic, threads. A value starting with "none" and an
- * item the provider does not state are both written as null. */
+ * libtorch, cuda, cudnn, gpu, tf32, deterministic, threads, attention (the attention backend,
+ * e.g. "composed (no SDPA)"). A value starting with "none" and an item the provider does not
+ * state are both written as null. */
 #ifndef CAPCHECK_PROVENANCE_H
 #define CAPCHECK_PROVENANCE_H
 
@@ -47,7 +48,8 @@ typedef struct {
     cc_shard_info shard; /* global is owned by whoever filled it (cc_provenance_free for read) */
     /* stated by the provider (filled by cc_provenance_from_json; the writer derives them from
      * the provider description every time); "" = not stated or none */
-    char libtorch[48], cuda[48], cudnn[48], gpu[128], tf32[48], deterministic[48], threads[16];
+    char libtorch[48], cuda[48], cudnn[48], gpu[128], tf32[64], deterministic[48], threads[16];
+    char attention[48];
 } cc_provenance;
 
 /* This build's version and commit, this machine's CPU model, and the hash of every case file:

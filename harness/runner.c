@@ -92,8 +92,8 @@ static int zt_sources(const cc_case *c, const cc_inputs *in, int with_g, cc_zt_s
 }
 
 static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *call,
-                        cc_inputs *in, const ref_tensor *y, const double *mag, cc_result *r,
-                        char *zt, size_t zt_len)
+                        cc_inputs *in, const ref_tensor *y, const double *mag, double cu,
+                        cc_result *r, char *zt, size_t zt_len)
 {
     cc_view out;
     if (cc_alloc_output(c->dtype, &in->out_shape, &out)) {
@@ -104,7 +104,7 @@ static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *c
     char msg[256] = "";
     cc_status st = p->forward(p->ctx, call, &out, msg, sizeof msg);
     if (!provider_failed(st, msg, "forward", r)) {
-        cc_bound_model bm = cc_bound_for(c->dtype, c->op->c_fwd);
+        cc_bound_model bm = cc_bound_for_compute(c->dtype, cu, c->op->c_fwd);
         cc_comparison cmp;
         cc_compare(y->v, mag, &out, &bm, &cmp);
         r->checked_fwd = 1;
@@ -119,7 +119,7 @@ static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *c
 }
 
 static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call, cc_inputs *in,
-                    const ref_tensor *y, cc_result *r, char *zt, size_t zt_len)
+                    const ref_tensor *y, double cu, cc_result *r, char *zt, size_t zt_len)
 {
     const ref_op *op = c->op;
     ref_tensor grad[REF_MAX_INPUTS];
@@ -153,7 +153,7 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call,
     cc_status st = p->vjp(p->ctx, call, &in->g_view, got, msg, sizeof msg);
     if (provider_failed(st, msg, "vjp", r))
         goto done;
-    cc_bound_model bm = cc_bound_for(c->dtype, op->c_vjp);
+    cc_bound_model bm = cc_bound_for_compute(c->dtype, cu, op->c_vjp);
     r->checked_vjp = 1;
     for (int i = 0; i < c->n_in; i++) {
         if (!grad[i].v)
@@ -210,18 +210,28 @@ void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
     ref_tensor y = {in.out_shape, calloc((size_t)(ny > 0 ? ny : 1), sizeof(double))};
     double *mag = calloc((size_t)(ny > 0 ? ny : 1), sizeof(double));
     cc_call call = {c->op->name, &c->params, c->device, c->dtype, c->n_in, in.view};
+    /* the provider's compute roundoff for this op/dtype/device (TF32...): 0 = u(dtype) */
+    double cu = p->compute_roundoff
+                    ? p->compute_roundoff(p->ctx, c->op->name, c->dtype, c->device)
+                    : 0.0;
     ref_status rs = y.v && mag ? c->op->forward(&c->params, c->n_in, in.ref_in, &y, mag)
                                : REF_ENOMEM;
     if (rs != REF_OK) {
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message, "reference forward failed (%s)",
                  rs == REF_EDOMAIN ? "input outside the op's domain" : "status");
+    } else if (!cc_compute_roundoff_valid(cu)) {
+        r->status = CC_RES_ERROR;
+        snprintf(r->message, sizeof r->message,
+                 "provider %s declares a compute roundoff of %g for %s %s on %s: outside 0 "
+                 "(none) .. 2^-8 (bf16)",
+                 p->name, cu, c->op->name, cc_dtype_name(c->dtype), cc_device_name(c->device));
     } else {
         char zt[384] = ""; /* the first zero-trust verdict, if any */
         if (c->check != CC_CHECK_VJP)
-            run_forward(p, c, &call, &in, &y, mag, r, zt, sizeof zt);
+            run_forward(p, c, &call, &in, &y, mag, cu, r, zt, sizeof zt);
         if (r->status == CC_RES_PASS && c->check != CC_CHECK_FWD && c->op->vjp)
-            run_vjp(p, c, &call, &in, &y, r, zt, sizeof zt);
+            run_vjp(p, c, &call, &in, &y, cu, r, zt, sizeof zt);
         if (r->status == CC_RES_PASS && zt[0]) {
             r->status = CC_RES_FAIL;
             snprintf(r->message, sizeof r->message, "%s", zt);

@@ -3,7 +3,12 @@
  * A provider is a table of function pointers. Built-in providers (the reference adapter, ATen)
  * and plugins loaded with --provider-lib use the same table; a plugin exports
  *     const cc_provider *capcheck_provider_v1(void);
- * and sets abi_version = CC_PROVIDER_ABI_VERSION. The harness owns every buffer: inputs are
+ * and sets abi_version = CC_PROVIDER_ABI_VERSION. (The entry point keeps its _v1 name: the
+ * table's abi_version says which layout it has.)
+ *
+ * ABI history: version 1 ends at vjp_mode; version 2 appends compute_roundoff. The harness loads
+ * both (a version-1 table is read up to vjp_mode only, its compute_roundoff taken as NULL), so
+ * a plugin built against version 1 keeps working unchanged. The harness owns every buffer: inputs are
  * strided views in the case dtype (index inputs int64, masks uint8), outputs are dense row-major
  * buffers in the case dtype whose shapes the reference derived.
  */
@@ -19,7 +24,8 @@
 extern "C" {
 #endif
 
-#define CC_PROVIDER_ABI_VERSION 1
+#define CC_PROVIDER_ABI_VERSION 2
+#define CC_PROVIDER_ABI_MIN_VERSION 1 /* the oldest table layout the plugin loader accepts */
 
 typedef enum { CC_F64 = 0, CC_F32, CC_F16, CC_BF16, CC_I64, CC_U8, CC_DTYPE_COUNT } cc_dtype;
 typedef enum { CC_CPU = 0, CC_CUDA, CC_DEVICE_COUNT } cc_device;
@@ -66,6 +72,16 @@ typedef struct cc_provider {
     /* The vjpMode of this provider's capsule for an op ("backendVJP", "torchLeanTape", "none")
      * and, optionally, a note on how the call adapts ATen to TorchLean's contract. */
     const char *(*vjp_mode)(void *ctx, const char *op);
+    /* ABI version 2 (may be NULL; a version-1 table has no such field). The unit roundoff of the
+     * arithmetic this provider uses for `op` (ref_op.name) in `dtype` on `device` when it is
+     * coarser than the dtype's own, e.g. 2^-11 for an f32 matmul or conv that runs on TF32
+     * tensor cores; 0 means "the dtype's u". The harness's bound then uses this u in place of
+     * u(dtype) (harness/compare.h, cc_bound_for_compute): a provider can loosen its error model
+     * only by declaring what its kernels do, and its describe() should say so ("tf32 on"). A
+     * declaration finer than u(dtype) changes nothing (the output is still rounded to the
+     * dtype); one coarser than bf16's 2^-8, or not a number, makes the case an error. Called in
+     * the worker, after init. */
+    double (*compute_roundoff)(void *ctx, const char *op, cc_dtype dtype, cc_device device);
 } cc_provider;
 
 typedef const cc_provider *(*cc_provider_entry_fn)(void);

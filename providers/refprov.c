@@ -142,6 +142,6 @@ const cc_provider *cc_reference_provider(void)
 {
     static const cc_provider p = {CC_PROVIDER_ABI_VERSION, "reference", NULL, refprov_init,
                                   refprov_forward, refprov_vjp, refprov_describe,
-                                  refprov_vjp_mode};
+                                  refprov_vjp_mode, NULL};
     return &p;
 }

@@ -1,10 +1,42 @@
-// The ATen provider: the extern "C" surface, the op lookup over the family tables, and the
-// buffer plumbing (from_blob views of the harness's buffers, result checks, copy-out).
+// The ATen provider: the extern "C" surface, the op lookup over the family tables, the
+// buffer plumbing (from_blob views of the harness's buffers, result checks, copy-out), the
+// device (CPU; CUDA with CAPCHECK_ATEN_CUDA=ON) and the math modes.
 //
-// Every call runs under c10::InferenceMode on the CPU device; no exception crosses the C
+// Every call runs under c10::InferenceMode on the case's device; no exception crosses the C
 // boundary: c10::Error and std::exception become CC_FAILED with ATen's message, or
-// CC_UNSUPPORTED when the message says a kernel is "not implemented for" the dtype.
+// CC_UNSUPPORTED when the message says a kernel is "not implemented for" the dtype (or has no
+// deterministic implementation while deterministic algorithms are on).
+//
+// CUDA (CAPCHECK_ATEN_CUDA=1): the harness's buffers are host memory. An input view is copied
+// to the device with its layout: the host storage span it covers (gaps of a stride2 view,
+// which hold NaN, included) becomes a device buffer of the same size, and the view is rebuilt
+// there with as_strided, so the kernels see exactly the strided (or stride-0 broadcast) view the
+// CPU path sees, not a compacted copy. Results come back with copy_ into the harness's dense
+// host buffer; the device is synchronised and checked for errors after the op body and after
+// the copy-back (aten_device.h). A case on a device this build cannot run is CC_UNSUPPORTED:
+// there is no CPU fallback.
+//
+// Math modes (set in init from the environment of the worker, stated by describe, used by
+// compute_roundoff; capcheck run --tf32 / --deterministic set the variables):
+//   CAPCHECK_TF32=1|0           TF32 for float32 on CUDA: cuBLAS matmul and cuDNN conv
+//                               (setAllowTF32CuBLAS / setAllowTF32CuDNN, i.e. fp32_precision
+//                               "tf32" or "ieee" of the CUDA matmul and conv ops); default 0.
+//                               With it on, f32 cases of the matmul family (matmul,
+//                               scaledMatmul, softmaxMatmul, linear, attention, fftFno's
+//                               spectral bmm) and of conv/convTranspose on cuda are judged at
+//                               TF32's u = 2^-11.
+//   CAPCHECK_DETERMINISTIC=1|0  at::globalContext().setDeterministicAlgorithms (error, not
+//                               warn, for an op without a deterministic kernel: such a case is
+//                               unsupported) and deterministic cuDNN; default 0. On, it also
+//                               sets CUBLAS_WORKSPACE_CONFIG=:4096:8 unless already set.
+//   CAPCHECK_ATTENTION=NAME     the attention backend. The attention capsule is composed
+//                               (bmm + masked softmax + bmm): no SDPA backend is involved, so
+//                               only "composed" (or unset) is accepted; any other name fails
+//                               init with CC_UNSUPPORTED. describe says "attention composed
+//                               (no SDPA)".
+// Always: cuDNN benchmark (autotuning) off; cuBLAS fp16/bf16 reduced-precision reductions off.
 #include "providers/aten/aten_common.h"
+#include "providers/aten/aten_device.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -21,8 +53,10 @@
 #define TORCH_VERSION "unknown"
 #endif
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace ccaten {
@@ -49,7 +83,8 @@ const OpTable *const kTables[] = {&random_table,  &pointwise_table, &activation_
                                   &linalg_table,  &loss_table,      &norm_table,
                                   &conv_table,    &pool_table,      &composite_table};
 
-const char kNoCuda[] = "the ATen provider was built without CUDA (torch_cpu only)";
+const char kNoCuda[] = "the ATen provider was built without CUDA (torch_cpu only; configure "
+                       "with -DCAPCHECK_ATEN_CUDA=ON against a CUDA libtorch)";
 
 const OpEntry *find_op(const char *name) {
     if (!name)
@@ -91,6 +126,7 @@ std::string one_line(const char *s) {
 bool says_unsupported_dtype(const std::string &m) {
     static const char *const kPhrases[] = {
         "not implemented for", "Unsupported dtype", "unsupported dtype",
+        "does not have a deterministic implementation", // deterministic algorithms on
         "doesn't support tensors of type",                  // MKL FFT
         "is only supported for half, float and double tensors"}; // view_as_complex
     for (const char *p : kPhrases)
@@ -105,17 +141,46 @@ cc_status aten_error(char *msg, size_t len, const char *op, const char *what) {
     return say(msg, len, st, "%s: ATen: %s", op ? op : "?", m.c_str());
 }
 
-// The one place that maps a harness device to an ATen device. Adding CUDA: return
-// at::Device(at::kCUDA, index) here, drop the refusals in check_call and aten_init, link
-// torch_cuda. Op bodies never name a device (they use Args::opts and *_like), and wrap_input /
-// store already take `dev`: they assume the harness's buffers live on that device (host-staged
-// buffers would instead be copied to / from `dev` in those two functions).
+// The one place that maps a harness device to an ATen device. Op bodies never name a device
+// (they use Args::opts and *_like); wrap_input and store copy host buffers to and from `dev`.
 at::Device device_of(cc_device d) {
     switch (d) {
     case CC_CPU: return at::Device(at::kCPU);
+#if CAPCHECK_ATEN_CUDA
+    case CC_CUDA: return at::Device(at::kCUDA, 0); // init selected device 0
+#else
+    case CC_CUDA: throw Unsupported(kNoCuda);
+#endif
     default: break;
     }
     throw Unsupported(std::string("the ATen provider has no device ") + cc_device_name(d));
+}
+
+// Synchronise and check after a launch on dev (a no-op on the CPU).
+void sync_after(at::Device dev, const std::string &what) {
+#if CAPCHECK_ATEN_CUDA
+    if (dev.is_cuda())
+        cuda::sync(what);
+#else
+    (void)dev;
+    (void)what;
+#endif
+}
+
+// After a call on cuda failed (ATen's own launch checks throw "CUDA error: ..."): clear a
+// recoverable error so the next case starts clean; a sticky one ends the worker (aten_device.h).
+// Only from a catch block; the exception in flight is still the one map_exception reports.
+void recover_after_failure(cc_device d) {
+#if CAPCHECK_ATEN_CUDA
+    if (d != CC_CUDA)
+        return;
+    try {
+        cuda::sync("after the failed call");
+    } catch (...) {
+    }
+#else
+    (void)d;
+#endif
 }
 
 at::ScalarType scalar_of(cc_dtype t) {
@@ -147,8 +212,10 @@ int64_t numel_of(const cc_view &v) {
     return n;
 }
 
-// A zero-copy ATen view of a harness input: exactly its sizes and element strides (0 = a
-// broadcast axis). ATen tensors cannot have negative strides.
+// An ATen view of a harness input: exactly its sizes and element strides (0 = a broadcast
+// axis). On the CPU a zero-copy from_blob; on another device the storage span the view covers
+// is copied there and the same view is rebuilt over the copy with as_strided (the file's head
+// comment). ATen tensors cannot have negative strides.
 at::Tensor wrap_input(const cc_view &v, at::Device dev, const std::string &what) {
     check_rank(v, what);
     at::TensorOptions opts = at::TensorOptions().dtype(scalar_of(v.dtype)).device(dev);
@@ -161,7 +228,19 @@ at::Tensor wrap_input(const cc_view &v, at::Device dev, const std::string &what)
         return at::empty(sizes, opts); // no element is ever read; data may be NULL
     if (!v.data)
         throw Failed(what + " has no data");
-    return at::from_blob(v.data, sizes, at::IntArrayRef(v.strides, (size_t)v.rank), opts);
+    at::IntArrayRef strides(v.strides, (size_t)v.rank);
+    if (dev.is_cpu())
+        return at::from_blob(v.data, sizes, strides, opts);
+    int64_t span = 1; // elements from [0,...,0] to the last element the view reaches
+    for (int d = 0; d < v.rank; d++)
+        span += (v.shape[d] - 1) * v.strides[d];
+    at::Tensor host = at::from_blob(v.data, {span}, opts.device(at::kCPU));
+    at::Tensor buf = host.to(dev, /*non_blocking=*/false, /*copy=*/true); // same span, same bytes
+    sync_after(dev, "copying " + what + " to " + dev.str());
+    at::Tensor view = buf.as_strided(sizes, strides);
+    if (view.device() != dev || view.strides() != strides)
+        throw Failed(what + ": the device copy does not have the view's strides");
+    return view;
 }
 
 // Copy an op result into a harness-owned dense buffer, after checking that ATen produced exactly
@@ -199,9 +278,11 @@ void store(const at::Tensor &r, const cc_view &dst, at::Device dev, const std::s
         return;
     if (!dst.data)
         throw Failed("the " + what + " buffer has no data");
-    at::TensorOptions opts = at::TensorOptions().dtype(want).device(dev);
+    // the harness's buffer is host memory: copy_ from the device is a synchronous transfer
+    at::TensorOptions opts = at::TensorOptions().dtype(want).device(at::kCPU);
     at::Tensor out = at::from_blob(dst.data, sizes, at::IntArrayRef(dense, (size_t)dst.rank), opts);
     out.copy_(r);
+    sync_after(dev, "copying the " + what + " back from " + dev.str());
 }
 
 const ref_params kNoParams{};
@@ -214,8 +295,7 @@ Args make_args(const cc_call *call, const at::Tensor *in, at::Device dev, at::In
 
 // Checks common to forward and vjp; throws.
 void check_call(const cc_call *call, const OpEntry &e) {
-    if (call->device != CC_CPU)
-        throw Unsupported(kNoCuda);
+    (void)device_of(call->device); // a device this build has no path for: Unsupported
     if (call->n_in < e.min_in || call->n_in > e.max_in || call->n_in > REF_MAX_INPUTS) {
         std::string want = e.min_in == e.max_in
                                ? std::to_string(e.min_in)
@@ -250,13 +330,68 @@ cc_status unknown_op(char *msg, size_t len, const char *op) {
 
 // ---- the cc_provider functions --------------------------------------------------------------
 
+// "1" on, "0" or unset off; anything else is refused (a typo must not silently mean off).
+int env_flag(const char *name, char *msg, size_t len, bool *on) {
+    const char *v = std::getenv(name);
+    *on = v && std::strcmp(v, "1") == 0;
+    if (!v || !*v || !std::strcmp(v, "0") || !std::strcmp(v, "1"))
+        return 0;
+    say(msg, len, CC_FAILED, "%s=%s: set it to 1 (on) or 0 (off)", name, v);
+    return -1;
+}
+
+// The math modes, set explicitly on every init (the file's head comment).
+cc_status set_math_modes(char *msg, size_t len) {
+    bool tf32 = false, det = false;
+    if (env_flag("CAPCHECK_TF32", msg, len, &tf32) ||
+        env_flag("CAPCHECK_DETERMINISTIC", msg, len, &det))
+        return CC_FAILED;
+    const char *attention = std::getenv("CAPCHECK_ATTENTION");
+    if (attention && *attention && std::strcmp(attention, "composed") != 0)
+        return say(msg, len, CC_UNSUPPORTED,
+                   "CAPCHECK_ATTENTION=%s (--attention) cannot be honoured: the ATen attention "
+                   "capsule is composed (bmm + masked softmax + bmm) and calls no SDPA backend; "
+                   "use composed",
+                   attention);
+    if (det && !std::getenv("CUBLAS_WORKSPACE_CONFIG")) // cuBLAS's deterministic workspaces
+        setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0); // (workers: before any CUDA call)
+    // The allow_tf32 setters (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32): in 2.15
+    // they set the fp32_precision of the CUDA matmul and conv ops ("tf32" / "ieee"), and they
+    // exist in every libtorch this shim may meet on a GPU machine (2.11 there).
+    at::Context &ctx = at::globalContext();
+    ctx.setAllowTF32CuBLAS(tf32);
+    ctx.setAllowTF32CuDNN(tf32);
+    ctx.setDeterministicAlgorithms(det, /*warn_only=*/false);
+    ctx.setDeterministicCuDNN(det);
+    ctx.setBenchmarkCuDNN(false);
+    ctx.setAllowFP16ReductionCuBLAS(false);
+    ctx.setAllowBF16ReductionCuBLAS(false);
+    return CC_OK;
+}
+
+bool tf32_matmul() { return at::globalContext().allowTF32CuBLAS(); }
+bool tf32_conv() { return at::globalContext().allowTF32CuDNN(); }
+
 cc_status aten_init(void *, cc_device device, char *msg, size_t len) {
+    if (device != CC_CPU && device != CC_CUDA)
+        return say(msg, len, CC_UNSUPPORTED, "the ATen provider has no device %d", (int)device);
+#if !CAPCHECK_ATEN_CUDA
     if (device == CC_CUDA)
         return say(msg, len, CC_UNSUPPORTED, "%s", kNoCuda);
-    if (device != CC_CPU)
-        return say(msg, len, CC_UNSUPPORTED, "the ATen provider has no device %d", (int)device);
+#endif
     try {
         at::set_num_threads(1);
+        cc_status st = set_math_modes(msg, len);
+        if (st != CC_OK)
+            return st;
+#if CAPCHECK_ATEN_CUDA
+        if (device == CC_CUDA) {
+            std::string why;
+            st = cuda::init(why);
+            if (st != CC_OK)
+                return say(msg, len, st, "%s", why.c_str());
+        }
+#endif
         return CC_OK;
     } catch (...) {
         return map_exception(msg, len, "init");
@@ -279,9 +414,11 @@ cc_status aten_forward(void *, const cc_call *call, cc_view *out, char *msg, siz
         check_rank(*out, "output");
         Args a = make_args(call, in, dev, at::IntArrayRef(out->shape, (size_t)out->rank));
         at::Tensor r = e->fwd(a);
+        sync_after(dev, "the forward kernels");
         store(r, *out, dev, "output");
         return CC_OK;
     } catch (...) {
+        recover_after_failure(call->device);
         return map_exception(msg, len, call->op);
     }
 }
@@ -315,11 +452,13 @@ cc_status aten_vjp(void *, const cc_call *call, const cc_view *g, cc_view *grads
         Args a = make_args(call, in, dev, gt.sizes());
         at::Tensor gr[REF_MAX_INPUTS];
         e->vjp(a, gt, want, gr);
+        sync_after(dev, "the VJP kernels");
         for (int i = 0; i < call->n_in; i++)
             if (want[i])
                 store(gr[i], grads[i], dev, "gradient of input " + std::to_string(i));
         return CC_OK;
     } catch (...) {
+        recover_after_failure(call->device);
         return map_exception(msg, len, call->op);
     }
 }
@@ -327,19 +466,55 @@ cc_status aten_vjp(void *, const cc_call *call, const cc_view *g, cc_view *grads
 void aten_describe(void *, char *buf, size_t len) {
     if (!buf || !len)
         return;
-    int threads = -1, deterministic = -1;
+    int threads = -1, deterministic = -1, tf32_mm = 0, tf32_cv = 0;
+    std::string cuda = "cuda none (torch_cpu only)";
     try {
         threads = at::get_num_threads();
         deterministic = at::globalContext().deterministicAlgorithms() ? 1 : 0;
+        tf32_mm = tf32_matmul();
+        tf32_cv = tf32_conv();
+#if CAPCHECK_ATEN_CUDA
+        cuda = cuda::describe();
+#endif
     } catch (...) {
     }
-    /* "key value" items (harness/provenance.h reads them into the report's provenance); TF32
-     * is a CUDA math mode, and this provider never runs CUDA */
+    /* "key value" items (harness/provenance.h reads them into the report's provenance) */
+    const char *tf32;
+#if CAPCHECK_ATEN_CUDA
+    const char *devices = "cpu,cuda";
+    tf32 = tf32_mm && tf32_cv ? "on (cuda f32 matmul and conv, f32 bound at u 2^-11)"
+           : tf32_mm || tf32_cv ? "partial (see CAPCHECK_TF32)"
+                                  : "off (IEEE f32 matmul and conv on cuda)";
+#else
+    const char *devices = "cpu";
+    tf32 = tf32_mm || tf32_cv ? "off (no CUDA: CAPCHECK_TF32=1 has no effect on cpu)"
+                                : "off (no CUDA)";
+#endif
     std::snprintf(buf, len,
-                  "libtorch %s; threads %d; device cpu; cuda none (torch_cpu only); tf32 off "
-                  "(no CUDA); deterministic %s",
-                  TORCH_VERSION, threads,
+                  "libtorch %s; threads %d; device %s; %s; tf32 %s; deterministic %s; "
+                  "attention composed (no SDPA)",
+                  TORCH_VERSION, threads, devices, cuda.c_str(), tf32,
                   deterministic < 0 ? "unknown" : deterministic ? "on" : "off");
+}
+
+// TF32 (provider.h, compute_roundoff): f32 cases on cuda of the ops whose ATen calls go through
+// cuBLAS GEMMs (matmul precision) or cuDNN convolutions (conv precision), while TF32 is set.
+double aten_compute_roundoff(void *, const char *op, cc_dtype dtype, cc_device device) {
+    static const char *const kMatmul[] = {"matmul", "scaledMatmul", "softmaxMatmul",
+                                          "linear", "attention",    "fftFno"};
+    static const char *const kConv[] = {"conv", "convTranspose"};
+    if (dtype != CC_F32 || device != CC_CUDA || !op)
+        return 0.0;
+    try {
+        for (const char *m : kMatmul)
+            if (!std::strcmp(op, m))
+                return tf32_matmul() ? std::ldexp(1.0, -11) : 0.0;
+        for (const char *c : kConv)
+            if (!std::strcmp(op, c))
+                return tf32_conv() ? std::ldexp(1.0, -11) : 0.0;
+    } catch (...) {
+    }
+    return 0.0;
 }
 
 const char *aten_vjp_mode(void *, const char *op) {
@@ -349,7 +524,7 @@ const char *aten_vjp_mode(void *, const char *op) {
 
 const cc_provider kProvider = {
     CC_PROVIDER_ABI_VERSION, "aten", nullptr, aten_init, aten_forward, aten_vjp, aten_describe,
-    aten_vjp_mode,
+    aten_vjp_mode, aten_compute_roundoff,
 };
 
 } // namespace

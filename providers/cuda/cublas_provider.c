@@ -188,7 +188,8 @@ static void cb_describe(void *ctx, char *buf, size_t len)
     ccu_describe_base(base, sizeof base);
     snprintf(buf, len, "cublas %d.%d.%d; %s; tf32 %s; provider external; vjp GEMM", major, minor,
              patch, base,
-             tf32_on(ctx) ? "on (CUBLAS_TF32_TENSOR_OP_MATH)" : "off (CUBLAS_PEDANTIC_MATH)");
+             tf32_on(ctx) ? "on (CUBLAS_TF32_TENSOR_OP_MATH, f32 bound at u 2^-11)"
+                          : "off (CUBLAS_PEDANTIC_MATH)");
 }
 
 static const char *cb_vjp_mode(void *ctx, const char *op)
@@ -197,12 +198,22 @@ static const char *cb_vjp_mode(void *ctx, const char *op)
     return op && cc_gemm_has_op(op) ? "backendVJP" : NULL;
 }
 
+/* Under CUBLAS_TF32_TENSOR_OP_MATH an f32 GEMM rounds its operands to TF32 (10 explicit
+ * mantissa bits): its error model uses TF32's 2^-11 (provider.h, compute_roundoff). f64 GEMMs
+ * never use TF32. */
+static double cb_compute_roundoff(void *ctx, const char *op, cc_dtype dtype, cc_device device)
+{
+    (void)device;
+    return dtype == CC_F32 && op && cc_gemm_has_op(op) && tf32_on(ctx) ? 0x1p-11 : 0.0;
+}
+
 const cc_provider *ccu_cublas_provider(int tf32)
 {
     static const cc_provider env = {CC_PROVIDER_ABI_VERSION, "cublas", (void *)&kEnvOpts,
-                                    cb_init, cb_forward, cb_vjp, cb_describe, cb_vjp_mode};
+                                    cb_init, cb_forward, cb_vjp, cb_describe, cb_vjp_mode,
+                                    cb_compute_roundoff};
     static const cc_provider forced = {CC_PROVIDER_ABI_VERSION, "cublas-tf32",
                                        (void *)&kTf32Opts, cb_init, cb_forward, cb_vjp,
-                                       cb_describe, cb_vjp_mode};
+                                       cb_describe, cb_vjp_mode, cb_compute_roundoff};
     return tf32 ? &forced : &env;
 }

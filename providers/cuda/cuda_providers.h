@@ -1,9 +1,13 @@
 /* The CUDA providers, plain C against the CUDA runtime and NVIDIA's libraries:
  *   cublas       matmul, scaledMatmul, linear (forward and VJP; f32, f64) through cuBLAS GEMMs
  *                (providers/openblas/gemm_lowering.c on device copies). Math mode: pedantic
- *                (no TF32) unless CAPCHECK_TF32=1 in the environment of the worker.
- *   cublas-tf32  the same with CUBLAS_TF32_TENSOR_OP_MATH forced on (f32 results carry TF32
- *                rounding: they are expected to fail the f32 error model; see the report).
+ *                (no TF32) unless CAPCHECK_TF32=1 in the environment of the worker (capcheck
+ *                --tf32 on sets it).
+ *   cublas-tf32  the same with CUBLAS_TF32_TENSOR_OP_MATH forced on.
+ *                Both declare TF32's roundoff 2^-11 for f32 cases whenever TF32 is on
+ *                (compute_roundoff, provider.h): the error model then judges f32 results at
+ *                u = 2^-11. TF32 that a provider does not declare is what the f32 model
+ *                catches (tests/plugins/mutants.c, matmul_tf32).
  *   cudnn        conv, convTranspose (forward and VJP, algorithms pinned to implicit GEMM /
  *                deterministic GEMM-class kernels, CUDNN_FMA_MATH: no tensor cores, no TF32),
  *                softmax and logSoftmax (forward and VJP, CUDNN_SOFTMAX_ACCURATE / _LOG).

@@ -645,6 +645,6 @@ static const char *dn_vjp_mode(void *ctx, const char *op)
 const cc_provider *ccu_cudnn_provider(void)
 {
     static const cc_provider p = {CC_PROVIDER_ABI_VERSION, "cudnn", NULL, dn_init, dn_forward,
-                                  dn_vjp, dn_describe, dn_vjp_mode};
+                                  dn_vjp, dn_describe, dn_vjp_mode, NULL};
     return &p;
 }

@@ -278,6 +278,6 @@ static const char *ft_vjp_mode(void *ctx, const char *op)
 const cc_provider *ccu_cufft_provider(void)
 {
     static const cc_provider p = {CC_PROVIDER_ABI_VERSION, "cufft", NULL, ft_init, ft_forward,
-                                  ft_vjp, ft_describe, ft_vjp_mode};
+                                  ft_vjp, ft_describe, ft_vjp_mode, NULL};
     return &p;
 }

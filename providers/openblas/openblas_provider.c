@@ -538,6 +538,6 @@ const cc_provider *cc_openblas_provider(char *msg, size_t msg_len)
 {
     (void)msg, (void)msg_len;
     static const cc_provider p = {CC_PROVIDER_ABI_VERSION, "openblas", NULL, ob_init,
-                                  ob_forward, ob_vjp, ob_describe, ob_vjp_mode};
+                                  ob_forward, ob_vjp, ob_describe, ob_vjp_mode, NULL};
     return &p;
 }

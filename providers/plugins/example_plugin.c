@@ -146,6 +146,6 @@ static const char *ex_vjp_mode(void *ctx, const char *op)
 __attribute__((visibility("default"))) const cc_provider *capcheck_provider_v1(void)
 {
     static const cc_provider p = {CC_PROVIDER_ABI_VERSION, "example", NULL, ex_init,
-                                  ex_forward, ex_vjp, ex_describe, ex_vjp_mode};
+                                  ex_forward, ex_vjp, ex_describe, ex_vjp_mode, NULL};
     return &p;
 }

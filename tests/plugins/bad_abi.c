@@ -3,7 +3,7 @@
 
 __attribute__((visibility("default"))) const cc_provider *capcheck_provider_v1(void)
 {
-    static const cc_provider p = {CC_PROVIDER_ABI_VERSION + 98, "from-the-future", 0, 0, 0, 0,
-                                  0, 0};
+    /* version 99: far beyond CC_PROVIDER_ABI_VERSION (test_plugin expects "ABI version 99") */
+    static const cc_provider p = {.abi_version = 99, .name = "from-the-future"};
     return &p;
 }

@@ -667,6 +667,7 @@ static const char *mu_vjp_mode(void *ctx, const char *op)
 EXPORT const cc_provider *capcheck_provider_v1(void)
 {
     static const cc_provider p = {CC_PROVIDER_ABI_VERSION, "mutants", NULL, mu_init,
-                                  mu_forward, mu_vjp, mu_describe, mu_vjp_mode};
+                                  mu_forward, mu_vjp, mu_describe, mu_vjp_mode,
+                                  NULL /* compute_roundoff: its TF32 mutant declares nothing */};
     return &p;
 }
