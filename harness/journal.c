@@ -58,21 +58,6 @@ uint64_t cc_case_list_hash(const cc_case *cases, size_t n)
     return h;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t msg_len)
 {
     char path[1024], tmp[1100];
@@ -88,13 +73,13 @@ int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t 
     fprintf(f, "  \"cases\": %" PRIu64 ",\n  \"case_list_hash\": \"fnv1a64:%016" PRIx64 "\",\n",
             ri->n_cases, ri->case_hash);
     fputs("  \"provider\": ", f);
-    json_str(f, ri->provider);
+    cc_json_write_string(f, ri->provider);
     fputs(",\n  \"provider_description\": ", f);
-    json_str(f, ri->provider_description);
+    cc_json_write_string(f, ri->provider_description);
     fputs(",\n  \"case_files\": ", f);
-    json_str(f, ri->case_files);
+    cc_json_write_string(f, ri->case_files);
     fprintf(f, ",\n  \"base_seed\": %llu,\n  \"command\": ", ri->base_seed);
-    json_str(f, ri->command);
+    cc_json_write_string(f, ri->command);
     fputs("\n}\n", f);
     int bad = fflush(f) || ferror(f) || fsync(fileno(f));
     if (fclose(f) || bad || rename(tmp, path)) {

@@ -1,79 +1,49 @@
 #include "harness/report.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/dtype.h"
+#include "harness/json.h"
 #include "harness/report_out.h"
-
-/* ---- JSON helpers -------------------------------------------------------------------------- */
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch == '\n')
-            fputs("\\n", f);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
-/* JSON has no NaN/Inf: they are written as the strings "NaN", "Infinity", "-Infinity". */
-static void json_number(FILE *f, double x)
-{
-    if (isnan(x))
-        fputs("\"NaN\"", f);
-    else if (isinf(x))
-        fputs(x > 0 ? "\"Infinity\"" : "\"-Infinity\"", f);
-    else
-        fprintf(f, "%.17g", x);
-}
 
 void cc_result_write_json(FILE *f, const cc_result *r)
 {
     fputs("{\"case\":", f);
-    json_string(f, r->line);
+    cc_json_write_string(f, r->line);
     fputs(",\"op\":", f);
-    json_string(f, r->op);
+    cc_json_write_string(f, r->op);
     fprintf(f, ",\"dtype\":\"%s\",\"device\":\"%s\",\"layout\":\"%s\",\"provider\":",
             cc_dtype_name(r->dtype), cc_device_name(r->device), cc_layout_name(r->layout));
-    json_string(f, r->provider);
+    cc_json_write_string(f, r->provider);
     fputs(",\"vjp_mode\":", f);
-    json_string(f, r->vjp_mode);
+    cc_json_write_string(f, r->vjp_mode);
     fprintf(f, ",\"status\":\"%s\",\"checked_fwd\":%s,\"checked_vjp\":%s,\"fwd_ratio\":",
             cc_result_status_name(r->status), r->checked_fwd ? "true" : "false",
             r->checked_vjp ? "true" : "false");
-    json_number(f, r->fwd_ratio);
+    cc_json_write_number(f, r->fwd_ratio);
     fputs(",\"vjp_ratio\":", f);
-    json_number(f, r->vjp_ratio);
+    cc_json_write_number(f, r->vjp_ratio);
     fputs(",\"worst_ratio\":", f);
-    json_number(f, r->worst_ratio);
+    cc_json_write_number(f, r->worst_ratio);
     if (r->worst_output[0]) {
         fputs(",\"worst\":{\"output\":", f);
-        json_string(f, r->worst_output);
+        cc_json_write_string(f, r->worst_output);
         fputs(",\"index\":", f);
-        json_string(f, r->worst_index);
+        cc_json_write_string(f, r->worst_index);
         fputs(",\"expected\":", f);
-        json_number(f, r->expected);
+        cc_json_write_number(f, r->expected);
         fputs(",\"got\":", f);
-        json_number(f, r->got);
+        cc_json_write_number(f, r->got);
         fputs(",\"bound\":", f);
-        json_number(f, r->bound);
+        cc_json_write_number(f, r->bound);
         fputs(",\"inputs\":", f);
-        json_string(f, r->worst_inputs);
+        cc_json_write_string(f, r->worst_inputs);
         fputc('}', f);
     }
     if (r->message[0]) {
         fputs(",\"message\":", f);
-        json_string(f, r->message);
+        cc_json_write_string(f, r->message);
     }
     fprintf(f, ",\"elements\":%lld,\"seconds\":%.6f}\n", (long long)r->elements, r->seconds);
 }
@@ -167,11 +137,11 @@ static void write_json(const cc_report *rep, FILE *f)
     fprintf(f, "  \"timing\": {\"wall_seconds\": %.3f, \"session_cases\": %ld, \"resumed\": %s},\n",
             rep->wall_seconds, rep->session_cases, rep->resumed ? "true" : "false");
     fputs("  \"provider_description\": ", f);
-    json_string(f, rep->provider_description);
+    cc_json_write_string(f, rep->provider_description);
     fputs(",\n  \"case_files\": ", f);
-    json_string(f, rep->case_files);
+    cc_json_write_string(f, rep->case_files);
     fputs(",\n  \"command\": ", f);
-    json_string(f, rep->command);
+    cc_json_write_string(f, rep->command);
     fprintf(f, ",\n  \"base_seed\": %llu,\n  \"cases\": %ld,\n", rep->base_seed, rep->cases);
     cc_provenance_write_json(f, &rep->provenance, rep->provider_description, rep->base_seed,
                              &rep->digest);
@@ -184,30 +154,30 @@ static void write_json(const cc_report *rep, FILE *f)
         const cc_report_row *row = &rep->rows[i];
         const ref_op *op = ref_op_find(row->op);
         fputs("    {\"op\": ", f);
-        json_string(f, row->op);
+        cc_json_write_string(f, row->op);
         fprintf(f, ", \"report_name\": \"%s\", \"dtype\": \"%s\", \"device\": \"%s\", \"provider\": ",
                 op ? op->report_name : row->op, cc_dtype_name(row->dtype),
                 cc_device_name(row->device));
-        json_string(f, row->provider);
+        cc_json_write_string(f, row->provider);
         fputs(", \"vjp_mode\": ", f);
-        json_string(f, row->vjp_mode);
+        cc_json_write_string(f, row->vjp_mode);
         fprintf(f, ", \"cases\": %ld", row->cases);
         for (int s = 0; s < CC_RES_COUNT; s++)
             fprintf(f, ", \"%s\": %ld", cc_result_status_name((cc_result_status)s),
                     row->counts[s]);
         fputs(", \"worst_ratio\": ", f);
-        json_number(f, row->worst_ratio);
+        cc_json_write_number(f, row->worst_ratio);
         fputs(", \"worst_case\": ", f);
-        json_string(f, row->worst_line);
+        cc_json_write_string(f, row->worst_line);
         if (row->first_failure[0]) {
             fputs(", \"first_failure\": ", f);
-            json_string(f, row->first_failure);
+            cc_json_write_string(f, row->first_failure);
             fputs(", \"first_failure_message\": ", f);
-            json_string(f, row->first_failure_msg);
+            cc_json_write_string(f, row->first_failure_msg);
         }
         if (op && op->note) {
             fputs(", \"contract_note\": ", f);
-            json_string(f, op->note);
+            cc_json_write_string(f, op->note);
         }
         fprintf(f, "}%s\n", i + 1 < rep->n ? "," : "");
     }

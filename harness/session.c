@@ -5,7 +5,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "harness/journal.h"
@@ -18,22 +17,6 @@ static double now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int make_dir(const char *path)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(buf, 0777);
-            *p = '/';
-        }
-    if (mkdir(buf, 0777) && errno != EEXIST)
-        return -1;
-    struct stat st;
-    return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
 static void remove_in(const char *dir, const char *name)
@@ -123,7 +106,7 @@ int cc_session_run(const cc_session_opts *o)
         if (got || check_same_run(o, &info, hash, msg, sizeof msg) ||
             cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, &scan, msg, sizeof msg))
             goto out;
-    } else if (make_dir(o->out_dir)) {
+    } else if (cc_make_dir(o->out_dir)) {
         snprintf(msg, sizeof msg, "cannot create the output folder %s: %s", o->out_dir,
                  strerror(errno));
         goto out;

@@ -18,20 +18,6 @@
 
 /* ---- running one case in a child ------------------------------------------------------------ */
 
-/* The fields cc_run_case fills before it touches the provider, for results made up here. */
-static void result_header(const cc_provider *p, const cc_case *c, cc_result *r)
-{
-    memset(r, 0, sizeof *r);
-    cc_case_print(c, r->line, sizeof r->line);
-    snprintf(r->op, sizeof r->op, "%s", c->op->name);
-    snprintf(r->provider, sizeof r->provider, "%s", p->name);
-    const char *mode = p->vjp_mode ? p->vjp_mode(p->ctx, c->op->name) : NULL;
-    snprintf(r->vjp_mode, sizeof r->vjp_mode, "%s", mode ? mode : "unknown");
-    r->dtype = c->dtype;
-    r->device = c->device;
-    r->layout = c->layout;
-}
-
 void cc_run_case_isolated(const cc_provider *p, const cc_case *c, double timeout_s,
                           cc_result *r)
 {
@@ -94,7 +80,7 @@ void cc_run_case_isolated(const cc_provider *p, const cc_case *c, double timeout
         *r = got;
         return;
     }
-    result_header(p, c, r);
+    cc_result_begin(p, c, r); /* the status is set below */
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
         r->status = CC_RES_TIMEOUT;
         snprintf(r->message, sizeof r->message, "no result within %.3g s", timeout_s);

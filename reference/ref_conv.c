@@ -32,41 +32,6 @@
 
 #define CV_MAX_GEOM ((int64_t)1 << 30) /* stride, pad, dilation, extents: keeps products in int64 */
 
-/* ---- spatial index arithmetic (row-major over 1..3 axes) --------------------------------- */
-
-typedef struct {
-    int rank;
-    int64_t d[3];
-} sp_ext;
-
-static int64_t sp_count(const sp_ext *e)
-{
-    int64_t n = 1;
-    for (int a = 0; a < e->rank; a++)
-        n *= e->d[a];
-    return n;
-}
-
-static void sp_unravel(const sp_ext *e, int64_t flat, int64_t idx[3])
-{
-    for (int a = e->rank - 1; a >= 0; a--) {
-        idx[a] = e->d[a] > 0 ? flat % e->d[a] : 0;
-        flat = e->d[a] > 0 ? flat / e->d[a] : 0;
-    }
-}
-
-/* Row-major flat index of idx inside e, or -1 when a coordinate lies outside (a padded cell). */
-static int64_t sp_ravel(const sp_ext *e, const int64_t idx[3])
-{
-    int64_t flat = 0;
-    for (int a = 0; a < e->rank; a++) {
-        if (idx[a] < 0 || idx[a] >= e->d[a])
-            return -1;
-        flat = flat * e->d[a] + idx[a];
-    }
-    return flat;
-}
-
 /* ---- geometry shared by conv and convTranspose ------------------------------------------- */
 
 typedef struct {
@@ -74,17 +39,13 @@ typedef struct {
     int sr;                          /* spatial rank */
     int64_t cin, cout, groups;       /* channels and groups */
     int64_t cin_g, cout_g;           /* channels per group */
-    sp_ext in, k, out;               /* spatial extents of x, the kernel and y */
+    ref_sp_ext in, k, out;               /* spatial extents of x, the kernel and y */
     int64_t s[3], p[3], d[3];
 } cv_geom;
 
 static void conv_defaults(ref_params *p)
 {
-    for (int a = 0; a < 3; a++) {
-        p->stride[a] = 1;
-        p->dil[a] = 1;
-        p->pad[a] = 0;
-    }
+    ref_window_defaults(p);
     p->groups = 1;
 }
 
@@ -192,8 +153,8 @@ static ref_status cv_geometry(const ref_params *p, int n, const ref_shape *in, i
 static int64_t cv_source(const cv_geom *g, int64_t o, int64_t kk)
 {
     int64_t oi[3], ki[3], ii[3];
-    sp_unravel(&g->out, o, oi);
-    sp_unravel(&g->k, kk, ki);
+    ref_sp_unravel(&g->out, o, oi);
+    ref_sp_unravel(&g->k, kk, ki);
     for (int a = 0; a < g->sr; a++) {
         if (!g->transposed) {
             ii[a] = oi[a] * g->s[a] + ki[a] * g->d[a] - g->p[a];
@@ -204,14 +165,14 @@ static int64_t cv_source(const cv_geom *g, int64_t o, int64_t kk)
             ii[a] = num / g->s[a];
         }
     }
-    return sp_ravel(&g->in, ii);
+    return ref_sp_ravel(&g->in, ii);
 }
 
 /* Flat weight index of the term (oc, ic) through tap kk: conv W[oc, ic - grp inC/groups, kk],
  * convTranspose W[ic, oc - grp outC/groups, kk] (grp = the group of oc and ic). */
 static int64_t cv_widx(const cv_geom *g, int64_t oc, int64_t ic, int64_t kk)
 {
-    int64_t nk = sp_count(&g->k);
+    int64_t nk = ref_sp_count(&g->k);
     if (!g->transposed)
         return (oc * g->cin_g + ic % g->cin_g) * nk + kk;
     return (ic * g->cout_g + oc % g->cout_g) * nk + kk;
@@ -224,10 +185,7 @@ static ref_status conv_shape_impl(const ref_params *p, int n, const ref_shape *i
     ref_status st = cv_geometry(p, n, in, transposed, &g, e);
     if (st != REF_OK)
         return st;
-    out->rank = g.sr + 1;
-    out->dim[0] = g.cout;
-    for (int a = 0; a < g.sr; a++)
-        out->dim[a + 1] = g.out.d[a];
+    ref_sp_channels_shape(g.cout, &g.out, out);
     return REF_OK;
 }
 
@@ -257,7 +215,7 @@ static ref_status cv_forward(const ref_params *p, int n, const ref_tensor *in, r
     ref_shape shapes[3] = {in[0].shape, in[1].shape, in[2].shape};
     if (cv_geometry(p, n, shapes, transposed, &g, NULL) != REF_OK)
         return REF_EINVAL;
-    int64_t nin = sp_count(&g.in), nk = sp_count(&g.k), nout = sp_count(&g.out);
+    int64_t nin = ref_sp_count(&g.in), nk = ref_sp_count(&g.k), nout = ref_sp_count(&g.out);
     const double *x = in[0].v, *W = in[1].v, *b = in[2].v;
     for (int64_t oc = 0; oc < g.cout; oc++) {
         int64_t grp = oc / g.cout_g;
@@ -311,7 +269,7 @@ static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const
     ref_shape shapes[3] = {in[0].shape, in[1].shape, in[2].shape};
     if (cv_geometry(p, n, shapes, transposed, &g, NULL) != REF_OK)
         return REF_EINVAL;
-    int64_t nin = sp_count(&g.in), nk = sp_count(&g.k), nout = sp_count(&g.out);
+    int64_t nin = ref_sp_count(&g.in), nk = ref_sp_count(&g.k), nout = ref_sp_count(&g.out);
     int64_t count[3] = {g.cin * nin, ref_numel(&in[1].shape), g.cout};
     double *absum[3] = {0};
     int64_t *uses[3] = {0};
@@ -391,12 +349,7 @@ static ref_status conv_t_vjp(const ref_params *p, int n, const ref_tensor *in,
 static ref_status sample_conv_impl(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                                    ref_shape *in, int transposed)
 {
-    int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 2, 4);
-    if (rank < 2)
-        rank = 2;
-    if (rank > 4)
-        rank = 4;
-    int sr = rank - 1;
+    int sr = ref_sample_spatial_rank(r, req);
     conv_defaults(p);
     p->spatial = sr;
     p->groups = ref_rng_range(r, 1, 2);

@@ -47,3 +47,80 @@ ref_axis_split ref_split_axis(const ref_shape *s, int axis)
     }
     return a;
 }
+
+ref_axis_split ref_split_param_axis(const ref_params *p, const ref_shape *s)
+{
+    return ref_split_axis(s, ref_norm_axis(p->axis, s->rank));
+}
+
+ref_status ref_sample_with_axis(ref_rng *r, const ref_sample_req *req, int zero_dim,
+                                ref_shape *s, int *ax)
+{
+    int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 1, 3);
+    if (rank == 0)
+        return REF_ENOTAPPLICABLE;
+    ref_sample_shape(r, rank, req->max_elems, zero_dim, s);
+    *ax = (int)ref_rng_range(r, 0, rank - 1);
+    return REF_OK;
+}
+
+int ref_sample_axis_param(ref_rng *r, int ax, int rank)
+{
+    return ref_rng_range(r, 0, 2) == 0 ? ax - rank : ax;
+}
+
+/* ---- spatial axes of conv and pool ------------------------------------------------------- */
+
+int64_t ref_sp_count(const ref_sp_ext *e)
+{
+    int64_t n = 1;
+    for (int a = 0; a < e->rank; a++)
+        n *= e->d[a];
+    return n;
+}
+
+void ref_sp_unravel(const ref_sp_ext *e, int64_t flat, int64_t idx[3])
+{
+    for (int a = e->rank - 1; a >= 0; a--) {
+        idx[a] = e->d[a] > 0 ? flat % e->d[a] : 0;
+        flat = e->d[a] > 0 ? flat / e->d[a] : 0;
+    }
+}
+
+int64_t ref_sp_ravel(const ref_sp_ext *e, const int64_t idx[3])
+{
+    int64_t flat = 0;
+    for (int a = 0; a < e->rank; a++) {
+        if (idx[a] < 0 || idx[a] >= e->d[a])
+            return -1;
+        flat = flat * e->d[a] + idx[a];
+    }
+    return flat;
+}
+
+void ref_sp_channels_shape(int64_t C, const ref_sp_ext *e, ref_shape *s)
+{
+    s->rank = e->rank + 1;
+    s->dim[0] = C;
+    for (int a = 0; a < e->rank; a++)
+        s->dim[a + 1] = e->d[a];
+}
+
+void ref_window_defaults(ref_params *p)
+{
+    for (int a = 0; a < 3; a++) {
+        p->stride[a] = 1;
+        p->pad[a] = 0;
+        p->dil[a] = 1;
+    }
+}
+
+int ref_sample_spatial_rank(ref_rng *r, const ref_sample_req *req)
+{
+    int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 2, 4);
+    if (rank < 2)
+        rank = 2;
+    if (rank > 4)
+        rank = 4;
+    return rank - 1;
+}

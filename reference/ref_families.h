@@ -45,5 +45,32 @@ typedef struct {
     int64_t outer, len, inner;
 } ref_axis_split;
 ref_axis_split ref_split_axis(const ref_shape *s, int axis);
+/* The split of s around the axis named by params->axis (negative counts from the end). */
+ref_axis_split ref_split_param_axis(const ref_params *p, const ref_shape *s);
+
+/* Samplers of ops with an axis parameter. ref_sample_with_axis draws a shape of the requested
+ * rank (or of rank 1..3) into *s with ref_sample_shape(zero_dim), then one of its axes into *ax;
+ * a requested rank 0 is REF_ENOTAPPLICABLE (no axis to name). ref_sample_axis_param spells
+ * axis ax of a rank-`rank` input for params->axis: negatively (ax - rank) one time in three. */
+ref_status ref_sample_with_axis(ref_rng *r, const ref_sample_req *req, int zero_dim,
+                                ref_shape *s, int *ax);
+int ref_sample_axis_param(ref_rng *r, int ax, int rank);
+
+/* Row-major index arithmetic over the 1..3 spatial axes of conv and pool. */
+typedef struct {
+    int rank;
+    int64_t d[3];
+} ref_sp_ext;
+int64_t ref_sp_count(const ref_sp_ext *e);
+void ref_sp_unravel(const ref_sp_ext *e, int64_t flat, int64_t idx[3]);
+/* Row-major flat index of idx inside e, or -1 when a coordinate lies outside (a padded cell). */
+int64_t ref_sp_ravel(const ref_sp_ext *e, const int64_t idx[3]);
+/* The channels-first shape [C, e...]. */
+void ref_sp_channels_shape(int64_t C, const ref_sp_ext *e, ref_shape *s);
+/* Window defaults of conv and pool: stride 1, padding 0 and dilation 1 on every spatial axis. */
+void ref_window_defaults(ref_params *p);
+/* The spatial rank of a sampled x [C, spatial...]: the requested rank of x (or a random one in
+ * 2..4) clamped to 2..4, less the channel axis. */
+int ref_sample_spatial_rank(ref_rng *r, const ref_sample_req *req);
 
 #endif

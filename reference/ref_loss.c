@@ -27,11 +27,13 @@ static double slices_denominator(const ref_shape *s, int axis)
     return n > 0 ? (double)n : 1.0;
 }
 
-/* Log-softmax of the slice z[j * stride] / T, j < len (len >= 1), into contiguous ls, p and
- * the error bound E (units of u, see the top); `scaled` says the provider divides by T. */
+/* Log-softmax of the slice z[j * stride] / T, j < len (len >= 1), into the work vector
+ * w = [ls | p | E] (each contiguous, of length len): ls, the softmax p and the error bound E
+ * (units of u, see the top); `scaled` says the provider divides by T. */
 static void lsm_slice(const double *z, int64_t len, int64_t stride, double T, int scaled,
-                      double *ls, double *p, double *E)
+                      double *w)
 {
+    double *ls = w, *p = w + len, *E = w + 2 * len;
     double m = z[0] / T; /* max fold seeded with the first element */
     for (int64_t j = 1; j < len; j++)
         if (z[j * stride] / T > m)
@@ -83,13 +85,12 @@ static ref_status class_axis_shape(const char *op, const ref_params *p, int n,
 static ref_status sample_class_axis(ref_rng *r, const ref_sample_req *req, ref_params *p,
                                     int *n, ref_shape *in)
 {
-    int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 1, 3);
-    if (rank == 0)
-        return REF_ENOTAPPLICABLE; /* a class axis is needed */
-    ref_sample_shape(r, rank, req->max_elems, req->zero_dim, &in[0]);
+    int ax;
+    ref_status st = ref_sample_with_axis(r, req, req->zero_dim, &in[0], &ax);
+    if (st != REF_OK)
+        return st; /* a class axis is needed */
     in[1] = in[0];
-    int ax = (int)ref_rng_range(r, 0, rank - 1);
-    p->axis = ref_rng_range(r, 0, 2) == 0 ? ax - rank : ax;
+    p->axis = ref_sample_axis_param(r, ax, in[0].rank);
     *n = 2;
     return REF_OK;
 }
@@ -212,7 +213,7 @@ static ref_status ce_fwd(const ref_params *p, int n, const ref_tensor *in, ref_t
         for (int64_t o = 0; o < a.outer; o++)
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t base = o * a.len * a.inner + i;
-                lsm_slice(in[0].v + base, a.len, a.inner, 1.0, 0, w, w + a.len, w + 2 * a.len);
+                lsm_slice(in[0].v + base, a.len, a.inner, 1.0, 0, w);
                 for (int64_t c = 0; c < a.len; c++) {
                     double t = in[1].v[base + c * a.inner];
                     acc += t * w[c];
@@ -255,7 +256,7 @@ static ref_status ce_vjp(const ref_params *p, int n, const ref_tensor *in, const
             int64_t base = o * a.len * a.inner + i;
             const double *t = in[1].v + base;
             double *pr = w + a.len, *E = w + 2 * a.len;
-            lsm_slice(in[0].v + base, a.len, a.inner, 1.0, 0, w, pr, E);
+            lsm_slice(in[0].v + base, a.len, a.inner, 1.0, 0, w);
             double T = 0.0, T_abs = 0.0;
             for (int64_t c = 0; c < a.len; c++) {
                 T += t[c * a.inner];
@@ -318,8 +319,8 @@ static ref_status distill_fwd(const ref_params *p, int n, const ref_tensor *in, 
         for (int64_t o = 0; o < a.outer; o++)
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t base = o * a.len * a.inner + i;
-                lsm_slice(in[0].v + base, a.len, a.inner, T, 1, ws, ws + a.len, ws + 2 * a.len);
-                lsm_slice(in[1].v + base, a.len, a.inner, T, 1, wt, wt + a.len, wt + 2 * a.len);
+                lsm_slice(in[0].v + base, a.len, a.inner, T, 1, ws);
+                lsm_slice(in[1].v + base, a.len, a.inner, T, 1, wt);
                 for (int64_t c = 0; c < a.len; c++) {
                     double q = wt[a.len + c], diff = wt[c] - ws[c], term = q * diff;
                     double Ea = wt[2 * a.len + c], Eb = ws[2 * a.len + c];
@@ -365,8 +366,8 @@ static ref_status distill_vjp(const ref_params *p, int n, const ref_tensor *in,
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
             int64_t base = o * a.len * a.inner + i;
-            lsm_slice(in[0].v + base, a.len, a.inner, T, 1, ws, ws + a.len, ws + 2 * a.len);
-            lsm_slice(in[1].v + base, a.len, a.inner, T, 1, wt, wt + a.len, wt + 2 * a.len);
+            lsm_slice(in[0].v + base, a.len, a.inner, T, 1, ws);
+            lsm_slice(in[1].v + base, a.len, a.inner, T, 1, wt);
             const double *ps = ws + a.len, *Eb = ws + 2 * a.len;
             const double *q = wt + a.len, *Ea = wt + 2 * a.len;
             double qsum = 0.0, qprop = 0.0;

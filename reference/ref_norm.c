@@ -100,6 +100,47 @@ static double ln_xhat_err(const ln_stats *s, int64_t N, double c, double xhat)
            fabs(xhat) * (ln_rel_sigma(s, N) + 1.0);
 }
 
+/* The row sums of the layerNorm dx rule (below), with a_j = g_j gamma_j: mean(a), mean(a xhat),
+ * mean|a|, mean|a xhat| and prop = mean(|a| d_xhat). gamma[j * gstride]: gstride 1 for a gamma
+ * per position (layerNorm), 0 for one gamma per row (a batchNorm channel). */
+typedef struct {
+    double a, ax, abs_a, abs_ax, prop;
+} ln_means;
+
+static ln_means ln_row_means(const ln_stats *s, int64_t N, const double *x, const double *g,
+                             const double *gamma, int64_t gstride)
+{
+    ln_means mm = {0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int64_t j = 0; j < N; j++) {
+        double c = x[j] - s->mu, xhat = c / s->sigma, a = g[j] * gamma[j * gstride];
+        mm.a += a;
+        mm.ax += a * xhat;
+        mm.abs_a += fabs(a);
+        mm.abs_ax += fabs(a * xhat);
+        mm.prop += fabs(a) * ln_xhat_err(s, N, c, xhat);
+    }
+    mm.a /= (double)N;
+    mm.ax /= (double)N;
+    mm.abs_a /= (double)N;
+    mm.abs_ax /= (double)N;
+    mm.prop /= (double)N;
+    return mm;
+}
+
+/* dx_j = (a_j - mean(a) - xhat_j mean(a xhat)) / sigma, and in *m its magnitude
+ *   |dx| (d_sigma/sigma + 2) + (|a| + N mean|a| + |xhat| (N mean|a xhat| + prop)
+ *   + ex |mean(a xhat)|) / sigma,   ex = d_xhat_j. */
+static double ln_row_dx(const ln_stats *s, int64_t N, const ln_means *mm, double a, double xhat,
+                        double ex, double *m)
+{
+    double dx = (a - mm->a - xhat * mm->ax) / s->sigma;
+    *m = fabs(dx) * (ln_rel_sigma(s, N) + 2.0) +
+         (fabs(a) + (double)N * mm->abs_a + fabs(xhat) * ((double)N * mm->abs_ax + mm->prop) +
+          ex * fabs(mm->ax)) /
+             s->sigma;
+    return dx;
+}
+
 /* y = (x - mu) / sigma * gamma + beta.  m_i = |gamma_i| d_xhat_i + |xhat_i gamma_i| + |y_i|. */
 static ref_status layer_norm_fwd(const ref_params *p, int n, const ref_tensor *in,
                                  ref_tensor *out, double *mag)
@@ -149,33 +190,15 @@ static ref_status layer_norm_vjp(const ref_params *p, int n, const ref_tensor *i
     for (int64_t r = 0; r < R; r++) {
         const double *x = in[0].v + r * N, *gr = g->v + r * N;
         ln_stats s = ln_row_stats(x, N, p->eps);
-        double mean_a = 0.0, mean_ax = 0.0, mean_abs_a = 0.0, mean_abs_ax = 0.0, prop = 0.0;
+        ln_means mm = ln_row_means(&s, N, x, gr, gamma, 1);
         for (int64_t j = 0; j < N; j++) {
             double c = x[j] - s.mu, xhat = c / s.sigma, a = gr[j] * gamma[j];
-            mean_a += a;
-            mean_ax += a * xhat;
-            mean_abs_a += fabs(a);
-            mean_abs_ax += fabs(a * xhat);
-            prop += fabs(a) * ln_xhat_err(&s, N, c, xhat);
-        }
-        mean_a /= (double)N;
-        mean_ax /= (double)N;
-        mean_abs_a /= (double)N;
-        mean_abs_ax /= (double)N;
-        prop /= (double)N;
-        for (int64_t j = 0; j < N; j++) {
-            double c = x[j] - s.mu, xhat = c / s.sigma, a = gr[j] * gamma[j];
-            double inner = a - mean_a - xhat * mean_ax;
-            double dx = inner / s.sigma;
-            double ex = ln_xhat_err(&s, N, c, xhat);
+            double ex = ln_xhat_err(&s, N, c, xhat), m;
+            double dx = ln_row_dx(&s, N, &mm, a, xhat, ex, &m);
             if (grad[0].v)
                 grad[0].v[r * N + j] = dx;
             if (mx && grad[0].v)
-                mx[r * N + j] =
-                    fabs(dx) * (ln_rel_sigma(&s, N) + 2.0) +
-                    (fabs(a) + (double)N * mean_abs_a +
-                     fabs(xhat) * ((double)N * mean_abs_ax + prop) + ex * fabs(mean_ax)) /
-                        s.sigma;
+                mx[r * N + j] = m;
             if (grad[1].v) {
                 grad[1].v[j] += gr[j] * xhat;
                 if (mg)
@@ -342,32 +365,15 @@ static ref_status batch_norm_vjp(const ref_params *p, int n, const ref_tensor *i
         double dgamma = 0.0, dbeta = 0.0, m_dgamma = 0.0, m_dbeta = 0.0;
         if (p->training) {
             ln_stats s = ln_row_stats(x, N, p->eps);
-            double mean_a = 0.0, mean_ax = 0.0, mean_abs_a = 0.0, mean_abs_ax = 0.0, prop = 0.0;
+            ln_means mm = ln_row_means(&s, N, x, gc, &gamma[c], 0);
             for (int64_t j = 0; j < N; j++) {
                 double d = x[j] - s.mu, xhat = d / s.sigma, a = gc[j] * gamma[c];
-                mean_a += a;
-                mean_ax += a * xhat;
-                mean_abs_a += fabs(a);
-                mean_abs_ax += fabs(a * xhat);
-                prop += fabs(a) * ln_xhat_err(&s, N, d, xhat);
-            }
-            mean_a /= (double)N;
-            mean_ax /= (double)N;
-            mean_abs_a /= (double)N;
-            mean_abs_ax /= (double)N;
-            prop /= (double)N;
-            for (int64_t j = 0; j < N; j++) {
-                double d = x[j] - s.mu, xhat = d / s.sigma, a = gc[j] * gamma[c];
-                double dx = (a - mean_a - xhat * mean_ax) / s.sigma;
-                double ex = ln_xhat_err(&s, N, d, xhat);
+                double ex = ln_xhat_err(&s, N, d, xhat), m;
+                double dx = ln_row_dx(&s, N, &mm, a, xhat, ex, &m);
                 if (grad[0].v)
                     grad[0].v[c * N + j] = dx;
                 if (grad[0].v && mx)
-                    mx[c * N + j] =
-                        fabs(dx) * (ln_rel_sigma(&s, N) + 2.0) +
-                        (fabs(a) + (double)N * mean_abs_a +
-                         fabs(xhat) * ((double)N * mean_abs_ax + prop) + ex * fabs(mean_ax)) /
-                            s.sigma;
+                    mx[c * N + j] = m;
                 dgamma += gc[j] * xhat;
                 m_dgamma += fabs(gc[j]) * ((double)N * fabs(xhat) + ex);
                 dbeta += gc[j];

@@ -483,12 +483,14 @@ static double max_y(double a, double b, double *m)
     return y;
 }
 
-static void max_dx(double a, double b, double g, double d[2], double m[2])
+/* The VJP of a selection between a and b (max, min): g to a where a_wins, to b where b_wins,
+ * otherwise (tie or NaN) g * 0.5 to each. Exact: m = |d|. */
+static void route_selection(int a_wins, int b_wins, double g, double d[2], double m[2])
 {
-    if (a > b) {
+    if (a_wins) {
         d[0] = g;
         d[1] = 0.0;
-    } else if (b > a) {
+    } else if (b_wins) {
         d[0] = 0.0;
         d[1] = g;
     } else {
@@ -496,6 +498,11 @@ static void max_dx(double a, double b, double g, double d[2], double m[2])
     }
     m[0] = fabs(d[0]);
     m[1] = fabs(d[1]);
+}
+
+static void max_dx(double a, double b, double g, double d[2], double m[2])
+{
+    route_selection(a > b, b > a, g, d, m);
 }
 BINARY_ENTRY_POINTS(max)
 
@@ -509,17 +516,7 @@ static double min_y(double a, double b, double *m)
 
 static void min_dx(double a, double b, double g, double d[2], double m[2])
 {
-    if (a < b) {
-        d[0] = g;
-        d[1] = 0.0;
-    } else if (b < a) {
-        d[0] = 0.0;
-        d[1] = g;
-    } else {
-        d[0] = d[1] = g * 0.5;
-    }
-    m[0] = fabs(d[0]);
-    m[1] = fabs(d[1]);
+    route_selection(a < b, b < a, g, d, m);
 }
 BINARY_ENTRY_POINTS(min)
 

@@ -19,62 +19,18 @@
 
 #define PL_MAX_GEOM ((int64_t)1 << 30)
 
-/* ---- spatial index arithmetic (row-major over 1..3 axes) --------------------------------- */
-
-typedef struct {
-    int rank;
-    int64_t d[3];
-} sp_ext;
-
-static int64_t sp_count(const sp_ext *e)
-{
-    int64_t n = 1;
-    for (int a = 0; a < e->rank; a++)
-        n *= e->d[a];
-    return n;
-}
-
-static void sp_unravel(const sp_ext *e, int64_t flat, int64_t idx[3])
-{
-    for (int a = e->rank - 1; a >= 0; a--) {
-        idx[a] = e->d[a] > 0 ? flat % e->d[a] : 0;
-        flat = e->d[a] > 0 ? flat / e->d[a] : 0;
-    }
-}
-
-/* Row-major flat index of idx inside e, or -1 when a coordinate lies outside (a padded cell). */
-static int64_t sp_ravel(const sp_ext *e, const int64_t idx[3])
-{
-    int64_t flat = 0;
-    for (int a = 0; a < e->rank; a++) {
-        if (idx[a] < 0 || idx[a] >= e->d[a])
-            return -1;
-        flat = flat * e->d[a] + idx[a];
-    }
-    return flat;
-}
-
 /* ---- geometry ------------------------------------------------------------------------------ */
 
 typedef struct {
     int sr;
     int64_t C;
-    sp_ext in, k, out;
+    ref_sp_ext in, k, out;
     int64_t s[3], p[3];
 } pl_geom;
 
-static void pool_defaults(ref_params *p)
-{
-    for (int a = 0; a < 3; a++) {
-        p->stride[a] = 1;
-        p->pad[a] = 0;
-        p->dil[a] = 1;
-    }
-}
-
 static void smooth_defaults(ref_params *p)
 {
-    pool_defaults(p);
+    ref_window_defaults(p);
     p->beta = 1.0;
 }
 
@@ -127,11 +83,11 @@ static ref_status pl_geometry(const ref_params *p, int n, const ref_shape *in, c
 static int64_t pl_cell(const pl_geom *g, int64_t o, int64_t j)
 {
     int64_t oi[3], ji[3], ii[3];
-    sp_unravel(&g->out, o, oi);
-    sp_unravel(&g->k, j, ji);
+    ref_sp_unravel(&g->out, o, oi);
+    ref_sp_unravel(&g->k, j, ji);
     for (int a = 0; a < g->sr; a++)
         ii[a] = oi[a] * g->s[a] + ji[a] - g->p[a];
-    return sp_ravel(&g->in, ii);
+    return ref_sp_ravel(&g->in, ii);
 }
 
 static ref_status pool_shape_named(const ref_params *p, int n, const ref_shape *in,
@@ -141,10 +97,7 @@ static ref_status pool_shape_named(const ref_params *p, int n, const ref_shape *
     ref_status st = pl_geometry(p, n, in, op, &g, e);
     if (st != REF_OK)
         return st;
-    out->rank = g.sr + 1;
-    out->dim[0] = g.C;
-    for (int a = 0; a < g.sr; a++)
-        out->dim[a + 1] = g.out.d[a];
+    ref_sp_channels_shape(g.C, &g.out, out);
     return REF_OK;
 }
 
@@ -188,13 +141,8 @@ static void sample_window(ref_rng *r, int64_t in_a, int64_t *k, int64_t *s, int6
 static ref_status sample_pool(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                               ref_shape *in)
 {
-    int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 2, 4);
-    if (rank < 2)
-        rank = 2;
-    if (rank > 4)
-        rank = 4;
-    int sr = rank - 1;
-    pool_defaults(p);
+    int sr = ref_sample_spatial_rank(r, req);
+    ref_window_defaults(p);
     p->spatial = sr;
     int64_t max_elems = req->max_elems > 1 ? req->max_elems : 1;
     int64_t C = ref_rng_range(r, 1, max_elems < 3 ? max_elems : 3);
@@ -234,7 +182,7 @@ static ref_status sample_smooth(ref_rng *r, const ref_sample_req *req, ref_param
  * (impossible under the padding rule; the output is then 0). */
 static int64_t max_winner(const pl_geom *g, const double *x_c, int64_t o)
 {
-    int64_t nk = sp_count(&g->k), arg = -1;
+    int64_t nk = ref_sp_count(&g->k), arg = -1;
     for (int64_t j = 0; j < nk; j++) {
         int64_t c = pl_cell(g, o, j);
         if (c < 0)
@@ -254,7 +202,7 @@ static ref_status max_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
-    int64_t nin = sp_count(&g.in), nout = sp_count(&g.out);
+    int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out);
     for (int64_t c = 0; c < g.C; c++)
         for (int64_t o = 0; o < nout; o++) {
             int64_t w = max_winner(&g, in[0].v + c * nin, o);
@@ -279,7 +227,7 @@ static ref_status max_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
-    int64_t nin = sp_count(&g.in), nout = sp_count(&g.out), nx = g.C * nin;
+    int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), nx = g.C * nin;
     double *m = gmag ? gmag[0] : NULL;
     int64_t *routes = calloc((size_t)nx + 1, sizeof(int64_t));
     if (!routes)
@@ -323,7 +271,7 @@ static double window_value(const pl_geom *g, const double *x_c, int64_t o, int64
  * smaller (beta < 0) value; then the shifted sum. */
 static smooth_win smooth_window(const pl_geom *g, const double *x_c, int64_t o, double beta)
 {
-    int64_t nk = sp_count(&g->k);
+    int64_t nk = ref_sp_count(&g->k);
     smooth_win w = {0};
     w.pivot = window_value(g, x_c, o, 0);
     for (int64_t j = 1; j < nk; j++) {
@@ -357,7 +305,7 @@ static ref_status smooth_pool_fwd(const ref_params *p, int n, const ref_tensor *
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
-    int64_t nin = sp_count(&g.in), nout = sp_count(&g.out), K = sp_count(&g.k);
+    int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), K = ref_sp_count(&g.k);
     double beta = p->beta;
     for (int64_t c = 0; c < g.C; c++)
         for (int64_t o = 0; o < nout; o++) {
@@ -386,7 +334,8 @@ static ref_status smooth_pool_vjp(const ref_params *p, int n, const ref_tensor *
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
-    int64_t nin = sp_count(&g.in), nout = sp_count(&g.out), nx = g.C * nin, K = sp_count(&g.k);
+    int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), nx = g.C * nin;
+    int64_t K = ref_sp_count(&g.k);
     double beta = p->beta, ab = fabs(beta);
     double *m = gmag ? gmag[0] : NULL;
     int64_t *uses = calloc((size_t)nx + 1, sizeof(int64_t));
@@ -435,7 +384,7 @@ static ref_status avg_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
-    int64_t nin = sp_count(&g.in), nout = sp_count(&g.out), K = sp_count(&g.k);
+    int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), K = ref_sp_count(&g.k);
     for (int64_t c = 0; c < g.C; c++)
         for (int64_t o = 0; o < nout; o++) {
             double s = 0.0, s_abs = 0.0;
@@ -467,7 +416,8 @@ static ref_status avg_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
-    int64_t nin = sp_count(&g.in), nout = sp_count(&g.out), nx = g.C * nin, K = sp_count(&g.k);
+    int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), nx = g.C * nin;
+    int64_t K = ref_sp_count(&g.k);
     double *m = gmag ? gmag[0] : NULL;
     int64_t *uses = calloc((size_t)nx + 1, sizeof(int64_t));
     if (!uses)
@@ -500,7 +450,7 @@ const ref_op ref_family_pool[] = {
      .input_names = {"x"}, .params = REF_P_WINDOW, .requires_vjp = 1, .c_fwd = 1, .c_vjp = 1,
      .note = "padded cells ignored; strict > keeps the first row-major winner and never picks a "
              "later NaN (ATen propagates NaN); pad > floor(k/2) gives an empty output",
-     .set_defaults = pool_defaults, .shape = max_pool_shape, .forward = max_pool_fwd,
+     .set_defaults = ref_window_defaults, .shape = max_pool_shape, .forward = max_pool_fwd,
      .vjp = max_pool_vjp, .sample = sample_pool},
     {.name = "smoothMaxPool", .report_name = "smooth_max_pool", .min_inputs = 1, .max_inputs = 1,
      .input_names = {"x"}, .params = REF_P_WINDOW | REF_P_BETA, .requires_vjp = 1, .c_fwd = 2,
@@ -513,7 +463,7 @@ const ref_op ref_family_pool[] = {
      .input_names = {"x"}, .params = REF_P_WINDOW, .requires_vjp = 1, .c_fwd = 1, .c_vjp = 1,
      .note = "count_include_pad = true (divisor prod(k) always); pad > floor(k/2) gives an empty "
              "output (ATen rejects it)",
-     .set_defaults = pool_defaults, .shape = avg_pool_shape, .forward = avg_pool_fwd,
+     .set_defaults = ref_window_defaults, .shape = avg_pool_shape, .forward = avg_pool_fwd,
      .vjp = avg_pool_vjp, .sample = sample_pool},
 };
 const int ref_family_pool_count = (int)(sizeof ref_family_pool / sizeof ref_family_pool[0]);

@@ -32,11 +32,10 @@ static ref_status reduce_shape(const ref_params *p, int n, const ref_shape *in, 
 static ref_status sample_reduce(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                                 ref_shape *in)
 {
-    int rank = req->rank >= 0 ? req->rank : (int)ref_rng_range(r, 1, 3);
-    if (rank == 0)
-        return REF_ENOTAPPLICABLE;
-    ref_sample_shape(r, rank, req->max_elems, 0, &in[0]);
-    p->axis = (int)ref_rng_range(r, 0, rank - 1);
+    ref_status st = ref_sample_with_axis(r, req, 0, &in[0], &p->axis);
+    if (st != REF_OK)
+        return st;
+    int rank = in[0].rank;
     if (req->zero_dim) {
         if (rank < 2)
             return REF_ENOTAPPLICABLE; /* the reduced axis itself may not be empty */
@@ -47,20 +46,28 @@ static ref_status sample_reduce(ref_rng *r, const ref_sample_req *req, ref_param
     return REF_OK;
 }
 
+/* The left fold from 0 of x[o, j, i] over j; *s_abs = sum_j |x[o, j, i]|. */
+static double axis_sum(const ref_tensor *x, ref_axis_split a, int64_t o, int64_t i, double *s_abs)
+{
+    double s = 0.0;
+    *s_abs = 0.0;
+    for (int64_t j = 0; j < a.len; j++) {
+        double v = x->v[(o * a.len + j) * a.inner + i];
+        s += v;
+        *s_abs += fabs(v);
+    }
+    return s;
+}
+
 /* reduceSum: y[o, i] = left fold from 0 of x[o, j, i] over j. */
 static ref_status reduce_sum_fwd(const ref_params *p, int n, const ref_tensor *in,
                                  ref_tensor *out, double *mag)
 {
     (void)n;
-    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
-            double s = 0.0, s_abs = 0.0;
-            for (int64_t j = 0; j < a.len; j++) {
-                double x = in[0].v[(o * a.len + j) * a.inner + i];
-                s += x;
-                s_abs += fabs(x);
-            }
+            double s_abs, s = axis_sum(&in[0], a, o, i, &s_abs);
             out->v[o * a.inner + i] = s;
             if (mag)
                 mag[o * a.inner + i] = (double)a.len * s_abs;
@@ -77,7 +84,7 @@ static ref_status reduce_sum_vjp(const ref_params *p, int n, const ref_tensor *i
     (void)y;
     if (!grad[0].v)
         return REF_OK;
-    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t j = 0; j < a.len; j++)
             for (int64_t i = 0; i < a.inner; i++) {
@@ -94,15 +101,10 @@ static ref_status reduce_mean_fwd(const ref_params *p, int n, const ref_tensor *
                                   ref_tensor *out, double *mag)
 {
     (void)n;
-    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
-            double s = 0.0, s_abs = 0.0;
-            for (int64_t j = 0; j < a.len; j++) {
-                double x = in[0].v[(o * a.len + j) * a.inner + i];
-                s += x;
-                s_abs += fabs(x);
-            }
+            double s_abs, s = axis_sum(&in[0], a, o, i, &s_abs);
             double y = s / (double)a.len; /* division, as TorchLean (not a reciprocal multiply) */
             out->v[o * a.inner + i] = y;
             if (mag)
@@ -120,7 +122,7 @@ static ref_status reduce_mean_vjp(const ref_params *p, int n, const ref_tensor *
     (void)y;
     if (!grad[0].v)
         return REF_OK;
-    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t j = 0; j < a.len; j++)
             for (int64_t i = 0; i < a.inner; i++) {

@@ -84,6 +84,54 @@ static int indices_valid(const double *idx, int64_t count, int64_t extent)
     return 1;
 }
 
+/* index_select along the split axis: dst[o, j, i] = src[o, idx[j], i] for j < count, with the
+ * copy magnitudes when mag != NULL (gather's forward, scatterAdd's source cotangent). */
+static void index_select(ref_axis_split a, const double *idx, int64_t count, const double *src,
+                         double *dst, double *mag)
+{
+    for (int64_t o = 0; o < a.outer; o++)
+        for (int64_t j = 0; j < count; j++)
+            for (int64_t i = 0; i < a.inner; i++) {
+                int64_t k = (o * count + j) * a.inner + i;
+                dst[k] = src[(o * a.len + (int64_t)idx[j]) * a.inner + i];
+                if (mag)
+                    mag[k] = copy_mag(dst[k]);
+            }
+}
+
+/* index_add along the split axis: dst[o, idx[j], i] += src[o, j, i] in increasing j, and the
+ * same for |src| into abs_sum when abs_sum != NULL (scatterAdd's forward, gather's VJP). */
+static void index_add(ref_axis_split a, const double *idx, int64_t count, const double *src,
+                      double *dst, double *abs_sum)
+{
+    for (int64_t o = 0; o < a.outer; o++)
+        for (int64_t j = 0; j < count; j++)
+            for (int64_t i = 0; i < a.inner; i++) {
+                int64_t k = (o * a.len + (int64_t)idx[j]) * a.inner + i;
+                double t = src[(o * count + j) * a.inner + i];
+                dst[k] += t;
+                if (abs_sum)
+                    abs_sum[k] += fabs(t);
+            }
+}
+
+/* Magnitudes of an index_add result y: y[o, d, i] is a sum of base_terms plus the number of j
+ * with idx[j] = d terms, with sum|terms| = abs_sum[o, d, i] (abs_sum may be mag itself). */
+static void index_add_mags(ref_axis_split a, const double *idx, int64_t count, int64_t base_terms,
+                           const double *abs_sum, const double *y, double *mag)
+{
+    for (int64_t o = 0; o < a.outer; o++)
+        for (int64_t d = 0; d < a.len; d++) {
+            int64_t terms = base_terms;
+            for (int64_t j = 0; j < count; j++)
+                terms += (int64_t)idx[j] == d;
+            for (int64_t i = 0; i < a.inner; i++) {
+                int64_t k = (o * a.len + d) * a.inner + i;
+                mag[k] = sum_mag(terms, abs_sum[k], y[k]);
+            }
+        }
+}
+
 /* The requested rank, or a random one in [lo, 3] (at least 1 when a zero-size dimension is
  * asked for, since a scalar has no dimension to empty). */
 static int sample_rank(ref_rng *r, const ref_sample_req *req, int lo)
@@ -432,17 +480,17 @@ static ref_status concat_vjp(const ref_params *p, int n, const ref_tensor *in,
 static ref_status sample_concat(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                                 ref_shape *in)
 {
-    int rank = sample_rank(r, req, 1);
-    if (rank == 0)
-        return REF_ENOTAPPLICABLE;
-    ref_sample_shape(r, rank, req->max_elems, req->zero_dim, &in[0]);
-    int ax = (int)ref_rng_range(r, 0, rank - 1);
+    int ax;
+    ref_status st = ref_sample_with_axis(r, req, req->zero_dim, &in[0], &ax);
+    if (st != REF_OK)
+        return st;
+    int rank = in[0].rank;
     *n = (int)ref_rng_range(r, 2, 4);
     for (int k = 1; k < *n; k++) {
         in[k] = in[0];
         in[k].dim[ax] = ref_rng_range(r, req->zero_dim ? 0 : 1, 3);
     }
-    p->axis = ref_rng_range(r, 0, 2) == 0 ? ax - rank : ax;
+    p->axis = ref_sample_axis_param(r, ax, rank);
     return REF_OK;
 }
 
@@ -470,7 +518,7 @@ static ref_status slice_fwd(const ref_params *p, int n, const ref_tensor *in, re
                             double *mag)
 {
     (void)n;
-    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     for (int64_t o = 0; o < a.outer; o++) {
         int64_t dst = o * p->count * a.inner;
         copy_out(in[0].v + (o * a.len + p->start) * a.inner, p->count * a.inner, out->v + dst,
@@ -493,7 +541,7 @@ static ref_status slice_vjp(const ref_params *p, int n, const ref_tensor *in,
     memset(grad[0].v, 0, sizeof(double) * (size_t)nx);
     if (mag)
         memset(mag, 0, sizeof(double) * (size_t)nx);
-    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     for (int64_t o = 0; o < a.outer; o++) {
         int64_t dst = (o * a.len + p->start) * a.inner;
         copy_out(g->v + o * p->count * a.inner, p->count * a.inner, grad[0].v + dst,
@@ -505,11 +553,11 @@ static ref_status slice_vjp(const ref_params *p, int n, const ref_tensor *in,
 static ref_status sample_slice(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                                ref_shape *in)
 {
-    int rank = sample_rank(r, req, 1);
-    if (rank == 0)
-        return REF_ENOTAPPLICABLE;
-    ref_sample_shape(r, rank, req->max_elems, req->zero_dim, &in[0]);
-    int ax = (int)ref_rng_range(r, 0, rank - 1);
+    int ax;
+    ref_status st = ref_sample_with_axis(r, req, req->zero_dim, &in[0], &ax);
+    if (st != REF_OK)
+        return st;
+    int rank = in[0].rank;
     int64_t ext = in[0].dim[ax];
     if (ext == 0) {
         p->start = p->count = 0;
@@ -517,7 +565,7 @@ static ref_status sample_slice(ref_rng *r, const ref_sample_req *req, ref_params
         p->start = ref_rng_range(r, 0, ext - 1);
         p->count = ref_rng_range(r, req->zero_dim ? 0 : 1, ext - p->start);
     }
-    p->axis = ref_rng_range(r, 0, 2) == 0 ? ax - rank : ax;
+    p->axis = ref_sample_axis_param(r, ax, rank);
     *n = 1;
     return REF_OK;
 }
@@ -565,19 +613,12 @@ static ref_status gather_fwd(const ref_params *p, int n, const ref_tensor *in, r
                              double *mag)
 {
     (void)n;
-    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     int64_t count = ref_numel(&in[1].shape);
     const double *idx = in[1].v;
     if (!indices_valid(idx, count, a.len))
         return REF_EDOMAIN;
-    for (int64_t o = 0; o < a.outer; o++)
-        for (int64_t j = 0; j < count; j++)
-            for (int64_t i = 0; i < a.inner; i++) {
-                int64_t k = (o * count + j) * a.inner + i;
-                out->v[k] = in[0].v[(o * a.len + (int64_t)idx[j]) * a.inner + i];
-                if (mag)
-                    mag[k] = copy_mag(out->v[k]);
-            }
+    index_select(a, idx, count, in[0].v, out->v, mag);
     return REF_OK;
 }
 
@@ -591,7 +632,7 @@ static ref_status gather_vjp(const ref_params *p, int n, const ref_tensor *in,
     (void)y;
     if (!grad[0].v)
         return REF_OK;
-    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     int64_t count = ref_numel(&in[1].shape), nx = ref_numel(&in[0].shape);
     const double *idx = in[1].v;
     if (!indices_valid(idx, count, a.len))
@@ -600,25 +641,9 @@ static ref_status gather_vjp(const ref_params *p, int n, const ref_tensor *in,
     if (!abs_sum)
         return REF_ENOMEM;
     memset(grad[0].v, 0, sizeof(double) * (size_t)nx);
-    for (int64_t o = 0; o < a.outer; o++)
-        for (int64_t j = 0; j < count; j++)
-            for (int64_t i = 0; i < a.inner; i++) {
-                int64_t k = (o * a.len + (int64_t)idx[j]) * a.inner + i;
-                double t = g->v[(o * count + j) * a.inner + i];
-                grad[0].v[k] += t;
-                abs_sum[k] += fabs(t);
-            }
+    index_add(a, idx, count, g->v, grad[0].v, abs_sum);
     if (gmag && gmag[0])
-        for (int64_t o = 0; o < a.outer; o++)
-            for (int64_t d = 0; d < a.len; d++) {
-                int64_t terms = 0;
-                for (int64_t j = 0; j < count; j++)
-                    terms += (int64_t)idx[j] == d;
-                for (int64_t i = 0; i < a.inner; i++) {
-                    int64_t k = (o * a.len + d) * a.inner + i;
-                    gmag[0][k] = sum_mag(terms, abs_sum[k], grad[0].v[k]);
-                }
-            }
+        index_add_mags(a, idx, count, 0, abs_sum, grad[0].v, gmag[0]);
     free(abs_sum);
     return REF_OK;
 }
@@ -635,11 +660,11 @@ static int64_t sample_count(ref_rng *r, int64_t ext, int zero_dim)
 static ref_status sample_gather(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                                 ref_shape *in)
 {
-    int rank = sample_rank(r, req, 1);
-    if (rank == 0)
-        return REF_ENOTAPPLICABLE;
-    ref_sample_shape(r, rank, req->max_elems, req->zero_dim, &in[0]);
-    int ax = (int)ref_rng_range(r, 0, rank - 1);
+    int ax;
+    ref_status st = ref_sample_with_axis(r, req, req->zero_dim, &in[0], &ax);
+    if (st != REF_OK)
+        return st;
+    int rank = in[0].rank;
     int64_t ext = in[0].dim[ax];
     if (ext > 0 && ref_rng_range(r, 0, 4) == 0) {
         in[1].rank = 0; /* select form */
@@ -647,7 +672,7 @@ static ref_status sample_gather(ref_rng *r, const ref_sample_req *req, ref_param
         in[1].rank = 1;
         in[1].dim[0] = sample_count(r, ext, req->zero_dim);
     }
-    p->axis = ref_rng_range(r, 0, 2) == 0 ? ax - rank : ax;
+    p->axis = ref_sample_axis_param(r, ax, rank);
     *n = 2;
     return REF_OK;
 }
@@ -689,7 +714,7 @@ static ref_status scatter_fwd(const ref_params *p, int n, const ref_tensor *in, 
                               double *mag)
 {
     (void)n;
-    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     int64_t count = in[1].shape.dim[0], N = ref_numel(&in[0].shape);
     const double *idx = in[1].v, *src = in[2].v;
     if (!indices_valid(idx, count, a.len))
@@ -699,26 +724,9 @@ static ref_status scatter_fwd(const ref_params *p, int n, const ref_tensor *in, 
         if (mag)
             mag[k] = fabs(in[0].v[k]); /* sum|terms| for now */
     }
-    for (int64_t o = 0; o < a.outer; o++)
-        for (int64_t j = 0; j < count; j++)
-            for (int64_t i = 0; i < a.inner; i++) {
-                int64_t k = (o * a.len + (int64_t)idx[j]) * a.inner + i;
-                double t = src[(o * count + j) * a.inner + i];
-                out->v[k] += t;
-                if (mag)
-                    mag[k] += fabs(t);
-            }
+    index_add(a, idx, count, src, out->v, mag);
     if (mag)
-        for (int64_t o = 0; o < a.outer; o++)
-            for (int64_t d = 0; d < a.len; d++) {
-                int64_t terms = 1;
-                for (int64_t j = 0; j < count; j++)
-                    terms += (int64_t)idx[j] == d;
-                for (int64_t i = 0; i < a.inner; i++) {
-                    int64_t k = (o * a.len + d) * a.inner + i;
-                    mag[k] = sum_mag(terms, mag[k], out->v[k]);
-                }
-            }
+        index_add_mags(a, idx, count, 1, mag, out->v, mag);
     return REF_OK;
 }
 
@@ -729,7 +737,7 @@ static ref_status scatter_vjp(const ref_params *p, int n, const ref_tensor *in,
 {
     (void)n;
     (void)y;
-    ref_axis_split a = ref_split_axis(&in[0].shape, ref_norm_axis(p->axis, in[0].shape.rank));
+    ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     int64_t count = in[1].shape.dim[0];
     const double *idx = in[1].v;
     if (grad[0].v)
@@ -738,31 +746,24 @@ static ref_status scatter_vjp(const ref_params *p, int n, const ref_tensor *in,
         return REF_OK;
     if (!indices_valid(idx, count, a.len))
         return REF_EDOMAIN;
-    for (int64_t o = 0; o < a.outer; o++)
-        for (int64_t j = 0; j < count; j++)
-            for (int64_t i = 0; i < a.inner; i++) {
-                int64_t k = (o * count + j) * a.inner + i;
-                grad[2].v[k] = g->v[(o * a.len + (int64_t)idx[j]) * a.inner + i];
-                if (gmag && gmag[2])
-                    gmag[2][k] = copy_mag(grad[2].v[k]);
-            }
+    index_select(a, idx, count, g->v, grad[2].v, gmag ? gmag[2] : NULL);
     return REF_OK;
 }
 
 static ref_status sample_scatter(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                                  ref_shape *in)
 {
-    int rank = sample_rank(r, req, 1);
-    if (rank == 0)
-        return REF_ENOTAPPLICABLE;
-    ref_sample_shape(r, rank, req->max_elems, req->zero_dim, &in[0]);
-    int ax = (int)ref_rng_range(r, 0, rank - 1);
+    int ax;
+    ref_status st = ref_sample_with_axis(r, req, req->zero_dim, &in[0], &ax);
+    if (st != REF_OK)
+        return st;
+    int rank = in[0].rank;
     int64_t count = sample_count(r, in[0].dim[ax], req->zero_dim);
     in[1].rank = 1;
     in[1].dim[0] = count;
     in[2] = in[0];
     in[2].dim[ax] = count;
-    p->axis = ref_rng_range(r, 0, 2) == 0 ? ax - rank : ax;
+    p->axis = ref_sample_axis_param(r, ax, rank);
     *n = 3;
     return REF_OK;
 }

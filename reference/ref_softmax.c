@@ -227,7 +227,7 @@ static ref_status log_softmax_vjp(const ref_params *p, int n, const ref_tensor *
             mag[0] = 0.0;
         return REF_OK;
     }
-    ref_axis_split a = ref_split_axis(s, ref_norm_axis(p->axis, s->rank));
+    ref_axis_split a = ref_split_param_axis(p, s);
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
             int64_t base = o * a.len * a.inner + i;
@@ -327,7 +327,7 @@ static ref_status topk_fwd(const ref_params *p, int n, const ref_tensor *in, ref
     const ref_shape *s = &in[0].shape;
     ref_axis_split a = {1, 1, 1};
     if (s->rank > 0)
-        a = ref_split_axis(s, ref_norm_axis(p->axis, s->rank));
+        a = ref_split_param_axis(p, s);
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
             const double *x = in[0].v + o * a.len * a.inner + i;

@@ -99,6 +99,14 @@ static __attribute__((unused)) void cc_t_edit(const char *path, const char *from
     free(t);
 }
 
+/* rm -rf dir (a test's temporary folder): 0 on success, else -1. */
+static __attribute__((unused)) int cc_t_remove_dir(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
 static __attribute__((unused)) int cc_t_count(const char *hay, const char *needle)
 {
     int n = 0;

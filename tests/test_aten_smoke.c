@@ -15,35 +15,10 @@
 
 #include "harness/case.h"
 #include "harness/runner.h"
+#include "test_util.h"
 
 static cc_case_list smoke;
 static const cc_provider *aten;
-
-typedef struct {
-    long cases, passed, not_passed;
-    char first_failure[2 * CC_CASE_LINE_MAX];
-} tally;
-
-static tally run_all(const cc_provider *p, const char *only_op)
-{
-    tally t = {0, 0, 0, ""};
-    for (size_t i = 0; i < smoke.n; i++) {
-        if (only_op && strcmp(smoke.v[i].op->name, only_op) != 0)
-            continue;
-        cc_result r;
-        cc_run_case(p, &smoke.v[i], &r);
-        t.cases++;
-        if (r.status == CC_RES_PASS)
-            t.passed++;
-        else {
-            t.not_passed++;
-            if (!t.first_failure[0])
-                snprintf(t.first_failure, sizeof t.first_failure, "%s -> %s: %s", r.line,
-                         cc_result_status_name(r.status), r.message);
-        }
-    }
-    return t;
-}
 
 static int setup(void **state)
 {
@@ -54,14 +29,7 @@ static int setup(void **state)
     char msg[256];
     if (aten->init(aten->ctx, CC_CPU, msg, sizeof msg) != CC_OK)
         return -1;
-    cc_case_defaults def = {CC_CPU, 0};
-    cc_parse_error err;
-    memset(&err, 0, sizeof err);
-    if (cc_cases_parse_file("cases/smoke.cases", &def, &smoke, &err)) {
-        fprintf(stderr, "%s:%d:%d: %s\n", err.file, err.line, err.column, err.msg);
-        return -1;
-    }
-    return 0;
+    return cc_t_load_cases("cases/smoke.cases", &smoke);
 }
 
 static int teardown(void **state)
@@ -74,7 +42,7 @@ static int teardown(void **state)
 static void test_smoke_passes_on_aten_cpu(void **state)
 {
     (void)state;
-    tally t = run_all(aten, NULL);
+    cc_t_tally t = cc_t_run_all(aten, &smoke, NULL);
     printf("smoke on ATen CPU: %ld cases, %ld passed\n", t.cases, t.passed);
     assert_true(t.cases >= 400);
     if (t.not_passed)
@@ -161,7 +129,7 @@ static cc_provider planted(const char *name,
 
 static void expect_caught(const cc_provider *bad, const char *op)
 {
-    tally t = run_all(bad, op);
+    cc_t_tally t = cc_t_run_all(bad, &smoke, op);
     printf("planted bug %s: caught by %ld of %ld %s cases\n", bad->name, t.not_passed, t.cases,
            op);
     assert_true(t.cases > 0);
@@ -170,7 +138,7 @@ static void expect_caught(const cc_provider *bad, const char *op)
                  t.cases, op);
     /* the wrapper without the bug raises no alarm */
     cc_provider clean = planted("passthrough", NULL, NULL);
-    assert_int_equal(run_all(&clean, op).not_passed, 0);
+    assert_int_equal(cc_t_run_all(&clean, &smoke, op).not_passed, 0);
 }
 
 static void test_softmax_wrong_axis_is_caught(void **state)
@@ -198,11 +166,8 @@ static void test_exp_64_ulp_is_caught(void **state)
 static long count_status(const char *path, cc_result_status want, long *total)
 {
     cc_case_list l = {0};
-    cc_case_defaults def = {CC_CPU, 0};
-    cc_parse_error err;
-    memset(&err, 0, sizeof err);
-    if (cc_cases_parse_file(path, &def, &l, &err))
-        fail_msg("%s:%d:%d: %s", err.file, err.line, err.column, err.msg);
+    if (cc_t_load_cases(path, &l))
+        fail_msg("cannot parse %s", path);
     long hits = 0;
     for (size_t i = 0; i < l.n; i++) {
         cc_result r;

@@ -1,40 +1,14 @@
 /* The command line as a user meets it: bad input gives one sentence naming file, line and
  * column with exit code 2; a run writes its three outputs; repro reruns one line; list ops
  * names the whole vocabulary. */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cmocka.h>
+#include "cli_util.h"
 
 static char tmpdir[256];
-
-/* Run capcheck with `args`; returns the exit code and the combined output in out. */
-static int capcheck(const char *args, char *out, size_t n)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", CAPCHECK_BIN, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t got = fread(out, 1, n - 1, p);
-    out[got] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static void write_file(const char *name, const char *text, char *path, size_t n)
 {
     snprintf(path, n, "%s/%s", tmpdir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+    cc_t_write(path, text);
 }
 
 static void expect_input_error(const char *name, const char *text, const char *where,
@@ -43,7 +17,7 @@ static void expect_input_error(const char *name, const char *text, const char *w
     char path[512], args[1024], out[8192];
     write_file(name, text, path, sizeof path);
     snprintf(args, sizeof args, "run %s --provider reference --out %s/o", path, tmpdir);
-    assert_int_equal(capcheck(args, out, sizeof out), 2);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
     char loc[600];
     snprintf(loc, sizeof loc, "%s:%s: ", path, where);
     if (!strstr(out, loc) || !strstr(out, fragment))
@@ -57,15 +31,17 @@ static void test_bad_input_is_one_sentence_and_exit_2(void **state)
     expect_input_error("shape.cases", "# c\nsoftmax in=[2,,3]\n", "2:12", "malformed shape");
     expect_input_error("gen.cases", "exp count=3 dtype=f7\n", "1:19", "bad dtype list");
     char out[4096];
-    assert_int_equal(capcheck("run /no/such.cases --provider reference", out, sizeof out), 2);
+    assert_int_equal(cc_t_run(NULL, "run /no/such.cases --provider reference", out, sizeof out),
+                     2);
     assert_non_null(strstr(out, "/no/such.cases: cannot open the case file"));
-    assert_int_equal(capcheck("run --provider nosuch", out, sizeof out), 2);
+    assert_int_equal(cc_t_run(NULL, "run --provider nosuch", out, sizeof out), 2);
     assert_non_null(strstr(out, "unknown provider 'nosuch'"));
-    assert_int_equal(capcheck("repro 'softmax in=[2] axis=5'", out, sizeof out), 2);
+    assert_int_equal(cc_t_run(NULL, "repro 'softmax in=[2] axis=5'", out, sizeof out), 2);
     assert_non_null(strstr(out, "axis 5 is out of range"));
-    assert_int_equal(capcheck("frob", out, sizeof out), 2);
+    assert_int_equal(cc_t_run(NULL, "frob", out, sizeof out), 2);
     /* asking for CUDA where it cannot run is one sentence, never a silent CPU run */
-    assert_int_equal(capcheck("run --device cuda --provider reference", out, sizeof out), 2);
+    assert_int_equal(cc_t_run(NULL, "run --device cuda --provider reference", out, sizeof out),
+                     2);
     assert_non_null(strstr(out, "cannot run on cuda"));
 }
 
@@ -77,7 +53,7 @@ static void test_run_writes_results_and_reports(void **state)
                            "softmax in=[3,4] axis=1 seed=5\n",
                path, sizeof path);
     snprintf(args, sizeof args, "run %s --provider reference --out %s/run", path, tmpdir);
-    assert_int_equal(capcheck(args, out, sizeof out), 0);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
     assert_non_null(strstr(out, "13 cases on reference"));
     const char *files[] = {"results.jsonl", "report.json", "report.md"};
     for (int i = 0; i < 3; i++) {
@@ -99,7 +75,8 @@ static void test_repro_reruns_one_line(void **state)
 {
     (void)state;
     char out[8192];
-    assert_int_equal(capcheck("repro 'matmul dtype=f64 in=[3,4],[4,2] seed=7' --provider reference",
+    assert_int_equal(cc_t_run(NULL,
+                              "repro 'matmul dtype=f64 in=[3,4],[4,2] seed=7' --provider reference",
                               out, sizeof out),
                      0);
     assert_non_null(strstr(out, "status:   pass"));
@@ -111,7 +88,7 @@ static void test_list_ops_names_the_vocabulary(void **state)
 {
     (void)state;
     char out[16384];
-    assert_int_equal(capcheck("list ops", out, sizeof out), 0);
+    assert_int_equal(cc_t_run(NULL, "list ops", out, sizeof out), 0);
     const char *some[] = {"randUniform", "softmax", "layerNorm", "attention", "custom"};
     for (int i = 0; i < 5; i++)
         assert_non_null(strstr(out, some[i]));
@@ -130,9 +107,7 @@ int main(void)
         cmocka_unit_test(test_list_ops_names_the_vocabulary),
     };
     int rc = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0)
+    if (cc_t_remove_dir(tmpdir) != 0)
         rc = rc ? rc : 1;
     return rc;
 }

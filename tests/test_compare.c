@@ -13,18 +13,7 @@
 
 #include "harness/compare.h"
 #include "harness/dtype.h"
-
-static cc_view dense_f32(float *data, int64_t n)
-{
-    cc_view v;
-    memset(&v, 0, sizeof v);
-    v.dtype = CC_F32;
-    v.rank = 1;
-    v.shape[0] = n;
-    v.strides[0] = 1;
-    v.data = data;
-    return v;
-}
+#include "test_util.h"
 
 static void test_ratio_is_error_over_bound(void **state)
 {
@@ -63,7 +52,7 @@ static void test_compare_keeps_the_worst_element(void **state)
     (void)state;
     double expected[4] = {1, 2, 3, 4}, mag[4] = {1, 2, 3, 4};
     float got[4] = {1, 2, 3.0000002f /* 1 ulp, within 2u*3 */, 4.0001f};
-    cc_view v = dense_f32(got, 4);
+    cc_view v = cc_t_vector_view(CC_F32, got, 4);
     cc_bound_model m = cc_bound_for(CC_F32, 2.0);
     cc_comparison c;
     cc_compare(expected, mag, &v, &m, &c);
@@ -72,7 +61,7 @@ static void test_compare_keeps_the_worst_element(void **state)
     assert_int_equal(c.n_over, 1);
     assert_true(c.worst_ratio > 100);
     assert_true(c.got == (double)4.0001f && c.expected == 4.0);
-    cc_view empty = dense_f32(got, 0);
+    cc_view empty = cc_t_vector_view(CC_F32, got, 0);
     cc_compare(expected, mag, &empty, &m, &c);
     assert_int_equal(c.n, 0);
     assert_int_equal(c.worst_index, -1);

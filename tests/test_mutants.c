@@ -25,6 +25,7 @@
 #include "harness/case.h"
 #include "harness/plugin.h"
 #include "harness/runner.h"
+#include "test_util.h"
 
 #define MUTANTS_LIB CAPCHECK_PLUGIN_DIR "/mutants.so"
 
@@ -39,16 +40,11 @@ typedef struct {
 static cc_case_list load_cases(void)
 {
     cc_case_list l = {0};
-    cc_case_defaults def = {CC_CPU, 0};
-    cc_parse_error err;
-    memset(&err, 0, sizeof err);
     const char *files[] = {CAPCHECK_SOURCE_DIR "/cases/smoke.cases",
                            CAPCHECK_SOURCE_DIR "/tests/mutants.cases"};
     for (size_t i = 0; i < 2; i++)
-        if (cc_cases_parse_file(files[i], &def, &l, &err)) {
-            fprintf(stderr, "%s:%d:%d: %s\n", err.file, err.line, err.column, err.msg);
+        if (cc_t_load_cases(files[i], &l))
             fail_msg("cannot parse %s", files[i]);
-        }
     return l;
 }
 

@@ -15,39 +15,13 @@
 #include "harness/case.h"
 #include "harness/runner.h"
 #include "providers/openblas/openblas_provider.h"
+#include "test_util.h"
 
 static cc_case_list cases;
 static const cc_provider *ob;
 
 static const char *const OPS[] = {"matmul", "scaledMatmul", "linear", "conv", "convTranspose"};
 #define N_OPS (sizeof OPS / sizeof OPS[0])
-
-typedef struct {
-    long cases, passed, not_passed, unsupported;
-    char first_failure[2 * CC_CASE_LINE_MAX];
-} tally;
-
-static tally run_all(const cc_provider *p, const char *only_op)
-{
-    tally t = {0, 0, 0, 0, ""};
-    for (size_t i = 0; i < cases.n; i++) {
-        if (only_op && strcmp(cases.v[i].op->name, only_op) != 0)
-            continue;
-        cc_result r;
-        cc_run_case(p, &cases.v[i], &r);
-        t.cases++;
-        if (r.status == CC_RES_PASS) {
-            t.passed++;
-        } else {
-            t.not_passed++;
-            t.unsupported += r.status == CC_RES_UNSUPPORTED;
-            if (!t.first_failure[0])
-                snprintf(t.first_failure, sizeof t.first_failure, "%s -> %s: %s", r.line,
-                         cc_result_status_name(r.status), r.message);
-        }
-    }
-    return t;
-}
 
 static int setup(void **state)
 {
@@ -58,14 +32,7 @@ static int setup(void **state)
         fprintf(stderr, "openblas provider: %s\n", msg);
         return -1;
     }
-    cc_case_defaults def = {CC_CPU, 0};
-    cc_parse_error err;
-    memset(&err, 0, sizeof err);
-    if (cc_cases_parse_file("cases/openblas.cases", &def, &cases, &err)) {
-        fprintf(stderr, "%s:%d:%d: %s\n", err.file, err.line, err.column, err.msg);
-        return -1;
-    }
-    return 0;
+    return cc_t_load_cases("cases/openblas.cases", &cases);
 }
 
 static int teardown(void **state)
@@ -112,7 +79,7 @@ static void test_case_file_covers_ops_dtypes_layouts_and_zero_dims(void **state)
 static void test_cases_pass_on_openblas(void **state)
 {
     (void)state;
-    tally t = run_all(ob, NULL);
+    cc_t_tally t = cc_t_run_all(ob, &cases, NULL);
     printf("cases/openblas.cases on openblas: %ld cases, %ld passed\n", t.cases, t.passed);
     assert_true(t.cases >= 300);
     if (t.not_passed)
@@ -121,14 +88,8 @@ static void test_cases_pass_on_openblas(void **state)
 
 static cc_result run_line(const cc_provider *p, const char *line)
 {
-    cc_case_defaults def = {CC_CPU, 0};
-    cc_parse_error err;
-    cc_case c;
-    memset(&err, 0, sizeof err);
-    if (cc_case_parse(line, &def, &c, &err))
-        fail_msg("bad case line '%s': %s", line, err.msg);
     cc_result r;
-    cc_run_case(p, &c, &r);
+    cc_t_run_line(p, line, &r);
     return r;
 }
 
@@ -199,7 +160,7 @@ static void test_ignored_strides_are_caught(void **state)
     bad.name = "openblas-ignores-strides";
     bad.forward = dense_strides_fwd;
     for (size_t o = 0; o < N_OPS; o++) {
-        tally t = run_all(&bad, OPS[o]);
+        cc_t_tally t = cc_t_run_all(&bad, &cases, OPS[o]);
         printf("planted bug %s: caught by %ld of %ld %s cases\n", bad.name, t.not_passed, t.cases,
                OPS[o]);
         if (t.not_passed == 0)

@@ -17,6 +17,7 @@
 #include "harness/case.h"
 #include "harness/plugin.h"
 #include "harness/runner.h"
+#include "test_util.h"
 
 static void expect_refusal(const char *path, const char *what)
 {
@@ -38,16 +39,6 @@ static void test_refusals(void **state)
     expect_refusal(CAPCHECK_PLUGIN_DIR "/no_entry.so", "does not export capcheck_provider_v1");
     expect_refusal(CAPCHECK_PLUGIN_DIR "/bad_abi.so", "ABI version 99");
     expect_refusal("", "needs the path");
-}
-
-static void run_line(const cc_provider *p, const char *line, cc_result *r)
-{
-    cc_case c;
-    cc_parse_error err;
-    cc_case_defaults def = {CC_CPU, 0};
-    if (cc_case_parse(line, &def, &c, &err))
-        fail_msg("%s: %s", line, err.msg);
-    cc_run_case(p, &c, r);
 }
 
 static void test_example_plugin(void **state)
@@ -83,9 +74,9 @@ static void test_example_plugin(void **state)
     cc_case_list_free(&l);
 
     cc_result r;
-    run_line(p, "exp dtype=f32 in=[3] seed=1", &r);
+    cc_t_run_line(p, "exp dtype=f32 in=[3] seed=1", &r);
     assert_int_equal(r.status, CC_RES_UNSUPPORTED);
-    run_line(p, "add dtype=f16 in=[3],[3] seed=1", &r);
+    cc_t_run_line(p, "add dtype=f16 in=[3],[3] seed=1", &r);
     assert_int_equal(r.status, CC_RES_UNSUPPORTED);
     cc_plugin_close(pl);
 }

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "reference/ref.h"
+#include "ref_test_util.h"
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
@@ -48,10 +49,8 @@ static ref_shape shp(int rank, ...)
 static void init(tcase *c, const char *name)
 {
     memset(c, 0, sizeof *c);
-    c->op = ref_op_find(name);
-    assert_non_null(c->op);
-    if (c->op->set_defaults)
-        c->op->set_defaults(&c->p);
+    c->op = ref_t_op(name);
+    c->p = ref_t_params(c->op);
 }
 
 static void add_input(tcase *c, ref_shape s, const double *vals)
@@ -720,17 +719,14 @@ static void test_samplers(void **state)
     const char *names[] = {"scaledMatmul", "softmaxMatmul", "batchNorm", "fftFno",
                            "selectiveScan", "attention"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-        const ref_op *op = ref_op_find(names[k]);
+        const ref_op *op = ref_t_op(names[k]);
         int zero_seen = 0;
         for (int rank = -1; rank <= 5; rank++)
             for (int zero = 0; zero < 2; zero++)
                 for (uint64_t seed = 1; seed < 40; seed++) {
                     ref_rng r = {seed * 7919u + (uint64_t)rank};
                     ref_sample_req req = {rank, zero, 48};
-                    ref_params p;
-                    memset(&p, 0, sizeof p);
-                    if (op->set_defaults)
-                        op->set_defaults(&p);
+                    ref_params p = ref_t_params(op);
                     ref_shape in[REF_MAX_INPUTS], out;
                     int n = 0;
                     ref_status st = op->sample(&r, &req, &p, &n, in);

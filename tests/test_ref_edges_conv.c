@@ -15,6 +15,7 @@
 
 #include "harness/values.h"
 #include "reference/ref.h"
+#include "ref_test_util.h"
 
 #define CAP 512
 
@@ -43,10 +44,8 @@ static ref_shape shp(int rank, ...)
 static void tc_init(tc *t, const char *name, int spatial, int n)
 {
     memset(t, 0, sizeof *t);
-    t->op = ref_op_find(name);
-    assert_non_null(t->op);
-    if (t->op->set_defaults)
-        t->op->set_defaults(&t->p);
+    t->op = ref_t_op(name);
+    t->p = ref_t_params(t->op);
     t->p.spatial = spatial;
     t->n = n;
 }
@@ -130,17 +129,24 @@ static void expect_einval(tc *t, const char *needle)
 
 /* ---- conv ---------------------------------------------------------------------------------- */
 
+/* conv of x = [1, 2, 3, 4] ([1, 4]) with W = [1, 2, 3] ([1, 1, 3]), b = 0.5, stride 2, pad 1:
+ * y = [8.5, 20.5]; for g = [1, 10]: dx = [2, 13, 20, 30], dW = [20, 31, 42], db = 11. */
+static void conv_1d_stride2_pad1(tc *t)
+{
+    tc_init(t, "conv", 1, 3);
+    double x[] = {1, 2, 3, 4}, w[] = {1, 2, 3}, b[] = {0.5};
+    tc_in(t, 0, shp(2, 1, 4), x);
+    tc_in(t, 1, shp(3, 1, 1, 3), w);
+    tc_in(t, 2, shp(1, 1), b);
+    t->p.stride[0] = 2;
+    t->p.pad[0] = 1;
+}
+
 static void test_conv_1d_stride_pad(void **state)
 {
     (void)state;
     tc t;
-    tc_init(&t, "conv", 1, 3);
-    double x[] = {1, 2, 3, 4}, w[] = {1, 2, 3}, b[] = {0.5};
-    tc_in(&t, 0, shp(2, 1, 4), x);
-    tc_in(&t, 1, shp(3, 1, 1, 3), w);
-    tc_in(&t, 2, shp(1, 1), b);
-    t.p.stride[0] = 2;
-    t.p.pad[0] = 1;
+    conv_1d_stride2_pad1(&t);
     double g[] = {1, 10};
     tc_vjp(&t, g);
     expect_shape(&t, shp(2, 1, 2));
@@ -861,15 +867,11 @@ static void test_samplers(void **state)
     (void)state;
     const char *ops[] = {"conv", "convTranspose", "maxPool", "smoothMaxPool", "avgPool"};
     for (int o = 0; o < 5; o++) {
-        const ref_op *op = ref_op_find(ops[o]);
-        assert_non_null(op);
+        const ref_op *op = ref_t_op(ops[o]);
         int saw_rank[5] = {0}, saw_nonempty = 0;
         for (int q = 0; q < 300; q++) {
             ref_sample_req req = {q % 6 - 1, q % 3 == 0, q % 5 == 0 ? 8 : 64};
-            ref_params p;
-            memset(&p, 0, sizeof p);
-            if (op->set_defaults)
-                op->set_defaults(&p);
+            ref_params p = ref_t_params(op);
             ref_rng r = {0x9000ULL + (uint64_t)q};
             int n = 0;
             ref_shape in[3], out;
@@ -902,13 +904,7 @@ static void test_direct_calls(void **state)
 {
     (void)state;
     tc t;
-    tc_init(&t, "conv", 1, 3);
-    double x[] = {1, 2, 3, 4}, w[] = {1, 2, 3}, b[] = {0.5};
-    tc_in(&t, 0, shp(2, 1, 4), x);
-    tc_in(&t, 1, shp(3, 1, 1, 3), w);
-    tc_in(&t, 2, shp(1, 1), b);
-    t.p.stride[0] = 2;
-    t.p.pad[0] = 1;
+    conv_1d_stride2_pad1(&t);
     tc_fwd(&t);
     ref_tensor y = {t.out, t.y}, out = {t.out, t.y};
     double g[] = {1, 10};
@@ -980,9 +976,8 @@ typedef struct {
 static int f32_case_make(const char *name, uint64_t seed, f32_case *c)
 {
     memset(c, 0, sizeof *c);
-    c->op = ref_op_find(name);
-    if (c->op->set_defaults)
-        c->op->set_defaults(&c->p);
+    c->op = ref_t_op(name);
+    c->p = ref_t_params(c->op);
     ref_rng r = {seed};
     ref_sample_req req = {-1, 0, 64};
     assert_int_equal(c->op->sample(&r, &req, &c->p, &c->n, c->s), REF_OK);

@@ -16,25 +16,9 @@
 #include "reference/ref.h"
 #include "reference/ref_custom.h"
 #include "reference/ref_random.h"
+#include "ref_test_util.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
-
-static const ref_op *op_named(const char *name)
-{
-    const ref_op *op = ref_op_find(name);
-    if (!op)
-        fail_msg("op %s is not registered", name);
-    return op;
-}
-
-static ref_params defaults_of(const ref_op *op)
-{
-    ref_params p;
-    memset(&p, 0, sizeof p);
-    if (op->set_defaults)
-        op->set_defaults(&p);
-    return p;
-}
 
 static ref_shape vec(int64_t n)
 {
@@ -46,7 +30,7 @@ static ref_shape vec(int64_t n)
 static ref_status run_unary_p(const char *name, const ref_params *p, const double *x, int64_t n,
                               double *y, double *mag)
 {
-    const ref_op *op = op_named(name);
+    const ref_op *op = ref_t_op(name);
     ref_tensor in = {vec(n), (double *)x};
     ref_tensor out = {vec(n), y};
     return op->forward(p, 1, &in, &out, mag);
@@ -63,14 +47,14 @@ static double unary_p(const char *name, const ref_params *p, double x)
 
 static double unary(const char *name, double x)
 {
-    ref_params p = defaults_of(op_named(name));
+    ref_params p = ref_t_params(ref_t_op(name));
     return unary_p(name, &p, x);
 }
 
 /* dx of a unary op at x with cotangent g (y from the forward). */
 static double unary_grad_p(const char *name, const ref_params *p, double x, double g)
 {
-    const ref_op *op = op_named(name);
+    const ref_op *op = ref_t_op(name);
     double yv = 0, dx = -12345.0, m = -1;
     ref_tensor in = {vec(1), &x};
     ref_tensor y = {vec(1), &yv};
@@ -86,14 +70,14 @@ static double unary_grad_p(const char *name, const ref_params *p, double x, doub
 
 static double unary_grad(const char *name, double x, double g)
 {
-    ref_params p = defaults_of(op_named(name));
+    ref_params p = ref_t_params(ref_t_op(name));
     return unary_grad_p(name, &p, x, g);
 }
 
 static double binary(const char *name, double a, double b)
 {
-    const ref_op *op = op_named(name);
-    ref_params p = defaults_of(op);
+    const ref_op *op = ref_t_op(name);
+    ref_params p = ref_t_params(op);
     double y = -12345.0, m = -1;
     ref_tensor in[2] = {{vec(1), &a}, {vec(1), &b}};
     ref_tensor out = {vec(1), &y};
@@ -103,8 +87,8 @@ static double binary(const char *name, double a, double b)
 
 static void binary_grad(const char *name, double a, double b, double g, double *da, double *db)
 {
-    const ref_op *op = op_named(name);
-    ref_params p = defaults_of(op);
+    const ref_op *op = ref_t_op(name);
+    ref_params p = ref_t_params(op);
     double y = 0, ma = -1, mb = -1;
     ref_tensor in[2] = {{vec(1), &a}, {vec(1), &b}};
     ref_tensor out = {vec(1), &y};
@@ -164,7 +148,7 @@ static void test_table_order_and_metadata(void **state)
         "sqrt", "clamp", "max", "min", "relu", "gelu", "sigmoid", "silu", "tanh", "softplus",
         "exp", "log", "sin", "cos", "inv", "safeLog"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        const ref_op *op = op_named(want[i]);
+        const ref_op *op = ref_t_op(want[i]);
         assert_string_equal(ref_op_at((int)i)->name, want[i]);
         int random = i < 2;
         assert_int_equal(op->requires_vjp, !random);
@@ -172,22 +156,22 @@ static void test_table_order_and_metadata(void **state)
         assert_true(op->c_fwd >= 1);
         assert_non_null(op->sample);
     }
-    assert_int_equal(op_named("scale")->params, REF_P_ALPHA);
-    assert_int_equal(op_named("clamp")->params, REF_P_LOHI);
-    assert_int_equal(op_named("safeLog")->params, REF_P_EPS);
-    assert_int_equal(op_named("gelu")->params, 0);
-    assert_int_equal(op_named("randUniform")->params, REF_P_RSEED | REF_P_TARGET);
-    assert_int_equal(op_named("bernoulliMask")->params, REF_P_RSEED | REF_P_TARGET | REF_P_KEEP);
-    assert_int_equal(op_named("custom")->params, REF_P_CUSTOM);
-    assert_ptr_equal(op_named("safe_log"), op_named("safeLog"));
-    assert_ptr_equal(op_named("rand_uniform"), op_named("randUniform"));
-    assert_non_null(op_named("softplus")->note);
-    assert_non_null(strstr(op_named("clamp")->note, "NaN"));
-    assert_non_null(strstr(op_named("neg")->note, "Proposal"));
-    assert_non_null(strstr(op_named("custom")->note, "Proposal"));
-    ref_params p = defaults_of(op_named("safeLog"));
+    assert_int_equal(ref_t_op("scale")->params, REF_P_ALPHA);
+    assert_int_equal(ref_t_op("clamp")->params, REF_P_LOHI);
+    assert_int_equal(ref_t_op("safeLog")->params, REF_P_EPS);
+    assert_int_equal(ref_t_op("gelu")->params, 0);
+    assert_int_equal(ref_t_op("randUniform")->params, REF_P_RSEED | REF_P_TARGET);
+    assert_int_equal(ref_t_op("bernoulliMask")->params, REF_P_RSEED | REF_P_TARGET | REF_P_KEEP);
+    assert_int_equal(ref_t_op("custom")->params, REF_P_CUSTOM);
+    assert_ptr_equal(ref_t_op("safe_log"), ref_t_op("safeLog"));
+    assert_ptr_equal(ref_t_op("rand_uniform"), ref_t_op("randUniform"));
+    assert_non_null(ref_t_op("softplus")->note);
+    assert_non_null(strstr(ref_t_op("clamp")->note, "NaN"));
+    assert_non_null(strstr(ref_t_op("neg")->note, "Proposal"));
+    assert_non_null(strstr(ref_t_op("custom")->note, "Proposal"));
+    ref_params p = ref_t_params(ref_t_op("safeLog"));
     assert_true(p.eps == 1e-6);
-    p = defaults_of(op_named("scale"));
+    p = ref_t_params(ref_t_op("scale"));
     assert_true(p.alpha == 1.0);
 }
 
@@ -247,7 +231,7 @@ static void test_neg_scale(void **state)
     assert_true(is_pos_zero(unary("neg", -0.0)));
     assert_true(unary("neg", 2.5) == -2.5);
     assert_true(unary_grad("neg", 7.0, 3.0) == -3.0);
-    ref_params p = defaults_of(op_named("scale"));
+    ref_params p = ref_t_params(ref_t_op("scale"));
     p.alpha = -2.5;
     assert_true(unary_p("scale", &p, 2.0) == -5.0);
     assert_true(unary_grad_p("scale", &p, 2.0, 4.0) == -10.0);
@@ -290,7 +274,7 @@ static void test_sqrt(void **state)
 static void test_clamp(void **state)
 {
     (void)state;
-    ref_params p = defaults_of(op_named("clamp"));
+    ref_params p = ref_t_params(ref_t_op("clamp"));
     assert_true(p.lo == -1.0 && p.hi == 1.0);
     p.lo = -0.5;
     p.hi = 2.0;
@@ -479,8 +463,8 @@ static void test_log_domain(void **state)
     assert_true(unary("log", 1.0) == 0.0);
     assert_true(unary("log", rt_exp(2.0)) == rt_log(rt_exp(2.0)));
     assert_true(unary_grad("log", 4.0, 2.0) == 0.5);
-    const ref_op *op = op_named("log");
-    ref_params p = defaults_of(op);
+    const ref_op *op = ref_t_op("log");
+    ref_params p = ref_t_params(op);
     const double bad[] = {0.0, -0.0, -1.0, NAN, -INFINITY};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         double x[3] = {1.0, bad[i], 2.0}, y[3], g[3] = {1, 1, 1}, dx[3];
@@ -500,8 +484,8 @@ static void test_log_domain(void **state)
 static void test_safelog(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("safeLog");
-    ref_params p = defaults_of(op);
+    const ref_op *op = ref_t_op("safeLog");
+    ref_params p = ref_t_params(op);
     assert_true(unary_p("safeLog", &p, 0.0) == rt_log(rt_log(2.0) + 1e-6));
     assert_true(unary_p("safeLog", &p, -INFINITY) == rt_log(1e-6)); /* softplus -> 0, eps stays */
     assert_true(unary_p("safeLog", &p, -40.0) == rt_log(1e-6));   /* rt_log(1+e) rounds to 0 */
@@ -531,9 +515,9 @@ static void test_loops_and_zero_size(void **state)
         "relu", "gelu", "sigmoid", "silu", "tanh", "softplus", "exp", "log", "sin", "cos",
         "inv", "safeLog"};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-        const ref_op *op = op_named(all[i]);
+        const ref_op *op = ref_t_op(all[i]);
         int n = op->min_inputs;
-        ref_params p = defaults_of(op);
+        ref_params p = ref_t_params(op);
         /* zero-size input: valid, nothing written */
         ref_shape sh[2] = {{2, {3, 0}}, {2, {3, 0}}}, out;
         ref_err e = {{0}};
@@ -549,8 +533,8 @@ static void test_loops_and_zero_size(void **state)
     /* y == NULL recomputes the forward; gmag == NULL and unrequested gradients are skipped */
     const char *names[] = {"exp", "tanh", "gelu", "sqrt", "relu"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-        const ref_op *op = op_named(names[k]);
-        ref_params p = defaults_of(op);
+        const ref_op *op = ref_t_op(names[k]);
+        ref_params p = ref_t_params(op);
         double x = 0.6, g = 1.5, with_y, without_y, yv;
         ref_tensor in = {vec(1), &x}, y = {vec(1), &yv}, gt = {vec(1), &g};
         op->forward(&p, 1, &in, &y, NULL);
@@ -562,7 +546,7 @@ static void test_loops_and_zero_size(void **state)
         grad.v = NULL;
         assert_int_equal(op->vjp(&p, 1, &in, &y, &gt, &grad, NULL), REF_OK);
     }
-    const ref_op *mul = op_named("mul");
+    const ref_op *mul = ref_t_op("mul");
     double a = 2, b = 3, yv = 0, g = 1, da = -1;
     ref_tensor in[2] = {{vec(1), &a}, {vec(1), &b}}, y = {vec(1), &yv}, gt = {vec(1), &g};
     ref_tensor grad[2] = {{vec(1), &da}, {vec(1), NULL}};
@@ -591,19 +575,19 @@ static void test_shape_errors(void **state)
     ref_params p;
     memset(&p, 0, sizeof p);
     ref_shape two[2] = {{2, {2, 3}}, {2, {3, 2}}};
-    expect_shape_error(op_named("add"), &p, 2, two, "same shape");
-    expect_shape_error(op_named("max"), &p, 1, two, "takes 2 tensor inputs but got 1");
-    expect_shape_error(op_named("exp"), &p, 2, two, "takes 1 tensor input but got 2");
+    expect_shape_error(ref_t_op("add"), &p, 2, two, "same shape");
+    expect_shape_error(ref_t_op("max"), &p, 1, two, "takes 2 tensor inputs but got 1");
+    expect_shape_error(ref_t_op("exp"), &p, 2, two, "takes 1 tensor input but got 2");
     ref_shape neg = {2, {2, -1}};
-    expect_shape_error(op_named("gelu"), &p, 1, &neg, "negative size -1 on axis 1");
+    expect_shape_error(ref_t_op("gelu"), &p, 1, &neg, "negative size -1 on axis 1");
     ref_shape big = {REF_MAX_RANK + 1, {1}};
-    expect_shape_error(op_named("sqrt"), &p, 1, &big, "rank 9");
+    expect_shape_error(ref_t_op("sqrt"), &p, 1, &big, "rank 9");
     ref_shape ok = {0, {0}}, out;
     ref_err e = {{0}};
-    assert_int_equal(op_named("sin")->shape(&p, 1, &ok, &out, &e), REF_OK);
+    assert_int_equal(ref_t_op("sin")->shape(&p, 1, &ok, &out, &e), REF_OK);
     assert_int_equal(out.rank, 0);
     ref_shape pair[2] = {{1, {5}}, {1, {5}}};
-    assert_int_equal(op_named("div")->shape(&p, 2, pair, &out, &e), REF_OK);
+    assert_int_equal(ref_t_op("div")->shape(&p, 2, pair, &out, &e), REF_OK);
     assert_true(ref_shape_eq(&out, &pair[0]));
 }
 
@@ -614,9 +598,9 @@ static void test_samplers_and_domains(void **state)
     (void)state;
     const char *names[] = {"add", "neg", "scale", "clamp", "safeLog", "max", "div", "sqrt"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-        const ref_op *op = op_named(names[k]);
+        const ref_op *op = ref_t_op(names[k]);
         for (uint64_t seed = 1; seed < 60; seed++) {
-            ref_params p = defaults_of(op);
+            ref_params p = ref_t_params(op);
             ref_rng r = {seed};
             ref_sample_req req = {(int)(seed % 5), (int)(seed % 3 == 0), 32};
             ref_shape in[REF_MAX_INPUTS], out;
@@ -640,23 +624,23 @@ static void test_samplers_and_domains(void **state)
         }
     }
     /* clamp keeps draws away from both bounds; inv and div's divisor from 0 */
-    ref_params p = defaults_of(op_named("clamp"));
+    ref_params p = ref_t_params(ref_t_op("clamp"));
     p.lo = -0.5;
     p.hi = 0.75;
     ref_domain d;
     ref_shape s = vec(3);
-    ref_default_domain(op_named("clamp"), &p, 1, &s, 0, &d);
+    ref_default_domain(ref_t_op("clamp"), &p, 1, &s, 0, &d);
     assert_int_equal(d.n_avoid, 2);
     assert_true(d.avoid[0] == -0.5 && d.avoid[1] == 0.75 && d.gap > 0);
-    ref_default_domain(op_named("div"), &p, 2, &s, 0, &d);
+    ref_default_domain(ref_t_op("div"), &p, 2, &s, 0, &d);
     assert_int_equal(d.n_avoid, 0);
-    ref_default_domain(op_named("div"), &p, 2, &s, 1, &d);
+    ref_default_domain(ref_t_op("div"), &p, 2, &s, 1, &d);
     assert_int_equal(d.n_avoid, 1);
-    ref_default_domain(op_named("inv"), &p, 1, &s, 0, &d);
+    ref_default_domain(ref_t_op("inv"), &p, 1, &s, 0, &d);
     assert_true(d.n_avoid == 1 && d.avoid[0] == 0.0);
-    ref_default_domain(op_named("abs"), &p, 1, &s, 0, &d);
+    ref_default_domain(ref_t_op("abs"), &p, 1, &s, 0, &d);
     assert_true(d.n_avoid == 1 && d.avoid[0] == 0.0);
-    ref_default_domain(op_named("sqrt"), &p, 1, &s, 0, &d);
+    ref_default_domain(ref_t_op("sqrt"), &p, 1, &s, 0, &d);
     assert_true(d.n_avoid == 1 && d.kind == REF_DOM_NORMAL);
 }
 
@@ -664,7 +648,7 @@ static void test_samplers_and_domains(void **state)
 
 static void run_random(const char *name, ref_params *p, double *y)
 {
-    const ref_op *op = op_named(name);
+    const ref_op *op = ref_t_op(name);
     ref_shape out;
     ref_err e = {{0}};
     assert_int_equal(op->shape(p, 0, NULL, &out, &e), REF_OK);
@@ -714,7 +698,7 @@ static void test_bernoulli_mask_rules(void **state)
     (void)state;
     ref_params p;
     memset(&p, 0, sizeof p);
-    op_named("bernoulliMask")->set_defaults(&p);
+    ref_t_op("bernoulliMask")->set_defaults(&p);
     assert_true(p.keep_prob == 0.5);
     p.rng_seed = 99;
     p.target = vec(64);
@@ -751,7 +735,7 @@ static void test_bernoulli_mask_rules(void **state)
 static void test_random_shape_and_sampler(void **state)
 {
     (void)state;
-    const ref_op *ops[2] = {op_named("randUniform"), op_named("bernoulliMask")};
+    const ref_op *ops[2] = {ref_t_op("randUniform"), ref_t_op("bernoulliMask")};
     for (int k = 0; k < 2; k++) {
         const ref_op *op = ops[k];
         assert_int_equal(op->min_inputs, 0);
@@ -954,7 +938,7 @@ static ref_status twice_fwd(const ref_params *p, int n, const ref_tensor *in, re
 static void test_custom_builtin_dispatch(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("custom");
+    const ref_op *op = ref_t_op("custom");
     assert_int_equal(op->requires_vjp, 1);
     assert_int_equal(ref_custom_builtin_count(), 1);
     const ref_op *cube = ref_custom_builtin_at(0);
@@ -1001,7 +985,7 @@ static void test_custom_builtin_dispatch(void **state)
 static void test_custom_unknown_names(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("custom");
+    const ref_op *op = ref_t_op("custom");
     ref_params p;
     memset(&p, 0, sizeof p);
     ref_shape in[1] = {vec(2)}, out;
@@ -1097,7 +1081,7 @@ static void test_custom_registry(void **state)
     assert_int_equal(impl->forward(&p, 1, &tin, &ty, NULL), REF_OK);
     assert_true(y == 3.0);
     ref_shape in[1] = {vec(1)};
-    expect_shape_error(op_named("custom"), &p, 1, in, "no custom op named twice");
+    expect_shape_error(ref_t_op("custom"), &p, 1, in, "no custom op named twice");
 }
 
 int main(void)

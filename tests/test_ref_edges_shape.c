@@ -12,6 +12,7 @@
 
 #include "harness/values.h"
 #include "reference/ref.h"
+#include "ref_test_util.h"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -24,23 +25,6 @@ static ref_shape make_shape(const int64_t *d, int rank)
     ref_shape s = {rank, {0}};
     memcpy(s.dim, d, sizeof(int64_t) * (size_t)rank);
     return s;
-}
-
-static const ref_op *op_named(const char *name)
-{
-    const ref_op *op = ref_op_find(name);
-    if (!op)
-        fail_msg("op %s is not registered", name);
-    return op;
-}
-
-static ref_params params_of(const ref_op *op)
-{
-    ref_params p;
-    memset(&p, 0, sizeof p);
-    if (op->set_defaults)
-        op->set_defaults(&p);
-    return p;
 }
 
 /* Runs shape (which must succeed) and forward; returns forward's status. */
@@ -120,10 +104,10 @@ static void assert_bits(double got, double want) /* identical value and sign (Na
 static void test_hms_partial_row(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("hardMaskedSoftmax");
+    const ref_op *op = ref_t_op("hardMaskedSoftmax");
     assert_string_equal(op->report_name, "hard_masked_softmax");
     assert_int_equal(op->input_kind[1], REF_IN_MASK);
-    ref_params p = params_of(op);
+    ref_params p = ref_t_params(op);
     /* the largest score (4) is blocked: the max runs over the allowed entries only */
     double x[] = {1, 2, 3, 4}, m[] = {1, 0, 1, 0}, y[4], mag[4];
     ref_shape s[] = {SH(4), SH(4)}, out;
@@ -146,8 +130,8 @@ static void test_hms_partial_row(void **state)
 static void test_hms_fully_blocked_row(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("hardMaskedSoftmax");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("hardMaskedSoftmax");
+    ref_params p = ref_t_params(op);
     double x[] = {5, -1, 2, 0.5, 0.25, 1}, m[] = {0, 0, 0, 1, 1, 1}, y[6], mag[6];
     ref_shape s[] = {SH(2, 3), SH(2, 3)}, out;
     const double *v[] = {x, m};
@@ -172,8 +156,8 @@ static void test_hms_fully_blocked_row(void **state)
 static void test_hms_vjp_blocked_zero(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("hardMaskedSoftmax");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("hardMaskedSoftmax");
+    ref_params p = ref_t_params(op);
     double x[] = {0.3, -0.7, 1.1}, m[] = {1, 0, 1}, y[3];
     ref_shape s[] = {SH(3), SH(3)}, out;
     const double *v[] = {x, m};
@@ -194,8 +178,8 @@ static void test_hms_vjp_blocked_zero(void **state)
 static void test_hms_scalar_and_empty(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("hardMaskedSoftmax");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("hardMaskedSoftmax");
+    ref_params p = ref_t_params(op);
     ref_shape s[] = {SCALAR, SCALAR}, out;
     double x[] = {-3.5}, on[] = {1}, off[] = {0}, y[1], mag[1];
     const double *v1[] = {x, on}, *v0[] = {x, off};
@@ -221,8 +205,8 @@ static void test_hms_scalar_and_empty(void **state)
 static void test_hms_nonfinite_allowed(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("hardMaskedSoftmax");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("hardMaskedSoftmax");
+    ref_params p = ref_t_params(op);
     ref_shape s[] = {SH(3), SH(3)}, out;
     double y[3];
     /* an allowed NaN (or +Inf: Inf - Inf) keeps ordinary arithmetic: the whole row is NaN,
@@ -246,8 +230,8 @@ static void test_hms_nonfinite_allowed(void **state)
 static void test_hms_errors(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("hardMaskedSoftmax");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("hardMaskedSoftmax");
+    ref_params p = ref_t_params(op);
     ref_shape bad[] = {SH(2, 3), SH(3, 2)};
     expect_einval(op, &p, 2, bad, "mask has shape [3,2] but x has [2,3]");
     ref_shape one[] = {SH(2, 3)};
@@ -258,8 +242,8 @@ static void test_hms_errors(void **state)
 
 static void topk_run(int64_t k, int axis, ref_shape s, const double *x, double *y)
 {
-    const ref_op *op = op_named("topKMask");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("topKMask");
+    ref_params p = ref_t_params(op);
     p.k = k;
     p.axis = axis;
     ref_shape out;
@@ -325,10 +309,10 @@ static void test_topk_k_edges(void **state)
 static void test_topk_contract(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("topKMask");
+    const ref_op *op = ref_t_op("topKMask");
     assert_int_equal(op->requires_vjp, 0);
     assert_true(op->params == (REF_P_AXIS | REF_P_K));
-    ref_params p = params_of(op);
+    ref_params p = ref_t_params(op);
     assert_int_equal(p.axis, -1);
     assert_int_equal(p.k, 1);
     ref_shape s = SH(2, 2);
@@ -356,8 +340,8 @@ static void test_topk_contract(void **state)
 static void test_softmax_existing_edges(void **state)
 {
     (void)state;
-    const ref_op *sm = op_named("softmax"), *ls = op_named("logSoftmax");
-    ref_params p = params_of(sm);
+    const ref_op *sm = ref_t_op("softmax"), *ls = ref_t_op("logSoftmax");
+    ref_params p = ref_t_params(sm);
     double x[] = {-3.5}, y[4], mag[4], g[] = {2, -1, 0.5, 3}, dx[4], dm[4];
     double *grads[] = {dx}, *gm[] = {dm}, *none[] = {NULL};
     ref_shape out;
@@ -394,8 +378,8 @@ static void test_softmax_existing_edges(void **state)
 static void test_reduce_sum_edges(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("reduceSum");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("reduceSum");
+    ref_params p = ref_t_params(op);
     double x[] = {1, 2, 3, 4, 5, 6}, y[3], mag[3], g[] = {1, -2, 3}, dx[6], dm[6];
     double *grads[] = {dx}, *gm[] = {dm}, *none[] = {NULL};
     ref_shape s = SH(2, 3), out;
@@ -415,9 +399,9 @@ static void test_reduce_sum_edges(void **state)
 static void test_reduce_mean(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("reduceMean");
+    const ref_op *op = ref_t_op("reduceMean");
     assert_string_equal(op->report_name, "reduce_mean");
-    ref_params p = params_of(op);
+    ref_params p = ref_t_params(op);
     double x[] = {1, 2, 6, -4, 0.5, 0.5}, y[3], mag[3];
     ref_shape s = SH(2, 3), out;
     const double *v[] = {x};
@@ -461,8 +445,8 @@ static void test_reduce_mean(void **state)
 static void test_reshape(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("reshape");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("reshape");
+    ref_params p = ref_t_params(op);
     double x[] = {1, -2, 3, -0.0, 5, 6}, y[6], mag[6];
     ref_shape s = SH(2, 3), out;
     const double *v[] = {x};
@@ -501,8 +485,8 @@ static void test_reshape(void **state)
 static void test_permute(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("permute");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("permute");
+    ref_params p = ref_t_params(op);
     double x[24], y[24], mag[24];
     for (int i = 0; i < 24; i++)
         x[i] = i - 11.5;
@@ -546,8 +530,8 @@ static void test_permute(void **state)
 static void test_broadcast(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("broadcast");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("broadcast");
+    ref_params p = ref_t_params(op);
     double x[] = {1, 2, 3}, y[24], mag[24];
     ref_shape s = SH(3, 1), out;
     const double *v[] = {x};
@@ -604,10 +588,10 @@ static void test_broadcast(void **state)
 static void test_concat(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("concat");
+    const ref_op *op = ref_t_op("concat");
     assert_int_equal(op->min_inputs, 2);
     assert_int_equal(op->max_inputs, REF_MAX_INPUTS);
-    ref_params p = params_of(op);
+    ref_params p = ref_t_params(op);
     double a[] = {1, 2}, b[1] = {0}, c[] = {3, 4, 5, 6}, y[6], mag[6];
     ref_shape s[] = {SH(2, 1), SH(2, 0), SH(2, 2)}, out;
     const double *v[] = {a, b, c};
@@ -645,8 +629,8 @@ static void test_concat(void **state)
 static void test_slice(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("slice");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("slice");
+    ref_params p = ref_t_params(op);
     double x[] = {0, 1, 2, 3, 4, 10, 11, 12, 13, 14}, y[10], mag[10];
     ref_shape s = SH(2, 5), out;
     const double *v[] = {x};
@@ -687,9 +671,9 @@ static void test_slice(void **state)
 static void test_gather_repeats(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("gather");
+    const ref_op *op = ref_t_op("gather");
     assert_int_equal(op->input_kind[1], REF_IN_INDEX);
-    ref_params p = params_of(op);
+    ref_params p = ref_t_params(op);
     double x[] = {1, 2, 3, 4, 5, 6}, idx[] = {2, 0, 2}, y[6], mag[6];
     ref_shape s[] = {SH(3, 2), SH(3)}, out;
     const double *v[] = {x, idx};
@@ -726,8 +710,8 @@ static void test_gather_repeats(void **state)
 static void test_gather_select_and_domain(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("gather");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("gather");
+    ref_params p = ref_t_params(op);
     double x[] = {1, 2, 3, 4, 5, 6}, two[] = {2}, y[3];
     ref_shape s[] = {SH(2, 3), SCALAR}, out;
     const double *v[] = {x, two};
@@ -767,8 +751,8 @@ static void test_gather_select_and_domain(void **state)
 static void test_gather_errors(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("gather");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("gather");
+    ref_params p = ref_t_params(op);
     ref_shape r2[] = {SH(2, 3), SH(2, 2)};
     expect_einval(op, &p, 2, r2, "the index must be a vector");
     ref_shape ax[] = {SH(2, 3), SH(2)};
@@ -791,9 +775,9 @@ static void test_gather_errors(void **state)
 static void test_scatter_left_fold(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("scatterAdd");
+    const ref_op *op = ref_t_op("scatterAdd");
     assert_string_equal(op->report_name, "scatter_add");
-    ref_params p = params_of(op);
+    ref_params p = ref_t_params(op);
     /* out[1] = (1e16 + 1) + 1 = 1e16 in a left fold from the base; (1 + 1) + 1e16 would be
      * 1e16 + 2. An untouched -0 base stays -0. */
     double base[] = {-0.0, 1e16, 3}, idx[] = {1, 1, 2}, src[] = {1, 1, -0.5}, y[3], mag[3];
@@ -837,8 +821,8 @@ static void test_scatter_left_fold(void **state)
 static void test_scatter_errors(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("scatterAdd");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("scatterAdd");
+    ref_params p = ref_t_params(op);
     ref_shape ok[] = {SH(3, 2), SH(4), SH(4, 2)};
     expect_einval(op, &p, 2, ok, "scatterAdd takes 3 inputs");
     ref_shape r[] = {SH(3, 2), SCALAR, SH(3, 2)};
@@ -858,8 +842,8 @@ static void test_scatter_errors(void **state)
 static void test_mse(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("mseLoss");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("mseLoss");
+    ref_params p = ref_t_params(op);
     double yh[] = {1, 2, 3}, t[] = {1, 0, 0}, y[1], mag[1];
     ref_shape s[] = {SH(3), SH(3)}, out;
     const double *v[] = {yh, t};
@@ -909,10 +893,10 @@ static double log_sum_exp(const double *z, int n, int stride)
 static void test_ce_values(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("crossEntropy");
+    const ref_op *op = ref_t_op("crossEntropy");
     assert_string_equal(op->report_name, "cross_entropy");
     assert_int_equal(op->input_kind[1], REF_IN_CONST);
-    ref_params p = params_of(op);
+    ref_params p = ref_t_params(op);
     assert_int_equal(p.axis, -1);
     /* [2, 3] logits, class axis last, one-hot targets: mean over S = 2 rows of -log p */
     double z[] = {1, 2, 3, -1, 0.5, 0}, t[] = {0, 0, 1, 1, 0, 0}, y[1], mag[1];
@@ -950,8 +934,8 @@ static void test_ce_values(void **state)
 static void test_ce_unnormalized_and_empty(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("crossEntropy");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("crossEntropy");
+    ref_params p = ref_t_params(op);
     double z[] = {0.25, -2, 1}, y[1], g[] = {1}, dz[3];
     ref_shape s[] = {SH(3), SH(3)}, out;
     double *grads[] = {dz, NULL};
@@ -993,8 +977,8 @@ static void test_ce_unnormalized_and_empty(void **state)
 static void test_ce_errors(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("crossEntropy");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("crossEntropy");
+    ref_params p = ref_t_params(op);
     ref_shape sc[] = {SCALAR, SCALAR};
     expect_einval(op, &p, 2, sc, "class axis -1 is out of range for rank 0");
     ref_shape m[] = {SH(2, 3), SH(3, 2)};
@@ -1010,9 +994,9 @@ static void test_ce_errors(void **state)
 static void test_distill_values(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("distill");
+    const ref_op *op = ref_t_op("distill");
     assert_int_equal(op->input_kind[1], REF_IN_CONST);
-    ref_params p = params_of(op);
+    ref_params p = ref_t_params(op);
     assert_true(p.temperature == 1.0 && p.axis == -1);
     double s[] = {0.5, -1, 2, 1, 1, 0}, t[] = {1, 0, -1, 0.25, 3, -2}, y[1], mag[1];
     ref_shape sh[] = {SH(2, 3), SH(2, 3)}, out;
@@ -1070,8 +1054,8 @@ static void test_distill_values(void **state)
 static void test_distill_errors(void **state)
 {
     (void)state;
-    const ref_op *op = op_named("distill");
-    ref_params p = params_of(op);
+    const ref_op *op = ref_t_op("distill");
+    ref_params p = ref_t_params(op);
     ref_shape ok[] = {SH(2, 3), SH(2, 3)};
     const double bad_t[] = {0.0, -1.0, NAN, INFINITY};
     for (int i = 0; i < 4; i++) {
@@ -1093,7 +1077,7 @@ static const char *const my_ops[] = {"hardMaskedSoftmax", "topKMask", "reduceMea
 
 static void sweep_case(const ref_op *op, const ref_sample_req *req, uint64_t seed, int *drawn)
 {
-    ref_params p = params_of(op);
+    ref_params p = ref_t_params(op);
     ref_rng r = {seed};
     int n = 0;
     ref_shape s[REF_MAX_INPUTS];
@@ -1145,7 +1129,7 @@ static void test_sampler_sweep(void **state)
 {
     (void)state;
     for (size_t k = 0; k < sizeof my_ops / sizeof my_ops[0]; k++) {
-        const ref_op *op = op_named(my_ops[k]);
+        const ref_op *op = ref_t_op(my_ops[k]);
         int drawn = 0;
         for (int rank = -1; rank <= 5; rank++)
             for (int zero = 0; zero <= 1; zero++)
@@ -1169,11 +1153,11 @@ static void test_registry(void **state)
                               {"crossEntropy", "cross_entropy"},
                               {"distill", "distill"}};
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        const ref_op *a = op_named(pairs[i][0]), *b = op_named(pairs[i][1]);
+        const ref_op *a = ref_t_op(pairs[i][0]), *b = ref_t_op(pairs[i][1]);
         assert_ptr_equal(a, b);
     }
     for (size_t k = 0; k < sizeof my_ops / sizeof my_ops[0]; k++) {
-        const ref_op *op = op_named(my_ops[k]);
+        const ref_op *op = ref_t_op(my_ops[k]);
         assert_non_null(op->vjp);
         assert_true(op->c_fwd > 0 && op->c_vjp > 0);
     }

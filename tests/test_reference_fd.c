@@ -17,6 +17,7 @@
 
 #include "harness/values.h"
 #include "reference/ref.h"
+#include "ref_test_util.h"
 
 #define FD_H 1e-6
 #define FD_RTOL 2e-6
@@ -52,8 +53,7 @@ static int make_case(const ref_op *op, const ref_sample_req *req, uint64_t seed,
 {
     memset(c, 0, sizeof *c);
     c->op = op;
-    if (op->set_defaults)
-        op->set_defaults(&c->p);
+    c->p = ref_t_params(op);
     ref_rng r = {seed};
     if (op->sample(&r, req, &c->p, &c->n, c->shape) != REF_OK)
         return 0;

@@ -43,9 +43,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
-    return system(cmd) == 0 ? 0 : -1;
+    return cc_t_remove_dir(tmp);
 }
 
 static void test_sha256_vectors(void **state)

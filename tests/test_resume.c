@@ -3,22 +3,12 @@
  * with every case recorded exactly once; a resume of another case list, of a tampered
  * journal, or of a folder without a run is refused with one sentence. Runs the real capcheck
  * binary (CAPCHECK_BIN) with --provider reference. */
-#define _POSIX_C_SOURCE 200809L
-#include <errno.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+#include "cli_util.h"
 
-#include <cmocka.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
 
 static char tmpdir[256];
 static char cases_path[512], run_dir[512];
@@ -31,42 +21,10 @@ static void write_cases(FILE *f)
                 k % 3 ? "contig" : "transpose", k + 1);
 }
 
-static int capcheck(const char *args, char *out, size_t n)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", CAPCHECK_BIN, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t got = fread(out, 1, n - 1, p);
-    out[got] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap + 1);
-    size_t got;
-    while ((got = fread(b + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap)
-            b = realloc(b, (cap *= 2) + 1);
-    }
-    fclose(f);
-    b[n] = 0;
-    if (len)
-        *len = n;
-    return b;
-}
-
 /* The file without the lines that start with `drop` (the report's timing). */
 static char *without_lines(const char *path, const char *drop)
 {
-    char *text = slurp(path, NULL);
+    char *text = cc_t_slurp(path, NULL);
     if (!text)
         fail_msg("cannot read %s", path);
     char *out = malloc(strlen(text) + 1), *o = out;
@@ -87,7 +45,7 @@ static char *without_lines(const char *path, const char *drop)
 static long count_lines(const char *path)
 {
     size_t n;
-    char *t = slurp(path, &n);
+    char *t = cc_t_slurp(path, &n);
     if (!t)
         return 0;
     long lines = 0;
@@ -192,7 +150,7 @@ static void test_killed_run_resumes_to_the_same_report(void **state)
 
     snprintf(args, sizeof args, "run --resume %s %s --provider reference -j 1", run_dir,
              cases_path);
-    if (capcheck(args, out, sizeof out) != 0)
+    if (cc_t_run(NULL, args, out, sizeof out) != 0)
         fail_msg("resume failed: %s", out);
     assert_non_null(strstr(out, "already recorded"));
     assert_non_null(strstr(out, "torn"));
@@ -200,14 +158,14 @@ static void test_killed_run_resumes_to_the_same_report(void **state)
     char json[600], md[600];
     in_dir(run_dir, "report.json", json, sizeof json);
     in_dir(run_dir, "report.md", md, sizeof md);
-    char *full_json = slurp(json, NULL);
+    char *full_json = cc_t_slurp(json, NULL);
     assert_non_null(strstr(full_json, "\"resumed\": true"));
     free(full_json);
     char *resumed_json = without_lines(json, "  \"timing\":");
     char *resumed_md = without_lines(md, "- timing:");
 
     /* a resume of a finished run only rewrites the same report */
-    assert_int_equal(capcheck(args, out, sizeof out), 0);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
     char *again = without_lines(json, "  \"timing\":");
     assert_string_equal(again, resumed_json);
     free(again);
@@ -215,7 +173,7 @@ static void test_killed_run_resumes_to_the_same_report(void **state)
     /* the same command uninterrupted, into the same folder */
     snprintf(args, sizeof args, "run %s --provider reference --out %s -j 2", cases_path,
              run_dir);
-    assert_int_equal(capcheck(args, out, sizeof out), 0);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
     assert_non_null(strstr(out, "300 cases on reference"));
     char *fresh_json = without_lines(json, "  \"timing\":");
     char *fresh_md = without_lines(md, "- timing:");
@@ -251,7 +209,7 @@ static void expect_refused(const char *name, const char *sed, const char *extra_
         fclose(f);
     }
     snprintf(args, sizeof args, "run --resume %s %s --provider reference", dir, cases);
-    assert_int_equal(capcheck(args, out, sizeof out), 2);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
     if (!strstr(out, fragment))
         fail_msg("expected '%s' in: %s", fragment, out);
 }
@@ -269,7 +227,7 @@ static void test_resume_refuses_another_run(void **state)
     char out[4096], args[1024];
     snprintf(args, sizeof args, "run --resume %s/nothing %s --provider reference", tmpdir,
              cases_path);
-    assert_int_equal(capcheck(args, out, sizeof out), 2);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
     assert_non_null(strstr(out, "nothing to resume"));
 }
 
@@ -292,7 +250,7 @@ static void test_crashes_resume_to_the_same_report(void **state)
     setenv("CAPCHECK_MUTANT", "crash_on_empty", 1);
     snprintf(args, sizeof args, "run %s/tests/mutants.cases --provider-lib %s --out %s -j 2",
              CAPCHECK_SOURCE_DIR, lib, dir);
-    assert_int_equal(capcheck(args, out, sizeof out), 1);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
     if (!strstr(out, "killed by SIGSEGV"))
         fail_msg("expected crashes in: %s", out);
     char *whole = without_lines(json, "  \"timing\":");
@@ -307,7 +265,7 @@ static void test_crashes_resume_to_the_same_report(void **state)
     assert_int_equal(system(cmd), 0);
     snprintf(args, sizeof args, "run --resume %s %s/tests/mutants.cases --provider-lib %s -j 1",
              dir, CAPCHECK_SOURCE_DIR, lib);
-    assert_int_equal(capcheck(args, out, sizeof out), 1);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
     assert_non_null(strstr(out, "20 of"));
     char *resumed = without_lines(json, "  \"timing\":");
     assert_string_equal(resumed, whole);
@@ -338,9 +296,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return cc_t_remove_dir(tmpdir);
 }
 
 int main(void)

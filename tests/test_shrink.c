@@ -18,6 +18,7 @@
 #include "harness/case.h"
 #include "harness/plugin.h"
 #include "harness/shrink.h"
+#include "test_util.h"
 
 #define MUTANTS_LIB CAPCHECK_PLUGIN_DIR "/mutants.so"
 #define VENV_PYTHON CAPCHECK_SOURCE_DIR "/.venv/bin/python"
@@ -41,23 +42,13 @@ static int teardown(void **state)
     return 0;
 }
 
-static cc_case parse(const char *line)
-{
-    cc_case c;
-    cc_parse_error err;
-    cc_case_defaults def = {CC_CPU, 0};
-    if (cc_case_parse(line, &def, &c, &err))
-        fail_msg("%s: %s", line, err.msg);
-    return c;
-}
-
 static cc_shrink_result shrink(void **state, const char *mutant, const char *line)
 {
     setenv("CAPCHECK_MUTANT", mutant, 1);
     const cc_provider *p = cc_plugin_provider(*state);
     char msg[512] = "";
     assert_int_equal(p->init(p->ctx, CC_CPU, msg, sizeof msg), CC_OK);
-    cc_case c = parse(line);
+    cc_case c = cc_t_parse_case(line);
     cc_shrink_result r;
     cc_shrink_opts o = {0};
     if (cc_shrink(p, &c, &o, &r, msg, sizeof msg))
@@ -155,7 +146,7 @@ static void test_passing_case_is_refused(void **state)
 {
     unsetenv("CAPCHECK_MUTANT");
     const cc_provider *p = cc_plugin_provider(*state);
-    cc_case c = parse("matmul dtype=f32 in=[4,5],[5,3] seed=1");
+    cc_case c = cc_t_parse_case("matmul dtype=f32 in=[4,5],[5,3] seed=1");
     cc_shrink_result r;
     char msg[512] = "";
     assert_int_equal(cc_shrink(p, &c, NULL, &r, msg, sizeof msg), -1);
@@ -175,7 +166,7 @@ static void test_script_layouts(void **state)
     char dir[64];
     make_dir(dir, sizeof dir);
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
-        cc_case c = parse(lines[i]);
+        cc_case c = cc_t_parse_case(lines[i]);
         char one[96];
         snprintf(one, sizeof one, "%s/repro%zu.py", dir, i);
         write_script(&c, NULL, one);

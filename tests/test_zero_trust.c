@@ -16,20 +16,9 @@
 #include "harness/dtype.h"
 #include "harness/runner.h"
 #include "harness/zero_trust.h"
+#include "test_util.h"
 
 /* ---- the check on its own ----------------------------------------------------------------- */
-
-static cc_view view_of(cc_dtype t, double *v, int64_t n)
-{
-    cc_view w;
-    memset(&w, 0, sizeof w);
-    w.dtype = t;
-    w.rank = 1;
-    w.shape[0] = n;
-    w.strides[0] = 1;
-    w.data = v;
-    return w;
-}
 
 static void test_verdicts(void **state)
 {
@@ -37,7 +26,7 @@ static void test_verdicts(void **state)
     char msg[384];
     double ref[4] = {1e-30, -2e-30, 3e-30, 4e-30};
     double zeros[4] = {0, -0.0, 0, 0};
-    cc_view got = view_of(CC_F64, zeros, 4);
+    cc_view got = cc_t_vector_view(CC_F64, zeros, 4);
     assert_int_equal(cc_zero_trust("y", ref, NULL, 0, &got, NULL, 0, msg, sizeof msg),
                      CC_ZT_ALL_ZERO);
     assert_non_null(strstr(msg, "zero-trust: y is all zeros"));
@@ -51,7 +40,7 @@ static void test_verdicts(void **state)
                      CC_ZT_OK);
     /* ... while 1e-30 is a normal f32: all zeros is an alarm there too */
     float zf[4] = {0, 0, 0, 0};
-    cc_view gotf = view_of(CC_F32, NULL, 4);
+    cc_view gotf = cc_t_vector_view(CC_F32, NULL, 4);
     gotf.data = zf;
     assert_int_equal(cc_zero_trust("y", ref, NULL, 0, &gotf, NULL, 0, msg, sizeof msg),
                      CC_ZT_ALL_ZERO);
@@ -68,11 +57,11 @@ static void test_verdicts(void **state)
                      CC_ZT_ALL_ZERO);
 
     /* a single element is never judged */
-    cc_view one = view_of(CC_F64, zeros, 1);
+    cc_view one = cc_t_vector_view(CC_F64, zeros, 1);
     assert_int_equal(cc_zero_trust("y", ref, NULL, 0, &one, NULL, 0, msg, sizeof msg), CC_ZT_OK);
 
     double fill[4] = {0.5, 0.5, 0.5, 0.5}, ref_var[4] = {0.5, 0.25, 0.5, 0.5};
-    cc_view g2 = view_of(CC_F64, fill, 4);
+    cc_view g2 = cc_t_vector_view(CC_F64, fill, 4);
     assert_int_equal(cc_zero_trust("grad:x", ref_var, NULL, 0, &g2, NULL, 0, msg, sizeof msg),
                      CC_ZT_ALL_EQUAL);
     assert_non_null(strstr(msg, "grad:x is the constant 0.5"));
@@ -89,7 +78,7 @@ static void test_verdicts(void **state)
 
     double x[4] = {1, 2, 3, NAN}, copy[4] = {1, 2, 3, NAN}, y[4] = {1.01, 2.02, 3.03, NAN};
     cc_zt_source src[2] = {{"a", y, 4}, {"x", x, 4}};
-    cc_view c = view_of(CC_F64, copy, 4);
+    cc_view c = cc_t_vector_view(CC_F64, copy, 4);
     assert_int_equal(cc_zero_trust("y", y, NULL, 0, &c, src + 1, 1, msg, sizeof msg), CC_ZT_COPY);
     assert_non_null(strstr(msg, "exact copy of x"));
     /* the reference equal to the source (relu of positives, add of zeros) is no alarm */
@@ -171,23 +160,13 @@ static cc_provider planted(plant_ctx *pc)
     return p;
 }
 
-static void run_line(const cc_provider *p, const char *line, cc_result *r)
-{
-    cc_case_defaults def = {CC_CPU, 0};
-    cc_case c;
-    cc_parse_error err;
-    if (cc_case_parse(line, &def, &c, &err))
-        fail_msg("%s: %s", line, err.msg);
-    cc_run_case(p, &c, r);
-}
-
 /* The planted output passes its bound (ratio <= 1), and zero-trust fails it anyway. */
 static void expect_caught(plant kind, const char *line, const char *what)
 {
     plant_ctx pc = {kind};
     cc_provider p = planted(&pc);
     cc_result r;
-    run_line(&p, line, &r);
+    cc_t_run_line(&p, line, &r);
     if (r.status != CC_RES_FAIL || !strstr(r.message, "zero-trust") || !strstr(r.message, what))
         fail_msg("%s: expected a zero-trust failure naming '%s', got %s: %s", line, what,
                  cc_result_status_name(r.status), r.message);
@@ -222,8 +201,9 @@ static void test_exact_zero_gradient_is_no_alarm(void **state)
     plant_ctx pc = {PLANT_ZERO_GRAD0};
     cc_provider p = planted(&pc);
     cc_result r;
-    run_line(&p, "softmaxMatmul dtype=f64 in=[2,4],[4,3] layout=bcast seed=6451792391253033529",
-             &r);
+    cc_t_run_line(&p,
+                  "softmaxMatmul dtype=f64 in=[2,4],[4,3] layout=bcast seed=6451792391253033529",
+                  &r);
     if (r.status != CC_RES_PASS)
         fail_msg("%s: %s", cc_result_status_name(r.status), r.message);
 }
@@ -253,8 +233,8 @@ static void test_no_false_alarm_on_the_reference(void **state)
     cc_case_defaults def = {CC_CPU, 0};
     cc_parse_error err;
     cc_case_list smoke = {0};
-    if (cc_cases_parse_file(CAPCHECK_SOURCE_DIR "/cases/smoke.cases", &def, &smoke, &err))
-        fail_msg("%s:%d: %s", err.file, err.line, err.msg);
+    if (cc_t_load_cases(CAPCHECK_SOURCE_DIR "/cases/smoke.cases", &smoke))
+        fail_msg("cannot parse cases/smoke.cases");
     expect_all_pass(&smoke, "smoke");
     cc_case_list_free(&smoke);
 
