@@ -1,5 +1,7 @@
 #include "harness/results_read.h"
 
+#include <math.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -99,6 +101,10 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         get_num(o, "worst_ratio", &r->worst_ratio, msg, len) ||
         get_num(o, "seconds", &r->seconds, msg, len))
         return -1;
+    if (!(r->seconds >= 0 && isfinite(r->seconds))) { /* a duration; written as a plain number */
+        snprintf(msg, len, "\"seconds\" is not a finite duration");
+        return -1;
+    }
     if (cc_json_get(o, "elements") && cc_json_i64(o, "elements", &r->elements)) {
         snprintf(msg, len, "\"elements\" is not an integer");
         return -1;
