@@ -321,25 +321,33 @@ static int cmd_run(const options *o, int argc, char **argv)
     return rc;
 }
 
-static int cmd_repro(const options *o)
+/* The one case line that repro and shrink take; 0, or -1 after one sentence on stderr. */
+static int parse_case_argument(const options *o, const char *usage, cc_case *c)
 {
     cc_device device;
     if (cc_device_parse(o->device, &device)) {
         fprintf(stderr, "capcheck: unknown device '%s' (cpu, cuda)\n", o->device);
-        return 2;
+        return -1;
     }
     if (o->n_files != 1) {
-        fprintf(stderr, "capcheck repro: give exactly one case line in quotes\n");
-        return 2;
+        fprintf(stderr, "%s\n", usage);
+        return -1;
     }
     cc_case_defaults def = {device, o->seed};
-    cc_case c;
     cc_parse_error err;
     memset(&err, 0, sizeof err);
-    if (cc_case_parse(o->files[0], &def, &c, &err)) {
+    if (cc_case_parse(o->files[0], &def, c, &err)) {
         fprintf(stderr, "case line:1:%d: %s\n", err.column, err.msg);
-        return 2;
+        return -1;
     }
+    return 0;
+}
+
+static int cmd_repro(const options *o)
+{
+    cc_case c;
+    if (parse_case_argument(o, "capcheck repro: give exactly one case line in quotes", &c))
+        return 2;
     const cc_provider *p = select_provider(o);
     if (!p)
         return 2;
@@ -367,23 +375,10 @@ static int cmd_repro(const options *o)
 
 static int cmd_shrink(const options *o)
 {
-    cc_device device;
-    if (cc_device_parse(o->device, &device)) {
-        fprintf(stderr, "capcheck: unknown device '%s' (cpu, cuda)\n", o->device);
-        return 2;
-    }
-    if (o->n_files != 1) {
-        fprintf(stderr, "capcheck shrink: give exactly one failing case line in quotes\n");
-        return 2;
-    }
-    cc_case_defaults def = {device, o->seed};
     cc_case c;
-    cc_parse_error err;
-    memset(&err, 0, sizeof err);
-    if (cc_case_parse(o->files[0], &def, &c, &err)) {
-        fprintf(stderr, "case line:1:%d: %s\n", err.column, err.msg);
+    if (parse_case_argument(o, "capcheck shrink: give exactly one failing case line in quotes",
+                            &c))
         return 2;
-    }
     const cc_provider *p = open_provider(o, c.device);
     if (!p)
         return 2;
