@@ -757,8 +757,8 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
     }
     for (int64_t k = 0; k < g->nK; k++) {
         w->A[k] /= sum;
-        spread += w->A[k] * (fabs(w->S[k] - mx) + 2.0);
-        sig_bar += w->A[k] * w->sig[k];
+        spread += ref_mag_prod(w->A[k], fabs(w->S[k] - mx) + 2.0);
+        sig_bar += ref_mag_prod(w->A[k], w->sig[k]);
     }
     for (int64_t k = 0; k < g->nK; k++)
         w->Fp[k] = w->A[k] != 0.0 ? 3.0 + fabs(w->S[k] - mx) + (double)(g->nK - 1) + spread +
@@ -798,7 +798,7 @@ static ref_status attn_fwd(const ref_params *p, int n, const ref_tensor *in, ref
                 double s = 0.0, s_mag = 0.0;
                 for (int64_t k = 0; k < g.nK; k++) {
                     s += w.A[k] * V[k * g.dv + j];
-                    s_mag += w.A[k] * fabs(V[k * g.dv + j]) * ((double)g.nK + w.Fp[k]);
+                    s_mag += ref_mag_prod(w.A[k], fabs(V[k * g.dv + j]) * ((double)g.nK + w.Fp[k]));
                 }
                 out->v[(b * g.nQ + i) * g.dv + j] = s;
                 if (mag)
@@ -842,11 +842,11 @@ static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, con
                     Gabs[k] += fabs(G[j] * V[k * g.dv + j]);
                 }
                 r += w.A[k] * dA[k];
-                R += w.A[k] * ((double)(g.nK + g.dv) + w.Fp[k]) * Gabs[k];
+                R += ref_mag_prod(w.A[k], ((double)(g.nK + g.dv) + w.Fp[k]) * Gabs[k]);
             }
             for (int64_t k = 0; k < g.nK; k++) {
                 double dsp = w.A[k] * (dA[k] - r);
-                double mdsp = w.A[k] * (w.Fp[k] * fabs(dA[k] - r) + (double)g.dv * Gabs[k] + R +
+                double mdsp = ref_mag_prod(w.A[k], w.Fp[k] * fabs(dA[k] - r) + (double)g.dv * Gabs[k] + R +
                                         fabs(dA[k]) + fabs(r)) +
                               fabs(dsp);
                 dS[k] = g.scale * dsp;
@@ -872,7 +872,7 @@ static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, con
                         int64_t vi = (b * g.nK + k) * g.dv + j;
                         grad[2].v[vi] += w.A[k] * G[j];
                         if (m[2])
-                            m[2][vi] += w.A[k] * fabs(G[j]) * ((double)g.nQ + w.Fp[k]);
+                            m[2][vi] += ref_mag_prod(w.A[k], fabs(G[j]) * ((double)g.nQ + w.Fp[k]));
                     }
             }
         }

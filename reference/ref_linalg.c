@@ -302,7 +302,7 @@ static void sm_row(const double *s, int64_t m, double *P, double *F)
     }
     for (int64_t k = 0; k < m; k++) {
         P[k] /= sum;
-        spread += P[k] * (fabs(s[k] - mx) + 2.0);
+        spread += ref_mag_prod(P[k], fabs(s[k] - mx) + 2.0);
     }
     for (int64_t k = 0; k < m; k++)
         F[k] = 3.0 + fabs(s[k] - mx) + (double)(m - 1) + spread;
@@ -365,7 +365,7 @@ static ref_status softmax_matmul_fwd(const ref_params *p, int n, const ref_tenso
                 double s = 0.0, s_mag = 0.0;
                 for (int64_t k = 0; k < g.m; k++) {
                     s += P[k] * V[k * g.d + j];
-                    s_mag += P[k] * fabs(V[k * g.d + j]) * ((double)g.m + F[k]);
+                    s_mag += ref_mag_prod(P[k], fabs(V[k * g.d + j]) * ((double)g.m + F[k]));
                 }
                 out->v[(b * g.n + i) * g.d + j] = s;
                 if (mag)
@@ -416,13 +416,13 @@ static ref_status softmax_matmul_vjp(const ref_params *p, int n, const ref_tenso
             }
             double R = 0.0;
             for (int64_t k = 0; k < g.m; k++)
-                R += P[k] * ((double)(g.m + g.d) + F[k]) * Gabs[k];
+                R += ref_mag_prod(P[k], ((double)(g.m + g.d) + F[k]) * Gabs[k]);
             for (int64_t k = 0; k < g.m; k++) {
                 double ds = P[k] * (dP[k] - r);
                 if (grad[0].v)
                     grad[0].v[srow + k] = ds;
                 if (grad[0].v && mS)
-                    mS[srow + k] = P[k] * (F[k] * fabs(dP[k] - r) + (double)g.d * Gabs[k] + R +
+                    mS[srow + k] = ref_mag_prod(P[k], F[k] * fabs(dP[k] - r) + (double)g.d * Gabs[k] + R +
                                            fabs(dP[k]) + fabs(r)) +
                                    fabs(ds);
                 if (grad[1].v)
@@ -430,7 +430,7 @@ static ref_status softmax_matmul_vjp(const ref_params *p, int n, const ref_tenso
                         int64_t o = b * g.m * g.d + k * g.d + j;
                         grad[1].v[o] += P[k] * G[j];
                         if (mV)
-                            mV[o] += P[k] * fabs(G[j]) * ((double)g.n + F[k]);
+                            mV[o] += ref_mag_prod(P[k], fabs(G[j]) * ((double)g.n + F[k]));
                     }
             }
         }

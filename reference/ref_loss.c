@@ -46,8 +46,8 @@ static void lsm_slice(const double *z, int64_t len, int64_t stride, double T, in
         double zt = z[j * stride] / T;
         ls[j] = (zt - m) - lsum; /* computed directly, never log(softmax) */
         p[j] = exp(zt - m) / sum;
-        spread += p[j] * (fabs(zt - m) + 2.0);
-        zspread += p[j] * fabs(zt);
+        spread += ref_mag_prod(p[j], fabs(zt - m) + 2.0);
+        zspread += ref_mag_prod(p[j], fabs(zt));
     }
     double rel_s = (double)(len - 1) + spread;
     for (int64_t j = 0; j < len; j++) {
@@ -268,7 +268,7 @@ static ref_status ce_vjp(const ref_params *p, int n, const ref_tensor *in, const
                 grad[0].v[k] = inner / S * gs;
                 if (mag)
                     mag[k] = fabs(gs) / S *
-                                 (pr[c] * (E[c] + 4.0) * fabs(T) +
+                                 (ref_mag_prod(pr[c], E[c] + 4.0) * fabs(T) +
                                   pr[c] * (double)(a.len + 1) * T_abs + fabs(inner) +
                                   2.0 * fabs(tc)) +
                              2.0 * fabs(grad[0].v[k]);
@@ -326,7 +326,7 @@ static ref_status distill_fwd(const ref_params *p, int n, const ref_tensor *in, 
                     double Ea = wt[2 * a.len + c], Eb = ws[2 * a.len + c];
                     acc += term;
                     abs_terms += fabs(term);
-                    prop += fabs(diff) * q * (Ea + 1.0) + q * (Ea + Eb);
+                    prop += ref_mag_prod(q, fabs(diff) * (Ea + 1.0)) + ref_mag_prod(q, Ea + Eb);
                 }
             }
         free(ws), free(wt);
@@ -373,15 +373,15 @@ static ref_status distill_vjp(const ref_params *p, int n, const ref_tensor *in,
             double qsum = 0.0, qprop = 0.0;
             for (int64_t c = 0; c < a.len; c++) {
                 qsum += q[c];
-                qprop += q[c] * (Ea[c] + 1.0);
+                qprop += ref_mag_prod(q[c], Ea[c] + 1.0);
             }
             for (int64_t c = 0; c < a.len; c++) {
                 int64_t k = base + c * a.inner;
                 grad[0].v[k] = T * (ps[c] - q[c]) * gs / S;
                 if (mag)
                     mag[k] = T * fabs(gs) / S *
-                                 (q[c] * (Ea[c] + 4.0) +
-                                  ps[c] * (Eb[c] + 4.0 + (double)a.len * qsum + qprop) +
+                                 (ref_mag_prod(q[c], Ea[c] + 4.0) +
+                                  ref_mag_prod(ps[c], Eb[c] + 4.0 + (double)a.len * qsum + qprop) +
                                   2.0 * fabs(ps[c] - q[c])) +
                              2.0 * fabs(grad[0].v[k]);
             }

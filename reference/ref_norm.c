@@ -49,7 +49,8 @@ static ref_status layer_norm_shape(const ref_params *p, int n, const ref_shape *
 }
 
 /* Row statistics in float64: mu = sum/N; c = x - mu; var = mean((c - mean c)^2) clamped >= 0
- * (TorchLean re-centres the centred data); sigma = sqrt(var + eps). */
+ * (TorchLean re-centres the centred data); sigma = sqrt(var + eps). The clamp is TorchLean's
+ * max(var, 0) on Lean's Float (maxOfLe: var <= 0 ? 0 : var), so a NaN variance stays NaN. */
 typedef struct {
     double mu, sigma, mean_abs_x, mean_abs_c, var;
 } ln_stats;
@@ -77,7 +78,7 @@ static ln_stats ln_row_stats(const double *x, int64_t N, double eps)
         var += d * d;
     }
     var /= (double)N;
-    s.var = var > 0 ? var : 0.0;
+    s.var = var <= 0 ? 0.0 : var;
     s.sigma = sqrt(s.var + eps);
     return s;
 }
@@ -303,7 +304,7 @@ static void batch_norm_domain(const ref_params *p, int n, const ref_shape *in, i
 static double bn_eval_sigma(const ref_tensor *in, int64_t c, double eps)
 {
     double v = in[4].v[c];
-    return sqrt((v > 0 ? v : 0.0) + eps);
+    return sqrt((v <= 0 ? 0.0 : v) + eps); /* max(v, 0) as maxOfLe: NaN stays NaN */
 }
 
 /* Forward. Training: m_i as layerNorm (|gamma| d_xhat + |xhat gamma| + |y|, ln_xhat_err with

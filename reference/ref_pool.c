@@ -284,7 +284,7 @@ static smooth_win smooth_window(const pl_geom *g, const double *x_c, int64_t o, 
     w.L = log(w.sum);
     for (int64_t j = 0; j < nk; j++) {
         double d = window_value(g, x_c, o, j) - w.pivot;
-        w.spread += exp(beta * d) / w.sum * fabs(d);
+        w.spread += ref_mag_prod(exp(beta * d) / w.sum, fabs(d));
     }
     return w;
 }

@@ -76,7 +76,7 @@ static slice_stats slice_softmax(const double *x, const double *mask, int64_t le
     for (int64_t j = 0; j < len; j++) {
         y[j * stride] /= st.sum;
         if (is_allowed(mask, j * stride))
-            st.spread += y[j * stride] * (fabs(x[j * stride] - st.max) + 2.0);
+            st.spread += ref_mag_prod(y[j * stride], fabs(x[j * stride] - st.max) + 2.0);
     }
     return st;
 }
@@ -111,7 +111,7 @@ static ref_status softmax_core(const ref_tensor *x, const double *mask, int axis
                     if (mag)
                         mag[base + j * a.inner] =
                             is_allowed(ms, j * a.inner) && st.allowed > 0
-                                ? y[j * a.inner] * (3.0 + d + rel_s)
+                                ? ref_mag_prod(y[j * a.inner], 3.0 + d + rel_s)
                                 : 0.0;
                 } else {
                     double ls = log(st.sum);
