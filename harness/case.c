@@ -11,14 +11,16 @@
 #include <string.h>
 
 #include "harness/dtype.h"
+#include "harness/edges.h"
 
-static const char *const layout_names[CC_LAYOUT_COUNT] = {"contig", "transpose", "stride2",
-                                                          "bcast"};
+const char *const cc_layout_names[CC_LAYOUT_COUNT] = {"contig", "transpose", "stride2", "bcast"};
+const char *const cc_edge_class_names[CC_EDGE_COUNT] = {"nan",  "inf",  "signed-zero", "subnormal",
+                                                        "huge", "ties", "masked-row"};
 static const char *const check_names[] = {"both", "fwd", "vjp"};
 
 const char *cc_layout_name(cc_layout l)
 {
-    return l < CC_LAYOUT_COUNT ? layout_names[l] : "?";
+    return l < CC_LAYOUT_COUNT ? cc_layout_names[l] : "?";
 }
 
 /* ---- parameter table: key, the op's REF_P_* bit, kind, field ----------------------------- */
@@ -345,7 +347,7 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
     c->dtype = CC_F32;
     c->device = def ? def->device : CC_CPU;
     c->check = c->op->requires_vjp ? CC_CHECK_BOTH : CC_CHECK_FWD;
-    int have_in = 0, in_col = 1, spatial_seen = 0;
+    int have_in = 0, in_col = 1, spatial_seen = 0, edge_col = 1;
     for (int i = 1; i < t->n; i++) {
         const char *k = t->key[i], *v = t->val[i];
         int col = t->val_col[i];
@@ -366,7 +368,7 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
             have_in = 1;
             in_col = col;
         } else if (strcmp(k, "layout") == 0) {
-            int l = parse_named(v, layout_names, CC_LAYOUT_COUNT);
+            int l = parse_named(v, cc_layout_names, CC_LAYOUT_COUNT);
             if (l < 0)
                 return fail(err, col, "unknown layout '%s' (contig, transpose, stride2, bcast)", v);
             c->layout = (cc_layout)l;
@@ -378,6 +380,15 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
         } else if (strcmp(k, "seed") == 0) {
             if (parse_u64(v, &c->seed))
                 return fail(err, col, "'seed' wants an unsigned integer, got '%s'", v);
+        } else if (strcmp(k, "edge") == 0) {
+            int e = parse_named(v, cc_edge_class_names, CC_EDGE_COUNT);
+            if (e < 0 && strcmp(v, "none") != 0)
+                return fail(err, col,
+                            "unknown edge class '%s' (none, nan, inf, signed-zero, subnormal, "
+                            "huge, ties, masked-row)",
+                            v);
+            c->edges = e < 0 ? 0 : 1u << e;
+            edge_col = col;
         } else {
             const param_spec *ps = find_param(k);
             if (!ps)
@@ -401,6 +412,10 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
     if (!shape_size_ok(&out))
         return fail(err, in_col, "%s: the output would have more than 2^48 elements",
                     c->op->name);
+    for (int e = 0; e < CC_EDGE_COUNT; e++)
+        if ((c->edges >> e & 1) && !cc_edge_applies(c, e))
+            return fail(err, edge_col, "edge=%s puts no value into any input of this %s case",
+                        cc_edge_class_names[e], c->op->name);
     /* the canonical line is what results, reports and repro carry: it must fit their buffers */
     char canon[2 * CC_CASE_LINE_MAX];
     cc_case_print(c, canon, sizeof canon);
@@ -512,6 +527,9 @@ void cc_case_print(const cc_case *c, char *buf, size_t n)
             break;
         }
     }
+    for (int e = 0; e < CC_EDGE_COUNT; e++)
+        if (c->edges >> e & 1)
+            put(&s, " edge=%s", cc_edge_class_names[e]);
     put(&s, " layout=%s check=%s seed=%" PRIu64, cc_layout_name(c->layout),
         check_names[c->check], c->seed);
 }
@@ -577,8 +595,14 @@ static int parse_device_name(const char *s, int *out)
 
 static int parse_layout_name(const char *s, int *out)
 {
-    *out = parse_named(s, layout_names, CC_LAYOUT_COUNT);
+    *out = parse_named(s, cc_layout_names, CC_LAYOUT_COUNT);
     return *out < 0 ? -1 : 0;
+}
+
+static int parse_edge_name(const char *s, int *out)
+{
+    *out = strcmp(s, "none") == 0 ? -1 : parse_named(s, cc_edge_class_names, CC_EDGE_COUNT);
+    return *out < 0 && strcmp(s, "none") != 0 ? -1 : 0;
 }
 
 static int parse_name_list(const char *val, name_parser parse, int *vals, int max)
@@ -601,6 +625,9 @@ typedef struct {
     int dtypes[CC_DTYPE_COUNT], n_dtypes;
     int devices[CC_DEVICE_COUNT], n_devices;
     int layouts[CC_LAYOUT_COUNT], n_layouts;
+    int edges[CC_EDGE_COUNT + 1], n_edges; /* edge classes; -1 is none */
+    int edges_listed;                      /* edge= named its classes (not all) */
+    int edge_col;
     int64_t max_elems;
     int rank, zero;
     uint64_t seed;
@@ -617,6 +644,8 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
     g->n_devices = 1;
     g->layouts[0] = CC_LAYOUT_CONTIG;
     g->n_layouts = 1;
+    g->edges[0] = -1;
+    g->n_edges = 1;
     g->max_elems = 256;
     g->rank = -1;
     g->seed = def ? def->base_seed : 0;
@@ -640,6 +669,20 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
             if ((g->n_layouts = parse_name_list(v, parse_layout_name, g->layouts,
                                                 CC_LAYOUT_COUNT)) < 1)
                 return fail(err, col, "bad layout list '%s' (contig,transpose,stride2,bcast)", v);
+        } else if (strcmp(k, "edge") == 0) {
+            g->edge_col = col;
+            g->edges_listed = strcmp(v, "all") != 0;
+            if (!g->edges_listed) {
+                g->n_edges = CC_EDGE_COUNT;
+                for (int e = 0; e < CC_EDGE_COUNT; e++)
+                    g->edges[e] = e;
+            } else if ((g->n_edges = parse_name_list(v, parse_edge_name, g->edges,
+                                                     CC_EDGE_COUNT + 1)) < 1) {
+                return fail(err, col,
+                            "bad edge class list '%s' (none, nan, inf, signed-zero, subnormal, "
+                            "huge, ties, masked-row, or all)",
+                            v);
+            }
         } else if (strcmp(k, "size") == 0) {
             static const char *const sizes[] = {"tiny", "small", "medium", "large"};
             static const int64_t elems[] = {16, 256, 4096, 1 << 20};
@@ -667,16 +710,20 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
     return 0;
 }
 
-/* One generated case of op for (dtype, device, layout) number `combo`, index i. */
+/* One generated case of op for (dtype, device, layout, edge class) number `combo`, index i.
+ * Returns 0, 1 when the drawn case takes no value of the combination's edge class (left out), or
+ * -1 with err. */
 static int generate_one(const ref_op *op, const gen_spec *g, int combo, int64_t i, cc_case *c,
                         cc_parse_error *err)
 {
     memset(c, 0, sizeof *c);
     c->op = op;
-    int nd = g->n_dtypes, nv = g->n_devices;
+    int nd = g->n_dtypes, nv = g->n_devices, nl = g->n_layouts;
     c->dtype = (cc_dtype)g->dtypes[combo % nd];
     c->device = (cc_device)g->devices[(combo / nd) % nv];
-    c->layout = (cc_layout)g->layouts[combo / (nd * nv)];
+    c->layout = (cc_layout)g->layouts[(combo / (nd * nv)) % nl];
+    int edge = g->edges[combo / (nd * nv * nl)];
+    c->edges = edge < 0 ? 0 : 1u << edge;
     c->seed = cc_generated_seed(g->seed, op->name, combo, i);
     c->check = g->check >= 0 ? (cc_check)g->check
                              : (op->requires_vjp ? CC_CHECK_BOTH : CC_CHECK_FWD);
@@ -699,8 +746,12 @@ static int generate_one(const ref_op *op, const gen_spec *g, int combo, int64_t 
         ref_err e = {{0}};
         if (op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
             return fail(err, 1, "%s's sampler drew an invalid case: %s", op->name, e.msg);
+        if (edge >= 0 && !cc_edge_applies(c, edge))
+            continue; /* e.g. a zero-size input: try the next request */
         return 0;
     }
+    if (edge >= 0)
+        return 1;
     return fail(err, 1, "%s's sampler cannot draw a case for rank %d", op->name, g->rank);
 }
 
@@ -714,17 +765,27 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
     const ref_op *one = all ? NULL : ref_op_find(t->val[0]);
     if (!all && !one)
         return fail(err, t->col[0], "unknown op '%s' (capcheck list ops shows them)", t->val[0]);
-    int combos = g.n_dtypes * g.n_devices * g.n_layouts;
+    /* the edge class varies slowest, so a line without edge= numbers its combinations (and
+     * seeds its cases) as before edge classes existed */
+    int per_edge = g.n_dtypes * g.n_devices * g.n_layouts;
     for (int k = 0; k < (all ? ref_op_count() : 1); k++) {
         const ref_op *op = all ? ref_op_at(k) : one;
         if (!op->sample)
             continue;
-        for (int combo = 0; combo < combos; combo++)
+        for (int combo = 0; combo < per_edge * g.n_edges; combo++) {
+            int64_t made = 0;
             for (int64_t i = 0; i < g.count; i++) {
                 cc_case c;
-                if (generate_one(op, &g, combo, i, &c, err) || list_push(out, &c))
+                int rc = generate_one(op, &g, combo, i, &c, err);
+                if (rc < 0 || (rc == 0 && list_push(out, &c)))
                     return -1;
+                made += rc == 0;
             }
+            int edge = g.edges[combo / per_edge];
+            if (made == 0 && g.count > 0 && edge >= 0 && g.edges_listed && !all)
+                return fail(err, g.edge_col, "edge=%s puts no value into any input of %s",
+                            cc_edge_class_names[edge], op->name);
+        }
     }
     return 0;
 }

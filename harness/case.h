@@ -1,14 +1,14 @@
 /* Case lines: one line of text names a whole case and reproduces it exactly.
  *
  *   <op> dtype=<f64|f32|f16|bf16> device=<cpu|cuda> in=[d,...],[d,...] <params...>
- *        layout=<contig|transpose|stride2|bcast> check=<both|fwd|vjp> seed=<u64>
+ *        [edge=<class>] layout=<contig|transpose|stride2|bcast> check=<both|fwd|vjp> seed=<u64>
  *
  * Generator lines add count=N and expand into count cases for every combination of the listed
  * dtypes, devices and layouts (comma lists), with shapes and parameters drawn by the op's
  * sampler and per-case seeds hashed from (base seed, op, combination, index):
  *
  *   <op|*> count=<N> dtype=f32,f64 layout=contig,transpose size=<tiny|small|medium|large>
- *          [rank=R] [zero=1] [seed=S]
+ *          [rank=R] [zero=1] [edge=none,nan,...|all] [seed=S]
  *
  * Blank lines and text after '#' are ignored. The README documents the full grammar. */
 #ifndef CAPCHECK_CASE_H
@@ -30,6 +30,21 @@ typedef enum {
 
 typedef enum { CC_CHECK_BOTH = 0, CC_CHECK_FWD, CC_CHECK_VJP } cc_check;
 
+/* Edge-value classes (DESIGN.md, Materialize): a case may name one, and its inputs then carry
+ * those values at positions fixed by the seed (harness/materialize.c says which and where).
+ * A case's `edges` is a bit mask of classes (1u << CC_EDGE_NAN ...); 0 is an ordinary case. */
+enum {
+    CC_EDGE_NAN,         /* NaN */
+    CC_EDGE_INF,         /* +-Inf */
+    CC_EDGE_SIGNED_ZERO, /* +0 and -0 */
+    CC_EDGE_SUBNORMAL,   /* the dtype's subnormals, both signs */
+    CC_EDGE_HUGE,        /* within a factor 16 of the dtype's largest finite value */
+    CC_EDGE_TIES,        /* every value from a small set holding the op's kinks: ties, kinks */
+    CC_EDGE_MASKED_ROW,  /* mask inputs with fully blocked rows */
+    CC_EDGE_COUNT
+};
+extern const char *const cc_edge_class_names[CC_EDGE_COUNT]; /* "nan", "inf", ... */
+
 typedef struct {
     const ref_op *op;
     cc_dtype dtype;
@@ -37,6 +52,7 @@ typedef struct {
     int n_in;
     ref_shape shape[REF_MAX_INPUTS];
     ref_params params;
+    unsigned edges; /* edge-value classes (CC_EDGE_* bits); at most one per case today */
     cc_layout layout;
     cc_check check;
     uint64_t seed;
@@ -80,6 +96,7 @@ int cc_cases_parse_file(const char *path, const cc_case_defaults *def, cc_case_l
                         cc_parse_error *err);
 
 const char *cc_layout_name(cc_layout l);
+extern const char *const cc_layout_names[CC_LAYOUT_COUNT];
 /* The seed of generated case `index` of `op` in combination `combo` under a base seed. */
 uint64_t cc_generated_seed(uint64_t base, const char *op, int combo, int64_t index);
 

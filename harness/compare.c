@@ -20,7 +20,7 @@ cc_bound_model cc_bound_for_compute(cc_dtype t, double compute_u, double c_op)
     double u = cc_unit_roundoff(t);
     if (compute_u > u)
         u = compute_u;
-    cc_bound_model m = {c_op, u + cc_unit_roundoff(CC_F64), cc_smallest_normal(t)};
+    cc_bound_model m = {c_op, u + cc_unit_roundoff(CC_F64), cc_smallest_normal(t), 0};
     return m;
 }
 
@@ -33,8 +33,12 @@ double cc_element_ratio(double expected, double got, double mag, cc_dtype t,
                         const cc_bound_model *m, double *bound_out)
 {
     double bound = m->c_op * m->u * mag + m->floor;
+    if (isnan(bound)) /* a magnitude that is not a number: hold the element to the floor */
+        bound = m->floor;
     if (bound_out)
         *bound_out = bound;
+    if (m->nonfinite_alike && !isfinite(expected))
+        return isfinite(got) ? INFINITY : 0.0;
     if (isnan(expected) || isnan(got))
         return (isnan(expected) && isnan(got)) ? 0.0 : INFINITY;
     if (isinf(expected) || isinf(got)) {

@@ -12,6 +12,11 @@
 
 typedef struct {
     double c_op, u, floor;
+    /* Cases with NaN or Inf inputs (edge=nan, edge=inf): an expected NaN or +-Inf is matched by
+     * any non-finite value. Algebraically equal evaluations of one formula differ there (Inf - Inf
+     * is NaN in one order, Inf in another), so only finiteness is the contract's; a finite
+     * expected value still needs a finite value within its bound. */
+    int nonfinite_alike;
 } cc_bound_model;
 
 typedef struct {
@@ -34,7 +39,10 @@ cc_bound_model cc_bound_for_compute(cc_dtype t, double compute_u, double c_op);
 /* 1 when a declared compute roundoff is usable: 0 (none) up to CC_MAX_COMPUTE_ROUNDOFF; NaN,
  * negative and coarser values are not (the runner makes such a case an error). */
 int cc_compute_roundoff_valid(double compute_u);
-/* Ratio of one element; +Inf for a NaN/Inf mismatch. */
+/* Ratio of one element; +Inf for a NaN/Inf mismatch. A finite expected value whose magnitude is
+ * NaN is held to the floor alone (it must come back nearly exact rather than pass whatever it
+ * is); one whose magnitude overflowed to +Inf accepts any finite value, which is what the error
+ * model says of it (only edge=huge and edge=inf cases reach this). */
 double cc_element_ratio(double expected, double got, double mag, cc_dtype t,
                         const cc_bound_model *m, double *bound_out);
 void cc_compare(const double *expected, const double *mag, const cc_view *got,

@@ -6,33 +6,24 @@
 
 #include "harness/dtype.h"
 
-static const char *const SHAPE[] = {"scalar", "vector", "matrix", "high-rank", "empty"};
-static const char *const EDGE[] = {"nan", "inf", "signed-zero", "subnormal", "huge", "ties",
-                                   "masked-row"};
+const char *const cc_shape_class_names[CC_SHAPE_COUNT] = {"scalar", "vector", "matrix",
+                                                          "high-rank", "empty"};
 
-const char *cc_shape_class_name(int k)
-{
-    return k >= 0 && k < CC_SHAPE_COUNT ? SHAPE[k] : "?";
-}
-
-const char *cc_edge_class_name(int k)
-{
-    return k >= 0 && k < CC_EDGE_COUNT ? EDGE[k] : "?";
-}
-
-unsigned cc_case_shape_classes(const char *line)
+void cc_case_line_classes(const char *line, unsigned *shapes, unsigned *edges)
 {
     cc_case c;
     cc_parse_error err;
     cc_case_defaults def = {CC_CPU, 0};
+    *shapes = *edges = 0;
     if (cc_case_parse(line, &def, &c, &err))
-        return 0;
+        return;
+    *edges = c.edges;
     ref_shape out;
     ref_err e;
     int have_out = c.op->shape(&c.params, c.n_in, c.shape, &out, &e) == REF_OK;
     const ref_shape *primary = c.n_in > 0 ? &c.shape[0] : have_out ? &out : NULL;
     if (!primary)
-        return 0;
+        return;
     unsigned m = 1u << (primary->rank == 0   ? CC_SHAPE_SCALAR
                         : primary->rank == 1 ? CC_SHAPE_VECTOR
                         : primary->rank == 2 ? CC_SHAPE_MATRIX
@@ -42,7 +33,7 @@ unsigned cc_case_shape_classes(const char *line)
         empty |= ref_numel(&c.shape[i]) == 0;
     if (empty)
         m |= 1u << CC_SHAPE_EMPTY;
-    return m;
+    *shapes = m;
 }
 
 void cc_evidence_free(cc_evidence *ev)
@@ -103,9 +94,12 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
         }
         s->fwd_passing += r->checked_fwd != 0;
         s->vjp_passing += r->checked_vjp != 0;
-        unsigned m = cc_case_shape_classes(r->line);
+        unsigned m, edges;
+        cc_case_line_classes(r->line, &m, &edges);
         for (int k = 0; k < CC_SHAPE_COUNT; k++)
             s->shape_n[k] += (m >> k) & 1;
+        for (int k = 0; k < CC_EDGE_COUNT; k++)
+            s->edge_n[k] += (edges >> k) & 1;
         s->layout_n[r->layout]++;
     }
     return 0;

@@ -7,9 +7,8 @@
  *                   and empty (any input or the output has a zero-size dimension; a case is
  *                   then also counted under its rank's class);
  *   layout classes  the case's layout: contig, transpose, stride2, bcast;
- *   edge classes    nan, inf, signed-zero, subnormal, huge, ties, masked-row. capcheck does not
- *                   generate edge-value cases yet, and a case is never counted under an edge
- *                   class: every edge class a policy asks for is reported missing.
+ *   edge classes    the case's edge=<class> (harness/case.h): nan, inf, signed-zero,
+ *                   subnormal, huge, ties, masked-row;
  *
  * Written out as evidence.json per capsule in TorchLean's vocabulary (ContractClaim,
  * ContractEvidence; ops.md section 1), and as a Lean file for the capsules the gate upgrades. */
@@ -23,13 +22,11 @@
 
 enum { CC_SHAPE_SCALAR, CC_SHAPE_VECTOR, CC_SHAPE_MATRIX, CC_SHAPE_HIGHRANK, CC_SHAPE_EMPTY,
        CC_SHAPE_COUNT };
-enum { CC_EDGE_NAN, CC_EDGE_INF, CC_EDGE_SIGNED_ZERO, CC_EDGE_SUBNORMAL, CC_EDGE_HUGE,
-       CC_EDGE_TIES, CC_EDGE_MASKED_ROW, CC_EDGE_COUNT };
 
-const char *cc_shape_class_name(int k);
-const char *cc_edge_class_name(int k);
-/* Bit mask of the shape classes of a canonical case line; 0 when it does not parse. */
-unsigned cc_case_shape_classes(const char *line);
+extern const char *const cc_shape_class_names[CC_SHAPE_COUNT];
+/* Bit masks of the shape classes and the edge classes of a canonical case line; both 0 when it
+ * does not parse. */
+void cc_case_line_classes(const char *line, unsigned *shapes, unsigned *edges);
 
 typedef struct {
     cc_capsule capsule;
@@ -42,7 +39,7 @@ typedef struct {
     char first_failure_msg[384];
     long shape_n[CC_SHAPE_COUNT];   /* passing cases per class */
     long layout_n[CC_LAYOUT_COUNT];
-    long edge_n[CC_EDGE_COUNT];     /* always 0 today (see above) */
+    long edge_n[CC_EDGE_COUNT];
 } cc_capsule_stats;
 
 typedef struct {

@@ -20,10 +20,9 @@
 #include "harness/json.h"
 #include "harness/report_out.h"
 
-static const char *const SHAPES[] = {"scalar", "vector", "matrix", "high-rank", "empty"};
-static const char *const LAYOUTS[] = {"contig", "transpose", "stride2", "bcast"};
-static const char *const EDGES[] = {"nan", "inf", "signed-zero", "subnormal", "huge", "ties",
-                                    "masked-row"};
+#define SHAPES cc_shape_class_names
+#define LAYOUTS cc_layout_names
+#define EDGES cc_edge_class_names
 
 /* The verdicts of one capsule, in report order. */
 static size_t capsule_verdicts(const cc_gate *g, const char *name, const cc_verdict **out,
@@ -301,20 +300,30 @@ static void lean_descriptor(FILE *f, const char *ident, const char *claim, const
     fputs("\n  provenance := #[]\n\n", f);
 }
 
-/* The shape (what 0) or layout (1) classes the checked dtypes' passing cases cover. */
+enum { COVERED_SHAPES, COVERED_LAYOUTS, COVERED_EDGES };
+
+/* The shape, layout or edge classes the checked dtypes' passing cases cover. */
 static void covered(const cc_verdict **v, size_t nv, int what, char *buf, size_t n)
 {
     buf[0] = 0;
-    int count = what ? CC_LAYOUT_COUNT : CC_SHAPE_COUNT;
+    int count = what == COVERED_SHAPES    ? CC_SHAPE_COUNT
+                : what == COVERED_LAYOUTS ? CC_LAYOUT_COUNT
+                                          : CC_EDGE_COUNT;
+    const char *const *names = what == COVERED_SHAPES    ? SHAPES
+                               : what == COVERED_LAYOUTS ? LAYOUTS
+                                                         : EDGES;
     for (int k = 0; k < count; k++) {
         long any = 0;
-        for (size_t i = 0; i < nv; i++)
+        for (size_t i = 0; i < nv; i++) {
+            const cc_capsule_stats *s = v[i]->stats;
             if (v[i]->checked)
-                any += what ? v[i]->stats->layout_n[k] : v[i]->stats->shape_n[k];
+                any += what == COVERED_SHAPES    ? s->shape_n[k]
+                       : what == COVERED_LAYOUTS ? s->layout_n[k]
+                                                 : s->edge_n[k];
+        }
         if (any) {
             size_t used = strlen(buf);
-            snprintf(buf + used, n - used, "%s%s", used ? ", " : "",
-                     what ? LAYOUTS[k] : SHAPES[k]);
+            snprintf(buf + used, n - used, "%s%s", used ? ", " : "", names[k]);
         }
     }
     if (!buf[0])
@@ -386,9 +395,11 @@ void cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, FILE *f)
                     c->op);
             continue;
         }
-        char suite[160], ident[200], claim[200], summary[1400], shapes[128], layouts[128];
-        covered(v, nv, 0, shapes, sizeof shapes);
-        covered(v, nv, 1, layouts, sizeof layouts);
+        char suite[160], ident[200], claim[200], summary[1600], shapes[128], layouts[128],
+            edges[128];
+        covered(v, nv, COVERED_SHAPES, shapes, sizeof shapes);
+        covered(v, nv, COVERED_LAYOUTS, layouts, sizeof layouts);
+        covered(v, nv, COVERED_EDGES, edges, sizeof edges);
         suite_name(g, c, suite, sizeof suite);
         lean_ident(c->name, "shape", ident, sizeof ident);
         snprintf(claim, sizeof claim, ".shapeSafety .%s", c->op);
@@ -403,8 +414,8 @@ void cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, FILE *f)
         lean_ident(c->name, "value", ident, sizeof ident);
         snprintf(claim, sizeof claim, ".valueRefinement .%s", c->op);
         snprintf(summary, sizeof summary, "capcheck: within the bound-ratio model of the float64 "
-                                          "reference (%s)",
-                 counts);
+                                          "reference (%s); edge-value classes %s",
+                 counts, edges);
         lean_descriptor(f, ident, claim, summary, ".testSuite", suite);
         lean_ident(c->name, "vjp", ident, sizeof ident);
         if (strcmp(c->vjp_mode, "none") == 0 || (op && !op->requires_vjp && !op->vjp)) {

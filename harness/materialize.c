@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harness/dtype.h"
+#include "harness/edges.h"
 #include "harness/values.h"
 
 #define COTANGENT_INPUT 100 /* the key index of the output cotangent's stream */
@@ -130,6 +131,7 @@ int cc_materialize(const cc_case *c, cc_inputs *in, char *msg, size_t msg_len)
         int bcast = c->layout == CC_LAYOUT_BCAST && s->rank >= 2 && s->dim[0] > 1;
         int64_t distinct = bcast ? n / s->dim[0] : n;
         cc_draw_values(&d, cc_input_key(c->seed, i), distinct, x);
+        cc_edge_inject(c, i, &d, s, x, distinct);
         for (int64_t j = distinct; j < n; j++)
             x[j] = x[j % distinct];
         cc_dtype t = cc_input_dtype(c, i);

@@ -91,6 +91,15 @@ static int zt_sources(const cc_case *c, const cc_inputs *in, int with_g, cc_zt_s
     return k;
 }
 
+/* The case's bound model: its dtype and compute roundoff, and the non-finite rule of the NaN and
+ * Inf edge classes (compare.h). */
+static cc_bound_model case_bound(const cc_case *c, double compute_u, double c_op)
+{
+    cc_bound_model bm = cc_bound_for_compute(c->dtype, compute_u, c_op);
+    bm.nonfinite_alike = (c->edges & (1u << CC_EDGE_NAN | 1u << CC_EDGE_INF)) != 0;
+    return bm;
+}
+
 static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *call,
                         cc_inputs *in, const ref_tensor *y, const double *mag, double cu,
                         cc_result *r, char *zt, size_t zt_len)
@@ -104,7 +113,7 @@ static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *c
     char msg[256] = "";
     cc_status st = p->forward(p->ctx, call, &out, msg, sizeof msg);
     if (!provider_failed(st, msg, "forward", r)) {
-        cc_bound_model bm = cc_bound_for_compute(c->dtype, cu, c->op->c_fwd);
+        cc_bound_model bm = case_bound(c, cu, c->op->c_fwd);
         cc_comparison cmp;
         cc_compare(y->v, mag, &out, &bm, &cmp);
         r->checked_fwd = 1;
@@ -153,7 +162,7 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call,
     cc_status st = p->vjp(p->ctx, call, &in->g_view, got, msg, sizeof msg);
     if (provider_failed(st, msg, "vjp", r))
         goto done;
-    cc_bound_model bm = cc_bound_for_compute(c->dtype, cu, op->c_vjp);
+    cc_bound_model bm = case_bound(c, cu, op->c_vjp);
     r->checked_vjp = 1;
     for (int i = 0; i < c->n_in; i++) {
         if (!grad[i].v)

@@ -15,6 +15,7 @@ static const char CASES[] =
     "add count=3 dtype=f32,f64 layout=contig,transpose,stride2,bcast size=small\n"
     "add dtype=f32 in=[7],[7] seed=1\nadd dtype=f32 in=[3,4],[3,4] seed=2\n"
     "add dtype=f64 in=[7],[7] seed=1\nadd dtype=f64 in=[3,4],[3,4] seed=2\n"
+    "add count=1 dtype=f32,f64 edge=nan size=small\n"
     "softmax count=6 dtype=f32 layout=contig,stride2 size=small\n"
     "softmax dtype=f32 in=[4,6] axis=1 seed=3\n"
     "matmul count=2 dtype=f64 size=small\n";
@@ -76,8 +77,9 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
     expect_in(out, "results digest matches");
     /* add passes everything in both dtypes; nothing else qualifies */
     assert_int_equal(cc_t_count(out, "\nchecked "), 2);
-    expect_in(out, "checked          reference.add f32 (required): 14 passing of 14, VJP 14");
-    expect_in(out, "checked          reference.add f64 (required): 14 passing of 14, VJP 14");
+    expect_in(out, "checked          reference.add f32 (required): 15 passing of 15, VJP 15");
+    expect_in(out, "checked          reference.add f64 (required): 15 passing of 15, VJP 15");
+    expect_in(out, "; edges nan; seed 0; report sha256:");
     expect_in(out, "seed 0; report sha256:");
     expect_in(out, "trustedExternal  reference.softmax f32 (catalog: checked):\n"
                    "  - layout classes not covered by a passing case: transpose, bcast\n");
@@ -96,19 +98,22 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
     expect_in(out, "trustedExternal  reference.relu f32 (required) (catalog: checked):\n"
                    "  - no case in the report\n");
 
-    /* edge classes are never covered: asking for one keeps every capsule trustedExternal */
+    /* an edge class counts only where a passing case carries it: add has edge=nan cases, no
+     * edge=ties ones */
     policy("p3.conf", "[op add]\nedge_classes nan ties\n", p, sizeof p);
     assert_int_equal(gate(p, run_dir), 1);
     expect_in(out, "trustedExternal  reference.add f32 (catalog: checked):\n"
-                   "  - edge classes not covered by a passing case: nan, ties (capcheck "
-                   "generates no edge-value cases yet)\n");
+                   "  - edge classes not covered by a passing case: ties\n");
     assert_int_equal(cc_t_count(out, "\nchecked "), 0);
+    policy("p3b.conf", "[op add]\nedge_classes nan\n", p, sizeof p);
+    gate(p, run_dir);
+    expect_in(out, "checked          reference.add f32: 15 passing of 15");
 
     /* stricter counts and shape classes name each shortfall */
     policy("p4.conf", "min_passing 20\nshape_classes scalar vector matrix high-rank empty\n", p,
            sizeof p);
     assert_int_equal(gate(p, run_dir), 1);
-    expect_in(out, "  - 14 passing cases; the policy wants at least 20\n");
+    expect_in(out, "  - 15 passing cases; the policy wants at least 20\n");
     expect_in(out, "  - shape classes not covered by a passing case: scalar, empty\n");
 }
 
@@ -138,7 +143,7 @@ static void test_refuses_an_altered_or_unsealed_report(void **state)
     policy("pr.conf", "", p, sizeof p);
     copy_run("tampered", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/report.json", dir);
-    cc_t_edit(path, "\"pass\": 14,", "\"pass\": 15,");
+    cc_t_edit(path, "\"pass\": 15,", "\"pass\": 16,");
     assert_int_equal(gate(p, dir), 2);
     expect_in(out, "refused: ");
     expect_in(out, "does not match its hash");
