@@ -16,6 +16,8 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/neg.h>
 #include <ATen/ops/reciprocal.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/masked_fill.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/sigmoid.h>
@@ -33,7 +35,8 @@ namespace {
 at::Tensor relu_fwd(const Args &a) { return at::relu(a.in[0]); }
 void relu_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *grad) {
     if (want[0]) // x <= 0 -> 0 selected (an Inf/NaN g gives 0 there)
-        grad[0] = at::threshold_backward(g, a.in[0], 0);
+        // threshold_backward passes g at a NaN x; the contract's derivative (x > 0) gives 0 there
+        grad[0] = at::masked_fill(at::threshold_backward(g, a.in[0], 0), at::isnan(a.in[0]), 0.0);
 }
 
 // gelu is the tanh form only (ATen's default is erf).
@@ -117,7 +120,7 @@ const OpEntry kOps[] = {
     // name, report_name, min_in, max_in, fwd, vjp, vjp_mode, note
     {"relu", "relu", 1, 1, relu_fwd, relu_vjp, VJP_BACKEND,
      "at::relu keeps a NaN input (TorchLean's CUDA capsule gives 0); threshold_backward passes "
-     "g at a NaN x (the contract gives 0)"},
+     "g at a NaN x, so its gradient is masked_fill(isnan(x), 0) (the contract gives 0)"},
     {"gelu", "gelu", 1, 1, gelu_fwd, gelu_vjp, VJP_BACKEND,
      "approximate=\"tanh\" for gelu and gelu_backward (ATen's default is the erf form)"},
     {"sigmoid", "sigmoid", 1, 1, sigmoid_fwd, sigmoid_vjp, VJP_BACKEND,

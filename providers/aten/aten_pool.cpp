@@ -9,6 +9,7 @@
 #include "providers/aten/aten_common.h"
 
 #include <ATen/ops/add.h>
+#include <ATen/ops/any.h>
 #include <ATen/ops/avg_pool2d.h>
 #include <ATen/ops/avg_pool2d_backward.h>
 #include <ATen/ops/avg_pool3d.h>
@@ -18,6 +19,7 @@
 #include <ATen/ops/exp.h>
 #include <ATen/ops/fmax.h>
 #include <ATen/ops/fmin.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/max_pool2d_with_indices.h>
 #include <ATen/ops/max_pool2d_with_indices_backward.h>
@@ -106,7 +108,17 @@ std::tuple<at::Tensor, at::Tensor> max_pool(const PoolArgs &r) {
     return at::max_pool2d_with_indices(r.x, r.kernel, r.stride, r.pad, kDil2, false);
 }
 
+// ops.md maxPool: ATen lets a NaN win its window where TorchLean's strict > fold keeps the first
+// real cell; NaN inputs are a declared-divergence class, reported unsupported, never compared.
+void refuse_nan_input(const Args &a) {
+    if (at::any(at::isnan(a.in[0])).item<bool>())
+        throw Unsupported("declared divergence (ops.md maxPool): ATen's max pooling lets a NaN "
+                          "win its window, TorchLean's strict > fold never lets it displace a "
+                          "number");
+}
+
 at::Tensor max_pool_fwd(const Args &a) {
+    refuse_nan_input(a);
     PoolArgs r = pool_args(a);
     if (r.empty) {
         probe_pool(a, r, PoolKind::Max);
@@ -117,6 +129,7 @@ at::Tensor max_pool_fwd(const Args &a) {
 void max_pool_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *grad) {
     if (!want[0])
         return;
+    refuse_nan_input(a);
     PoolArgs r = pool_args(a);
     if (r.empty) {
         probe_pool(a, r, PoolKind::Max);
@@ -306,7 +319,8 @@ void smooth_pool_vjp(const Args &a, const at::Tensor &gt, const bool *want, at::
 const OpEntry kOps[] = {
     {"maxPool", "max_pool", 1, 1, max_pool_fwd, max_pool_vjp, VJP_BACKEND,
      "max_pool{2,3}d_with_indices(+_backward) on x.unsqueeze(0), 1-D via a unit axis; ATen pads "
-     "with -inf (ignored), first winner on ties, but NaN wins; pad > k/2 -> empty"},
+     "with -inf (ignored), first winner on ties, but NaN wins (NaN inputs: unsupported, a "
+     "declared divergence); pad > k/2 -> empty"},
     {"smoothMaxPool", "smooth_max_pool", 1, 1, smooth_pool_fwd, smooth_pool_vjp, VJP_TAPE,
      "composed per kernel offset over constant_pad_nd(x, 0): fmax/fmin pivot, "
      "pivot + log(sum exp(beta (v - pivot)))/beta; VJP scattered back, padding cropped"},

@@ -49,10 +49,12 @@ void log_softmax_vjp(const Args &a, const at::Tensor &g, const bool *want, at::T
 }
 
 // ---- hardMaskedSoftmax: last axis, mask true = allowed ----------------------------------------
-// TorchLean's LibTorch recipe: scores masked_fill(~allowed, -inf); rows with no allowed entry
-// filled with 0 (so softmax sees finite values); row softmax; then masked_fill(blocked, 0),
-// which zeroes every entry of a fully blocked row too. VJP: the row softmax backward at the
-// masked output (blocked entries have y = 0, hence 0 gradient).
+// TorchLean's LibTorch recipe, with one change: scores masked_fill(~allowed, -inf); rows with no
+// allowed entry filled with 0 (so softmax sees finite values); row softmax; then
+// masked_fill(empty row, 0). The recipe also zeroes blocked entries afterwards; the contract
+// (ops.md) keeps ordinary arithmetic there (exactly 0 over the row sum), which is what softmax of
+// -inf gives: 0 in a finite row, NaN in a row whose allowed scores make the sum NaN. VJP: the row
+// softmax backward at the masked output (blocked entries have y = 0, hence 0 gradient).
 
 void check_mask(const Args &a) {
     if (a.in[1].sizes() != a.in[0].sizes())
@@ -71,7 +73,7 @@ at::Tensor masked_softmax(const Args &a) {
     at::Tensor s = at::masked_fill(x, blocked, -std::numeric_limits<double>::infinity());
     s = at::masked_fill(s, empty_row, 0.0);
     at::Tensor y = at::_softmax(s, -1, false);
-    return at::masked_fill(y, at::logical_or(blocked, empty_row), 0.0);
+    return at::masked_fill(y, empty_row, 0.0);
 }
 
 at::Tensor masked_softmax_fwd(const Args &a) { return masked_softmax(a); }
@@ -121,7 +123,9 @@ const OpEntry kOps[] = {
     {"hardMaskedSoftmax", "hard_masked_softmax", 2, 2, masked_softmax_fwd, masked_softmax_vjp,
      VJP_BACKEND,
      "TorchLean recipe: masked_fill(~mask,-inf), empty rows filled 0, _softmax, masked_fill("
-     "blocked|empty,0) (fully blocked row -> 0, not NaN); VJP _softmax_backward_data on it"},
+     "empty,0) (fully blocked row -> 0, not NaN; blocked entries of a row with non-finite "
+     "allowed scores stay NaN as in the contract, the recipe would zero them); VJP "
+     "_softmax_backward_data on it"},
     {"topKMask", "top_k_mask", 1, 1, topk_fwd, topk_vjp, VJP_NONE,
      "stable descending at::sort + scatter of ones (not at::topk, whose tie order is "
      "unspecified): ties go to the lower index; VJP zero (requiresVJP false)"},
