@@ -735,20 +735,25 @@ static int generate_one(const ref_op *op, const gen_spec *g, int combo, int64_t 
     ref_sample_req reqs[3] = {{g->rank, zero, g->max_elems},
                               {g->rank, 0, g->max_elems},
                               {-1, 0, g->max_elems}};
-    for (int a = 0; a < 3; a++) {
-        memset(&c->params, 0, sizeof c->params);
-        if (op->set_defaults)
-            op->set_defaults(&c->params);
-        ref_rng r = {c->seed};
-        if (op->sample(&r, &reqs[a], &c->params, &c->n_in, c->shape) != REF_OK)
-            continue;
-        ref_shape out;
-        ref_err e = {{0}};
-        if (op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
-            return fail(err, 1, "%s's sampler drew an invalid case: %s", op->name, e.msg);
-        if (edge >= 0 && !cc_edge_applies(c, edge))
-            continue; /* e.g. a zero-size input: try the next request */
-        return 0;
+    /* a draw the edge class cannot reach (a zero-size input, an optional mask left out) is
+     * redrawn from the next seed of the stream, a few times; the case keeps the seed it used */
+    for (int attempt = 0; attempt < (edge >= 0 ? 8 : 1); attempt++) {
+        for (int a = 0; a < 3; a++) {
+            memset(&c->params, 0, sizeof c->params);
+            if (op->set_defaults)
+                op->set_defaults(&c->params);
+            ref_rng r = {c->seed};
+            if (op->sample(&r, &reqs[a], &c->params, &c->n_in, c->shape) != REF_OK)
+                continue;
+            ref_shape out;
+            ref_err e = {{0}};
+            if (op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
+                return fail(err, 1, "%s's sampler drew an invalid case: %s", op->name, e.msg);
+            if (edge >= 0 && !cc_edge_applies(c, edge))
+                continue;
+            return 0;
+        }
+        c->seed = ref_splitmix64(c->seed);
     }
     if (edge >= 0)
         return 1;
@@ -772,19 +777,19 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
         const ref_op *op = all ? ref_op_at(k) : one;
         if (!op->sample)
             continue;
-        for (int combo = 0; combo < per_edge * g.n_edges; combo++) {
+        for (int e = 0; e < g.n_edges; e++) {
             int64_t made = 0;
-            for (int64_t i = 0; i < g.count; i++) {
-                cc_case c;
-                int rc = generate_one(op, &g, combo, i, &c, err);
-                if (rc < 0 || (rc == 0 && list_push(out, &c)))
-                    return -1;
-                made += rc == 0;
-            }
-            int edge = g.edges[combo / per_edge];
-            if (made == 0 && g.count > 0 && edge >= 0 && g.edges_listed && !all)
+            for (int combo = e * per_edge; combo < (e + 1) * per_edge; combo++)
+                for (int64_t i = 0; i < g.count; i++) {
+                    cc_case c;
+                    int rc = generate_one(op, &g, combo, i, &c, err);
+                    if (rc < 0 || (rc == 0 && list_push(out, &c)))
+                        return -1;
+                    made += rc == 0;
+                }
+            if (made == 0 && g.count > 0 && g.edges[e] >= 0 && g.edges_listed && !all)
                 return fail(err, g.edge_col, "edge=%s puts no value into any input of %s",
-                            cc_edge_class_names[edge], op->name);
+                            cc_edge_class_names[g.edges[e]], op->name);
         }
     }
     return 0;

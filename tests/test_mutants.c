@@ -2,8 +2,7 @@
  * (tests/plugins/mutants.c), once with no mutant (every case must pass: no false alarms) and
  * once per mutant (each must be caught: at least one case fails, errs or crashes). Each mutant
  * runs in a child process, so a mutant that crashes is caught as a crash. Prints the kill rate
- * "mutants killed: K/N". A mutant the plugin marks with `needs` (something the case grammar
- * cannot express yet) is expected to survive and does not fail the test. */
+ * "mutants killed: K/N"; every mutant must be killed. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -117,7 +116,7 @@ static int run_mutant(const cc_provider *p, const cc_case_list *l, const char *n
 typedef struct {
     cc_plugin *plugin;
     void *dl;
-    catalogue_fn name, needs;
+    catalogue_fn name;
     cc_case_list cases;
 } fixture;
 
@@ -133,11 +132,10 @@ static int setup(void **state)
     fx.dl = dlopen(MUTANTS_LIB, RTLD_NOW | RTLD_LOCAL);
     if (!fx.dl)
         return -1;
-    void *a = dlsym(fx.dl, "capcheck_mutant_name"), *b = dlsym(fx.dl, "capcheck_mutant_needs");
-    if (!a || !b)
+    void *a = dlsym(fx.dl, "capcheck_mutant_name");
+    if (!a)
         return -1;
     memcpy(&fx.name, &a, sizeof a);
-    memcpy(&fx.needs, &b, sizeof b);
     fx.cases = load_cases();
     *state = &fx;
     return 0;
@@ -167,11 +165,10 @@ static void test_every_mutant_is_killed(void **state)
 {
     fixture *fx = *state;
     const cc_provider *p = cc_plugin_provider(fx->plugin);
-    int n = 0, killed = 0, expected_survivors = 0, missed = 0;
+    int n = 0, killed = 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (const char *name; (name = fx->name(n)) != NULL; n++) {
-        const char *needs = fx->needs(n);
         tally t;
         int sig = run_mutant(p, &fx->cases, name, &t);
         long caught = t.counts[CC_RES_FAIL] + t.counts[CC_RES_ERROR] + t.counts[CC_RES_CRASH] +
@@ -184,25 +181,14 @@ static void test_every_mutant_is_killed(void **state)
             printf("killed   %-24s %ld fail, %ld error of %zu; first: %s\n", name,
                    t.counts[CC_RES_FAIL], t.counts[CC_RES_ERROR] + t.counts[CC_RES_CRASH] +
                    t.counts[CC_RES_TIMEOUT], fx->cases.n, t.first);
-        else if (needs)
-            printf("survived %-24s (expected: needs %s)\n", name, needs);
         else
             printf("SURVIVED %-24s no case failed\n", name);
-        if (!dead && needs)
-            expected_survivors++;
-        if (!dead && !needs)
-            missed++;
-        if (dead && needs)
-            printf("  note: %s is caught now: drop its `needs` in tests/plugins/mutants.c\n", name);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    printf("mutants killed: %d/%d (%d expected survivors need edge values the cases cannot "
-           "express yet; %.2f s)\n",
-           killed, n, expected_survivors,
+    printf("mutants killed: %d/%d (%.2f s)\n", killed, n,
            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     assert_true(n >= 15);
-    assert_int_equal(missed, 0);
-    assert_true(killed >= 15);
+    assert_int_equal(killed, n); /* every planted bug is caught */
 }
 
 int main(void)
