@@ -115,21 +115,28 @@ static void index_add(ref_axis_split a, const double *idx, int64_t count, const 
             }
 }
 
-/* Magnitudes of an index_add result y: y[o, d, i] is a sum of base_terms plus the number of j
- * with idx[j] = d terms, with sum|terms| = abs_sum[o, d, i] (abs_sum may be mag itself). */
-static void index_add_mags(ref_axis_split a, const double *idx, int64_t count, int64_t base_terms,
-                           const double *abs_sum, const double *y, double *mag)
+/* Magnitudes of an index_add result y: y[o, d, i] is a sum of base_terms plus hits[d] terms,
+ * hits[d] = the number of j with idx[j] = d (counted once, not once per d: O(len + count)), with
+ * sum|terms| = abs_sum[o, d, i] (abs_sum may be mag itself). */
+static ref_status index_add_mags(ref_axis_split a, const double *idx, int64_t count,
+                                 int64_t base_terms, const double *abs_sum, const double *y,
+                                 double *mag)
 {
+    int64_t *hits = calloc((size_t)a.len + 1, sizeof(int64_t));
+    if (!hits)
+        return REF_ENOMEM;
+    for (int64_t j = 0; j < count; j++)
+        hits[(int64_t)idx[j]]++;
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t d = 0; d < a.len; d++) {
-            int64_t terms = base_terms;
-            for (int64_t j = 0; j < count; j++)
-                terms += (int64_t)idx[j] == d;
+            int64_t terms = base_terms + hits[d];
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t k = (o * a.len + d) * a.inner + i;
                 mag[k] = sum_mag(terms, abs_sum[k], y[k]);
             }
         }
+    free(hits);
+    return REF_OK;
 }
 
 /* The requested rank, or a random one in [lo, 3] (at least 1 when a zero-size dimension is
@@ -642,10 +649,11 @@ static ref_status gather_vjp(const ref_params *p, int n, const ref_tensor *in,
         return REF_ENOMEM;
     memset(grad[0].v, 0, sizeof(double) * (size_t)nx);
     index_add(a, idx, count, g->v, grad[0].v, abs_sum);
+    ref_status st = REF_OK;
     if (gmag && gmag[0])
-        index_add_mags(a, idx, count, 0, abs_sum, grad[0].v, gmag[0]);
+        st = index_add_mags(a, idx, count, 0, abs_sum, grad[0].v, gmag[0]);
     free(abs_sum);
-    return REF_OK;
+    return st;
 }
 
 /* Index length for a sampled axis extent: 1..2*ext+1 (so repeats are common), 0 allowed only
@@ -725,9 +733,7 @@ static ref_status scatter_fwd(const ref_params *p, int n, const ref_tensor *in, 
             mag[k] = fabs(in[0].v[k]); /* sum|terms| for now */
     }
     index_add(a, idx, count, src, out->v, mag);
-    if (mag)
-        index_add_mags(a, idx, count, 1, mag, out->v, mag);
-    return REF_OK;
+    return mag ? index_add_mags(a, idx, count, 1, mag, out->v, mag) : REF_OK;
 }
 
 /* dBase = g; dSource[o, j, i] = g[o, idx[j], i] (index_select of g). The index gets none. */
