@@ -517,7 +517,10 @@ static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, r
     return REF_OK;
 }
 
-/* dx = W^T g; dW = sum_l g[l] (x) x[l]; db = sum_l g[l]. */
+/* dx[l, i] = sum_o W[o, i] g[l, o];  dW[o, i] = sum_l g[l, o] x[l, i];  db[o] = sum_l g[l, o]:
+ * each a left fold from 0, dx in increasing o, dW and db in increasing l. The loops that feed a
+ * sum run outside the loop over i, so W, x and g are read along their rows and each entry
+ * gathers its terms in place, in the same order (m = (terms) * sum|terms| is scaled after). */
 static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
                              double **gmag)
@@ -527,43 +530,64 @@ static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
     (void)y;
     int64_t nin = in[1].shape.dim[1], nout = in[1].shape.dim[0];
     int64_t L = leading_count(&in[0].shape);
-    const double *x = in[0].v, *W = in[1].v;
+    const double *x = in[0].v, *W = in[1].v, *G = g->v;
     double *mx = gmag ? gmag[0] : NULL, *mw = gmag ? gmag[1] : NULL, *mb = gmag ? gmag[2] : NULL;
-    if (grad[0].v)
-        for (int64_t l = 0; l < L; l++)
+    double *dx = grad[0].v, *dW = grad[1].v, *db = grad[2].v;
+    if (dx)
+        for (int64_t l = 0; l < L; l++) {
+            double *row = dx + l * nin, *mrow = mx ? mx + l * nin : NULL;
             for (int64_t i = 0; i < nin; i++) {
-                double s = 0.0, s_abs = 0.0;
-                for (int64_t o = 0; o < nout; o++) {
-                    s += W[o * nin + i] * g->v[l * nout + o];
-                    s_abs += fabs(W[o * nin + i] * g->v[l * nout + o]);
+                row[i] = 0.0;
+                if (mrow)
+                    mrow[i] = 0.0;
+            }
+            for (int64_t o = 0; o < nout; o++) {
+                const double *w = W + o * nin;
+                double gv = G[l * nout + o];
+                for (int64_t i = 0; i < nin; i++) {
+                    row[i] += w[i] * gv;
+                    if (mrow)
+                        mrow[i] += fabs(w[i] * gv);
                 }
-                grad[0].v[l * nin + i] = s;
-                if (mx)
-                    mx[l * nin + i] = (double)(nout > 0 ? nout : 1) * s_abs;
             }
-    if (grad[1].v)
-        for (int64_t o = 0; o < nout; o++)
-            for (int64_t i = 0; i < nin; i++) {
-                double s = 0.0, s_abs = 0.0;
-                for (int64_t l = 0; l < L; l++) {
-                    s += g->v[l * nout + o] * x[l * nin + i];
-                    s_abs += fabs(g->v[l * nout + o] * x[l * nin + i]);
-                }
-                grad[1].v[o * nin + i] = s;
-                if (mw)
-                    mw[o * nin + i] = (double)(L > 0 ? L : 1) * s_abs;
-            }
-    if (grad[2].v)
-        for (int64_t o = 0; o < nout; o++) {
-            double s = 0.0, s_abs = 0.0;
-            for (int64_t l = 0; l < L; l++) {
-                s += g->v[l * nout + o];
-                s_abs += fabs(g->v[l * nout + o]);
-            }
-            grad[2].v[o] = s;
-            if (mb)
-                mb[o] = (double)(L > 0 ? L : 1) * s_abs;
+            for (int64_t i = 0; mrow && i < nin; i++)
+                mrow[i] = (double)(nout > 0 ? nout : 1) * mrow[i];
         }
+    if (dW)
+        for (int64_t o = 0; o < nout; o++) {
+            double *row = dW + o * nin, *mrow = mw ? mw + o * nin : NULL;
+            for (int64_t i = 0; i < nin; i++) {
+                row[i] = 0.0;
+                if (mrow)
+                    mrow[i] = 0.0;
+            }
+            for (int64_t l = 0; l < L; l++) {
+                const double *xl = x + l * nin;
+                double gv = G[l * nout + o];
+                for (int64_t i = 0; i < nin; i++) {
+                    row[i] += gv * xl[i];
+                    if (mrow)
+                        mrow[i] += fabs(gv * xl[i]);
+                }
+            }
+            for (int64_t i = 0; mrow && i < nin; i++)
+                mrow[i] = (double)(L > 0 ? L : 1) * mrow[i];
+        }
+    if (db) {
+        for (int64_t o = 0; o < nout; o++) {
+            db[o] = 0.0;
+            if (mb)
+                mb[o] = 0.0;
+        }
+        for (int64_t l = 0; l < L; l++)
+            for (int64_t o = 0; o < nout; o++) {
+                db[o] += G[l * nout + o];
+                if (mb)
+                    mb[o] += fabs(G[l * nout + o]);
+            }
+        for (int64_t o = 0; mb && o < nout; o++)
+            mb[o] = (double)(L > 0 ? L : 1) * mb[o];
+    }
     return REF_OK;
 }
 
