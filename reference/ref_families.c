@@ -98,6 +98,15 @@ int64_t ref_sp_ravel(const ref_sp_ext *e, const int64_t idx[3])
     return flat;
 }
 
+void ref_sp_next(const ref_sp_ext *e, int64_t idx[3])
+{
+    for (int a = e->rank - 1; a >= 0; a--) {
+        if (++idx[a] < e->d[a])
+            return;
+        idx[a] = 0;
+    }
+}
+
 void ref_sp_channels_shape(int64_t C, const ref_sp_ext *e, ref_shape *s)
 {
     s->rank = e->rank + 1;

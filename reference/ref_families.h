@@ -65,6 +65,9 @@ int64_t ref_sp_count(const ref_sp_ext *e);
 void ref_sp_unravel(const ref_sp_ext *e, int64_t flat, int64_t idx[3]);
 /* Row-major flat index of idx inside e, or -1 when a coordinate lies outside (a padded cell). */
 int64_t ref_sp_ravel(const ref_sp_ext *e, const int64_t idx[3]);
+/* Steps a row-major multi-index inside e to the next one (last axis fastest), so a walk over
+ * every index needs no division; past the last index it wraps to zeros. */
+void ref_sp_next(const ref_sp_ext *e, int64_t idx[3]);
 /* The channels-first shape [C, e...]. */
 void ref_sp_channels_shape(int64_t C, const ref_sp_ext *e, ref_shape *s);
 /* Window defaults of conv and pool: stride 1, padding 0 and dilation 1 on every spatial axis. */
