@@ -476,8 +476,11 @@ static ref_status sample_fft_fno(ref_rng *r, const ref_sample_req *req, ref_para
         in[0].dim[0] = grid;
         in[0].dim[1] = width;
         in[1].rank = in[2].rank = 3;
-        in[1].dim[0] = in[2].dim[0] = p->modes;
         in[1].dim[1] = in[2].dim[1] = in[1].dim[2] = in[2].dim[2] = width;
+        int64_t limit = ref_extent_cap(&in[1], 0, ref_sample_budget(req));
+        if (p->modes > limit) /* wre, wim [modes, width, width] within the budget */
+            p->modes = limit;
+        in[1].dim[0] = in[2].dim[0] = p->modes;
         *n = 3;
         return REF_OK;
     }
@@ -955,8 +958,13 @@ static ref_status sample_attn(ref_rng *r, const ref_sample_req *req, ref_params 
             dv = 0;
     }
     in[0] = in[1] = in[2] = q;
+    /* K [..., nK, d] and V [..., nK, dv] within the budget (nK and dv are drawn up to 4 and 3
+     * on top of Q's leading axes) */
+    int64_t budget = ref_sample_budget(req), limit = ref_extent_cap(&q, rank - 2, budget);
+    nK = nK < limit ? nK : limit;
     in[1].dim[rank - 2] = in[2].dim[rank - 2] = nK;
-    in[2].dim[rank - 1] = dv;
+    limit = ref_extent_cap(&in[2], rank - 1, budget);
+    in[2].dim[rank - 1] = dv < limit ? dv : limit;
     p->causal = ref_rng_range(r, 0, 2) == 0;
     *n = ref_rng_range(r, 0, 1) ? 4 : 3;
     in[3].rank = 2;

@@ -56,6 +56,14 @@ ref_status ref_sample_with_axis(ref_rng *r, const ref_sample_req *req, int zero_
                                 ref_shape *s, int *ax);
 int ref_sample_axis_param(ref_rng *r, int ax, int rank);
 
+/* The element budget of every input a sampler draws: max(max_elems, REF_SAMPLE_MIN_BUDGET)
+ * (ref.h). Samplers draw as they always did, then cap the extent that makes an input other than
+ * the primary one grow (so every draw already within budget stays the same case). */
+int64_t ref_sample_budget(const ref_sample_req *req);
+/* The largest extent axis `axis` of s may take with s holding at most `budget` elements: at
+ * least 1, and INT64_MAX when another axis of s is 0 (s is empty whatever the extent). */
+int64_t ref_extent_cap(const ref_shape *s, int axis, int64_t budget);
+
 /* Row-major index arithmetic over the 1..3 spatial axes of conv and pool. */
 typedef struct {
     int rank;

@@ -252,6 +252,9 @@ static ref_status sample_matmul(ref_rng *r, const ref_sample_req *req, ref_param
             in[1].dim[i] = ref_rng_range(r, 0, 1) ? in[0].dim[i + (ra - rb)] : 1;
         in[1].dim[rb - 2] = k;
         in[1].dim[rb - 1] = nn;
+        int64_t limit = ref_extent_cap(&in[1], rb - 1, ref_sample_budget(req));
+        if (nn > limit) /* B [..., k, n] within the budget (k is A's full last axis) */
+            in[1].dim[rb - 1] = limit;
     }
     *n = 2;
     return REF_OK;
@@ -492,6 +495,9 @@ static ref_status sample_softmax_matmul(ref_rng *r, const ref_sample_req *req, r
     in[1] = in[0];
     in[1].dim[rank - 2] = in[0].dim[rank - 1];
     in[1].dim[rank - 1] = zero_d ? 0 : ref_rng_range(r, 1, 4);
+    int64_t limit = ref_extent_cap(&in[1], rank - 1, ref_sample_budget(req));
+    if (in[1].dim[rank - 1] > limit) /* V [..., m, d] within the budget */
+        in[1].dim[rank - 1] = limit;
     *n = 2;
     return REF_OK;
 }
@@ -637,6 +643,14 @@ static ref_status sample_linear(ref_rng *r, const ref_sample_req *req, ref_param
     in[1].dim[1] = nin;
     in[2].rank = 1;
     in[2].dim[0] = nout;
+    /* out [..., nout] and W [nout, nin] within the budget (nout was drawn up to sqrt(max_elems)
+     * on top of a full-size x) */
+    ref_shape out = in[0];
+    int64_t budget = ref_sample_budget(req);
+    int64_t limit_w = ref_extent_cap(&in[1], 0, budget);
+    int64_t limit_y = ref_extent_cap(&out, rank - 1, budget);
+    if (nout > limit_w || nout > limit_y)
+        in[1].dim[0] = in[2].dim[0] = limit_w < limit_y ? limit_w : limit_y;
     *n = 3;
     return REF_OK;
 }

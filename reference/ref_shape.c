@@ -493,9 +493,12 @@ static ref_status sample_concat(ref_rng *r, const ref_sample_req *req, ref_param
         return st;
     int rank = in[0].rank;
     *n = (int)ref_rng_range(r, 2, 4);
+    int64_t limit = ref_extent_cap(&in[0], ax, ref_sample_budget(req));
     for (int k = 1; k < *n; k++) {
         in[k] = in[0];
         in[k].dim[ax] = ref_rng_range(r, req->zero_dim ? 0 : 1, 3);
+        if (in[k].dim[ax] > limit) /* every piece within the budget */
+            in[k].dim[ax] = limit;
     }
     p->axis = ref_sample_axis_param(r, ax, rank);
     return REF_OK;
@@ -679,6 +682,8 @@ static ref_status sample_gather(ref_rng *r, const ref_sample_req *req, ref_param
     } else {
         in[1].rank = 1;
         in[1].dim[0] = sample_count(r, ext, req->zero_dim);
+        if (in[1].dim[0] > ref_sample_budget(req)) /* the index within the budget */
+            in[1].dim[0] = ref_sample_budget(req);
     }
     p->axis = ref_sample_axis_param(r, ax, rank);
     *n = 2;
@@ -765,6 +770,8 @@ static ref_status sample_scatter(ref_rng *r, const ref_sample_req *req, ref_para
         return st;
     int rank = in[0].rank;
     int64_t count = sample_count(r, in[0].dim[ax], req->zero_dim);
+    int64_t limit = ref_extent_cap(&in[0], ax, ref_sample_budget(req));
+    count = count < limit ? count : limit; /* source [..., count, ...] within the budget */
     in[1].rank = 1;
     in[1].dim[0] = count;
     in[2] = in[0];
