@@ -138,11 +138,16 @@ uint64_t ref_rng_next(ref_rng *r);
 int64_t ref_rng_range(ref_rng *r, int64_t lo, int64_t hi_inclusive);
 double ref_rng_uniform(ref_rng *r); /* in [0,1) */
 
-/* What a sampler is asked for. */
+/* What a sampler is asked for. max_elems bounds the primary input's element count; every other
+ * input (and linear's output) holds at most max(max_elems, REF_SAMPLE_MIN_BUDGET) elements. The
+ * floor leaves the smaller size classes drawing the wide operands they always drew (linear's
+ * weight reaches 64 x 4096 elements at size=medium) at no risk (2 MiB of float64); above it the
+ * bound keeps a large case's memory and reference time proportional to its size. */
+#define REF_SAMPLE_MIN_BUDGET (INT64_C(1) << 18)
 typedef struct {
     int rank;          /* preferred rank of the primary input, or -1 for the op's choice */
     int zero_dim;      /* nonzero: include a zero-size dimension (REF_ENOTAPPLICABLE if the op forbids it) */
-    int64_t max_elems; /* upper bound on the primary input's element count */
+    int64_t max_elems; /* upper bound on the primary input's element count (see above) */
 } ref_sample_req;
 
 typedef struct ref_op {

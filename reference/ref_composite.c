@@ -74,17 +74,45 @@ static void twiddle(int64_t r, int64_t n, double *c, double *s)
     }
 }
 
-/* Forward real DFT of one signal x_t = x[t * xs], t < n: bins k < nbins (<= K) into re/im[k*os]. */
-static void dft_forward(const double *x, int64_t xs, int64_t n, int64_t nbins, double *re,
-                        double *im, int64_t os)
+/* The twiddles of one transform length n: c[r], s[r] = twiddle(r, n) for every r < n, made once
+ * per call so the O(n^2) sums below look them up instead of calling cos and sin per term. */
+typedef struct {
+    int64_t n;
+    double *c, *s;
+} twiddle_table;
+
+static void twiddles_free(twiddle_table *t)
 {
+    free(t->c), free(t->s);
+    t->c = t->s = NULL;
+}
+
+static ref_status twiddles_make(int64_t n, twiddle_table *t)
+{
+    t->n = n;
+    t->c = malloc(sizeof(double) * (size_t)(n + 1));
+    t->s = malloc(sizeof(double) * (size_t)(n + 1));
+    if (!t->c || !t->s) {
+        twiddles_free(t);
+        return REF_ENOMEM;
+    }
+    for (int64_t r = 0; r < n; r++)
+        twiddle(r, n, &t->c[r], &t->s[r]);
+    return REF_OK;
+}
+
+/* Forward real DFT of one signal x_t = x[t * xs], t < n = tw->n: bins k < nbins (<= K) into
+ * re/im[k*os]. The twiddle index r = (t k) mod n steps by k (k < n) instead of a product and a
+ * division per term. */
+static void dft_forward(const twiddle_table *tw, const double *x, int64_t xs, int64_t nbins,
+                        double *re, double *im, int64_t os)
+{
+    int64_t n = tw->n;
     for (int64_t k = 0; k < nbins; k++) {
         double sr = 0.0, si = 0.0;
-        for (int64_t t = 0; t < n; t++) {
-            double c, s;
-            twiddle((t * k) % n, n, &c, &s);
-            sr += x[t * xs] * c;
-            si -= x[t * xs] * s;
+        for (int64_t t = 0, r = 0; t < n; t++, r = r + k < n ? r + k : r + k - n) {
+            sr += x[t * xs] * tw->c[r];
+            si -= x[t * xs] * tw->s[r];
         }
         re[k * os] = sr;
         im[k * os] = fft_endpoint(k, n) ? 0.0 : si;
@@ -92,16 +120,16 @@ static void dft_forward(const double *x, int64_t xs, int64_t n, int64_t nbins, d
 }
 
 /* Inverse-shaped sum: x_t = sum_{k < nbins} w_k (Re_k cos - iota_k Im_k sin), w_k = m_k/n when
- * normalized (irfft) or 1 (the rfft adjoint). */
-static void dft_inverse(const double *re, const double *im, int64_t is, int64_t nbins, int64_t n,
-                        int normalized, double *x, int64_t xs)
+ * normalized (irfft) or 1 (the rfft adjoint); n = tw->n, r = (t k) mod n steps by t. */
+static void dft_inverse(const twiddle_table *tw, const double *re, const double *im, int64_t is,
+                        int64_t nbins, int normalized, double *x, int64_t xs)
 {
+    int64_t n = tw->n;
     for (int64_t t = 0; t < n; t++) {
         double s_t = 0.0;
-        for (int64_t k = 0; k < nbins; k++) {
-            double c, s, w = normalized ? fft_weight(k, n) : 1.0;
-            twiddle((t * k) % n, n, &c, &s);
-            s_t += w * (re[k * is] * c - (fft_endpoint(k, n) ? 0.0 : im[k * is] * s));
+        for (int64_t k = 0, r = 0; k < nbins; k++, r = r + t < n ? r + t : r + t - n) {
+            double w = normalized ? fft_weight(k, n) : 1.0;
+            s_t += w * (re[k * is] * tw->c[r] - (fft_endpoint(k, n) ? 0.0 : im[k * is] * tw->s[r]));
         }
         x[t * xs] = s_t;
     }
@@ -168,11 +196,13 @@ static ref_status fft_fno_shape(const ref_params *p, int n, const ref_shape *in,
 typedef struct {
     int64_t n, w, M;
     double *Xr, *Xi, *Yr, *Yi, *MY, *eY, *A;
+    twiddle_table tw; /* of length n */
 } sc_state;
 
 static void sc_free(sc_state *s)
 {
     free(s->Xr), free(s->Xi), free(s->Yr), free(s->Yi), free(s->MY), free(s->eY), free(s->A);
+    twiddles_free(&s->tw);
 }
 
 static ref_status sc_compute(const ref_tensor *in, int64_t modes, sc_state *s)
@@ -185,14 +215,16 @@ static ref_status sc_compute(const ref_tensor *in, int64_t modes, sc_state *s)
     s->Yr = calloc(mw, sizeof(double)), s->Yi = calloc(mw, sizeof(double));
     s->MY = calloc(mw, sizeof(double)), s->eY = calloc(mw, sizeof(double));
     s->A = calloc((size_t)s->w + 1, sizeof(double));
-    if (!s->Xr || !s->Xi || !s->Yr || !s->Yi || !s->MY || !s->eY || !s->A) {
+    s->tw.c = s->tw.s = NULL;
+    if (!s->Xr || !s->Xi || !s->Yr || !s->Yi || !s->MY || !s->eY || !s->A ||
+        twiddles_make(s->n, &s->tw) != REF_OK) {
         sc_free(s);
         return REF_ENOMEM;
     }
     int64_t n = s->n, w = s->w, M = s->M;
     const double *x = in[0].v, *Wr = in[1].v, *Wi = in[2].v;
     for (int64_t i = 0; i < w; i++) {
-        dft_forward(x + i, w, n, M, s->Xr + i, s->Xi + i, w);
+        dft_forward(&s->tw, x + i, w, M, s->Xr + i, s->Xi + i, w);
         for (int64_t t = 0; t < n; t++)
             s->A[i] += fabs(x[t * w + i]);
     }
@@ -224,7 +256,7 @@ static ref_status spectral_conv_fwd(const ref_params *p, const ref_tensor *in, r
         return st;
     int64_t n = s.n, w = s.w;
     for (int64_t o = 0; o < w; o++) {
-        dft_inverse(s.Yr + o, s.Yi + o, w, s.M, n, 1, out->v + o, w);
+        dft_inverse(&s.tw, s.Yr + o, s.Yi + o, w, s.M, 1, out->v + o, w);
         if (mag) {
             double m = 0.0;
             for (int64_t k = 0; k < s.M; k++)
@@ -266,7 +298,7 @@ static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
     }
     const double *Wr = in[1].v, *Wi = in[2].v;
     for (int64_t o = 0; o < w; o++) {
-        dft_forward(g->v + o, w, n, M, GYr + o, GYi + o, w);
+        dft_forward(&s.tw, g->v + o, w, M, GYr + o, GYi + o, w);
         for (int64_t k = 0; k < M; k++) {
             GYr[k * w + o] *= fft_weight(k, n);
             GYi[k * w + o] *= fft_weight(k, n);
@@ -306,7 +338,7 @@ static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
         }
     if (grad[0].v)
         for (int64_t i = 0; i < w; i++) {
-            dft_inverse(dXr + i, dXi + i, w, M, n, 0, grad[0].v + i, w);
+            dft_inverse(&s.tw, dXr + i, dXi + i, w, M, 0, grad[0].v + i, w);
             if (gmag && gmag[0]) {
                 double m = 0.0;
                 for (int64_t k = 0; k < M; k++)
@@ -326,12 +358,15 @@ static ref_status fft_fno_fwd(const ref_params *p, int n, const ref_tensor *in, 
     (void)n;
     if (p->variant == 0)
         return spectral_conv_fwd(p, in, out, mag);
+    twiddle_table tw;
     if (p->variant == 1) { /* rfft1d */
         int64_t B = in[0].shape.dim[0], N = in[0].shape.dim[1], K = N / 2 + 1;
+        if (twiddles_make(N, &tw) != REF_OK)
+            return REF_ENOMEM;
         for (int64_t b = 0; b < B; b++) {
             const double *x = in[0].v + b * N;
             double *z = out->v + b * K * 2;
-            dft_forward(x, 1, N, K, z, z + 1, 2);
+            dft_forward(&tw, x, 1, K, z, z + 1, 2);
             if (mag) {
                 double a = 0.0;
                 for (int64_t t = 0; t < N; t++)
@@ -340,12 +375,15 @@ static ref_status fft_fno_fwd(const ref_params *p, int n, const ref_tensor *in, 
                     mag[b * K * 2 + j] = (double)(N + 2) * a;
             }
         }
+        twiddles_free(&tw);
         return REF_OK;
     }
     int64_t B = in[0].shape.dim[0], N = p->length, K = N / 2 + 1; /* irfft1d */
+    if (twiddles_make(N, &tw) != REF_OK)
+        return REF_ENOMEM;
     for (int64_t b = 0; b < B; b++) {
         const double *z = in[0].v + b * K * 2;
-        dft_inverse(z, z + 1, 2, K, N, 1, out->v + b * N, 1);
+        dft_inverse(&tw, z, z + 1, 2, K, 1, out->v + b * N, 1);
         if (mag) {
             double a = 0.0;
             for (int64_t k = 0; k < K; k++)
@@ -355,6 +393,7 @@ static ref_status fft_fno_fwd(const ref_params *p, int n, const ref_tensor *in, 
                 mag[b * N + t] = (double)(N + 2) * a;
         }
     }
+    twiddles_free(&tw);
     return REF_OK;
 }
 
@@ -370,11 +409,14 @@ static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
         return REF_OK;
     double *m = gmag ? gmag[0] : NULL;
     int64_t B = in[0].shape.dim[0];
+    twiddle_table tw;
     if (p->variant == 1) { /* rfft1d adjoint: dx = rfft*(G) */
         int64_t N = in[0].shape.dim[1], K = N / 2 + 1;
+        if (twiddles_make(N, &tw) != REF_OK)
+            return REF_ENOMEM;
         for (int64_t b = 0; b < B; b++) {
             const double *G = g->v + b * K * 2;
-            dft_inverse(G, G + 1, 2, K, N, 0, grad[0].v + b * N, 1);
+            dft_inverse(&tw, G, G + 1, 2, K, 0, grad[0].v + b * N, 1);
             if (m) {
                 double a = 0.0;
                 for (int64_t k = 0; k < K; k++)
@@ -383,13 +425,16 @@ static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
                     m[b * N + t] = (double)(N + 3) * a;
             }
         }
+        twiddles_free(&tw);
         return REF_OK;
     }
     int64_t N = p->length, K = N / 2 + 1; /* irfft1d adjoint: dz = (m_k/n) rfft(g) */
+    if (twiddles_make(N, &tw) != REF_OK)
+        return REF_ENOMEM;
     for (int64_t b = 0; b < B; b++) {
         const double *G = g->v + b * N;
         double *dz = grad[0].v + b * K * 2;
-        dft_forward(G, 1, N, K, dz, dz + 1, 2);
+        dft_forward(&tw, G, 1, K, dz, dz + 1, 2);
         double a = 0.0;
         for (int64_t t = 0; t < N; t++)
             a += fabs(G[t]);
@@ -401,6 +446,7 @@ static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
                 m[b * K * 2 + 2 * k] = m[b * K * 2 + 2 * k + 1] = wk * (double)(N + 3) * a;
         }
     }
+    twiddles_free(&tw);
     return REF_OK;
 }
 
@@ -430,8 +476,11 @@ static ref_status sample_fft_fno(ref_rng *r, const ref_sample_req *req, ref_para
         in[0].dim[0] = grid;
         in[0].dim[1] = width;
         in[1].rank = in[2].rank = 3;
-        in[1].dim[0] = in[2].dim[0] = p->modes;
         in[1].dim[1] = in[2].dim[1] = in[1].dim[2] = in[2].dim[2] = width;
+        int64_t limit = ref_extent_cap(&in[1], 0, ref_sample_budget(req));
+        if (p->modes > limit) /* wre, wim [modes, width, width] within the budget */
+            p->modes = limit;
+        in[1].dim[0] = in[2].dim[0] = p->modes;
         *n = 3;
         return REF_OK;
     }
@@ -909,8 +958,13 @@ static ref_status sample_attn(ref_rng *r, const ref_sample_req *req, ref_params 
             dv = 0;
     }
     in[0] = in[1] = in[2] = q;
+    /* K [..., nK, d] and V [..., nK, dv] within the budget (nK and dv are drawn up to 4 and 3
+     * on top of Q's leading axes) */
+    int64_t budget = ref_sample_budget(req), limit = ref_extent_cap(&q, rank - 2, budget);
+    nK = nK < limit ? nK : limit;
     in[1].dim[rank - 2] = in[2].dim[rank - 2] = nK;
-    in[2].dim[rank - 1] = dv;
+    limit = ref_extent_cap(&in[2], rank - 1, budget);
+    in[2].dim[rank - 1] = dv < limit ? dv : limit;
     p->causal = ref_rng_range(r, 0, 2) == 0;
     *n = ref_rng_range(r, 0, 1) ? 4 : 3;
     in[3].rank = 2;

@@ -148,34 +148,38 @@ static ref_status cv_geometry(const ref_params *p, int n, const ref_shape *in, i
     return REF_OK;
 }
 
-/* The input cell read by output o (flat) through tap kk (flat), or -1 when there is none
- * (a padded cell for conv; a non-integer or out-of-range source for convTranspose). */
-static int64_t cv_source(const cv_geom *g, int64_t o, int64_t kk)
+/* The input cell read by output o (flat) through each tap kk (flat, row-major over the kernel),
+ * into src[kk], or -1 where there is none (a padded cell for conv; a non-integer or out-of-range
+ * source for convTranspose). Output o is unravelled once and the taps walked in order. */
+static void cv_sources(const cv_geom *g, int64_t o, int64_t nk, int64_t *src)
 {
-    int64_t oi[3], ki[3], ii[3];
+    int64_t oi[3], ki[3] = {0, 0, 0}, ii[3];
     ref_sp_unravel(&g->out, o, oi);
-    ref_sp_unravel(&g->k, kk, ki);
-    for (int a = 0; a < g->sr; a++) {
-        if (!g->transposed) {
-            ii[a] = oi[a] * g->s[a] + ki[a] * g->d[a] - g->p[a];
-        } else {
-            int64_t num = oi[a] + g->p[a] - ki[a] * g->d[a];
-            if (num < 0 || num % g->s[a] != 0)
-                return -1;
-            ii[a] = num / g->s[a];
+    for (int64_t kk = 0; kk < nk; kk++, ref_sp_next(&g->k, ki)) {
+        int inside = 1;
+        for (int a = 0; a < g->sr; a++) {
+            if (!g->transposed) {
+                ii[a] = oi[a] * g->s[a] + ki[a] * g->d[a] - g->p[a];
+            } else {
+                int64_t num = oi[a] + g->p[a] - ki[a] * g->d[a];
+                if (num < 0 || num % g->s[a] != 0)
+                    inside = 0;
+                else
+                    ii[a] = num / g->s[a];
+            }
         }
+        src[kk] = inside ? ref_sp_ravel(&g->in, ii) : -1;
     }
-    return ref_sp_ravel(&g->in, ii);
 }
 
-/* Flat weight index of the term (oc, ic) through tap kk: conv W[oc, ic - grp inC/groups, kk],
- * convTranspose W[ic, oc - grp outC/groups, kk] (grp = the group of oc and ic). */
-static int64_t cv_widx(const cv_geom *g, int64_t oc, int64_t ic, int64_t kk)
+/* Flat weight index of the term (oc, ic) at tap 0 (its taps follow contiguously): conv
+ * W[oc, ic - grp inC/groups, :], convTranspose W[ic, oc - grp outC/groups, :] (grp = the group
+ * of oc and ic). */
+static int64_t cv_wrow(const cv_geom *g, int64_t oc, int64_t ic, int64_t nk)
 {
-    int64_t nk = ref_sp_count(&g->k);
     if (!g->transposed)
-        return (oc * g->cin_g + ic % g->cin_g) * nk + kk;
-    return (ic * g->cout_g + oc % g->cout_g) * nk + kk;
+        return (oc * g->cin_g + ic % g->cin_g) * nk;
+    return (ic * g->cout_g + oc % g->cout_g) * nk;
 }
 
 static ref_status conv_shape_impl(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
@@ -217,18 +221,22 @@ static ref_status cv_forward(const ref_params *p, int n, const ref_tensor *in, r
         return REF_EINVAL;
     int64_t nin = ref_sp_count(&g.in), nk = ref_sp_count(&g.k), nout = ref_sp_count(&g.out);
     const double *x = in[0].v, *W = in[1].v, *b = in[2].v;
+    int64_t *src = malloc(sizeof(int64_t) * (size_t)(nk + 1));
+    if (!src)
+        return REF_ENOMEM;
     for (int64_t oc = 0; oc < g.cout; oc++) {
         int64_t grp = oc / g.cout_g;
         for (int64_t o = 0; o < nout; o++) {
             double s = 0.0, s_abs = 0.0;
             int64_t terms = transposed ? 0 : g.cin_g * nk;
+            cv_sources(&g, o, nk, src);
             for (int64_t icl = 0; icl < g.cin_g; icl++) {
                 int64_t ic = grp * g.cin_g + icl;
+                const double *xc = x + ic * nin, *w = W + cv_wrow(&g, oc, ic, nk);
                 for (int64_t kk = 0; kk < nk; kk++) {
-                    int64_t src = cv_source(&g, o, kk);
-                    if (src < 0)
+                    if (src[kk] < 0)
                         continue; /* zero padding / no source: contributes 0 */
-                    double t = x[ic * nin + src] * W[cv_widx(&g, oc, ic, kk)];
+                    double t = xc[src[kk]] * w[kk];
                     s += t;
                     s_abs += fabs(t);
                     if (transposed)
@@ -240,6 +248,7 @@ static ref_status cv_forward(const ref_params *p, int n, const ref_tensor *in, r
                 mag[oc * nout + o] = (double)(terms + 1) * (s_abs + fabs(b[oc]));
         }
     }
+    free(src);
     return REF_OK;
 }
 
@@ -273,7 +282,8 @@ static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const
     int64_t count[3] = {g.cin * nin, ref_numel(&in[1].shape), g.cout};
     double *absum[3] = {0};
     int64_t *uses[3] = {0};
-    ref_status st = REF_OK;
+    int64_t *src = malloc(sizeof(int64_t) * (size_t)(nk + 1));
+    ref_status st = src ? REF_OK : REF_ENOMEM;
     for (int t = 0; t < 3; t++) {
         absum[t] = calloc((size_t)count[t] + 1, sizeof(double));
         uses[t] = calloc((size_t)count[t] + 1, sizeof(int64_t));
@@ -292,13 +302,13 @@ static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const
                 absum[2][oc] += fabs(gv);
                 uses[2][oc]++;
             }
+            cv_sources(&g, o, nk, src);
             for (int64_t icl = 0; icl < g.cin_g; icl++) {
-                int64_t ic = grp * g.cin_g + icl;
+                int64_t ic = grp * g.cin_g + icl, w0 = cv_wrow(&g, oc, ic, nk);
                 for (int64_t kk = 0; kk < nk; kk++) {
-                    int64_t src = cv_source(&g, o, kk);
-                    if (src < 0)
+                    if (src[kk] < 0)
                         continue;
-                    int64_t xi = ic * nin + src, wi = cv_widx(&g, oc, ic, kk);
+                    int64_t xi = ic * nin + src[kk], wi = w0 + kk;
                     if (grad[0].v) {
                         grad[0].v[xi] += W[wi] * gv;
                         absum[0][xi] += fabs(W[wi] * gv);
@@ -322,6 +332,7 @@ static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const
     }
     for (int t = 0; t < 3; t++)
         free(absum[t]), free(uses[t]);
+    free(src);
     return st;
 }
 

@@ -69,6 +69,23 @@ int ref_sample_axis_param(ref_rng *r, int ax, int rank)
     return ref_rng_range(r, 0, 2) == 0 ? ax - rank : ax;
 }
 
+int64_t ref_sample_budget(const ref_sample_req *req)
+{
+    return req->max_elems > REF_SAMPLE_MIN_BUDGET ? req->max_elems : REF_SAMPLE_MIN_BUDGET;
+}
+
+int64_t ref_extent_cap(const ref_shape *s, int axis, int64_t budget)
+{
+    int64_t rest = 1;
+    for (int i = 0; i < s->rank; i++)
+        if (i != axis) {
+            if (s->dim[i] == 0)
+                return INT64_MAX;
+            rest *= s->dim[i];
+        }
+    return budget / rest > 1 ? budget / rest : 1;
+}
+
 /* ---- spatial axes of conv and pool ------------------------------------------------------- */
 
 int64_t ref_sp_count(const ref_sp_ext *e)
@@ -96,6 +113,15 @@ int64_t ref_sp_ravel(const ref_sp_ext *e, const int64_t idx[3])
         flat = flat * e->d[a] + idx[a];
     }
     return flat;
+}
+
+void ref_sp_next(const ref_sp_ext *e, int64_t idx[3])
+{
+    for (int a = e->rank - 1; a >= 0; a--) {
+        if (++idx[a] < e->d[a])
+            return;
+        idx[a] = 0;
+    }
 }
 
 void ref_sp_channels_shape(int64_t C, const ref_sp_ext *e, ref_shape *s)

@@ -56,6 +56,14 @@ ref_status ref_sample_with_axis(ref_rng *r, const ref_sample_req *req, int zero_
                                 ref_shape *s, int *ax);
 int ref_sample_axis_param(ref_rng *r, int ax, int rank);
 
+/* The element budget of every input a sampler draws: max(max_elems, REF_SAMPLE_MIN_BUDGET)
+ * (ref.h). Samplers draw as they always did, then cap the extent that makes an input other than
+ * the primary one grow (so every draw already within budget stays the same case). */
+int64_t ref_sample_budget(const ref_sample_req *req);
+/* The largest extent axis `axis` of s may take with s holding at most `budget` elements: at
+ * least 1, and INT64_MAX when another axis of s is 0 (s is empty whatever the extent). */
+int64_t ref_extent_cap(const ref_shape *s, int axis, int64_t budget);
+
 /* Row-major index arithmetic over the 1..3 spatial axes of conv and pool. */
 typedef struct {
     int rank;
@@ -65,6 +73,9 @@ int64_t ref_sp_count(const ref_sp_ext *e);
 void ref_sp_unravel(const ref_sp_ext *e, int64_t flat, int64_t idx[3]);
 /* Row-major flat index of idx inside e, or -1 when a coordinate lies outside (a padded cell). */
 int64_t ref_sp_ravel(const ref_sp_ext *e, const int64_t idx[3]);
+/* Steps a row-major multi-index inside e to the next one (last axis fastest), so a walk over
+ * every index needs no division; past the last index it wraps to zeros. */
+void ref_sp_next(const ref_sp_ext *e, int64_t idx[3]);
 /* The channels-first shape [C, e...]. */
 void ref_sp_channels_shape(int64_t C, const ref_sp_ext *e, ref_shape *s);
 /* Window defaults of conv and pool: stride 1, padding 0 and dilation 1 on every spatial axis. */

@@ -86,7 +86,9 @@ static ref_status matmul_shape(const ref_params *p, int n, const ref_shape *in, 
 }
 
 /* out[b, i, j] = alpha * sum_k A[ba, i, k] B[bb, k, j] (left fold from 0 over k);
- * m = |alpha| (max(K, 1) + extra) sum_k |A B| (matmul: alpha = 1, extra = 0). */
+ * m = |alpha| (max(K, 1) + extra) sum_k |A B| (matmul: alpha = 1, extra = 0).
+ * The loop over k runs outside the one over j: B is read along its rows and row i of out
+ * gathers its sums in place, each in increasing k as the formula reads. */
 static void mm_forward(const ref_tensor *in, ref_tensor *out, double *mag, double alpha,
                        int extra)
 {
@@ -96,18 +98,29 @@ static void mm_forward(const ref_tensor *in, ref_tensor *out, double *mag, doubl
     for (int64_t b = 0; b < nb; b++) {
         const double *A = in[0].v + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
         const double *B = in[1].v + batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
-        for (int64_t i = 0; i < g.m; i++)
+        for (int64_t i = 0; i < g.m; i++) {
+            double *row = out->v + (b * g.m + i) * g.n, *mrow = mag ? mag + (b * g.m + i) * g.n
+                                                                    : NULL;
             for (int64_t j = 0; j < g.n; j++) {
-                double s = 0.0, s_abs = 0.0;
-                for (int64_t k = 0; k < g.k; k++) {
-                    s += A[i * g.k + k] * B[k * g.n + j];
-                    s_abs += fabs(A[i * g.k + k] * B[k * g.n + j]);
-                }
-                int64_t o = (b * g.m + i) * g.n + j;
-                out->v[o] = alpha * s;
-                if (mag)
-                    mag[o] = fabs(alpha) * (double)((g.k > 0 ? g.k : 1) + extra) * s_abs;
+                row[j] = 0.0;
+                if (mrow)
+                    mrow[j] = 0.0;
             }
+            for (int64_t k = 0; k < g.k; k++) {
+                double a = A[i * g.k + k];
+                const double *Bk = B + k * g.n;
+                for (int64_t j = 0; j < g.n; j++) {
+                    row[j] += a * Bk[j];
+                    if (mrow)
+                        mrow[j] += fabs(a * Bk[j]);
+                }
+            }
+            for (int64_t j = 0; j < g.n; j++) {
+                row[j] = alpha * row[j];
+                if (mrow)
+                    mrow[j] = fabs(alpha) * (double)((g.k > 0 ? g.k : 1) + extra) * mrow[j];
+            }
+        }
     }
 }
 
@@ -121,8 +134,10 @@ static ref_status matmul_fwd(const ref_params *p, int n, const ref_tensor *in, r
 }
 
 /* dA[ba, i, k] = alpha * sum over batches b that read ba, sum_j g[b, i, j] B[bb, k, j];
- * dB[bb, k, j] = alpha * sum over batches b that read bb, sum_i A[ba, i, k] g[b, i, j].
- * m = |alpha| (uses + extra) sum|terms|, uses = the number of terms summed into the element. */
+ * dB[bb, k, j] = alpha * sum over batches b that read bb, sum_i A[ba, i, k] g[b, i, j]
+ * (left folds from 0: b outer, then j for dA and i for dB).
+ * m = |alpha| (uses + extra) sum|terms|, uses = the number of terms summed into the element:
+ * n per batch b reading ba for dA, m per batch reading bb for dB (counted per batch, once). */
 static ref_status mm_vjp(const ref_tensor *in, const ref_tensor *gt, ref_tensor *grad,
                          double **gmag, double alpha, int extra)
 {
@@ -130,53 +145,70 @@ static ref_status mm_vjp(const ref_tensor *in, const ref_tensor *gt, ref_tensor 
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
     int64_t nb = ref_numel(&g.batch_out);
     int64_t na = ref_numel(&in[0].shape), nbb = ref_numel(&in[1].shape);
-    double *abs_a = calloc((size_t)na + 1, sizeof(double));
-    double *abs_b = calloc((size_t)nbb + 1, sizeof(double));
-    int64_t *uses_a = calloc((size_t)na + 1, sizeof(int64_t));
-    int64_t *uses_b = calloc((size_t)nbb + 1, sizeof(int64_t));
-    if (!abs_a || !abs_b || !uses_a || !uses_b) {
-        free(abs_a), free(abs_b), free(uses_a), free(uses_b);
+    int64_t nba = ref_numel(&g.batch_a), nbb_batches = ref_numel(&g.batch_b);
+    int64_t *reads_a = calloc((size_t)nba + 1, sizeof(int64_t));
+    int64_t *reads_b = calloc((size_t)nbb_batches + 1, sizeof(int64_t));
+    if (!reads_a || !reads_b) {
+        free(reads_a), free(reads_b);
         return REF_ENOMEM;
     }
-    if (grad[0].v)
-        memset(grad[0].v, 0, sizeof(double) * (size_t)na);
-    if (grad[1].v)
-        memset(grad[1].v, 0, sizeof(double) * (size_t)nbb);
+    double *dA = grad[0].v, *dB = grad[1].v;
+    double *mA = dA && gmag ? gmag[0] : NULL, *mB = dB && gmag ? gmag[1] : NULL;
+    for (int64_t i = 0; dA && i < na; i++) {
+        dA[i] = 0.0;
+        if (mA)
+            mA[i] = 0.0; /* sum|terms| until the final scaling */
+    }
+    for (int64_t i = 0; dB && i < nbb; i++) {
+        dB[i] = 0.0;
+        if (mB)
+            mB[i] = 0.0;
+    }
     for (int64_t b = 0; b < nb; b++) {
-        int64_t oa = batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
-        int64_t ob = batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
+        int64_t ba = batch_offset(&g.batch_out, &g.batch_a, b);
+        int64_t bb = batch_offset(&g.batch_out, &g.batch_b, b);
+        int64_t oa = ba * g.m * g.k, ob = bb * g.k * g.n;
         const double *A = in[0].v + oa, *B = in[1].v + ob, *G = gt->v + b * g.m * g.n;
-        for (int64_t i = 0; i < g.m; i++)
-            for (int64_t k = 0; k < g.k; k++)
-                for (int64_t j = 0; j < g.n; j++) {
-                    double gij = G[i * g.n + j];
-                    if (grad[0].v) {
-                        grad[0].v[oa + i * g.k + k] += gij * B[k * g.n + j];
-                        abs_a[oa + i * g.k + k] += fabs(gij * B[k * g.n + j]);
-                        uses_a[oa + i * g.k + k]++;
+        reads_a[ba]++;
+        reads_b[bb]++;
+        if (dA) /* dA[i, k] += sum_j g[i, j] B[k, j]: rows of g and B */
+            for (int64_t i = 0; i < g.m; i++)
+                for (int64_t k = 0; k < g.k; k++) {
+                    double s = dA[oa + i * g.k + k], s_abs = mA ? mA[oa + i * g.k + k] : 0.0;
+                    for (int64_t j = 0; j < g.n; j++) {
+                        s += G[i * g.n + j] * B[k * g.n + j];
+                        s_abs += fabs(G[i * g.n + j] * B[k * g.n + j]);
                     }
-                    if (grad[1].v) {
-                        grad[1].v[ob + k * g.n + j] += A[i * g.k + k] * gij;
-                        abs_b[ob + k * g.n + j] += fabs(A[i * g.k + k] * gij);
-                        uses_b[ob + k * g.n + j]++;
+                    dA[oa + i * g.k + k] = s;
+                    if (mA)
+                        mA[oa + i * g.k + k] = s_abs;
+                }
+        if (dB) /* dB[k, j] += A[i, k] g[i, j]: row k of dB gathers in increasing i */
+            for (int64_t i = 0; i < g.m; i++)
+                for (int64_t k = 0; k < g.k; k++) {
+                    double a = A[i * g.k + k];
+                    double *row = dB + ob + k * g.n, *mrow = mB ? mB + ob + k * g.n : NULL;
+                    for (int64_t j = 0; j < g.n; j++) {
+                        row[j] += a * G[i * g.n + j];
+                        if (mrow)
+                            mrow[j] += fabs(a * G[i * g.n + j]);
                     }
                 }
     }
     for (int t = 0; t < 2; t++) {
-        if (!grad[t].v)
+        double *d = t == 0 ? dA : dB, *m = t == 0 ? mA : mB;
+        if (!d)
             continue;
-        double *m = gmag ? gmag[t] : NULL;
-        int64_t cnt = t == 0 ? na : nbb;
+        int64_t cnt = t == 0 ? na : nbb, per = t == 0 ? g.m * g.k : g.k * g.n;
         for (int64_t i = 0; i < cnt; i++) {
-            grad[t].v[i] *= alpha;
+            d[i] *= alpha;
             if (m) {
-                int64_t uses = t == 0 ? uses_a[i] : uses_b[i];
-                m[i] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) *
-                       (t == 0 ? abs_a[i] : abs_b[i]);
+                int64_t uses = (t == 0 ? reads_a[i / per] * g.n : reads_b[i / per] * g.m);
+                m[i] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) * m[i];
             }
         }
     }
-    free(abs_a), free(abs_b), free(uses_a), free(uses_b);
+    free(reads_a), free(reads_b);
     return REF_OK;
 }
 
@@ -220,6 +252,9 @@ static ref_status sample_matmul(ref_rng *r, const ref_sample_req *req, ref_param
             in[1].dim[i] = ref_rng_range(r, 0, 1) ? in[0].dim[i + (ra - rb)] : 1;
         in[1].dim[rb - 2] = k;
         in[1].dim[rb - 1] = nn;
+        int64_t limit = ref_extent_cap(&in[1], rb - 1, ref_sample_budget(req));
+        if (nn > limit) /* B [..., k, n] within the budget (k is A's full last axis) */
+            in[1].dim[rb - 1] = limit;
     }
     *n = 2;
     return REF_OK;
@@ -460,6 +495,9 @@ static ref_status sample_softmax_matmul(ref_rng *r, const ref_sample_req *req, r
     in[1] = in[0];
     in[1].dim[rank - 2] = in[0].dim[rank - 1];
     in[1].dim[rank - 1] = zero_d ? 0 : ref_rng_range(r, 1, 4);
+    int64_t limit = ref_extent_cap(&in[1], rank - 1, ref_sample_budget(req));
+    if (in[1].dim[rank - 1] > limit) /* V [..., m, d] within the budget */
+        in[1].dim[rank - 1] = limit;
     *n = 2;
     return REF_OK;
 }
@@ -517,7 +555,10 @@ static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, r
     return REF_OK;
 }
 
-/* dx = W^T g; dW = sum_l g[l] (x) x[l]; db = sum_l g[l]. */
+/* dx[l, i] = sum_o W[o, i] g[l, o];  dW[o, i] = sum_l g[l, o] x[l, i];  db[o] = sum_l g[l, o]:
+ * each a left fold from 0, dx in increasing o, dW and db in increasing l. The loops that feed a
+ * sum run outside the loop over i, so W, x and g are read along their rows and each entry
+ * gathers its terms in place, in the same order (m = (terms) * sum|terms| is scaled after). */
 static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
                              double **gmag)
@@ -527,43 +568,64 @@ static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
     (void)y;
     int64_t nin = in[1].shape.dim[1], nout = in[1].shape.dim[0];
     int64_t L = leading_count(&in[0].shape);
-    const double *x = in[0].v, *W = in[1].v;
+    const double *x = in[0].v, *W = in[1].v, *G = g->v;
     double *mx = gmag ? gmag[0] : NULL, *mw = gmag ? gmag[1] : NULL, *mb = gmag ? gmag[2] : NULL;
-    if (grad[0].v)
-        for (int64_t l = 0; l < L; l++)
+    double *dx = grad[0].v, *dW = grad[1].v, *db = grad[2].v;
+    if (dx)
+        for (int64_t l = 0; l < L; l++) {
+            double *row = dx + l * nin, *mrow = mx ? mx + l * nin : NULL;
             for (int64_t i = 0; i < nin; i++) {
-                double s = 0.0, s_abs = 0.0;
-                for (int64_t o = 0; o < nout; o++) {
-                    s += W[o * nin + i] * g->v[l * nout + o];
-                    s_abs += fabs(W[o * nin + i] * g->v[l * nout + o]);
+                row[i] = 0.0;
+                if (mrow)
+                    mrow[i] = 0.0;
+            }
+            for (int64_t o = 0; o < nout; o++) {
+                const double *w = W + o * nin;
+                double gv = G[l * nout + o];
+                for (int64_t i = 0; i < nin; i++) {
+                    row[i] += w[i] * gv;
+                    if (mrow)
+                        mrow[i] += fabs(w[i] * gv);
                 }
-                grad[0].v[l * nin + i] = s;
-                if (mx)
-                    mx[l * nin + i] = (double)(nout > 0 ? nout : 1) * s_abs;
             }
-    if (grad[1].v)
-        for (int64_t o = 0; o < nout; o++)
-            for (int64_t i = 0; i < nin; i++) {
-                double s = 0.0, s_abs = 0.0;
-                for (int64_t l = 0; l < L; l++) {
-                    s += g->v[l * nout + o] * x[l * nin + i];
-                    s_abs += fabs(g->v[l * nout + o] * x[l * nin + i]);
-                }
-                grad[1].v[o * nin + i] = s;
-                if (mw)
-                    mw[o * nin + i] = (double)(L > 0 ? L : 1) * s_abs;
-            }
-    if (grad[2].v)
-        for (int64_t o = 0; o < nout; o++) {
-            double s = 0.0, s_abs = 0.0;
-            for (int64_t l = 0; l < L; l++) {
-                s += g->v[l * nout + o];
-                s_abs += fabs(g->v[l * nout + o]);
-            }
-            grad[2].v[o] = s;
-            if (mb)
-                mb[o] = (double)(L > 0 ? L : 1) * s_abs;
+            for (int64_t i = 0; mrow && i < nin; i++)
+                mrow[i] = (double)(nout > 0 ? nout : 1) * mrow[i];
         }
+    if (dW)
+        for (int64_t o = 0; o < nout; o++) {
+            double *row = dW + o * nin, *mrow = mw ? mw + o * nin : NULL;
+            for (int64_t i = 0; i < nin; i++) {
+                row[i] = 0.0;
+                if (mrow)
+                    mrow[i] = 0.0;
+            }
+            for (int64_t l = 0; l < L; l++) {
+                const double *xl = x + l * nin;
+                double gv = G[l * nout + o];
+                for (int64_t i = 0; i < nin; i++) {
+                    row[i] += gv * xl[i];
+                    if (mrow)
+                        mrow[i] += fabs(gv * xl[i]);
+                }
+            }
+            for (int64_t i = 0; mrow && i < nin; i++)
+                mrow[i] = (double)(L > 0 ? L : 1) * mrow[i];
+        }
+    if (db) {
+        for (int64_t o = 0; o < nout; o++) {
+            db[o] = 0.0;
+            if (mb)
+                mb[o] = 0.0;
+        }
+        for (int64_t l = 0; l < L; l++)
+            for (int64_t o = 0; o < nout; o++) {
+                db[o] += G[l * nout + o];
+                if (mb)
+                    mb[o] += fabs(G[l * nout + o]);
+            }
+        for (int64_t o = 0; mb && o < nout; o++)
+            mb[o] = (double)(L > 0 ? L : 1) * mb[o];
+    }
     return REF_OK;
 }
 
@@ -581,6 +643,14 @@ static ref_status sample_linear(ref_rng *r, const ref_sample_req *req, ref_param
     in[1].dim[1] = nin;
     in[2].rank = 1;
     in[2].dim[0] = nout;
+    /* out [..., nout] and W [nout, nin] within the budget (nout was drawn up to sqrt(max_elems)
+     * on top of a full-size x) */
+    ref_shape out = in[0];
+    int64_t budget = ref_sample_budget(req);
+    int64_t limit_w = ref_extent_cap(&in[1], 0, budget);
+    int64_t limit_y = ref_extent_cap(&out, rank - 1, budget);
+    if (nout > limit_w || nout > limit_y)
+        in[1].dim[0] = in[2].dim[0] = limit_w < limit_y ? limit_w : limit_y;
     *n = 3;
     return REF_OK;
 }

@@ -79,15 +79,23 @@ static ref_status pl_geometry(const ref_params *p, int n, const ref_shape *in, c
     return REF_OK;
 }
 
-/* The cell of window o (flat) at window offset j (flat), or -1 for a padded cell. */
-static int64_t pl_cell(const pl_geom *g, int64_t o, int64_t j)
+/* The cells of window o (flat) into cells[j] for every window offset j < K (flat, row-major),
+ * -1 for a padded cell. Window o is unravelled once and its offsets walked in order. */
+static void pl_window(const pl_geom *g, int64_t o, int64_t K, int64_t *cells)
 {
-    int64_t oi[3], ji[3], ii[3];
+    int64_t oi[3], ji[3] = {0, 0, 0}, ii[3];
     ref_sp_unravel(&g->out, o, oi);
-    ref_sp_unravel(&g->k, j, ji);
-    for (int a = 0; a < g->sr; a++)
-        ii[a] = oi[a] * g->s[a] + ji[a] - g->p[a];
-    return ref_sp_ravel(&g->in, ii);
+    for (int64_t j = 0; j < K; j++, ref_sp_next(&g->k, ji)) {
+        for (int a = 0; a < g->sr; a++)
+            ii[a] = oi[a] * g->s[a] + ji[a] - g->p[a];
+        cells[j] = ref_sp_ravel(&g->in, ii);
+    }
+}
+
+/* A buffer for one window's cells (K + 1 entries: K may be 0). */
+static int64_t *pl_cells_alloc(int64_t K)
+{
+    return malloc(sizeof(int64_t) * (size_t)(K + 1));
 }
 
 static ref_status pool_shape_named(const ref_params *p, int n, const ref_shape *in,
@@ -178,13 +186,14 @@ static ref_status sample_smooth(ref_rng *r, const ref_sample_req *req, ref_param
 
 /* The first row-major winner of window o of channel x_c: strict > over the real cells, seeded
  * with the first real cell (so ties keep the earliest cell, and a NaN never displaces a number;
- * a NaN in the first real cell stays). Returns its cell, or -1 for a window without real cells
- * (impossible under the padding rule; the output is then 0). */
-static int64_t max_winner(const pl_geom *g, const double *x_c, int64_t o)
+ * a NaN in the first real cell stays), among the window's cells (pl_window). Returns its cell,
+ * or -1 for a window without real cells (impossible under the padding rule; the output is
+ * then 0). */
+static int64_t max_winner(const int64_t *cells, int64_t nk, const double *x_c)
 {
-    int64_t nk = ref_sp_count(&g->k), arg = -1;
+    int64_t arg = -1;
     for (int64_t j = 0; j < nk; j++) {
-        int64_t c = pl_cell(g, o, j);
+        int64_t c = cells[j];
         if (c < 0)
             continue; /* padded cells are ignored (-inf) */
         if (arg < 0 || x_c[c] > x_c[arg])
@@ -202,15 +211,20 @@ static ref_status max_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
-    int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out);
+    int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), K = ref_sp_count(&g.k);
+    int64_t *cells = pl_cells_alloc(K);
+    if (!cells)
+        return REF_ENOMEM;
     for (int64_t c = 0; c < g.C; c++)
         for (int64_t o = 0; o < nout; o++) {
-            int64_t w = max_winner(&g, in[0].v + c * nin, o);
+            pl_window(&g, o, K, cells);
+            int64_t w = max_winner(cells, K, in[0].v + c * nin);
             double y = w >= 0 ? in[0].v[c * nin + w] : 0.0;
             out->v[c * nout + o] = y;
             if (mag)
                 mag[c * nout + o] = fabs(y);
         }
+    free(cells);
     return REF_OK;
 }
 
@@ -228,16 +242,20 @@ static ref_status max_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
     int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), nx = g.C * nin;
+    int64_t K = ref_sp_count(&g.k);
     double *m = gmag ? gmag[0] : NULL;
-    int64_t *routes = calloc((size_t)nx + 1, sizeof(int64_t));
-    if (!routes)
+    int64_t *routes = calloc((size_t)nx + 1, sizeof(int64_t)), *cells = pl_cells_alloc(K);
+    if (!routes || !cells) {
+        free(routes), free(cells);
         return REF_ENOMEM;
+    }
     memset(grad[0].v, 0, sizeof(double) * (size_t)nx);
     if (m)
         memset(m, 0, sizeof(double) * (size_t)nx);
     for (int64_t c = 0; c < g.C; c++)
         for (int64_t o = 0; o < nout; o++) {
-            int64_t w = max_winner(&g, in[0].v + c * nin, o);
+            pl_window(&g, o, K, cells);
+            int64_t w = max_winner(cells, K, in[0].v + c * nin);
             if (w < 0)
                 continue;
             double gv = gt->v[c * nout + o];
@@ -249,7 +267,7 @@ static ref_status max_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
     if (m)
         for (int64_t i = 0; i < nx; i++)
             m[i] *= (double)(routes[i] > 0 ? routes[i] : 1);
-    free(routes);
+    free(routes), free(cells);
     return REF_OK;
 }
 
@@ -261,29 +279,28 @@ typedef struct {
     double spread;          /* sum_j w_j |v_j - pivot|, w_j = exp(beta (v_j - pivot)) / S */
 } smooth_win;
 
-static double window_value(const pl_geom *g, const double *x_c, int64_t o, int64_t j)
+static double window_value(const int64_t *cells, const double *x_c, int64_t j)
 {
-    int64_t c = pl_cell(g, o, j);
-    return c < 0 ? 0.0 : x_c[c];
+    return cells[j] < 0 ? 0.0 : x_c[cells[j]];
 }
 
 /* pivot: fold seeded with the first window cell, replaced by a strictly larger (beta > 0) or
  * smaller (beta < 0) value; then the shifted sum. */
-static smooth_win smooth_window(const pl_geom *g, const double *x_c, int64_t o, double beta)
+static smooth_win smooth_window(const int64_t *cells, int64_t nk, const double *x_c,
+                                double beta)
 {
-    int64_t nk = ref_sp_count(&g->k);
     smooth_win w = {0};
-    w.pivot = window_value(g, x_c, o, 0);
+    w.pivot = window_value(cells, x_c, 0);
     for (int64_t j = 1; j < nk; j++) {
-        double v = window_value(g, x_c, o, j);
+        double v = window_value(cells, x_c, j);
         if (beta > 0 ? v > w.pivot : v < w.pivot)
             w.pivot = v;
     }
     for (int64_t j = 0; j < nk; j++)
-        w.sum += exp(beta * (window_value(g, x_c, o, j) - w.pivot));
+        w.sum += exp(beta * (window_value(cells, x_c, j) - w.pivot));
     w.L = log(w.sum);
     for (int64_t j = 0; j < nk; j++) {
-        double d = window_value(g, x_c, o, j) - w.pivot;
+        double d = window_value(cells, x_c, j) - w.pivot;
         w.spread += ref_mag_prod(exp(beta * d) / w.sum, fabs(d));
     }
     return w;
@@ -307,15 +324,20 @@ static ref_status smooth_pool_fwd(const ref_params *p, int n, const ref_tensor *
         return REF_EINVAL;
     int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), K = ref_sp_count(&g.k);
     double beta = p->beta;
+    int64_t *cells = pl_cells_alloc(K);
+    if (!cells)
+        return REF_ENOMEM;
     for (int64_t c = 0; c < g.C; c++)
         for (int64_t o = 0; o < nout; o++) {
-            smooth_win w = smooth_window(&g, in[0].v + c * nin, o, beta);
+            pl_window(&g, o, K, cells);
+            smooth_win w = smooth_window(cells, K, in[0].v + c * nin, beta);
             double y = w.pivot + w.L * (1.0 / beta);
             out->v[c * nout + o] = y;
             if (mag)
                 mag[c * nout + o] =
                     ((double)K + 1.0 + 4.0 * fabs(w.L)) / fabs(beta) + 3.0 * w.spread + fabs(y);
         }
+    free(cells);
     return REF_OK;
 }
 
@@ -338,20 +360,21 @@ static ref_status smooth_pool_vjp(const ref_params *p, int n, const ref_tensor *
     int64_t K = ref_sp_count(&g.k);
     double beta = p->beta, ab = fabs(beta);
     double *m = gmag ? gmag[0] : NULL;
-    int64_t *uses = calloc((size_t)nx + 1, sizeof(int64_t));
+    int64_t *uses = calloc((size_t)nx + 1, sizeof(int64_t)), *cells = pl_cells_alloc(K);
     double *rel = calloc((size_t)nx + 1, sizeof(double));
-    if (!uses || !rel) {
-        free(uses), free(rel);
+    if (!uses || !rel || !cells) {
+        free(uses), free(rel), free(cells);
         return REF_ENOMEM;
     }
     memset(grad[0].v, 0, sizeof(double) * (size_t)nx);
     for (int64_t c = 0; c < g.C; c++) {
         const double *x_c = in[0].v + c * nin;
         for (int64_t o = 0; o < nout; o++) {
-            smooth_win w = smooth_window(&g, x_c, o, beta);
+            pl_window(&g, o, K, cells);
+            smooth_win w = smooth_window(cells, K, x_c, beta);
             double gv = gt->v[c * nout + o];
             for (int64_t j = 0; j < K; j++) {
-                int64_t cell = pl_cell(&g, o, j);
+                int64_t cell = cells[j];
                 if (cell < 0)
                     continue;
                 double d = x_c[cell] - w.pivot, wt = exp(beta * d) / w.sum;
@@ -367,7 +390,7 @@ static ref_status smooth_pool_vjp(const ref_params *p, int n, const ref_tensor *
     if (m)
         for (int64_t i = 0; i < nx; i++)
             m[i] = m[i] * (double)uses[i] + rel[i];
-    free(uses), free(rel);
+    free(uses), free(rel), free(cells);
     return REF_OK;
 }
 
@@ -385,11 +408,15 @@ static ref_status avg_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
     int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), K = ref_sp_count(&g.k);
+    int64_t *cells = pl_cells_alloc(K);
+    if (!cells)
+        return REF_ENOMEM;
     for (int64_t c = 0; c < g.C; c++)
         for (int64_t o = 0; o < nout; o++) {
             double s = 0.0, s_abs = 0.0;
+            pl_window(&g, o, K, cells);
             for (int64_t j = 0; j < K; j++) {
-                int64_t cell = pl_cell(&g, o, j);
+                int64_t cell = cells[j];
                 if (cell < 0)
                     continue; /* a padded cell counts 0 */
                 s += in[0].v[c * nin + cell];
@@ -400,6 +427,7 @@ static ref_status avg_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
             if (mag)
                 mag[c * nout + o] = s_abs + 2.0 * fabs(y);
         }
+    free(cells);
     return REF_OK;
 }
 
@@ -419,17 +447,20 @@ static ref_status avg_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
     int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), nx = g.C * nin;
     int64_t K = ref_sp_count(&g.k);
     double *m = gmag ? gmag[0] : NULL;
-    int64_t *uses = calloc((size_t)nx + 1, sizeof(int64_t));
-    if (!uses)
+    int64_t *uses = calloc((size_t)nx + 1, sizeof(int64_t)), *cells = pl_cells_alloc(K);
+    if (!uses || !cells) {
+        free(uses), free(cells);
         return REF_ENOMEM;
+    }
     memset(grad[0].v, 0, sizeof(double) * (size_t)nx);
     if (m)
         memset(m, 0, sizeof(double) * (size_t)nx);
     for (int64_t c = 0; c < g.C; c++)
         for (int64_t o = 0; o < nout; o++) {
             double gv = gt->v[c * nout + o];
+            pl_window(&g, o, K, cells);
             for (int64_t j = 0; j < K; j++) {
-                int64_t cell = pl_cell(&g, o, j);
+                int64_t cell = cells[j];
                 if (cell < 0)
                     continue; /* padded cells are dropped */
                 grad[0].v[c * nin + cell] += gv / (double)K;
@@ -441,7 +472,7 @@ static ref_status avg_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
     if (m)
         for (int64_t i = 0; i < nx; i++)
             m[i] *= (double)(uses[i] + 1);
-    free(uses);
+    free(uses), free(cells);
     return REF_OK;
 }
 

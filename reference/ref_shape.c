@@ -115,21 +115,28 @@ static void index_add(ref_axis_split a, const double *idx, int64_t count, const 
             }
 }
 
-/* Magnitudes of an index_add result y: y[o, d, i] is a sum of base_terms plus the number of j
- * with idx[j] = d terms, with sum|terms| = abs_sum[o, d, i] (abs_sum may be mag itself). */
-static void index_add_mags(ref_axis_split a, const double *idx, int64_t count, int64_t base_terms,
-                           const double *abs_sum, const double *y, double *mag)
+/* Magnitudes of an index_add result y: y[o, d, i] is a sum of base_terms plus hits[d] terms,
+ * hits[d] = the number of j with idx[j] = d (counted once, not once per d: O(len + count)), with
+ * sum|terms| = abs_sum[o, d, i] (abs_sum may be mag itself). */
+static ref_status index_add_mags(ref_axis_split a, const double *idx, int64_t count,
+                                 int64_t base_terms, const double *abs_sum, const double *y,
+                                 double *mag)
 {
+    int64_t *hits = calloc((size_t)a.len + 1, sizeof(int64_t));
+    if (!hits)
+        return REF_ENOMEM;
+    for (int64_t j = 0; j < count; j++)
+        hits[(int64_t)idx[j]]++;
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t d = 0; d < a.len; d++) {
-            int64_t terms = base_terms;
-            for (int64_t j = 0; j < count; j++)
-                terms += (int64_t)idx[j] == d;
+            int64_t terms = base_terms + hits[d];
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t k = (o * a.len + d) * a.inner + i;
                 mag[k] = sum_mag(terms, abs_sum[k], y[k]);
             }
         }
+    free(hits);
+    return REF_OK;
 }
 
 /* The requested rank, or a random one in [lo, 3] (at least 1 when a zero-size dimension is
@@ -486,9 +493,12 @@ static ref_status sample_concat(ref_rng *r, const ref_sample_req *req, ref_param
         return st;
     int rank = in[0].rank;
     *n = (int)ref_rng_range(r, 2, 4);
+    int64_t limit = ref_extent_cap(&in[0], ax, ref_sample_budget(req));
     for (int k = 1; k < *n; k++) {
         in[k] = in[0];
         in[k].dim[ax] = ref_rng_range(r, req->zero_dim ? 0 : 1, 3);
+        if (in[k].dim[ax] > limit) /* every piece within the budget */
+            in[k].dim[ax] = limit;
     }
     p->axis = ref_sample_axis_param(r, ax, rank);
     return REF_OK;
@@ -642,10 +652,11 @@ static ref_status gather_vjp(const ref_params *p, int n, const ref_tensor *in,
         return REF_ENOMEM;
     memset(grad[0].v, 0, sizeof(double) * (size_t)nx);
     index_add(a, idx, count, g->v, grad[0].v, abs_sum);
+    ref_status st = REF_OK;
     if (gmag && gmag[0])
-        index_add_mags(a, idx, count, 0, abs_sum, grad[0].v, gmag[0]);
+        st = index_add_mags(a, idx, count, 0, abs_sum, grad[0].v, gmag[0]);
     free(abs_sum);
-    return REF_OK;
+    return st;
 }
 
 /* Index length for a sampled axis extent: 1..2*ext+1 (so repeats are common), 0 allowed only
@@ -671,6 +682,8 @@ static ref_status sample_gather(ref_rng *r, const ref_sample_req *req, ref_param
     } else {
         in[1].rank = 1;
         in[1].dim[0] = sample_count(r, ext, req->zero_dim);
+        if (in[1].dim[0] > ref_sample_budget(req)) /* the index within the budget */
+            in[1].dim[0] = ref_sample_budget(req);
     }
     p->axis = ref_sample_axis_param(r, ax, rank);
     *n = 2;
@@ -725,9 +738,7 @@ static ref_status scatter_fwd(const ref_params *p, int n, const ref_tensor *in, 
             mag[k] = fabs(in[0].v[k]); /* sum|terms| for now */
     }
     index_add(a, idx, count, src, out->v, mag);
-    if (mag)
-        index_add_mags(a, idx, count, 1, mag, out->v, mag);
-    return REF_OK;
+    return mag ? index_add_mags(a, idx, count, 1, mag, out->v, mag) : REF_OK;
 }
 
 /* dBase = g; dSource[o, j, i] = g[o, idx[j], i] (index_select of g). The index gets none. */
@@ -759,6 +770,8 @@ static ref_status sample_scatter(ref_rng *r, const ref_sample_req *req, ref_para
         return st;
     int rank = in[0].rank;
     int64_t count = sample_count(r, in[0].dim[ax], req->zero_dim);
+    int64_t limit = ref_extent_cap(&in[0], ax, ref_sample_budget(req));
+    count = count < limit ? count : limit; /* source [..., count, ...] within the budget */
     in[1].rank = 1;
     in[1].dim[0] = count;
     in[2] = in[0];

@@ -104,6 +104,7 @@ static ref_status softmax_core(const ref_tensor *x, const double *mask, int axis
             const double *ms = mask ? mask + base : NULL;
             double *y = out->v + base;
             slice_stats st = slice_softmax(xs, ms, a.len, a.inner, y);
+            double ls = log_form ? log(st.sum) : 0.0; /* once per slice */
             for (int64_t j = 0; j < a.len; j++) {
                 double d = fabs(xs[j * a.inner] - st.max);
                 double rel_s = (double)(st.allowed - 1) + st.spread;
@@ -114,7 +115,6 @@ static ref_status softmax_core(const ref_tensor *x, const double *mask, int axis
                                 ? ref_mag_prod(y[j * a.inner], 3.0 + d + rel_s)
                                 : 0.0;
                 } else {
-                    double ls = log(st.sum);
                     double yl = (xs[j * a.inner] - st.max) - ls; /* never log(softmax) */
                     y[j * a.inner] = yl;
                     if (mag)

@@ -1,5 +1,6 @@
 /* Case lines: print(parse(line)) is canonical and parses back to the same case; generator
- * lines expand deterministically; every kind of bad input gets one sentence with its column. */
+ * lines expand deterministically and stay within their size's element budget; every kind of bad
+ * input gets one sentence with its column. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -139,6 +140,48 @@ static void test_file_errors_name_file_and_line(void **state)
     cc_case_list_free(&l);
 }
 
+/* Every input of a generated case holds at most max(size, REF_SAMPLE_MIN_BUDGET) elements at
+ * every size class and rank request, and so does linear's output (its out extent once grew as
+ * sqrt(size) on top of a full-size x: a 10^9-element weight at size=large); the primary input
+ * at most `size`. */
+static void test_generated_inputs_stay_in_budget(void **state)
+{
+    (void)state;
+    static const char *const sizes[] = {"tiny", "small", "medium", "large"};
+    static const int64_t elems[] = {16, 256, 4096, 1 << 20};
+    for (int s = 0; s < 4; s++)
+        for (int rank = -1; rank <= 4; rank++) {
+            char text[128];
+            if (rank < 0)
+                snprintf(text, sizeof text, "* count=24 size=%s zero=1 seed=%d\n", sizes[s], s);
+            else
+                snprintf(text, sizeof text, "* count=6 size=%s rank=%d seed=%d\n", sizes[s],
+                         rank, 10 * s + rank);
+            cc_case_list l = {0};
+            cc_parse_error err;
+            memset(&err, 0, sizeof err);
+            if (cc_cases_parse_text(text, "budget", &defaults, &l, &err))
+                fail_msg("%s: %s", text, err.msg);
+            int64_t budget = elems[s] > REF_SAMPLE_MIN_BUDGET ? elems[s] : REF_SAMPLE_MIN_BUDGET;
+            for (size_t k = 0; k < l.n; k++) {
+                const cc_case *c = &l.v[k];
+                char line[CC_CASE_LINE_MAX];
+                cc_case_print(c, line, sizeof line);
+                if (c->n_in > 0 && ref_numel(&c->shape[0]) > elems[s])
+                    fail_msg("primary input beyond size=%s: %s", sizes[s], line);
+                for (int i = 1; i < c->n_in; i++)
+                    if (ref_numel(&c->shape[i]) > budget)
+                        fail_msg("input %d beyond %lld elements: %s", i, (long long)budget, line);
+                ref_shape out;
+                ref_err e = {{0}};
+                assert_int_equal(c->op->shape(&c->params, c->n_in, c->shape, &out, &e), REF_OK);
+                if (strcmp(c->op->name, "linear") == 0 && ref_numel(&out) > budget)
+                    fail_msg("linear output beyond %lld elements: %s", (long long)budget, line);
+            }
+            cc_case_list_free(&l);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -146,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_generator_lines_expand_deterministically),
         cmocka_unit_test(test_error_messages_name_the_column),
         cmocka_unit_test(test_file_errors_name_file_and_line),
+        cmocka_unit_test(test_generated_inputs_stay_in_budget),
     };
     return cmocka_run_group_tests_name("case_lines", tests, NULL, NULL);
 }

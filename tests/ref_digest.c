@@ -1,0 +1,215 @@
+/* ref_digest: what the reference computes for every case of some case files, as one sha256 per
+ * case, or how long it takes per op.
+ *
+ *   capcheck_ref_digest [--time] [--op NAME] FILE...
+ *
+ * Each case is materialized as `capcheck run` does (same seeds, same rounded inputs); then the
+ * reference forward runs with magnitudes and, unless the case is check=fwd, the VJP with the
+ * gradient magnitudes of every data input, as the runner calls them. Default output, one line
+ * per case in case order:
+ *
+ *   <sha256 of status, y, m, and each grad and its magnitude, bit for bit>  <case line>
+ *
+ * so two builds of the reference are bit-identical on a suite exactly when their outputs diff
+ * clean (scripts/bench-reference). --time prints instead, per op, the seconds spent in the
+ * reference's forward and VJP alone (materializing excluded), most expensive first.
+ *
+ * Uses only the public harness and reference API, so the same file also builds against an
+ * older tree (scripts/bench-reference compiles it there). Exit 0, or 2 for bad arguments or a
+ * file that does not parse, 1 when out of memory. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness/case.h"
+#include "harness/materialize.h"
+#include "harness/sha256.h"
+
+#define MAX_OPS 128 /* more than the vocabulary holds */
+
+typedef struct {
+    const char *op;
+    long cases;
+    double fwd_s, vjp_s, worst_s;
+    char worst_line[CC_CASE_LINE_MAX];
+} op_time;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void hash_doubles(cc_sha256_ctx *h, const double *v, int64_t n)
+{
+    if (v && n > 0)
+        cc_sha256_update(h, v, (size_t)n * sizeof(double));
+}
+
+static int is_data_input(const ref_op *op, int i)
+{
+    int k = i < op->max_inputs ? i : op->max_inputs - 1;
+    if (k >= REF_MAX_INPUTS)
+        k = REF_MAX_INPUTS - 1;
+    return op->input_kind[k] == REF_IN_DATA;
+}
+
+/* Runs the reference on one materialized case; hashes what it computed into h and adds the
+ * forward and VJP seconds. Returns -1 when out of memory. */
+static int run_reference(const cc_case *c, const cc_inputs *in, cc_sha256_ctx *h, double *fwd_s,
+                         double *vjp_s)
+{
+    const ref_op *op = c->op;
+    int64_t ny = ref_numel(&in->out_shape);
+    ref_tensor y = {in->out_shape, calloc((size_t)(ny > 0 ? ny : 1), sizeof(double))};
+    double *mag = calloc((size_t)(ny > 0 ? ny : 1), sizeof(double));
+    ref_tensor grad[REF_MAX_INPUTS];
+    double *gmag[REF_MAX_INPUTS] = {0};
+    memset(grad, 0, sizeof grad);
+    int rc = 0;
+    if (!y.v || !mag) {
+        rc = -1;
+        goto done;
+    }
+    double t0 = now_seconds();
+    int fs = op->forward(&c->params, c->n_in, in->ref_in, &y, mag);
+    *fwd_s += now_seconds() - t0;
+    cc_sha256_update(h, &fs, sizeof fs);
+    if (fs != REF_OK)
+        goto done;
+    hash_doubles(h, y.v, ny);
+    hash_doubles(h, mag, ny);
+    if (c->check == CC_CHECK_FWD || !op->vjp)
+        goto done;
+    for (int i = 0; i < c->n_in; i++) {
+        grad[i].shape = c->shape[i];
+        if (!is_data_input(op, i))
+            continue;
+        int64_t n = ref_numel(&c->shape[i]);
+        grad[i].v = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+        gmag[i] = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+        if (!grad[i].v || !gmag[i]) {
+            rc = -1;
+            goto done;
+        }
+    }
+    t0 = now_seconds();
+    int vs = op->vjp(&c->params, c->n_in, in->ref_in, &y, &in->g, grad, gmag);
+    *vjp_s += now_seconds() - t0;
+    cc_sha256_update(h, &vs, sizeof vs);
+    if (vs == REF_OK)
+        for (int i = 0; i < c->n_in; i++) {
+            hash_doubles(h, grad[i].v, grad[i].v ? ref_numel(&c->shape[i]) : 0);
+            hash_doubles(h, gmag[i], gmag[i] ? ref_numel(&c->shape[i]) : 0);
+        }
+done:
+    free(y.v);
+    free(mag);
+    for (int i = 0; i < REF_MAX_INPUTS; i++) {
+        free(grad[i].v);
+        free(gmag[i]);
+    }
+    return rc;
+}
+
+static int by_total_desc(const void *a, const void *b)
+{
+    const op_time *x = a, *y = b;
+    double tx = x->fwd_s + x->vjp_s, ty = y->fwd_s + y->vjp_s;
+    return (tx < ty) - (tx > ty);
+}
+
+int main(int argc, char **argv)
+{
+    int timing = 0;
+    const char *only_op = NULL;
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_case_list cases = {0};
+    int files = 0;
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--time") == 0) {
+            timing = 1;
+        } else if (strcmp(argv[a], "--op") == 0 && a + 1 < argc) {
+            only_op = argv[++a];
+        } else if (argv[a][0] == '-') {
+            fprintf(stderr, "ref_digest: unknown option %s (usage: [--time] [--op NAME] FILE...)\n",
+                    argv[a]);
+            return 2;
+        } else {
+            cc_parse_error err;
+            memset(&err, 0, sizeof err);
+            if (cc_cases_parse_file(argv[a], &def, &cases, &err)) {
+                fprintf(stderr, "%s:%d:%d: %s\n", err.file, err.line, err.column, err.msg);
+                return 2;
+            }
+            files++;
+        }
+    }
+    if (!files) {
+        fprintf(stderr, "ref_digest: no case file given (usage: [--time] [--op NAME] FILE...)\n");
+        return 2;
+    }
+
+    static op_time times[MAX_OPS];
+    int n_ops = 0;
+    for (size_t k = 0; k < cases.n; k++) {
+        const cc_case *c = &cases.v[k];
+        if (only_op && strcmp(c->op->name, only_op) != 0)
+            continue;
+        char line[CC_CASE_LINE_MAX];
+        cc_case_print(c, line, sizeof line);
+        cc_inputs in;
+        char msg[256] = "";
+        cc_sha256_ctx h;
+        cc_sha256_init(&h);
+        double fwd_s = 0, vjp_s = 0;
+        if (cc_materialize(c, &in, msg, sizeof msg)) {
+            cc_sha256_update(&h, msg, strlen(msg)); /* a refused case is part of the record */
+        } else {
+            int rc = run_reference(c, &in, &h, &fwd_s, &vjp_s);
+            cc_inputs_free(&in);
+            if (rc) {
+                fprintf(stderr, "ref_digest: out of memory on %s\n", line);
+                return 1;
+            }
+        }
+        if (!timing) {
+            char hex[65];
+            cc_sha256_final_hex(&h, hex);
+            printf("%s  %s\n", hex, line);
+            continue;
+        }
+        int j = 0;
+        while (j < n_ops && strcmp(times[j].op, c->op->name) != 0)
+            j++;
+        if (j == n_ops) {
+            if (n_ops == MAX_OPS)
+                continue;
+            times[n_ops++].op = c->op->name;
+        }
+        times[j].cases++;
+        times[j].fwd_s += fwd_s;
+        times[j].vjp_s += vjp_s;
+        if (fwd_s + vjp_s > times[j].worst_s) {
+            times[j].worst_s = fwd_s + vjp_s;
+            snprintf(times[j].worst_line, sizeof times[j].worst_line, "%s", line);
+        }
+    }
+    if (timing) {
+        qsort(times, (size_t)n_ops, sizeof times[0], by_total_desc);
+        double total = 0;
+        for (int j = 0; j < n_ops; j++)
+            total += times[j].fwd_s + times[j].vjp_s;
+        printf("reference seconds (forward + VJP, materializing excluded): %.3f\n", total);
+        printf("%-18s %7s %9s %9s %9s  %s\n", "op", "cases", "forward", "vjp", "worst",
+               "worst case");
+        for (int j = 0; j < n_ops; j++)
+            printf("%-18s %7ld %9.3f %9.3f %9.3f  %s\n", times[j].op, times[j].cases,
+                   times[j].fwd_s, times[j].vjp_s, times[j].worst_s, times[j].worst_line);
+    }
+    cc_case_list_free(&cases);
+    return 0;
+}
