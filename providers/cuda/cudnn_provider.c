@@ -576,7 +576,7 @@ static dn_kind kind_of(const char *op)
 
 static cc_status dn_check(const cc_call *call, char *msg, size_t len)
 {
-    cc_status st = ccu_check_call("cudnn", call, msg, len);
+    cc_status st = ccu_check_call("cudnn", call, 0, msg, len);
     if (st == CC_OK && kind_of(call->op) == DN_NONE)
         st = ccu_say(msg, len, CC_UNSUPPORTED, "the cudnn provider has no %s", call->op);
     return st;

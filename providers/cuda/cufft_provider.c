@@ -178,7 +178,7 @@ static void divide_by_n(cc_dtype t, void *x, int64_t count, int64_t n)
 
 static cc_status ft_check(const cc_call *call, char *msg, size_t len)
 {
-    cc_status st = ccu_check_call("cufft", call, msg, len);
+    cc_status st = ccu_check_call("cufft", call, 0, msg, len);
     if (st == CC_OK && strcmp(call->op, "fftFno") && strcmp(call->op, "fft_fno"))
         st = ccu_say(msg, len, CC_UNSUPPORTED, "the cufft provider has no %s", call->op);
     return st;
