@@ -3,7 +3,14 @@
  * span of the strided view, or its dense packing); a row-major C = op(A) op(B) is the
  * column-major C^T = op(B)^T op(A)^T, so each GEMM is issued with the operands swapped and the
  * same transpose flags. Math mode per call: CUBLAS_PEDANTIC_MATH (no TF32, no reduced-precision
- * reductions) or CUBLAS_TF32_TENSOR_OP_MATH (ctx, or CAPCHECK_TF32=1 for "cublas"). */
+ * reductions) or CUBLAS_TF32_TENSOR_OP_MATH (ctx, or CAPCHECK_TF32=1 for "cublas").
+ *
+ * f16 and bf16: cublasGemmEx with f16/bf16 A and B, a float32 C and CUBLAS_COMPUTE_32F_PEDANTIC
+ * (products and sums in float32, no down-conversion, no tensor-core shortcuts), the handle in
+ * CUBLAS_PEDANTIC_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION whatever TF32 says
+ * (TF32 concerns float32 operands only). The lowering accumulates every product, batch and bias
+ * in that float32 C and rounds each output to the case dtype once (gemm_lowering.h), so the
+ * dtype's own u is the honest bound: no compute_roundoff is declared for them. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,9 +50,15 @@ static cc_status cublas_check(cublasStatus_t s, const char *what, char *msg, siz
 
 typedef struct {
     cublasHandle_t h;
-    cc_dtype t;
+    cc_dtype t;   /* operands */
+    cc_dtype acc; /* C: t, or f32 for f16/bf16 operands */
     ccu_bufs bufs;
 } cublas_call;
+
+static int is_half(cc_dtype t)
+{
+    return t == CC_F16 || t == CC_BF16;
+}
 
 static int fits_int(int64_t v)
 {
@@ -63,15 +76,25 @@ static cc_status bk_gemm(void *self, int ta, int tb, int64_t m, int64_t n, int64
     /* row-major C (m x n) = op(A) op(B)  <=>  column-major C^T (n x m) = op(B)^T op(A)^T */
     cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasStatus_t s;
-    if (c->t == CC_F64)
+    const char *what;
+    if (c->t == CC_F64) {
+        what = "cublasDgemm";
         s = cublasDgemm(c->h, opb, opa, (int)n, (int)m, (int)k, &alpha, B, (int)ldb, A,
                         (int)lda, &beta, C, (int)ldc);
-    else {
+    } else if (c->t == CC_F32) {
         float fa = (float)alpha, fb = (float)beta;
+        what = "cublasSgemm";
         s = cublasSgemm(c->h, opb, opa, (int)n, (int)m, (int)k, &fa, B, (int)ldb, A, (int)lda,
                         &fb, C, (int)ldc);
+    } else { /* f16/bf16 operands, float32 C and arithmetic (alpha, beta float) */
+        float fa = (float)alpha, fb = (float)beta;
+        cudaDataType_t ab = c->t == CC_F16 ? CUDA_R_16F : CUDA_R_16BF;
+        what = "cublasGemmEx (CUBLAS_COMPUTE_32F_PEDANTIC)";
+        s = cublasGemmEx(c->h, opb, opa, (int)n, (int)m, (int)k, &fa, B, ab, (int)ldb, A, ab,
+                         (int)lda, &fb, C, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F_PEDANTIC,
+                         CUBLAS_GEMM_DEFAULT);
     }
-    cc_status st = cublas_check(s, c->t == CC_F64 ? "cublasDgemm" : "cublasSgemm", msg, len);
+    cc_status st = cublas_check(s, what, msg, len);
     if (st == CC_OK)
         st = ccu_check(cudaGetLastError(), "the cuBLAS GEMM launch", msg, len);
     return st;
@@ -91,7 +114,7 @@ static cc_status bk_output(void *self, void *host, int64_t count, void **dev, ch
                            size_t len)
 {
     cublas_call *c = self;
-    return ccu_output(&c->bufs, host, (size_t)count * cc_dtype_size(c->t), dev, msg, len);
+    return ccu_output(&c->bufs, host, (size_t)count * cc_dtype_size(c->acc), dev, msg, len);
 }
 
 static cc_status bk_finish(void *self, cc_status st, char *msg, size_t len)
@@ -106,12 +129,17 @@ static cc_status open_call(const void *ctx, const cc_call *call, cublas_call *c,
 {
     memset(c, 0, sizeof *c);
     c->t = call->dtype;
+    c->acc = is_half(c->t) ? CC_F32 : c->t;
     cc_status st = cublas_check(cublasCreate(&c->h), "cublasCreate", msg, len);
     if (st != CC_OK) {
         c->h = NULL;
         return st;
     }
-    cublasMath_t mode = tf32_on(ctx) ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH;
+    cublasMath_t mode = is_half(c->t)
+                            ? (cublasMath_t)(CUBLAS_PEDANTIC_MATH |
+                                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)
+                        : tf32_on(ctx) ? CUBLAS_TF32_TENSOR_OP_MATH
+                                       : CUBLAS_PEDANTIC_MATH;
     st = cublas_check(cublasSetMathMode(c->h, mode), "cublasSetMathMode", msg, len);
     if (st == CC_OK)
         st = cublas_check(cublasSetPointerMode(c->h, CUBLAS_POINTER_MODE_HOST),
@@ -131,11 +159,18 @@ static cc_status close_call(cublas_call *c, cc_status st, char *msg, size_t len)
     return st;
 }
 
+static cc_gemm_backend backend_of(cublas_call *c)
+{
+    cc_gemm_backend bk = {.self = c, .dtype = c->t, .acc_dtype = c->acc, .gemm = bk_gemm,
+                          .input = bk_input, .output = bk_output, .finish = bk_finish};
+    return bk;
+}
+
 /* ---- the cc_provider functions ------------------------------------------------------------- */
 
 static cc_status cb_check(const cc_call *call, char *msg, size_t len)
 {
-    cc_status st = ccu_check_call("cublas", call, msg, len);
+    cc_status st = ccu_check_call("cublas", call, 1, msg, len);
     if (st == CC_OK && !cc_gemm_has_op(call->op))
         st = ccu_say(msg, len, CC_UNSUPPORTED, "the cublas provider has no %s", call->op);
     return st;
@@ -155,7 +190,7 @@ static cc_status cb_forward(void *ctx, const cc_call *call, cc_view *out, char *
     cublas_call c;
     st = open_call(ctx, call, &c, msg, len);
     if (st == CC_OK) {
-        cc_gemm_backend bk = {&c, c.t, bk_gemm, bk_input, bk_output, bk_finish};
+        cc_gemm_backend bk = backend_of(&c);
         st = cc_gemm_forward(&bk, call, out, msg, len); /* calls finish */
     }
     return close_call(&c, st, msg, len);
@@ -170,7 +205,7 @@ static cc_status cb_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
     cublas_call c;
     st = open_call(ctx, call, &c, msg, len);
     if (st == CC_OK) {
-        cc_gemm_backend bk = {&c, c.t, bk_gemm, bk_input, bk_output, bk_finish};
+        cc_gemm_backend bk = backend_of(&c);
         st = cc_gemm_vjp(&bk, call, g, grads, msg, len);
     }
     return close_call(&c, st, msg, len);
@@ -186,8 +221,9 @@ static void cb_describe(void *ctx, char *buf, size_t len)
     cublasGetProperty(PATCH_LEVEL, &patch);
     char base[448];
     ccu_describe_base(base, sizeof base);
-    snprintf(buf, len, "cublas %d.%d.%d; %s; tf32 %s; provider external; vjp GEMM", major, minor,
-             patch, base,
+    snprintf(buf, len, "cublas %d.%d.%d; %s; tf32 %s; f16/bf16 cublasGemmEx "
+             "CUBLAS_COMPUTE_32F_PEDANTIC with a float32 C rounded once; provider external; "
+             "vjp GEMM", major, minor, patch, base,
              tf32_on(ctx) ? "on (CUBLAS_TF32_TENSOR_OP_MATH, f32 bound at u 2^-11)"
                           : "off (CUBLAS_PEDANTIC_MATH)");
 }

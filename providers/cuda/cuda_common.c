@@ -43,15 +43,18 @@ cc_status ccu_init(const char *who, cc_device device, char *msg, size_t len)
     return st;
 }
 
-cc_status ccu_check_call(const char *who, const cc_call *call, char *msg, size_t len)
+cc_status ccu_check_call(const char *who, const cc_call *call, int allow_half, char *msg,
+                         size_t len)
 {
     if (!call || !call->op)
         return ccu_say(msg, len, CC_FAILED, "%s: NULL call", who);
     if (call->device != CC_CUDA)
         return ccu_say(msg, len, CC_UNSUPPORTED, "the %s provider runs on device cuda only", who);
-    if (call->dtype != CC_F32 && call->dtype != CC_F64)
-        return ccu_say(msg, len, CC_UNSUPPORTED, "%s: the %s provider has no %s path (f32 and "
-                       "f64 only)", call->op, who, cc_dtype_name(call->dtype));
+    int half = call->dtype == CC_F16 || call->dtype == CC_BF16;
+    if (call->dtype != CC_F32 && call->dtype != CC_F64 && !(allow_half && half))
+        return ccu_say(msg, len, CC_UNSUPPORTED, "%s: the %s provider has no %s path (%s)",
+                       call->op, who, cc_dtype_name(call->dtype),
+                       allow_half ? "f32, f64, f16 and bf16" : "f32 and f64 only");
     if (call->n_in > 0 && !call->in)
         return ccu_say(msg, len, CC_FAILED, "%s: the call has no input views", call->op);
     for (int i = 0; i < call->n_in; i++)

@@ -20,9 +20,10 @@ cc_status ccu_say(char *msg, size_t len, cc_status st, const char *fmt, ...);
 cc_status ccu_init(const char *who, cc_device device, char *msg, size_t len);
 /* CC_OK, or CC_FAILED "<what>: <cudaGetErrorName>: <cudaGetErrorString>". */
 cc_status ccu_check(cudaError_t e, const char *what, char *msg, size_t len);
-/* The checks every call makes: device cuda, floating dtype f32/f64 (CC_UNSUPPORTED otherwise),
- * input views present. */
-cc_status ccu_check_call(const char *who, const cc_call *call, char *msg, size_t len);
+/* The checks every call makes: device cuda, floating dtype f32/f64 (and f16/bf16 when
+ * allow_half; CC_UNSUPPORTED otherwise), input views present. */
+cc_status ccu_check_call(const char *who, const cc_call *call, int allow_half, char *msg,
+                         size_t len);
 
 /* The device buffers of one provider call. */
 typedef struct {

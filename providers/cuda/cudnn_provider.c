@@ -18,7 +18,13 @@
  *
  * softmax / logSoftmax over params.axis: the tensor viewed as [outer, axis, inner, 1] in
  * CUDNN_SOFTMAX_MODE_CHANNEL, CUDNN_SOFTMAX_ACCURATE (max-shifted) or CUDNN_SOFTMAX_LOG; the
- * VJP recomputes y on the device and calls cudnnSoftmaxBackward. */
+ * VJP recomputes y on the device and calls cudnnSoftmaxBackward.
+ *
+ * maxPool / avgPool (cudnnPoolingForward/Backward) and batchNorm (ForwardTraining /
+ * ForwardInference / Backward, the eval VJP composed of cuDNN kernels): the mapping of the
+ * contract onto the descriptors, and the inputs cuDNN cannot compute under it (tied maxima for
+ * the max-pool VJP, NaN windows, ...), are the host-side plans of cudnn_plan.h. cuDNN 9 keeps
+ * these legacy entry points (deprecated, still exported); they are used as they are. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +32,9 @@
 
 #include <cudnn.h>
 
+#include "harness/dtype.h"
 #include "providers/cuda/cuda_common.h"
+#include "providers/cuda/cudnn_plan.h"
 #include "providers/openblas/gemm_lowering.h"
 
 static cc_status dnn_check(cudnnStatus_t s, const char *what, char *msg, size_t len)
@@ -557,9 +565,322 @@ static cc_status softmax_run(dnn_call *c, const cc_call *call, cc_view *out, con
     return st;
 }
 
+/* ---- maxPool / avgPool ------------------------------------------------------------------------ */
+
+/* Dense host copy of input i (caller frees), or NULL with a sentence. */
+static void *host_input(const cc_call *call, int i, char *msg, size_t len)
+{
+    void *h = ccu_dense_host(&call->in[i]);
+    if (!h)
+        ccu_say(msg, len, CC_FAILED, "out of memory");
+    return h;
+}
+
+/* A pooling descriptor of the plan in `mode`, checked against the contract's output extents. */
+static cc_status pool_desc(const ccu_pool_plan *pl, cudnnPoolingMode_t mode,
+                           cudnnTensorDescriptor_t xd, cudnnPoolingDescriptor_t *pd, char *msg,
+                           size_t len)
+{
+    cc_status st = dnn_check(cudnnCreatePoolingDescriptor(pd), "cudnnCreatePoolingDescriptor",
+                             msg, len);
+    if (st != CC_OK) {
+        *pd = NULL;
+        return st;
+    }
+    st = dnn_check(cudnnSetPoolingNdDescriptor(*pd, mode, CUDNN_NOT_PROPAGATE_NAN, pl->nd - 2,
+                                               pl->window, pl->pad, pl->stride),
+                   "cudnnSetPoolingNdDescriptor", msg, len);
+    if (st == CC_OK) { /* cuDNN's own idea of the output must be the contract's */
+        int od[5] = {0};
+        st = dnn_check(cudnnGetPoolingNdForwardOutputDim(*pd, xd, pl->nd, od),
+                       "cudnnGetPoolingNdForwardOutputDim", msg, len);
+        for (int i = 0; st == CC_OK && i < pl->nd; i++)
+            if (od[i] != pl->y_dims[i])
+                st = ccu_say(msg, len, CC_FAILED, "pooling: cuDNN derives output extent %d on "
+                             "axis %d, the contract %d", od[i], i, pl->y_dims[i]);
+    }
+    return st;
+}
+
+/* Forward into out (or, for the VJP, into a scratch y), then with gv the backward into grad.
+ * maxPool runs CUDNN_POOLING_MAX_DETERMINISTIC, or CUDNN_POOLING_MAX where cuDNN does not
+ * support that (on tie-free windows both select and route the same cell). */
+static cc_status pool_run(dnn_call *c, const cc_call *call, cc_view *out, const cc_view *gv,
+                          cc_view *grad, char *msg, size_t len)
+{
+    ccu_pool_plan pl;
+    cc_status st = ccu_pool_plan_make(call, &pl, msg, len);
+    if (st != CC_OK)
+        return st;
+    size_t es = cc_dtype_size(c->t);
+    int64_t ny = pl.C * pl.nout, nx = pl.C * pl.nin;
+    if (out && (!cc_view_is_dense(out) || cc_view_numel(out) != ny))
+        return ccu_say(msg, len, CC_FAILED, "%s: the output buffer does not match", call->op);
+    if (gv && (!cc_view_is_dense(gv) || gv->dtype != c->t || cc_view_numel(gv) != ny ||
+               !cc_view_is_dense(grad) || cc_view_numel(grad) != nx))
+        return ccu_say(msg, len, CC_FAILED, "%s: the cotangent or gradient does not match",
+                       call->op);
+    if (gv)
+        memset(grad->data, 0, (size_t)nx * es); /* no window: no gradient */
+    if (pl.empty)
+        return CC_OK;
+    void *xh = host_input(call, 0, msg, len);
+    if (!xh)
+        return CC_FAILED;
+    if (pl.is_max)
+        st = ccu_maxpool_expressible(&pl, c->t, xh, gv != NULL, msg, len);
+    cudnnTensorDescriptor_t xd = NULL, yd = NULL;
+    cudnnPoolingDescriptor_t pd = NULL;
+    void *x = NULL, *y = NULL, *G = NULL, *dx = NULL;
+    if (st == CC_OK)
+        st = dnn_check(cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor", msg, len);
+    if (st == CC_OK)
+        st = dnn_check(cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor", msg, len);
+    if (st == CC_OK)
+        st = set_tensor(xd, c->dt, pl.nd, pl.x_dims, msg, len);
+    if (st == CC_OK)
+        st = set_tensor(yd, c->dt, pl.nd, pl.y_dims, msg, len);
+    if (st == CC_OK)
+        st = ccu_upload(&c->bufs, xh, (size_t)nx * es, &x, msg, len);
+    if (st == CC_OK)
+        st = out ? ccu_output(&c->bufs, out->data, (size_t)ny * es, &y, msg, len)
+                 : ccu_scratch(&c->bufs, (size_t)ny * es, &y, msg, len);
+    if (st == CC_OK && gv)
+        st = ccu_upload(&c->bufs, gv->data, (size_t)ny * es, &G, msg, len);
+    if (st == CC_OK && gv)
+        st = ccu_output(&c->bufs, grad->data, (size_t)nx * es, &dx, msg, len);
+    const cudnnPoolingMode_t modes[2] = {
+        pl.is_max ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
+        CUDNN_POOLING_MAX};
+    scalar one = sc(c, 1.0), zero = sc(c, 0.0);
+    for (int m = 0; st == CC_OK && m < (pl.is_max ? 2 : 1); m++) {
+        st = pool_desc(&pl, modes[m], xd, &pd, msg, len);
+        if (st == CC_OK)
+            st = dnn_check(cudnnPoolingForward(c->h, pd, &one, xd, x, &zero, yd, y),
+                           "cudnnPoolingForward", msg, len);
+        if (st == CC_OK && gv)
+            st = dnn_check(cudnnPoolingBackward(c->h, pd, &one, yd, y, yd, G, xd, x, &zero, xd,
+                                                dx),
+                           "cudnnPoolingBackward", msg, len);
+        if (pd)
+            cudnnDestroyPoolingDescriptor(pd);
+        pd = NULL;
+        if (st == CC_UNSUPPORTED && m == 0 && pl.is_max)
+            st = CC_OK; /* try CUDNN_POOLING_MAX */
+        else
+            break;
+    }
+    if (st == CC_OK)
+        st = ccu_check(cudaGetLastError(), "the cuDNN pooling launch", msg, len);
+    if (xd)
+        cudnnDestroyTensorDescriptor(xd);
+    if (yd)
+        cudnnDestroyTensorDescriptor(yd);
+    free(xh);
+    return st;
+}
+
+/* ---- batchNorm --------------------------------------------------------------------------------- */
+
+typedef struct {
+    cudnnTensorDescriptor_t xd, bnd; /* [1, C, N, 1] and the derived [1, C, 1, 1] */
+} bn_desc;
+
+static void bn_desc_free(bn_desc *D)
+{
+    if (D->xd)
+        cudnnDestroyTensorDescriptor(D->xd);
+    if (D->bnd)
+        cudnnDestroyTensorDescriptor(D->bnd);
+    memset(D, 0, sizeof *D);
+}
+
+static cc_status bn_describe(const dnn_call *c, const ccu_bn_plan *pl, bn_desc *D, char *msg,
+                             size_t len)
+{
+    memset(D, 0, sizeof *D);
+    if (!(pl->eps >= CUDNN_BN_MIN_EPSILON))
+        return ccu_say(msg, len, CC_UNSUPPORTED, "batchNorm: eps %g is below cuDNN's "
+                       "CUDNN_BN_MIN_EPSILON %g", pl->eps, (double)CUDNN_BN_MIN_EPSILON);
+    cc_status st = dnn_check(cudnnCreateTensorDescriptor(&D->xd), "cudnnCreateTensorDescriptor",
+                             msg, len);
+    if (st == CC_OK)
+        st = dnn_check(cudnnCreateTensorDescriptor(&D->bnd), "cudnnCreateTensorDescriptor", msg,
+                       len);
+    if (st == CC_OK)
+        st = set_tensor(D->xd, c->dt, 4, pl->x_dims, msg, len);
+    if (st == CC_OK)
+        st = dnn_check(cudnnDeriveBNTensorDescriptor(D->bnd, D->xd, CUDNN_BATCHNORM_SPATIAL),
+                       "cudnnDeriveBNTensorDescriptor", msg, len);
+    return st;
+}
+
+/* Device copy of input i (dense); for the running variance (input 4), clamped at 0 first. */
+static cc_status bn_upload(dnn_call *c, const cc_call *call, int i, void **dev, char *msg,
+                           size_t len)
+{
+    void *h = host_input(call, i, msg, len);
+    if (!h)
+        return CC_FAILED;
+    if (i == 4)
+        ccu_bn_clamp_variance(c->t, h, cc_view_numel(&call->in[i]));
+    cc_status st = ccu_upload(&c->bufs, h, (size_t)cc_view_numel(&call->in[i]) *
+                                               cc_dtype_size(c->t), dev, msg, len);
+    free(h);
+    return st;
+}
+
+static cc_status bn_forward(dnn_call *c, const cc_call *call, cc_view *out, char *msg,
+                            size_t len)
+{
+    ccu_bn_plan pl;
+    cc_status st = ccu_bn_plan_make(call, &pl, msg, len);
+    if (st != CC_OK)
+        return st;
+    if (!out || !cc_view_is_dense(out) || cc_view_numel(out) != pl.C * pl.N)
+        return ccu_say(msg, len, CC_FAILED, "batchNorm: the output buffer does not match");
+    if (pl.empty)
+        return CC_OK;
+    bn_desc D;
+    void *x = NULL, *gamma = NULL, *beta = NULL, *mean = NULL, *var = NULL, *y = NULL;
+    scalar one = sc(c, 1.0), zero = sc(c, 0.0);
+    st = bn_describe(c, &pl, &D, msg, len);
+    for (int i = 0; st == CC_OK && i < call->n_in; i++)
+        st = bn_upload(c, call, i, i == 0 ? &x : i == 1 ? &gamma : i == 2 ? &beta
+                                               : i == 3 ? &mean : &var, msg, len);
+    if (st == CC_OK)
+        st = ccu_output(&c->bufs, out->data, (size_t)(pl.C * pl.N) * cc_dtype_size(c->t), &y,
+                        msg, len);
+    if (st == CC_OK && pl.training) /* batch statistics; no running statistics kept */
+        st = dnn_check(cudnnBatchNormalizationForwardTraining(
+                           c->h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, D.xd, x, D.xd, y, D.bnd,
+                           gamma, beta, 0.0, NULL, NULL, pl.eps, NULL, NULL),
+                       "cudnnBatchNormalizationForwardTraining", msg, len);
+    else if (st == CC_OK)
+        st = dnn_check(cudnnBatchNormalizationForwardInference(
+                           c->h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, D.xd, x, D.xd, y, D.bnd,
+                           gamma, beta, mean, var, pl.eps),
+                       "cudnnBatchNormalizationForwardInference", msg, len);
+    if (st == CC_OK)
+        st = ccu_check(cudaGetLastError(), "the cuDNN batchNorm launch", msg, len);
+    bn_desc_free(&D);
+    return st;
+}
+
+/* Eval VJP from cuDNN kernels (cudnn_plan.h): dx as a ForwardInference of g, dgamma and dbeta
+ * as per-channel sums (cudnnConvolutionBackwardBias) of g * xhat and g. */
+static cc_status bn_eval_vjp(dnn_call *c, const ccu_bn_plan *pl, const bn_desc *D, void *x,
+                             void *G, void *gamma, void *mean, void *var, void *d[3], char *msg,
+                             size_t len)
+{
+    size_t es = cc_dtype_size(c->t), nx = (size_t)(pl->C * pl->N) * es;
+    scalar one = sc(c, 1.0), zero = sc(c, 0.0);
+    void *zeros = NULL, *ones = NULL, *xhat = NULL, *prod = NULL;
+    cc_status st = ccu_scratch(&c->bufs, (size_t)pl->C * es, &zeros, msg, len);
+    if (st == CC_OK && d[0]) /* dx = gamma (g - 0) / sqrt(var + eps) + 0 */
+        st = dnn_check(cudnnBatchNormalizationForwardInference(
+                           c->h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, D->xd, G, D->xd, d[0],
+                           D->bnd, gamma, zeros, zeros, var, pl->eps),
+                       "cudnnBatchNormalizationForwardInference (dx)", msg, len);
+    if (st == CC_OK && d[1]) {
+        void *h = malloc((size_t)pl->C * es);
+        if (!h)
+            return ccu_say(msg, len, CC_FAILED, "out of memory");
+        for (int64_t i = 0; i < pl->C; i++)
+            cc_store(c->t, h, i, 1.0);
+        st = ccu_upload(&c->bufs, h, (size_t)pl->C * es, &ones, msg, len);
+        free(h);
+        if (st == CC_OK)
+            st = ccu_scratch(&c->bufs, nx, &xhat, msg, len);
+        if (st == CC_OK)
+            st = ccu_scratch(&c->bufs, nx, &prod, msg, len);
+        if (st == CC_OK) /* xhat = (x - mu_run) / sqrt(var + eps) */
+            st = dnn_check(cudnnBatchNormalizationForwardInference(
+                               c->h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, D->xd, x, D->xd,
+                               xhat, D->bnd, ones, zeros, mean, var, pl->eps),
+                           "cudnnBatchNormalizationForwardInference (xhat)", msg, len);
+        cudnnOpTensorDescriptor_t od = NULL;
+        if (st == CC_OK)
+            st = dnn_check(cudnnCreateOpTensorDescriptor(&od), "cudnnCreateOpTensorDescriptor",
+                           msg, len);
+        if (st == CC_OK)
+            st = dnn_check(cudnnSetOpTensorDescriptor(od, CUDNN_OP_TENSOR_MUL, c->dt,
+                                                      CUDNN_NOT_PROPAGATE_NAN),
+                           "cudnnSetOpTensorDescriptor", msg, len);
+        if (st == CC_OK) /* prod = g * xhat */
+            st = dnn_check(cudnnOpTensor(c->h, od, &one, D->xd, G, &one, D->xd, xhat, &zero,
+                                         D->xd, prod),
+                           "cudnnOpTensor (g * xhat)", msg, len);
+        if (od)
+            cudnnDestroyOpTensorDescriptor(od);
+        if (st == CC_OK)
+            st = dnn_check(cudnnConvolutionBackwardBias(c->h, &one, D->xd, prod, &zero, D->bnd,
+                                                        d[1]),
+                           "cudnnConvolutionBackwardBias (dgamma)", msg, len);
+    }
+    if (st == CC_OK && d[2])
+        st = dnn_check(cudnnConvolutionBackwardBias(c->h, &one, D->xd, G, &zero, D->bnd, d[2]),
+                       "cudnnConvolutionBackwardBias (dbeta)", msg, len);
+    return st;
+}
+
+static cc_status bn_vjp(dnn_call *c, const cc_call *call, const cc_view *gv, cc_view *grads,
+                        char *msg, size_t len)
+{
+    ccu_bn_plan pl;
+    cc_status st = ccu_bn_plan_make(call, &pl, msg, len);
+    if (st != CC_OK)
+        return st;
+    size_t es = cc_dtype_size(c->t);
+    int64_t cnt[3] = {pl.C * pl.N, pl.C, pl.C};
+    if (!gv || !cc_view_is_dense(gv) || gv->dtype != c->t || cc_view_numel(gv) != cnt[0])
+        return ccu_say(msg, len, CC_FAILED, "batchNorm: the cotangent does not match");
+    for (int i = 0; i < 3; i++)
+        if (grads[i].data && (!cc_view_is_dense(&grads[i]) || cc_view_numel(&grads[i]) != cnt[i]))
+            return ccu_say(msg, len, CC_FAILED, "batchNorm: gradient buffer %d does not match",
+                           i);
+    for (int i = 0; i < 3; i++) /* sums over no position are zeros */
+        if (grads[i].data)
+            memset(grads[i].data, 0, (size_t)cnt[i] * es);
+    if (pl.empty || (!grads[0].data && !grads[1].data && !grads[2].data))
+        return CC_OK;
+    bn_desc D;
+    void *x = NULL, *G = NULL, *gamma = NULL, *mean = NULL, *var = NULL, *d[3] = {NULL, NULL, NULL};
+    st = bn_describe(c, &pl, &D, msg, len);
+    if (st == CC_OK)
+        st = bn_upload(c, call, 0, &x, msg, len);
+    if (st == CC_OK)
+        st = bn_upload(c, call, 1, &gamma, msg, len);
+    if (st == CC_OK && !pl.training)
+        st = bn_upload(c, call, 3, &mean, msg, len);
+    if (st == CC_OK && !pl.training)
+        st = bn_upload(c, call, 4, &var, msg, len);
+    if (st == CC_OK)
+        st = ccu_upload(&c->bufs, gv->data, (size_t)cnt[0] * es, &G, msg, len);
+    /* cudnnBatchNormalizationBackward writes all three: unwanted ones go to scratch */
+    for (int i = 0; st == CC_OK && i < 3; i++)
+        st = grads[i].data ? ccu_output(&c->bufs, grads[i].data, (size_t)cnt[i] * es, &d[i], msg,
+                                        len)
+             : pl.training ? ccu_scratch(&c->bufs, (size_t)cnt[i] * es, &d[i], msg, len)
+                           : CC_OK;
+    scalar one = sc(c, 1.0), zero = sc(c, 0.0);
+    if (st == CC_OK && pl.training)
+        st = dnn_check(cudnnBatchNormalizationBackward(c->h, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
+                                                       &one, &zero, D.xd, x, D.xd, G, D.xd, d[0],
+                                                       D.bnd, gamma, d[1], d[2], pl.eps, NULL,
+                                                       NULL),
+                       "cudnnBatchNormalizationBackward", msg, len);
+    else if (st == CC_OK)
+        st = bn_eval_vjp(c, &pl, &D, x, G, gamma, mean, var, d, msg, len);
+    if (st == CC_OK)
+        st = ccu_check(cudaGetLastError(), "the cuDNN batchNorm launch", msg, len);
+    bn_desc_free(&D);
+    return st;
+}
+
 /* ---- the cc_provider functions --------------------------------------------------------------- */
 
-typedef enum { DN_NONE, DN_CONV, DN_CONVT, DN_SOFTMAX } dn_kind;
+typedef enum { DN_NONE, DN_CONV, DN_CONVT, DN_SOFTMAX, DN_POOL, DN_BATCHNORM } dn_kind;
 
 static dn_kind kind_of(const char *op)
 {
@@ -571,12 +892,17 @@ static dn_kind kind_of(const char *op)
         return DN_CONVT;
     if (!strcmp(op, "softmax") || is_log(op))
         return DN_SOFTMAX;
+    if (!strcmp(op, "maxPool") || !strcmp(op, "max_pool") || !strcmp(op, "avgPool") ||
+        !strcmp(op, "avg_pool"))
+        return DN_POOL;
+    if (!strcmp(op, "batchNorm") || !strcmp(op, "batch_norm"))
+        return DN_BATCHNORM;
     return DN_NONE;
 }
 
 static cc_status dn_check(const cc_call *call, char *msg, size_t len)
 {
-    cc_status st = ccu_check_call("cudnn", call, msg, len);
+    cc_status st = ccu_check_call("cudnn", call, 0, msg, len);
     if (st == CC_OK && kind_of(call->op) == DN_NONE)
         st = ccu_say(msg, len, CC_UNSUPPORTED, "the cudnn provider has no %s", call->op);
     return st;
@@ -597,8 +923,10 @@ static cc_status dn_forward(void *ctx, const cc_call *call, cc_view *out, char *
     dnn_call c;
     if ((st = open_call(call, &c, msg, len)) == CC_OK) {
         dn_kind k = kind_of(call->op);
-        st = k == DN_SOFTMAX ? softmax_run(&c, call, out, NULL, NULL, msg, len)
-                             : conv_forward(&c, call, k == DN_CONVT, out, msg, len);
+        st = k == DN_SOFTMAX     ? softmax_run(&c, call, out, NULL, NULL, msg, len)
+             : k == DN_POOL      ? pool_run(&c, call, out, NULL, NULL, msg, len)
+             : k == DN_BATCHNORM ? bn_forward(&c, call, out, msg, len)
+                                 : conv_forward(&c, call, k == DN_CONVT, out, msg, len);
     }
     return close_call(&c, st, msg, len);
 }
@@ -617,6 +945,10 @@ static cc_status dn_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
         dn_kind k = kind_of(call->op);
         if (k == DN_SOFTMAX)
             st = grads[0].data ? softmax_run(&c, call, NULL, g, &grads[0], msg, len) : CC_OK;
+        else if (k == DN_POOL)
+            st = grads[0].data ? pool_run(&c, call, NULL, g, &grads[0], msg, len) : CC_OK;
+        else if (k == DN_BATCHNORM)
+            st = bn_vjp(&c, call, g, grads, msg, len);
         else
             st = conv_vjp(&c, call, k == DN_CONVT, g, grads, msg, len);
     }
@@ -632,7 +964,9 @@ static void dn_describe(void *ctx, char *buf, size_t len)
     char base[448];
     ccu_describe_base(base, sizeof base);
     snprintf(buf, len, "cudnn %zu.%zu.%zu; %s; tf32 off (CUDNN_FMA_MATH); algorithms GEMM-class "
-             "pinned (deterministic ALGO_1 first); provider external; vjp cuDNN backward",
+             "pinned (deterministic ALGO_1 first); pooling MAX_DETERMINISTIC / "
+             "AVERAGE_COUNT_INCLUDE_PADDING; batchNorm SPATIAL (eval VJP composed); provider "
+             "external; vjp cuDNN backward",
              v / 10000, (v % 10000) / 100, v % 100, base);
 }
 

@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/dtype.h"
+
 #define GL_MAX_OWNED 8
+#define GL_MAX_STAGED 3 /* outputs of one call: linear's three gradients at most */
 
 static cc_status say(char *msg, size_t len, cc_status st, const char *fmt, ...)
 {
@@ -82,11 +85,21 @@ int cc_view_is_dense(const cc_view *v)
 
 /* ---- operands ------------------------------------------------------------------------------ */
 
+/* An output accumulated in acc_dtype apart from the harness's buffer (half-precision cases). */
+typedef struct {
+    void *dst;   /* the harness's buffer, case dtype */
+    void *acc;   /* host buffer of acc_dtype that finish() fills */
+    int64_t count;
+} gl_staged;
+
 typedef struct {
     const cc_gemm_backend *bk;
-    size_t es;
+    size_t es;     /* operand element size */
+    size_t es_acc; /* C element size */
     void *owned[GL_MAX_OWNED]; /* host buffers (packed copies, ones), freed after finish() */
     int n_owned;
+    gl_staged staged[GL_MAX_STAGED];
+    int n_staged;
 } gl_ctx;
 
 static void *gl_alloc(gl_ctx *gc, int64_t count)
@@ -97,6 +110,37 @@ static void *gl_alloc(gl_ctx *gc, int64_t count)
     if (p)
         gc->owned[gc->n_owned++] = p;
     return p;
+}
+
+/* A zero-filled backend buffer of acc_dtype for `count` output elements whose values end up in
+ * host (case dtype): directly when the two dtypes agree, else through a staged host buffer that
+ * gl_unstage rounds into host after finish(). */
+static cc_status gl_output(gl_ctx *gc, void *host, int64_t count, void **dev, char *msg,
+                           size_t len)
+{
+    const cc_gemm_backend *bk = gc->bk;
+    if (bk->acc_dtype == bk->dtype)
+        return bk->output(bk->self, host, count, dev, msg, len);
+    if (gc->n_staged == GL_MAX_STAGED)
+        return say(msg, len, CC_FAILED, "internal: more than %d staged outputs", GL_MAX_STAGED);
+    void *acc = calloc((size_t)(count > 0 ? count : 1), gc->es_acc);
+    if (!acc)
+        return say(msg, len, CC_FAILED, "out of memory staging an output");
+    gc->staged[gc->n_staged++] = (gl_staged){host, acc, count};
+    return bk->output(bk->self, acc, count, dev, msg, len);
+}
+
+/* Round every staged accumulator to the case dtype (one rounding per element) when the call
+ * succeeded; free them in any case. */
+static void gl_unstage(gl_ctx *gc, cc_status st)
+{
+    for (int i = 0; i < gc->n_staged; i++) {
+        gl_staged *sg = &gc->staged[i];
+        for (int64_t j = 0; st == CC_OK && j < sg->count; j++)
+            cc_store(gc->bk->dtype, sg->dst, j, cc_load(gc->bk->acc_dtype, sg->acc, j));
+        free(sg->acc);
+    }
+    gc->n_staged = 0;
 }
 
 /* A batch of rows x cols matrices as the GEMM sees them. */
@@ -194,12 +238,8 @@ static cc_status gl_ones(gl_ctx *gc, int64_t count, const char **dev, char *msg,
     void *p = gl_alloc(gc, count);
     if (!p)
         return say(msg, len, CC_FAILED, "out of memory");
-    for (int64_t i = 0; i < count; i++) {
-        if (gc->bk->dtype == CC_F64)
-            ((double *)p)[i] = 1.0;
-        else
-            ((float *)p)[i] = 1.0f;
-    }
+    for (int64_t i = 0; i < count; i++)
+        cc_store(gc->bk->dtype, p, i, 1.0); /* exact in every format */
     return gl_dense_input(gc, p, count, dev, msg, len);
 }
 
@@ -300,19 +340,19 @@ static cc_status matmul_fwd(gl_ctx *gc, const cc_call *call, cc_view *out, char 
     if (g.nb * g.m * g.n == 0)
         return CC_OK;
     void *C = NULL;
-    st = gc->bk->output(gc->bk->self, out->data, g.nb * g.m * g.n, &C, msg, len);
+    st = gl_output(gc, out->data, g.nb * g.m * g.n, &C, msg, len);
     if (st != CC_OK || g.k == 0)
         return st; /* k = 0: the empty sum, zeros */
     gl_operand A, B;
     if ((st = mm_operands(gc, call, &g, &A, &B, msg, len)) != CC_OK)
         return st;
     double alpha = op_alpha(call);
-    size_t es = gc->es;
+    size_t es = gc->es, ec = gc->es_acc;
     for (int64_t b = 0; b < g.nb && st == CC_OK; b++)
         st = gl_gemm(gc, A.trans, B.trans, g.m, g.n, g.k, alpha,
                      A.dev + (size_t)batch_off(g.odim, g.orank, &A, b, 0) * es, A.ld,
                      B.dev + (size_t)batch_off(g.odim, g.orank, &B, b, 0) * es, B.ld, 0.0,
-                     (char *)C + (size_t)(b * g.m * g.n) * es, g.n, msg, len);
+                     (char *)C + (size_t)(b * g.m * g.n) * ec, g.n, msg, len);
     return st;
 }
 
@@ -326,9 +366,9 @@ static cc_status matmul_vjp(gl_ctx *gc, const cc_call *call, const cc_view *gv, 
     int wa = grads[0].data != NULL, wb = grads[1].data != NULL;
     void *dA = NULL, *dB = NULL;
     int64_t na = cc_view_numel(&call->in[0]), nbb = cc_view_numel(&call->in[1]);
-    if (wa && na > 0 && (st = gc->bk->output(gc->bk->self, grads[0].data, na, &dA, msg, len)))
+    if (wa && na > 0 && (st = gl_output(gc, grads[0].data, na, &dA, msg, len)))
         return st;
-    if (wb && nbb > 0 && (st = gc->bk->output(gc->bk->self, grads[1].data, nbb, &dB, msg, len)))
+    if (wb && nbb > 0 && (st = gl_output(gc, grads[1].data, nbb, &dB, msg, len)))
         return st;
     if (g.nb * g.m * g.n * g.k == 0 || (!wa && !wb))
         return CC_OK; /* every gradient entry is an empty sum */
@@ -339,18 +379,18 @@ static cc_status matmul_vjp(gl_ctx *gc, const cc_call *call, const cc_view *gv, 
     if ((st = gl_dense_input(gc, gv->data, g.nb * g.m * g.n, &G, msg, len)) != CC_OK)
         return st;
     double alpha = op_alpha(call);
-    size_t es = gc->es;
+    size_t es = gc->es, ec = gc->es_acc;
     for (int64_t b = 0; b < g.nb && st == CC_OK; b++) {
         const char *Gb = G + (size_t)(b * g.m * g.n) * es;
         const char *Ab = A.dev + (size_t)batch_off(g.odim, g.orank, &A, b, 0) * es;
         const char *Bb = B.dev + (size_t)batch_off(g.odim, g.orank, &B, b, 0) * es;
         if (wa) /* dA (m x k) += alpha g (m x n) B^T (n x k) */
             st = gl_gemm(gc, 0, !B.trans, g.m, g.k, g.n, alpha, Gb, g.n, Bb, B.ld, 1.0,
-                         (char *)dA + (size_t)batch_off(g.odim, g.orank, &A, b, 1) * es, g.k,
+                         (char *)dA + (size_t)batch_off(g.odim, g.orank, &A, b, 1) * ec, g.k,
                          msg, len);
         if (wb && st == CC_OK) /* dB (k x n) += alpha A^T (k x m) g (m x n) */
             st = gl_gemm(gc, !A.trans, 0, g.k, g.n, g.m, alpha, Ab, A.ld, Gb, g.n, 1.0,
-                         (char *)dB + (size_t)batch_off(g.odim, g.orank, &B, b, 1) * es, g.n,
+                         (char *)dB + (size_t)batch_off(g.odim, g.orank, &B, b, 1) * ec, g.n,
                          msg, len);
     }
     return st;
@@ -406,7 +446,7 @@ static cc_status linear_fwd(gl_ctx *gc, const cc_call *call, cc_view *out, char 
     if (g.L * g.nout == 0)
         return CC_OK;
     void *C = NULL;
-    if ((st = gc->bk->output(gc->bk->self, out->data, g.L * g.nout, &C, msg, len)) != CC_OK)
+    if ((st = gl_output(gc, out->data, g.L * g.nout, &C, msg, len)) != CC_OK)
         return st;
     /* C = ones (L x 1) b^T (1 x out): every row the bias, exactly */
     gl_operand Bias;
@@ -421,12 +461,12 @@ static cc_status linear_fwd(gl_ctx *gc, const cc_call *call, cc_view *out, char 
     gl_operand X, WT;
     if ((st = lin_operands(gc, call, &g, &X, &WT, msg, len)) != CC_OK)
         return st;
-    size_t es = gc->es;
+    size_t es = gc->es, ec = gc->es_acc;
     const int64_t *odim = call->in[0].shape;
     for (int64_t b = 0; b < g.nb && st == CC_OK; b++) /* C_b += x_b W^T */
         st = gl_gemm(gc, X.trans, WT.trans, g.rows, g.nout, g.nin, 1.0,
                      X.dev + (size_t)batch_off(odim, g.brank, &X, b, 0) * es, X.ld, WT.dev,
-                     WT.ld, 1.0, (char *)C + (size_t)(b * g.rows * g.nout) * es, g.nout, msg,
+                     WT.ld, 1.0, (char *)C + (size_t)(b * g.rows * g.nout) * ec, g.nout, msg,
                      len);
     return st;
 }
@@ -443,8 +483,7 @@ static cc_status linear_vjp(gl_ctx *gc, const cc_call *call, const cc_view *gv, 
     int64_t cnt[3] = {g.L * g.nin, g.nout * g.nin, g.nout};
     for (int i = 0; i < 3; i++) {
         want[i] = grads[i].data != NULL && cnt[i] > 0;
-        if (want[i] && (st = gc->bk->output(gc->bk->self, grads[i].data, cnt[i], &d[i], msg,
-                                             len)) != CC_OK)
+        if (want[i] && (st = gl_output(gc, grads[i].data, cnt[i], &d[i], msg, len)) != CC_OK)
             return st;
     }
     if (g.L * g.nout == 0 || (!want[0] && !want[1] && !want[2]))
@@ -452,7 +491,7 @@ static cc_status linear_vjp(gl_ctx *gc, const cc_call *call, const cc_view *gv, 
     const char *G = NULL;
     if ((st = gl_dense_input(gc, gv->data, g.L * g.nout, &G, msg, len)) != CC_OK)
         return st;
-    size_t es = gc->es;
+    size_t es = gc->es, ec = gc->es_acc;
     if (want[2]) { /* db (out x 1) = g^T (out x L) ones (L x 1) */
         const char *ones = NULL;
         if ((st = gl_ones(gc, g.L, &ones, msg, len)) != CC_OK ||
@@ -470,7 +509,7 @@ static cc_status linear_vjp(gl_ctx *gc, const cc_call *call, const cc_view *gv, 
         const char *Gb = G + (size_t)(b * g.rows * g.nout) * es;
         if (want[0]) /* dx_b (rows x in) = g_b (rows x out) W (out x in) */
             st = gl_gemm(gc, 0, !WT.trans, g.rows, g.nin, g.nout, 1.0, Gb, g.nout, WT.dev,
-                         WT.ld, 0.0, (char *)d[0] + (size_t)(b * g.rows * g.nin) * es, g.nin,
+                         WT.ld, 0.0, (char *)d[0] + (size_t)(b * g.rows * g.nin) * ec, g.nin,
                          msg, len);
         if (want[1] && st == CC_OK) /* dW (out x in) += g_b^T (out x rows) x_b (rows x in) */
             st = gl_gemm(gc, 1, X.trans, g.nout, g.nin, g.rows, 1.0, Gb, g.nout,
@@ -505,11 +544,17 @@ static cc_status check_call(const cc_gemm_backend *bk, const cc_call *call, gl_k
 {
     if (k == GL_NONE)
         return say(msg, len, CC_UNSUPPORTED, "no GEMM lowering for %s", call->op);
-    if (call->dtype != CC_F32 && call->dtype != CC_F64)
-        return say(msg, len, CC_UNSUPPORTED, "%s: no %s GEMM (f32 and f64 only)", call->op,
+    int full = call->dtype == CC_F32 || call->dtype == CC_F64;
+    int half = call->dtype == CC_F16 || call->dtype == CC_BF16;
+    if (!full && !half)
+        return say(msg, len, CC_UNSUPPORTED, "%s: no %s GEMM (f32, f64, f16, bf16)", call->op,
                    cc_dtype_name(call->dtype));
     if (bk->dtype != call->dtype)
         return say(msg, len, CC_FAILED, "internal: backend dtype differs from the case dtype");
+    if (bk->acc_dtype != (half ? CC_F32 : call->dtype))
+        return say(msg, len, CC_FAILED, "internal: a %s GEMM accumulates in %s, the backend "
+                   "states %s", cc_dtype_name(call->dtype), half ? "f32" : cc_dtype_name(call->dtype),
+                   cc_dtype_name(bk->acc_dtype));
     int want = k == GL_MATMUL ? 2 : 3;
     if (call->n_in != want || !call->in)
         return say(msg, len, CC_FAILED, "%s takes %d inputs, the call has %d", call->op, want,
@@ -528,6 +573,16 @@ static void free_owned(gl_ctx *gc)
     gc->n_owned = 0;
 }
 
+static gl_ctx gl_ctx_of(const cc_gemm_backend *bk)
+{
+    gl_ctx gc;
+    memset(&gc, 0, sizeof gc);
+    gc.bk = bk;
+    gc.es = elem_size(bk->dtype);
+    gc.es_acc = elem_size(bk->acc_dtype);
+    return gc;
+}
+
 cc_status cc_gemm_forward(const cc_gemm_backend *bk, const cc_call *call, cc_view *out, char *msg,
                           size_t len)
 {
@@ -536,11 +591,12 @@ cc_status cc_gemm_forward(const cc_gemm_backend *bk, const cc_call *call, cc_vie
                                  : check_call(bk, call, k, msg, len);
     if (st == CC_OK && !cc_view_is_dense(out))
         st = say(msg, len, CC_FAILED, "the output buffer is not dense row-major");
-    gl_ctx gc = {bk, elem_size(bk->dtype), {0}, 0};
+    gl_ctx gc = gl_ctx_of(bk);
     if (st == CC_OK)
         st = k == GL_MATMUL ? matmul_fwd(&gc, call, out, msg, len)
                             : linear_fwd(&gc, call, out, msg, len);
     st = bk->finish(bk->self, st, msg, len);
+    gl_unstage(&gc, st);
     free_owned(&gc);
     return st;
 }
@@ -556,11 +612,12 @@ cc_status cc_gemm_vjp(const cc_gemm_backend *bk, const cc_call *call, const cc_v
     for (int i = 0; st == CC_OK && i < call->n_in; i++)
         if (grads[i].data && !cc_view_is_dense(&grads[i]))
             st = say(msg, len, CC_FAILED, "gradient buffer %d is not dense row-major", i);
-    gl_ctx gc = {bk, elem_size(bk->dtype), {0}, 0};
+    gl_ctx gc = gl_ctx_of(bk);
     if (st == CC_OK)
         st = k == GL_MATMUL ? matmul_vjp(&gc, call, g, grads, msg, len)
                             : linear_vjp(&gc, call, g, grads, msg, len);
     st = bk->finish(bk->self, st, msg, len);
+    gl_unstage(&gc, st);
     free_owned(&gc);
     return st;
 }

@@ -32,10 +32,16 @@ extern "C" {
 
 /* What the lowering needs from a BLAS. Pointers handed to gemm are backend pointers (host for
  * CBLAS, device for cuBLAS) obtained from input()/output(); element offsets are applied by the
- * lowering in units of the case dtype. */
+ * lowering in units of the operand dtype (A, B) and of the accumulation dtype (C).
+ *
+ * Half-precision operands (f16, bf16) need acc_dtype CC_F32: every product C is then a float32
+ * buffer that the GEMMs accumulate into (beta = 1 across batches and the bias), and the lowering
+ * rounds it to the case dtype once, after finish(), into the harness's buffer (one rounding per
+ * output element, as a GEMM with a half-precision C would do for a single product). */
 typedef struct cc_gemm_backend {
     void *self;
-    cc_dtype dtype; /* CC_F32 or CC_F64 (the lowering refuses anything else) */
+    cc_dtype dtype;     /* operand dtype: the case dtype, CC_F32/CC_F64, or CC_F16/CC_BF16 */
+    cc_dtype acc_dtype; /* dtype of C and of output() buffers: dtype itself, or CC_F32 for halves */
     /* Row-major C[m x n] = alpha op(A) op(B) + beta C, op(X) = X or X^T as ta/tb say (the stored
      * matrix is then k x m / n x k); m, n, k >= 1; every ld is a valid row-major leading
      * dimension of the stored matrix. */
@@ -45,7 +51,8 @@ typedef struct cc_gemm_backend {
     /* A backend pointer to `count` elements that hold the host data (read only). */
     cc_status (*input)(void *self, const void *host, int64_t count, const void **dev, char *msg,
                        size_t len);
-    /* A zero-filled backend buffer for `count` elements, written back to host by finish(). */
+    /* A zero-filled backend buffer for `count` elements of acc_dtype, written back to host (a
+     * buffer of acc_dtype) by finish(). */
     cc_status (*output)(void *self, void *host, int64_t count, void **dev, char *msg,
                         size_t len);
     /* Wait for the work, copy every output back to its host buffer, release every backend

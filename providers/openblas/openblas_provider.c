@@ -488,7 +488,8 @@ static cc_status ob_forward(void *ctx, const cc_call *call, cc_view *out, char *
     if (is_conv(call->op, &tr))
         return conv_forward(call, tr, out, msg, len);
     cc_dtype t = call->dtype;
-    cc_gemm_backend bk = {&t, t, bk_gemm, bk_input, bk_output, bk_finish};
+    cc_gemm_backend bk = {.self = &t, .dtype = t, .acc_dtype = t, .gemm = bk_gemm,
+                          .input = bk_input, .output = bk_output, .finish = bk_finish};
     return cc_gemm_forward(&bk, call, out, msg, len);
 }
 
@@ -510,7 +511,8 @@ static cc_status ob_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
         return conv_vjp(call, tr, g, grads, msg, len);
     }
     cc_dtype t = call->dtype;
-    cc_gemm_backend bk = {&t, t, bk_gemm, bk_input, bk_output, bk_finish};
+    cc_gemm_backend bk = {.self = &t, .dtype = t, .acc_dtype = t, .gemm = bk_gemm,
+                          .input = bk_input, .output = bk_output, .finish = bk_finish};
     return cc_gemm_vjp(&bk, call, g, grads, msg, len);
 }
 
