@@ -234,8 +234,14 @@ static ref_status cv_forward(const ref_params *p, int n, const ref_tensor *in, r
                 int64_t ic = grp * g.cin_g + icl;
                 const double *xc = x + ic * nin, *w = W + cv_wrow(&g, oc, ic, nk);
                 for (int64_t kk = 0; kk < nk; kk++) {
-                    if (src[kk] < 0)
-                        continue; /* zero padding / no source: contributes 0 */
+                    if (src[kk] < 0) {
+                        /* conv: x_pad's zero times W, as the formula reads (exactly 0 for a
+                         * finite weight, NaN for a NaN or infinite one, as im2col gives);
+                         * convTranspose: the term does not exist */
+                        if (!transposed)
+                            s += 0.0 * w[kk];
+                        continue;
+                    }
                     double t = xc[src[kk]] * w[kk];
                     s += t;
                     s_abs += fabs(t);
@@ -262,6 +268,35 @@ static ref_status conv_t_fwd(const ref_params *p, int n, const ref_tensor *in, r
                              double *mag)
 {
     return cv_forward(p, n, in, out, mag, 1);
+}
+
+/* convTranspose's dx and dW are ordinary convolutions with g, whose zero padding of g reads
+ * W[ic, oc', k] * 0 (into dx) and x[ic, i] * 0 (into dW) for every tap that lands outside y:
+ * exactly 0 for finite values, NaN for a NaN or infinite one. Those products are added here
+ * (the term walk of cv_vjp only visits the taps that land inside y). dx or dW may be NULL. */
+static void convt_padded_terms(const cv_geom *g, const double *x, const double *W, double *dx,
+                               double *dW)
+{
+    int64_t nin = ref_sp_count(&g->in), nk = ref_sp_count(&g->k);
+    for (int64_t ic = 0; ic < g->cin; ic++) {
+        int64_t grp = ic / g->cin_g, ii[3] = {0, 0, 0};
+        for (int64_t i = 0; i < nin; i++, ref_sp_next(&g->in, ii)) {
+            int64_t ki[3] = {0, 0, 0}, oi[3];
+            for (int64_t kk = 0; kk < nk; kk++, ref_sp_next(&g->k, ki)) {
+                for (int a = 0; a < g->sr; a++)
+                    oi[a] = ii[a] * g->s[a] + ki[a] * g->d[a] - g->p[a];
+                if (ref_sp_ravel(&g->out, oi) >= 0)
+                    continue;
+                for (int64_t ocl = 0; ocl < g->cout_g; ocl++) {
+                    int64_t wi = cv_wrow(g, grp * g->cout_g + ocl, ic, nk) + kk;
+                    if (dx)
+                        dx[ic * nin + i] += W[wi] * 0.0;
+                    if (dW)
+                        dW[wi] += x[ic * nin + i] * 0.0;
+                }
+            }
+        }
+    }
 }
 
 /* VJP of both, from the same terms t = x[ic, src] W[w] feeding y[oc, o]:
@@ -323,6 +358,8 @@ static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const
             }
         }
     }
+    if (st == REF_OK && transposed)
+        convt_padded_terms(&g, x, W, grad[0].v, grad[1].v);
     for (int t = 0; st == REF_OK && t < 3; t++) {
         double *m = gmag ? gmag[t] : NULL;
         if (!grad[t].v || !m)

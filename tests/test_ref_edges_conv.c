@@ -165,6 +165,46 @@ static void test_conv_1d_stride_pad(void **state)
     assert_true(t.gmag[2][0] == 2 * 11.0);
 }
 
+/* Zero padding is read as the formula reads it: x_pad's zero times W. With W[0] = Inf, the tap
+ * that lands on the padded cell -1 makes y[0] = 0 * Inf + ... = NaN, while y[1] (taps on real
+ * cells 1..3) is Inf * 2 + ... = Inf. convTranspose's dx is the convolution of g padded with
+ * zeros: a weight whose tap lands outside y reaches dx as W * 0 (NaN for Inf), and dW takes
+ * x * 0 there. */
+static void test_padding_is_read_as_zero_times_w(void **state)
+{
+    (void)state;
+    tc t;
+    conv_1d_stride2_pad1(&t);
+    t.buf[1][0] = INFINITY;
+    tc_fwd(&t);
+    assert_true(isnan(t.y[0]));
+    assert_true(isinf(t.y[1]) && t.y[1] > 0);
+    /* finite weights: the padded tap adds an exact zero (y as before) */
+    conv_1d_stride2_pad1(&t);
+    tc_fwd(&t);
+    assert_true(t.y[0] == 8.5);
+
+    /* convTranspose x [1, 2], W [1, 1, 3] = {Inf, 1, 1}, stride 1, pad 1: y has 2 cells; input
+     * cell 1's tap k = 2 lands on output 1 + 2 - 1 = 2, outside y. */
+    tc_init(&t, "convTranspose", 1, 3);
+    double x[] = {1, 2}, w[] = {1, 1, INFINITY}, b[] = {0};
+    tc_in(&t, 0, shp(2, 1, 2), x);
+    tc_in(&t, 1, shp(3, 1, 1, 3), w);
+    tc_in(&t, 2, shp(1, 1), b);
+    t.p.kernel[0] = 3;
+    t.p.stride[0] = 1;
+    t.p.pad[0] = 1;
+    t.p.dil[0] = 1;
+    double g[] = {1, 1};
+    tc_vjp(&t, g);
+    expect_shape(&t, shp(2, 1, 2));
+    assert_true(isnan(t.grad[0][1])); /* dx[1] = W[0] g[0] + W[1] g[1] + Inf * 0 */
+    /* dx[0]'s taps: k = 0 lands on -1 (0 * 1), k = 1 on 0, k = 2 on 1 (Inf * g[1]) */
+    assert_true(isinf(t.grad[0][0]));
+    /* dW[0] collects x[0] * 0 (output -1) and x[1] * g[0]: finite; dW[2] has x[1] * 0 */
+    assert_true(t.grad[1][0] == 2.0 && t.grad[1][2] == 1.0);
+}
+
 static void test_conv_dilation(void **state)
 {
     (void)state;
@@ -1140,6 +1180,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_1d_stride_pad),
+        cmocka_unit_test(test_padding_is_read_as_zero_times_w),
         cmocka_unit_test(test_conv_dilation),
         cmocka_unit_test(test_conv_groups),
         cmocka_unit_test(test_conv_2d_3d_index_order),
