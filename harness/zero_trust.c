@@ -61,7 +61,9 @@ cc_zt_verdict cc_zero_trust(const char *what, const double *expected, const doub
                  what, (long long)n, (long long)ref_nonzero, expected[ref_nonzero]);
         return CC_ZT_ALL_ZERO;
     }
-    if (got_const && ref_varies >= 0) {
+    /* a constant NaN or Inf is no plausible-looking stand-in: the comparison judges it (a finite
+     * expected value fails it; under edge=nan/inf a non-finite one may legitimately match) */
+    if (got_const && ref_varies >= 0 && isfinite(g0)) {
         snprintf(msg, len,
                  "zero-trust: %s is the constant %.9g in all %lld elements but the reference "
                  "is not constant (flat elements 0 and %lld: expected %.9g and %.9g)",
