@@ -83,8 +83,9 @@ static double edge_value(int cls, cc_dtype t, const ref_domain *d, double u, dou
         return sign * INFINITY;
     case CC_EDGE_SIGNED_ZERO:
         return sign * 0.0;
-    case CC_EDGE_SUBNORMAL: /* (0, 1) x the smallest normal: a subnormal of t once rounded */
-        return sign * cc_smallest_normal(t) * (u > 0x1p-10 ? u : 0.5);
+    case CC_EDGE_SUBNORMAL: /* [2^-6, 1) x the smallest normal: a nonzero subnormal of every
+                               dtype once rounded (bf16 keeps 7 bits below it) */
+        return sign * cc_smallest_normal(t) * (0x1p-6 + (1.0 - 0x1p-6) * u);
     case CC_EDGE_HUGE: /* |x| in [M^(1/3)/4, M^(1/3)), M the largest finite value */
         return sign * cbrt(cc_max_finite(t)) * (0.25 + 0.75 * u);
     default:

@@ -2,6 +2,8 @@
  * failures, and three planted bugs wrapped around the ATen provider are each caught:
  * softmax over the wrong axis, linear's VJP dropping the bias gradient, exp 64 ULP off in f32.
  * (The planted bugs live here, not in the product.) */
+#include "cli_util.h"
+
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -215,6 +217,22 @@ static void test_known_aten_deviations_still_fail(void **state)
     assert_int_equal(failing, total);
 }
 
+/* The ATen crashes kept in cases/regressions/crashes/ still crash, each isolated in a worker of
+ * the capcheck binary (the run goes on and reports them). */
+static void test_known_aten_crashes_still_crash(void **state)
+{
+    (void)state;
+    char out[8192];
+    int rc = cc_t_run(NULL,
+                      "run " CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases "
+                      "-j 1 --out /tmp/capcheck_aten_crashes",
+                      out, sizeof out);
+    cc_t_remove_dir("/tmp/capcheck_aten_crashes");
+    assert_int_equal(rc, 1);
+    expect_in(out, "2 cases on aten");
+    expect_in(out, "(2 crashed, 0 timed out)");
+}
+
 int main(void)
 {
     if (!cc_aten_provider()) {
@@ -228,6 +246,7 @@ int main(void)
         cmocka_unit_test(test_exp_64_ulp_is_caught),
         cmocka_unit_test(test_unimplemented_combinations_are_unsupported),
         cmocka_unit_test(test_known_aten_deviations_still_fail),
+        cmocka_unit_test(test_known_aten_crashes_still_crash),
     };
     return cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown);
 }
