@@ -330,16 +330,6 @@ static void covered(const cc_verdict **v, size_t nv, int what, char *buf, size_t
         snprintf(buf, n, "none");
 }
 
-static int is_backend_op(const char *op)
-{
-    static const char *const extra[] = {"div", "neg", "silu", "topKMask", "scaledMatmul",
-                                        "softmaxMatmul", "crossEntropy", "distill", "custom"};
-    for (int i = 0; i < 9; i++)
-        if (strcmp(op, extra[i]) == 0)
-            return 0;
-    return 1;
-}
-
 void cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, FILE *f)
 {
     const cc_provenance *p = &g->run.prov;
@@ -390,7 +380,7 @@ void cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, FILE *f)
         const ref_op *op = ref_op_find(c->op);
         fprintf(f, "/-! ## `%s` (%s, %s, %s): checked for %s\n%s; seed %llu. -/\n\n", c->name,
                 c->op, c->provider, c->device, dtypes, counts, g->run.base_seed);
-        if (!is_backend_op(c->op)) {
+        if (!ref_is_backend_op(c->op)) {
             fprintf(f, "-- `%s` is not a TorchLean BackendOp: no ContractClaim can name it.\n\n",
                     c->op);
             continue;

@@ -181,6 +181,9 @@ typedef struct ref_op {
 int ref_op_count(void);
 const ref_op *ref_op_at(int i);
 const ref_op *ref_op_find(const char *name); /* by name or report_name */
+/* 1 for TorchLean's BackendOps, 0 for the 9 ops capcheck adds (div, neg, silu, topKMask,
+ * scaledMatmul, softmaxMatmul, crossEntropy, distill, custom), which no ContractClaim names. */
+int ref_is_backend_op(const char *name);
 
 /* Shape helpers shared by the ops. */
 int64_t ref_numel(const ref_shape *s);

@@ -138,6 +138,20 @@ static const char *const spec_order[] = {
     "conv", "convTranspose", "maxPool", "smoothMaxPool", "avgPool", "fftFno", "selectiveScan",
     "attention", "custom"};
 
+/* The capcheck additions: not TorchLean BackendOps (ops.md marks them Proposal or not a
+ * BackendOp), so no TorchLean ContractClaim can name them. */
+static const char *const not_backend_ops[] = {"div",           "neg",           "silu",
+                                              "topKMask",      "scaledMatmul",  "softmaxMatmul",
+                                              "crossEntropy",  "distill",       "custom"};
+
+int ref_is_backend_op(const char *name)
+{
+    for (size_t i = 0; i < sizeof not_backend_ops / sizeof not_backend_ops[0]; i++)
+        if (strcmp(name, not_backend_ops[i]) == 0)
+            return 0;
+    return 1;
+}
+
 int ref_spec_op_count(void)
 {
     return (int)(sizeof spec_order / sizeof spec_order[0]);

@@ -65,13 +65,26 @@ static void test_result_round_trip(void **state)
         fail_msg("%s in %s", msg, buf);
     assert_int_equal(index, -1);
     assert_memory_equal(&a, &b, sizeof a);
-    free(buf);
 
     /* the reader says what is wrong */
     assert_int_equal(cc_result_parse_line("{\"case\":1}", 10, &b, &index, msg, sizeof msg), -1);
     assert_non_null(strstr(msg, "\"case\" is not a string"));
     assert_int_equal(cc_result_parse_line("{\"case\":\"x", 10, &b, &index, msg, sizeof msg), -1);
     assert_non_null(strstr(msg, "not JSON"));
+
+    /* a duration must be a finite, non-negative number (the fuzzer's finding: "Infinity" and
+     * "NaN" are numbers to the JSON reader, and a negative one had passed) */
+    static const char *const durations[] = {"\"Infinity\"", "\"NaN\"", "-1", "\"-Infinity\""};
+    for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++) {
+        const char *at = strstr(buf, "\"seconds\":"); /* the good record's last field */
+        assert_non_null(at);
+        char line[4096];
+        snprintf(line, sizeof line, "%.*s\"seconds\":%s}", (int)(at - buf), buf, durations[i]);
+        assert_int_equal(cc_result_parse_line(line, strlen(line), &b, &index, msg, sizeof msg),
+                         -1);
+        assert_non_null(strstr(msg, "\"seconds\" is not a finite duration"));
+    }
+    free(buf);
 }
 
 static void test_json_reader(void **state)

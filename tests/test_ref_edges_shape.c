@@ -1163,9 +1163,24 @@ static void test_registry(void **state)
     }
 }
 
+/* The vocabulary: TorchLean's 47 BackendOps plus capcheck's 9 additions, which no ContractClaim
+ * can name (evidence_out.c asks ref_is_backend_op). */
+static void test_backend_ops_of_the_vocabulary(void **state)
+{
+    (void)state;
+    int backend = 0;
+    for (int i = 0; i < ref_op_count(); i++)
+        backend += ref_is_backend_op(ref_op_at(i)->name);
+    assert_int_equal(ref_op_count(), 56);
+    assert_int_equal(backend, 47);
+    assert_false(ref_is_backend_op("scaledMatmul"));
+    assert_true(ref_is_backend_op("softmax"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backend_ops_of_the_vocabulary),
         cmocka_unit_test(test_hms_partial_row),
         cmocka_unit_test(test_hms_fully_blocked_row),
         cmocka_unit_test(test_hms_vjp_blocked_zero),
