@@ -688,6 +688,9 @@ static const char *py_op_expr(const char *op)
         {"linear", "F.linear(X[0], X[1], X[2])"},
         {"layerNorm", "F.layer_norm(X[0], X[0].shape[AXIS:], X[1], X[2], EPS)"},
         {"maxPool", "MAXPOOL(X[0], KERNEL, STRIDE, PAD)"},
+        {"avgPool", "AVGPOOL(X[0], KERNEL, STRIDE, PAD, False, True)"},
+        {"conv", "CONV(X[0], X[1], X[2], STRIDE, PAD, DIL, GROUPS)"},
+        {"convTranspose", "CONVT(X[0], X[1], X[2], STRIDE, PAD, 0, GROUPS, DIL)"},
         {"permute", "X[0].permute(PERM)"},
         {"reshape", "X[0].reshape(TARGET)"},
         {"broadcast", "torch.broadcast_to(X[0], TARGET)"},
@@ -728,9 +731,18 @@ static void py_params(FILE *f, const cc_case *c)
         py_ints(f, p->stride, p->spatial);
         fputs("\nPAD = ", f);
         py_ints(f, p->pad, p->spatial);
-        fprintf(f, "\nMAXPOOL = [None, F.max_pool1d, F.max_pool2d, F.max_pool3d][%d]\n",
-                p->spatial > 0 && p->spatial <= 3 ? p->spatial : 0);
+        fputs("\nDIL = ", f);
+        py_ints(f, p->dil, p->spatial);
+        /* torch takes the channels-first single sample as an unbatched input */
+        int sr = p->spatial > 0 && p->spatial <= 3 ? p->spatial : 0;
+        fprintf(f, "\nMAXPOOL = [None, F.max_pool1d, F.max_pool2d, F.max_pool3d][%d]\n", sr);
+        fprintf(f, "AVGPOOL = [None, F.avg_pool1d, F.avg_pool2d, F.avg_pool3d][%d]\n", sr);
+        fprintf(f, "CONV = [None, F.conv1d, F.conv2d, F.conv3d][%d]\n", sr);
+        fprintf(f, "CONVT = [None, F.conv_transpose1d, F.conv_transpose2d, "
+                   "F.conv_transpose3d][%d]\n", sr);
     }
+    if (b & REF_P_GROUPS)
+        fprintf(f, "GROUPS = %lld\n", (long long)p->groups);
     if (b & REF_P_PERM) {
         int64_t v[REF_MAX_RANK];
         for (int i = 0; i < p->perm_len; i++)
