@@ -42,7 +42,7 @@ static cc_status cublas_check(cublasStatus_t s, const char *what, char *msg, siz
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return CC_OK;
-    return ccu_say(msg, len, s == CUBLAS_STATUS_NOT_SUPPORTED ? CC_UNSUPPORTED : CC_FAILED,
+    return cc_say(msg, len, s == CUBLAS_STATUS_NOT_SUPPORTED ? CC_UNSUPPORTED : CC_FAILED,
                    "%s: cuBLAS: %s", what, cublasGetStatusString(s));
 }
 
@@ -60,19 +60,14 @@ static int is_half(cc_dtype t)
     return t == CC_F16 || t == CC_BF16;
 }
 
-static int fits_int(int64_t v)
-{
-    return v >= 0 && v <= INT_MAX;
-}
-
 static cc_status bk_gemm(void *self, int ta, int tb, int64_t m, int64_t n, int64_t k,
                          double alpha, const void *A, int64_t lda, const void *B, int64_t ldb,
                          double beta, void *C, int64_t ldc, char *msg, size_t len)
 {
     cublas_call *c = self;
-    if (!fits_int(m) || !fits_int(n) || !fits_int(k) || !fits_int(lda) || !fits_int(ldb) ||
-        !fits_int(ldc))
-        return ccu_say(msg, len, CC_UNSUPPORTED, "a GEMM extent exceeds cuBLAS's 32-bit int");
+    if (!cc_fits_int(m) || !cc_fits_int(n) || !cc_fits_int(k) || !cc_fits_int(lda) || !cc_fits_int(ldb) ||
+        !cc_fits_int(ldc))
+        return cc_say(msg, len, CC_UNSUPPORTED, "a GEMM extent exceeds cuBLAS's 32-bit int");
     /* row-major C (m x n) = op(A) op(B)  <=>  column-major C^T (n x m) = op(B)^T op(A)^T */
     cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasStatus_t s;
@@ -172,7 +167,7 @@ static cc_status cb_check(const cc_call *call, char *msg, size_t len)
 {
     cc_status st = ccu_check_call("cublas", call, 1, msg, len);
     if (st == CC_OK && !cc_gemm_has_op(call->op))
-        st = ccu_say(msg, len, CC_UNSUPPORTED, "the cublas provider has no %s", call->op);
+        st = cc_say(msg, len, CC_UNSUPPORTED, "the cublas provider has no %s", call->op);
     return st;
 }
 

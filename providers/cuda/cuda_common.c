@@ -7,36 +7,25 @@
 
 #include "providers/openblas/gemm_lowering.h"
 
-cc_status ccu_say(char *msg, size_t len, cc_status st, const char *fmt, ...)
-{
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 cc_status ccu_check(cudaError_t e, const char *what, char *msg, size_t len)
 {
     if (e == cudaSuccess)
         return CC_OK;
-    return ccu_say(msg, len, CC_FAILED, "%s: %s: %s", what, cudaGetErrorName(e),
+    return cc_say(msg, len, CC_FAILED, "%s: %s: %s", what, cudaGetErrorName(e),
                    cudaGetErrorString(e));
 }
 
 cc_status ccu_init(const char *who, cc_device device, char *msg, size_t len)
 {
     if (device != CC_CUDA)
-        return ccu_say(msg, len, CC_UNSUPPORTED, "the %s provider runs on device cuda only",
+        return cc_say(msg, len, CC_UNSUPPORTED, "the %s provider runs on device cuda only",
                        who);
     int count = 0; /* left unset by a failing call (no driver) */
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
-        return ccu_say(msg, len, CC_UNSUPPORTED, "no CUDA device: %s", cudaGetErrorString(e));
+        return cc_say(msg, len, CC_UNSUPPORTED, "no CUDA device: %s", cudaGetErrorString(e));
     if (count <= 0)
-        return ccu_say(msg, len, CC_UNSUPPORTED, "no CUDA device: cudaGetDeviceCount found 0");
+        return cc_say(msg, len, CC_UNSUPPORTED, "no CUDA device: cudaGetDeviceCount found 0");
     cc_status st = ccu_check(cudaSetDevice(0), "cudaSetDevice(0)", msg, len);
     if (st == CC_OK)
         st = ccu_check(cudaFree(NULL), "creating the CUDA context", msg, len);
@@ -47,19 +36,19 @@ cc_status ccu_check_call(const char *who, const cc_call *call, int allow_half, c
                          size_t len)
 {
     if (!call || !call->op)
-        return ccu_say(msg, len, CC_FAILED, "%s: NULL call", who);
+        return cc_say(msg, len, CC_FAILED, "%s: NULL call", who);
     if (call->device != CC_CUDA)
-        return ccu_say(msg, len, CC_UNSUPPORTED, "the %s provider runs on device cuda only", who);
+        return cc_say(msg, len, CC_UNSUPPORTED, "the %s provider runs on device cuda only", who);
     int half = call->dtype == CC_F16 || call->dtype == CC_BF16;
     if (call->dtype != CC_F32 && call->dtype != CC_F64 && !(allow_half && half))
-        return ccu_say(msg, len, CC_UNSUPPORTED, "%s: the %s provider has no %s path (%s)",
+        return cc_say(msg, len, CC_UNSUPPORTED, "%s: the %s provider has no %s path (%s)",
                        call->op, who, cc_dtype_name(call->dtype),
                        allow_half ? "f32, f64, f16 and bf16" : "f32 and f64 only");
     if (call->n_in > 0 && !call->in)
-        return ccu_say(msg, len, CC_FAILED, "%s: the call has no input views", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: the call has no input views", call->op);
     for (int i = 0; i < call->n_in; i++)
         if (call->in[i].dtype != call->dtype || cc_view_span(&call->in[i]) < 0)
-            return ccu_say(msg, len, CC_FAILED, "%s: input %d is not a %s view with strides >= 0",
+            return cc_say(msg, len, CC_FAILED, "%s: input %d is not a %s view with strides >= 0",
                            call->op, i, cc_dtype_name(call->dtype));
     return CC_OK;
 }
@@ -71,7 +60,7 @@ static cc_status add_buf(ccu_bufs *bs, void *host, size_t bytes, int is_output, 
     if (bytes == 0)
         return CC_OK;
     if (bs->n == CCU_MAX_BUFS)
-        return ccu_say(msg, len, CC_FAILED, "internal: more than %d device buffers in one call",
+        return cc_say(msg, len, CC_FAILED, "internal: more than %d device buffers in one call",
                        CCU_MAX_BUFS);
     void *d = NULL;
     cc_status st = ccu_check(cudaMalloc(&d, bytes), "cudaMalloc", msg, len);

@@ -8,11 +8,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "providers/provider_util.h"
 #include "providers/provider.h"
 
 #define CCU_MAX_BUFS 24
-
-cc_status ccu_say(char *msg, size_t len, cc_status st, const char *fmt, ...);
 
 /* init of every CUDA provider: CC_UNSUPPORTED "no CUDA device: ..." unless a device exists
  * (then device 0 is selected and its context created in this process). `who` names the

@@ -1,4 +1,5 @@
 /* Pooling and batchNorm plans of the cuDNN provider (see the header). */
+#include "providers/provider_util.h"
 #include "providers/cuda/cudnn_plan.h"
 
 #include <limits.h>
@@ -9,49 +10,33 @@
 
 #include "harness/dtype.h"
 
-static cc_status say(char *msg, size_t len, cc_status st, const char *fmt, ...)
-{
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
-static int fits_int(int64_t v)
-{
-    return v >= 0 && v <= INT_MAX;
-}
-
 /* ---- pooling --------------------------------------------------------------------------------- */
 
 cc_status ccu_pool_plan_make(const cc_call *call, ccu_pool_plan *pl, char *msg, size_t len)
 {
     memset(pl, 0, sizeof *pl);
     if (!call || !call->op)
-        return say(msg, len, CC_FAILED, "pooling: NULL call");
+        return cc_say(msg, len, CC_FAILED, "pooling: NULL call");
     const char *op = call->op;
     pl->is_max = !strcmp(op, "maxPool") || !strcmp(op, "max_pool");
     if (!pl->is_max && strcmp(op, "avgPool") && strcmp(op, "avg_pool"))
-        return say(msg, len, CC_FAILED, "internal: %s is not a pooling", op);
+        return cc_say(msg, len, CC_FAILED, "internal: %s is not a pooling", op);
     const ref_params *p = call->params;
     if (!p || call->n_in != 1 || !call->in)
-        return say(msg, len, CC_FAILED, "%s takes one input x [C, spatial...]", op);
+        return cc_say(msg, len, CC_FAILED, "%s takes one input x [C, spatial...]", op);
     const cc_view *x = &call->in[0];
     int sr = pl->sr = p->spatial;
     if (sr < 1 || sr > 3 || x->rank != sr + 1)
-        return say(msg, len, CC_FAILED, "%s wants x [C, %d spatial axes]", op, sr);
+        return cc_say(msg, len, CC_FAILED, "%s wants x [C, %d spatial axes]", op, sr);
     pl->C = x->shape[0];
     pl->nin = pl->nout = pl->K = 1;
     int empty = pl->C == 0;
     for (int a = 0; a < sr; a++) {
         int64_t in = x->shape[a + 1], k = p->kernel[a], s = p->stride[a], pd = p->pad[a];
         if (in < 0 || k < 0 || s < 1 || pd < 0)
-            return say(msg, len, CC_FAILED, "%s: bad window geometry on axis %d", op, a);
+            return cc_say(msg, len, CC_FAILED, "%s: bad window geometry on axis %d", op, a);
         if (p->dil[a] != 1)
-            return say(msg, len, CC_UNSUPPORTED, "%s: cuDNN pooling has no dilation (dil[%d] = "
+            return cc_say(msg, len, CC_UNSUPPORTED, "%s: cuDNN pooling has no dilation (dil[%d] = "
                        "%lld; the contract's pools have dilation 1)", op, a, (long long)p->dil[a]);
         int64_t o = in == 0 || k == 0 || pd > k / 2 || in + 2 * pd < k ? 0
                                                                        : (in + 2 * pd - k) / s + 1;
@@ -65,16 +50,16 @@ cc_status ccu_pool_plan_make(const cc_call *call, ccu_pool_plan *pl, char *msg, 
         return CC_OK;
     int lead = sr == 1; /* rank 1 runs as rank 2: [1, C, 1, L] */
     pl->nd = sr == 3 ? 5 : 4;
-    if (!fits_int(pl->C))
-        return say(msg, len, CC_UNSUPPORTED, "%s: extents exceed cuDNN's int", op);
+    if (!cc_fits_int(pl->C))
+        return cc_say(msg, len, CC_UNSUPPORTED, "%s: extents exceed cuDNN's int", op);
     pl->x_dims[0] = pl->y_dims[0] = 1;
     pl->x_dims[1] = pl->y_dims[1] = (int)pl->C;
     for (int d = 0; d < pl->nd - 2; d++) {
         int a = d - lead; /* the op's axis, -1 for the unit leading axis */
         int64_t in = a < 0 ? 1 : pl->in[a], o = a < 0 ? 1 : pl->out[a];
         int64_t k = a < 0 ? 1 : pl->k[a], s = a < 0 ? 1 : pl->s[a], pd = a < 0 ? 0 : pl->p[a];
-        if (!fits_int(in) || !fits_int(o) || !fits_int(k) || !fits_int(s) || !fits_int(pd))
-            return say(msg, len, CC_UNSUPPORTED, "%s: extents exceed cuDNN's int", op);
+        if (!cc_fits_int(in) || !cc_fits_int(o) || !cc_fits_int(k) || !cc_fits_int(s) || !cc_fits_int(pd))
+            return cc_say(msg, len, CC_UNSUPPORTED, "%s: extents exceed cuDNN's int", op);
         pl->x_dims[d + 2] = (int)in, pl->y_dims[d + 2] = (int)o;
         pl->window[d] = (int)k, pl->stride[d] = (int)s, pl->pad[d] = (int)pd;
     }
@@ -138,14 +123,14 @@ cc_status ccu_maxpool_expressible(const ccu_pool_plan *pl, cc_dtype t, const voi
     ccu_maxpool_scan s;
     ccu_maxpool_scan_x(pl, t, x, &s);
     if (s.nan_windows)
-        return say(msg, len, CC_UNSUPPORTED, "maxPool: %lld window(s) hold a NaN, and cuDNN does "
+        return cc_say(msg, len, CC_UNSUPPORTED, "maxPool: %lld window(s) hold a NaN, and cuDNN does "
                    "not state where a NaN ranks in max pooling (the contract keeps a NaN only in a "
                    "window's first real cell)", (long long)s.nan_windows);
     if (s.neg_inf_windows)
-        return say(msg, len, CC_UNSUPPORTED, "maxPool: %lld window(s) hold only -inf, and cuDNN "
+        return cc_say(msg, len, CC_UNSUPPORTED, "maxPool: %lld window(s) hold only -inf, and cuDNN "
                    "does not state what such a window gives", (long long)s.neg_inf_windows);
     if (vjp && s.tie_windows)
-        return say(msg, len, CC_UNSUPPORTED, "maxPool VJP: %lld window(s) have a tied maximum, "
+        return cc_say(msg, len, CC_UNSUPPORTED, "maxPool VJP: %lld window(s) have a tied maximum, "
                    "and cuDNN does not state which tied cell takes the gradient (the contract: "
                    "the first in row-major order)", (long long)s.tie_windows);
     return CC_OK;
@@ -158,32 +143,32 @@ cc_status ccu_bn_plan_make(const cc_call *call, ccu_bn_plan *pl, char *msg, size
     memset(pl, 0, sizeof *pl);
     const ref_params *p = call ? call->params : NULL;
     if (!p || !call->in)
-        return say(msg, len, CC_FAILED, "batchNorm: NULL call or parameters");
+        return cc_say(msg, len, CC_FAILED, "batchNorm: NULL call or parameters");
     pl->training = p->training != 0;
     pl->eps = p->eps;
     int want = pl->training ? 3 : 5;
     if (call->n_in != want)
-        return say(msg, len, CC_FAILED, "batchNorm %s form takes %d inputs, the call has %d",
+        return cc_say(msg, len, CC_FAILED, "batchNorm %s form takes %d inputs, the call has %d",
                    pl->training ? "training" : "eval", want, call->n_in);
     const cc_view *x = &call->in[0];
     if (x->rank < 1)
-        return say(msg, len, CC_FAILED, "batchNorm wants x [C, spatial...]");
+        return cc_say(msg, len, CC_FAILED, "batchNorm wants x [C, spatial...]");
     pl->C = x->shape[0];
     pl->N = 1;
     for (int a = 1; a < x->rank; a++)
         pl->N *= x->shape[a];
     for (int i = 1; i < want; i++)
         if (call->in[i].rank != 1 || call->in[i].shape[0] != pl->C)
-            return say(msg, len, CC_FAILED, "batchNorm input %d is not [C]", i);
+            return cc_say(msg, len, CC_FAILED, "batchNorm input %d is not [C]", i);
     if (pl->training && pl->N == 0)
-        return say(msg, len, CC_FAILED, "batchNorm training form needs a position per channel");
+        return cc_say(msg, len, CC_FAILED, "batchNorm training form needs a position per channel");
     if (!(pl->eps >= 0) || !isfinite(pl->eps))
-        return say(msg, len, CC_FAILED, "batchNorm eps must be finite and >= 0");
+        return cc_say(msg, len, CC_FAILED, "batchNorm eps must be finite and >= 0");
     pl->empty = pl->C * pl->N == 0;
     if (pl->empty)
         return CC_OK;
-    if (!fits_int(pl->C) || !fits_int(pl->N))
-        return say(msg, len, CC_UNSUPPORTED, "batchNorm: extents exceed cuDNN's int");
+    if (!cc_fits_int(pl->C) || !cc_fits_int(pl->N))
+        return cc_say(msg, len, CC_UNSUPPORTED, "batchNorm: extents exceed cuDNN's int");
     pl->x_dims[0] = 1;
     pl->x_dims[1] = (int)pl->C;
     pl->x_dims[2] = (int)pl->N;

@@ -42,12 +42,7 @@ static cc_status dnn_check(cudnnStatus_t s, const char *what, char *msg, size_t 
     if (s == CUDNN_STATUS_SUCCESS)
         return CC_OK;
     cc_status st = s == CUDNN_STATUS_NOT_SUPPORTED ? CC_UNSUPPORTED : CC_FAILED;
-    return ccu_say(msg, len, st, "%s: cuDNN: %s", what, cudnnGetErrorString(s));
-}
-
-static int fits_int(int64_t v)
-{
-    return v >= 0 && v <= INT_MAX;
+    return cc_say(msg, len, st, "%s: cuDNN: %s", what, cudnnGetErrorString(s));
 }
 
 typedef struct {
@@ -103,7 +98,7 @@ static cc_status upload_view(dnn_call *c, const cc_view *v, void **dev, char *ms
 {
     void *h = ccu_dense_host(v);
     if (!h)
-        return ccu_say(msg, len, CC_FAILED, "out of memory");
+        return cc_say(msg, len, CC_FAILED, "out of memory");
     cc_status st = ccu_upload(&c->bufs, h, (size_t)cc_view_numel(v) * cc_dtype_size(c->t), dev,
                               msg, len);
     free(h);
@@ -127,38 +122,38 @@ static cc_status dc_geometry(const cc_call *call, int transposed, dc_geom *g, ch
     memset(g, 0, sizeof *g);
     g->transposed = transposed;
     if (call->n_in != 3 || !p)
-        return ccu_say(msg, len, CC_FAILED, "%s takes x, weight, bias", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s takes x, weight, bias", call->op);
     const cc_view *x = &call->in[0], *w = &call->in[1], *b = &call->in[2];
     int sr = g->sr = p->spatial;
     if (sr < 1 || sr > 3 || x->rank != sr + 1 || w->rank != sr + 2 || b->rank != 1 ||
         p->groups < 1)
-        return ccu_say(msg, len, CC_FAILED, "%s: bad ranks or groups", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: bad ranks or groups", call->op);
     g->nd = sr == 3 ? 5 : 4;
     g->groups = p->groups;
     g->cin = x->shape[0];
     int64_t cin_g = g->cin / g->groups, cout_g;
     if (g->cin % g->groups)
-        return ccu_say(msg, len, CC_FAILED, "%s: channels not divisible by groups", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: channels not divisible by groups", call->op);
     if (!transposed) {
         g->cout = w->shape[0];
         if (g->cout % g->groups || w->shape[1] != cin_g)
-            return ccu_say(msg, len, CC_FAILED, "conv: weight does not match x and groups");
+            return cc_say(msg, len, CC_FAILED, "conv: weight does not match x and groups");
         cout_g = g->cout / g->groups;
     } else {
         if (w->shape[0] != g->cin)
-            return ccu_say(msg, len, CC_FAILED, "convTranspose: weight does not match x");
+            return cc_say(msg, len, CC_FAILED, "convTranspose: weight does not match x");
         cout_g = w->shape[1];
         g->cout = cout_g * g->groups;
     }
     (void)cout_g;
     if (b->shape[0] != g->cout)
-        return ccu_say(msg, len, CC_FAILED, "%s: bias is not [outC]", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: bias is not [outC]", call->op);
     g->nimg = g->nwin = g->nk = 1;
     for (int a = 0; a < sr; a++) {
         int64_t in = x->shape[a + 1], k = w->shape[a + 2];
         int64_t s = p->stride[a], pd = p->pad[a], d = p->dil[a], o;
         if (s < 0 || pd < 0 || d < 0 || (!transposed && (s < 1 || k < 1)))
-            return ccu_say(msg, len, CC_FAILED, "%s: bad window geometry", call->op);
+            return cc_say(msg, len, CC_FAILED, "%s: bad window geometry", call->op);
         if (!transposed) {
             int64_t E = d * (k - 1) + 1;
             o = in + 2 * pd < E ? 0 : (in + 2 * pd - E) / s + 1;
@@ -223,8 +218,8 @@ static cc_status dc_describe(const dnn_call *c, const dc_geom *g, const cc_call 
     memset(D, 0, sizeof *D);
     int nd = g->nd, ns = nd - 2, lead = g->sr == 1; /* rank 1 runs as rank 2 */
     int idims[5], wdims[5], fdims[5], bdims[5], pad[3], str[3], dil[3];
-    if (!fits_int(g->ci) || !fits_int(g->co) || !fits_int(g->groups))
-        return ccu_say(msg, len, CC_UNSUPPORTED, "%s: extents exceed cuDNN's int", call->op);
+    if (!cc_fits_int(g->ci) || !cc_fits_int(g->co) || !cc_fits_int(g->groups))
+        return cc_say(msg, len, CC_UNSUPPORTED, "%s: extents exceed cuDNN's int", call->op);
     idims[0] = wdims[0] = bdims[0] = 1;
     idims[1] = (int)g->ci, wdims[1] = (int)g->co;
     fdims[0] = (int)g->co, fdims[1] = (int)(g->ci / g->groups);
@@ -235,13 +230,13 @@ static cc_status dc_describe(const dnn_call *c, const dc_geom *g, const cc_call 
         int64_t vk = sa < 0 ? 1 : g->k[sa], vp = sa < 0 ? 0 : g->p[sa];
         int64_t vs = sa < 0 ? 1 : g->s[sa], vd = sa < 0 ? 1 : g->d[sa];
         if (vd < 1)
-            return ccu_say(msg, len, CC_UNSUPPORTED, "%s: cuDNN needs dilation >= 1 (dilation 0 "
+            return cc_say(msg, len, CC_UNSUPPORTED, "%s: cuDNN needs dilation >= 1 (dilation 0 "
                            "on axis %d)", call->op, sa);
         if (vs < 1)
-            return ccu_say(msg, len, CC_UNSUPPORTED, "%s: cuDNN needs stride >= 1", call->op);
-        if (!fits_int(vi) || !fits_int(vw) || !fits_int(vk) || !fits_int(vp) || !fits_int(vs) ||
-            !fits_int(vd))
-            return ccu_say(msg, len, CC_UNSUPPORTED, "%s: extents exceed cuDNN's int", call->op);
+            return cc_say(msg, len, CC_UNSUPPORTED, "%s: cuDNN needs stride >= 1", call->op);
+        if (!cc_fits_int(vi) || !cc_fits_int(vw) || !cc_fits_int(vk) || !cc_fits_int(vp) || !cc_fits_int(vs) ||
+            !cc_fits_int(vd))
+            return cc_say(msg, len, CC_UNSUPPORTED, "%s: extents exceed cuDNN's int", call->op);
         idims[a + 2] = (int)vi, wdims[a + 2] = (int)vw, fdims[a + 2] = (int)vk;
         bdims[a + 2] = 1;
         pad[a] = (int)vp, str[a] = (int)vs, dil[a] = (int)vd;
@@ -285,7 +280,7 @@ static cc_status dc_describe(const dnn_call *c, const dc_geom *g, const cc_call 
                        "cudnnGetConvolutionNdForwardOutputDim", msg, len);
         for (int i = 0; st == CC_OK && i < nd; i++)
             if (od[i] != wdims[i])
-                st = ccu_say(msg, len, CC_FAILED, "%s: cuDNN derives window extent %d on axis "
+                st = cc_say(msg, len, CC_FAILED, "%s: cuDNN derives window extent %d on axis "
                              "%d, the reference %d", call->op, od[i], i, wdims[i]);
     }
     return st;
@@ -354,7 +349,7 @@ static cc_status dc_exec(dnn_call *c, dc_desc *D, dc_run what, const void *a_dev
             st = ccu_check(cudaGetLastError(), "the cuDNN convolution launch", msg, len);
         return st;
     }
-    return ccu_say(msg, len, CC_UNSUPPORTED, "no pinned GEMM-class cuDNN algorithm supports this "
+    return cc_say(msg, len, CC_UNSUPPORTED, "no pinned GEMM-class cuDNN algorithm supports this "
                    "convolution (%s)", why);
 }
 
@@ -380,13 +375,13 @@ static cc_status conv_forward(dnn_call *c, const cc_call *call, int transposed, 
         return st;
     int64_t nout = transposed ? g.nimg : g.nwin; /* spatial count of the op's output */
     if (!out || !cc_view_is_dense(out) || cc_view_numel(out) != g.cout * nout)
-        return ccu_say(msg, len, CC_FAILED, "%s: the output buffer does not match", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: the output buffer does not match", call->op);
     if (g.cout * nout == 0)
         return CC_OK;
     size_t es = cc_dtype_size(c->t);
     void *yb = bias_rows(&call->in[2], g.cout, nout, es);
     if (!yb)
-        return ccu_say(msg, len, CC_FAILED, "out of memory");
+        return cc_say(msg, len, CC_FAILED, "out of memory");
     if (!dc_has_terms(&g)) { /* the bias alone */
         memcpy(out->data, yb, (size_t)(g.cout * nout) * es);
         free(yb);
@@ -422,7 +417,7 @@ static cc_status conv_vjp(dnn_call *c, const cc_call *call, int transposed, cons
     int64_t nout = transposed ? g.nimg : g.nwin;
     size_t es = cc_dtype_size(c->t);
     if (!gv || !cc_view_is_dense(gv) || gv->dtype != c->t || cc_view_numel(gv) != g.cout * nout)
-        return ccu_say(msg, len, CC_FAILED, "%s: the cotangent is not dense [outC, out...]",
+        return cc_say(msg, len, CC_FAILED, "%s: the cotangent is not dense [outC, out...]",
                        call->op);
     int64_t cnt[3] = {cc_view_numel(&call->in[0]), cc_view_numel(&call->in[1]), g.cout};
     void *d[3] = {NULL, NULL, NULL};
@@ -430,7 +425,7 @@ static cc_status conv_vjp(dnn_call *c, const cc_call *call, int transposed, cons
         if (!grads[i].data)
             continue;
         if (!cc_view_is_dense(&grads[i]) || cc_view_numel(&grads[i]) != cnt[i])
-            return ccu_say(msg, len, CC_FAILED, "%s: gradient buffer %d does not match",
+            return cc_say(msg, len, CC_FAILED, "%s: gradient buffer %d does not match",
                            call->op, i);
         memset(grads[i].data, 0, (size_t)cnt[i] * es);
         if ((st = ccu_output(&c->bufs, grads[i].data, (size_t)cnt[i] * es, &d[i], msg, len)))
@@ -495,7 +490,7 @@ static cc_status sm_desc(const dnn_call *c, const cc_call *call, cudnnTensorDesc
     if (r > 0) {
         axis = axis < 0 ? axis + r : axis;
         if (axis < 0 || axis >= r)
-            return ccu_say(msg, len, CC_FAILED, "%s: axis out of range", call->op);
+            return cc_say(msg, len, CC_FAILED, "%s: axis out of range", call->op);
     }
     int64_t outer = 1, mid = 1, inner = 1;
     for (int i = 0; i < r; i++)
@@ -504,8 +499,8 @@ static cc_status sm_desc(const dnn_call *c, const cc_call *call, cudnnTensorDesc
     *t = NULL;
     if (*count == 0)
         return CC_OK;
-    if (!fits_int(outer) || !fits_int(mid) || !fits_int(inner))
-        return ccu_say(msg, len, CC_UNSUPPORTED, "%s: extents exceed cuDNN's int", call->op);
+    if (!cc_fits_int(outer) || !cc_fits_int(mid) || !cc_fits_int(inner))
+        return cc_say(msg, len, CC_UNSUPPORTED, "%s: extents exceed cuDNN's int", call->op);
     cc_status st = dnn_check(cudnnCreateTensorDescriptor(t), "cudnnCreateTensorDescriptor", msg,
                              len);
     if (st == CC_OK)
@@ -524,16 +519,16 @@ static cc_status softmax_run(dnn_call *c, const cc_call *call, cc_view *out, con
                              cc_view *grad, char *msg, size_t len)
 {
     if (call->n_in != 1)
-        return ccu_say(msg, len, CC_FAILED, "%s takes one input", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s takes one input", call->op);
     cudnnTensorDescriptor_t t = NULL;
     int64_t n = 0;
     cc_status st = sm_desc(c, call, &t, &n, msg, len);
     size_t es = cc_dtype_size(c->t);
     cc_view *dst = out ? out : grad;
     if (st == CC_OK && (!dst || !cc_view_is_dense(dst) || cc_view_numel(dst) != n))
-        st = ccu_say(msg, len, CC_FAILED, "%s: the output buffer does not match", call->op);
+        st = cc_say(msg, len, CC_FAILED, "%s: the output buffer does not match", call->op);
     if (st == CC_OK && gv && (!cc_view_is_dense(gv) || cc_view_numel(gv) != n))
-        st = ccu_say(msg, len, CC_FAILED, "%s: the cotangent does not match", call->op);
+        st = cc_say(msg, len, CC_FAILED, "%s: the cotangent does not match", call->op);
     if (st != CC_OK || n == 0) {
         if (t)
             cudnnDestroyTensorDescriptor(t);
@@ -572,7 +567,7 @@ static void *host_input(const cc_call *call, int i, char *msg, size_t len)
 {
     void *h = ccu_dense_host(&call->in[i]);
     if (!h)
-        ccu_say(msg, len, CC_FAILED, "out of memory");
+        cc_say(msg, len, CC_FAILED, "out of memory");
     return h;
 }
 
@@ -596,7 +591,7 @@ static cc_status pool_desc(const ccu_pool_plan *pl, cudnnPoolingMode_t mode,
                        "cudnnGetPoolingNdForwardOutputDim", msg, len);
         for (int i = 0; st == CC_OK && i < pl->nd; i++)
             if (od[i] != pl->y_dims[i])
-                st = ccu_say(msg, len, CC_FAILED, "pooling: cuDNN derives output extent %d on "
+                st = cc_say(msg, len, CC_FAILED, "pooling: cuDNN derives output extent %d on "
                              "axis %d, the contract %d", od[i], i, pl->y_dims[i]);
     }
     return st;
@@ -615,10 +610,10 @@ static cc_status pool_run(dnn_call *c, const cc_call *call, cc_view *out, const 
     size_t es = cc_dtype_size(c->t);
     int64_t ny = pl.C * pl.nout, nx = pl.C * pl.nin;
     if (out && (!cc_view_is_dense(out) || cc_view_numel(out) != ny))
-        return ccu_say(msg, len, CC_FAILED, "%s: the output buffer does not match", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: the output buffer does not match", call->op);
     if (gv && (!cc_view_is_dense(gv) || gv->dtype != c->t || cc_view_numel(gv) != ny ||
                !cc_view_is_dense(grad) || cc_view_numel(grad) != nx))
-        return ccu_say(msg, len, CC_FAILED, "%s: the cotangent or gradient does not match",
+        return cc_say(msg, len, CC_FAILED, "%s: the cotangent or gradient does not match",
                        call->op);
     if (gv)
         memset(grad->data, 0, (size_t)nx * es); /* no window: no gradient */
@@ -700,7 +695,7 @@ static cc_status bn_describe(const dnn_call *c, const ccu_bn_plan *pl, bn_desc *
 {
     memset(D, 0, sizeof *D);
     if (!(pl->eps >= CUDNN_BN_MIN_EPSILON))
-        return ccu_say(msg, len, CC_UNSUPPORTED, "batchNorm: eps %g is below cuDNN's "
+        return cc_say(msg, len, CC_UNSUPPORTED, "batchNorm: eps %g is below cuDNN's "
                        "CUDNN_BN_MIN_EPSILON %g", pl->eps, (double)CUDNN_BN_MIN_EPSILON);
     cc_status st = dnn_check(cudnnCreateTensorDescriptor(&D->xd), "cudnnCreateTensorDescriptor",
                              msg, len);
@@ -738,7 +733,7 @@ static cc_status bn_forward(dnn_call *c, const cc_call *call, cc_view *out, char
     if (st != CC_OK)
         return st;
     if (!out || !cc_view_is_dense(out) || cc_view_numel(out) != pl.C * pl.N)
-        return ccu_say(msg, len, CC_FAILED, "batchNorm: the output buffer does not match");
+        return cc_say(msg, len, CC_FAILED, "batchNorm: the output buffer does not match");
     if (pl.empty)
         return CC_OK;
     bn_desc D;
@@ -785,7 +780,7 @@ static cc_status bn_eval_vjp(dnn_call *c, const ccu_bn_plan *pl, const bn_desc *
     if (st == CC_OK && d[1]) {
         void *h = malloc((size_t)pl->C * es);
         if (!h)
-            return ccu_say(msg, len, CC_FAILED, "out of memory");
+            return cc_say(msg, len, CC_FAILED, "out of memory");
         for (int64_t i = 0; i < pl->C; i++)
             cc_store(c->t, h, i, 1.0);
         st = ccu_upload(&c->bufs, h, (size_t)pl->C * es, &ones, msg, len);
@@ -834,10 +829,10 @@ static cc_status bn_vjp(dnn_call *c, const cc_call *call, const cc_view *gv, cc_
     size_t es = cc_dtype_size(c->t);
     int64_t cnt[3] = {pl.C * pl.N, pl.C, pl.C};
     if (!gv || !cc_view_is_dense(gv) || gv->dtype != c->t || cc_view_numel(gv) != cnt[0])
-        return ccu_say(msg, len, CC_FAILED, "batchNorm: the cotangent does not match");
+        return cc_say(msg, len, CC_FAILED, "batchNorm: the cotangent does not match");
     for (int i = 0; i < 3; i++)
         if (grads[i].data && (!cc_view_is_dense(&grads[i]) || cc_view_numel(&grads[i]) != cnt[i]))
-            return ccu_say(msg, len, CC_FAILED, "batchNorm: gradient buffer %d does not match",
+            return cc_say(msg, len, CC_FAILED, "batchNorm: gradient buffer %d does not match",
                            i);
     for (int i = 0; i < 3; i++) /* sums over no position are zeros */
         if (grads[i].data)
@@ -904,7 +899,7 @@ static cc_status dn_check(const cc_call *call, char *msg, size_t len)
 {
     cc_status st = ccu_check_call("cudnn", call, 0, msg, len);
     if (st == CC_OK && kind_of(call->op) == DN_NONE)
-        st = ccu_say(msg, len, CC_UNSUPPORTED, "the cudnn provider has no %s", call->op);
+        st = cc_say(msg, len, CC_UNSUPPORTED, "the cudnn provider has no %s", call->op);
     return st;
 }
 
@@ -939,7 +934,7 @@ static cc_status dn_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
     if (st != CC_OK)
         return st;
     if (!g || !grads)
-        return ccu_say(msg, len, CC_FAILED, "%s: NULL cotangent or gradients", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: NULL cotangent or gradients", call->op);
     dnn_call c;
     if ((st = open_call(call, &c, msg, len)) == CC_OK) {
         dn_kind k = kind_of(call->op);

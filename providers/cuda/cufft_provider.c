@@ -45,7 +45,7 @@ static cc_status cufft_check(cufftResult r, const char *what, char *msg, size_t 
                            r == CUFFT_NOT_IMPLEMENTED
                        ? CC_UNSUPPORTED
                        : CC_FAILED;
-    return ccu_say(msg, len, st, "%s: cuFFT: %s (%d)", what, cufft_error_name(r), (int)r);
+    return cc_say(msg, len, st, "%s: cuFFT: %s (%d)", what, cufft_error_name(r), (int)r);
 }
 
 /* One batched 1-D transform: R2C (real -> K complex per row) or C2R (K complex -> n real). */
@@ -53,7 +53,7 @@ static cc_status transform(cc_dtype t, int r2c, int64_t n, int64_t batch, const 
                            void *out_host, char *msg, size_t len)
 {
     if (n > INT_MAX || batch > INT_MAX)
-        return ccu_say(msg, len, CC_UNSUPPORTED, "fftFno: extents exceed cuFFT's int");
+        return cc_say(msg, len, CC_UNSUPPORTED, "fftFno: extents exceed cuFFT's int");
     size_t es = cc_dtype_size(t);
     int64_t K = n / 2 + 1;
     size_t real_bytes = (size_t)(batch * n) * es, cplx_bytes = (size_t)(batch * K * 2) * es;
@@ -112,7 +112,7 @@ static cc_status ft_check(const cc_call *call, char *msg, size_t len)
 {
     cc_status st = ccu_check_call("cufft", call, 0, msg, len);
     if (st == CC_OK && !cc_fft_has_op(call->op))
-        st = ccu_say(msg, len, CC_UNSUPPORTED, "the cufft provider has no %s", call->op);
+        st = cc_say(msg, len, CC_UNSUPPORTED, "the cufft provider has no %s", call->op);
     return st;
 }
 

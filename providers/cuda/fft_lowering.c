@@ -1,4 +1,5 @@
 /* fftFno over a cc_fft_backend (see the header for the formulas). */
+#include "providers/provider_util.h"
 #include "providers/cuda/fft_lowering.h"
 
 #include <stdarg.h>
@@ -7,17 +8,6 @@
 #include <string.h>
 
 #include "providers/openblas/gemm_lowering.h"
-
-static cc_status say(char *msg, size_t len, cc_status st, const char *fmt, ...)
-{
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 static int endpoint(int64_t k, int64_t n)
 {
@@ -92,13 +82,13 @@ cc_status cc_fft_geometry(const cc_call *call, cc_fft_geom *g, char *msg, size_t
     const ref_params *p = call->params;
     memset(g, 0, sizeof *g);
     if (!p)
-        return say(msg, len, CC_FAILED, "fftFno: the call has no parameters");
+        return cc_say(msg, len, CC_FAILED, "fftFno: the call has no parameters");
     g->variant = p->variant;
     const cc_view *x = call->n_in >= 1 ? &call->in[0] : NULL;
     switch (p->variant) {
     case 1:
         if (call->n_in != 1 || x->rank != 2 || x->shape[1] < 1)
-            return say(msg, len, CC_FAILED, "rfft1d wants one input x [batch, n], n >= 1");
+            return cc_say(msg, len, CC_FAILED, "rfft1d wants one input x [batch, n], n >= 1");
         g->rows = x->shape[0];
         g->n = x->shape[1];
         break;
@@ -106,30 +96,30 @@ cc_status cc_fft_geometry(const cc_call *call, cc_fft_geom *g, char *msg, size_t
         g->n = p->length;
         if (call->n_in != 1 || g->n < 1 || x->rank != 3 || x->shape[1] != g->n / 2 + 1 ||
             x->shape[2] != 2)
-            return say(msg, len, CC_FAILED, "irfft1d wants one input z [batch, length/2+1, 2]");
+            return cc_say(msg, len, CC_FAILED, "irfft1d wants one input z [batch, length/2+1, 2]");
         g->rows = x->shape[0];
         break;
     case 0: {
         if (call->n_in != 3 || x->rank != 2 || x->shape[0] < 1)
-            return say(msg, len, CC_FAILED, "spectralConv wants x [grid, width] (grid >= 1), "
+            return cc_say(msg, len, CC_FAILED, "spectralConv wants x [grid, width] (grid >= 1), "
                                             "wre, wim");
         g->n = x->shape[0];
         g->rows = x->shape[1];
         g->modes = p->modes;
         if (g->modes < 0 || g->modes > g->n / 2 + 1)
-            return say(msg, len, CC_FAILED, "spectralConv modes %lld outside 0..%lld",
+            return cc_say(msg, len, CC_FAILED, "spectralConv modes %lld outside 0..%lld",
                        (long long)g->modes, (long long)(g->n / 2 + 1));
         for (int k = 1; k <= 2; k++) {
             const cc_view *w = &call->in[k];
             if (w->rank != 3 || w->shape[0] != g->modes || w->shape[1] != g->rows ||
                 w->shape[2] != g->rows)
-                return say(msg, len, CC_FAILED, "spectralConv %s is not [modes, width, width]",
+                return cc_say(msg, len, CC_FAILED, "spectralConv %s is not [modes, width, width]",
                            k == 1 ? "wre" : "wim");
         }
         break;
     }
     default:
-        return say(msg, len, CC_UNSUPPORTED, "fftFno variant %d: only 0 (spectralConv), 1 "
+        return cc_say(msg, len, CC_UNSUPPORTED, "fftFno variant %d: only 0 (spectralConv), 1 "
                    "(rfft1d) and 2 (irfft1d) exist", p->variant);
     }
     g->K = g->n / 2 + 1;
@@ -176,7 +166,7 @@ static void fl_free(fl_bufs *b)
 
 static cc_status oom(char *msg, size_t len)
 {
-    return say(msg, len, CC_FAILED, "out of memory");
+    return cc_say(msg, len, CC_FAILED, "out of memory");
 }
 
 /* ---- spectralConv (variant 0) ------------------------------------------------------------- */
@@ -309,16 +299,16 @@ static cc_status check_call(const cc_fft_backend *bk, const cc_call *call, cc_ff
                             char *msg, size_t len)
 {
     if (!call || !call->op || !cc_fft_has_op(call->op))
-        return say(msg, len, CC_UNSUPPORTED, "no FFT lowering for %s",
+        return cc_say(msg, len, CC_UNSUPPORTED, "no FFT lowering for %s",
                    call && call->op ? call->op : "(null)");
     if (call->dtype != CC_F32 && call->dtype != CC_F64)
-        return say(msg, len, CC_UNSUPPORTED, "fftFno: no %s transform (f32 and f64 only)",
+        return cc_say(msg, len, CC_UNSUPPORTED, "fftFno: no %s transform (f32 and f64 only)",
                    cc_dtype_name(call->dtype));
     if (bk->dtype != call->dtype)
-        return say(msg, len, CC_FAILED, "internal: backend dtype differs from the case dtype");
+        return cc_say(msg, len, CC_FAILED, "internal: backend dtype differs from the case dtype");
     for (int i = 0; i < call->n_in; i++)
         if (call->in[i].dtype != call->dtype)
-            return say(msg, len, CC_FAILED, "fftFno: input %d is %s, the case is %s", i,
+            return cc_say(msg, len, CC_FAILED, "fftFno: input %d is %s, the case is %s", i,
                        cc_dtype_name(call->in[i].dtype), cc_dtype_name(call->dtype));
     return cc_fft_geometry(call, g, msg, len);
 }
@@ -337,7 +327,7 @@ cc_status cc_fft_forward(const cc_fft_backend *bk, const cc_call *call, cc_view 
         return s;
     if (!out || !cc_view_is_dense(out) || cc_view_numel(out) != out_count(&g) ||
         out->dtype != call->dtype)
-        return say(msg, len, CC_FAILED, "fftFno: the output buffer does not match");
+        return cc_say(msg, len, CC_FAILED, "fftFno: the output buffer does not match");
     if (g.variant == 0)
         return sc_forward(bk, call, &g, out, msg, len);
     if (g.rows == 0)
@@ -367,11 +357,11 @@ cc_status cc_fft_vjp(const cc_fft_backend *bk, const cc_call *call, const cc_vie
         return s;
     if (!gv || !grads || !cc_view_is_dense(gv) || gv->dtype != call->dtype ||
         cc_view_numel(gv) != out_count(&g))
-        return say(msg, len, CC_FAILED, "fftFno: the cotangent does not match the output");
+        return cc_say(msg, len, CC_FAILED, "fftFno: the cotangent does not match the output");
     for (int i = 0; i < call->n_in; i++)
         if (grads[i].data && (!cc_view_is_dense(&grads[i]) ||
                               cc_view_numel(&grads[i]) != cc_view_numel(&call->in[i])))
-            return say(msg, len, CC_FAILED, "fftFno: gradient buffer %d does not match input %d",
+            return cc_say(msg, len, CC_FAILED, "fftFno: gradient buffer %d does not match input %d",
                        i, i);
     for (int i = 0; i < call->n_in; i++) /* empty sums (no kept mode, no channel) are zeros */
         if (grads[i].data)

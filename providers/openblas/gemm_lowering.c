@@ -1,4 +1,5 @@
 /* matmul, scaledMatmul and linear as row-major GEMMs over a cc_gemm_backend (see the header). */
+#include "providers/provider_util.h"
 #include "providers/openblas/gemm_lowering.h"
 
 #include <math.h>
@@ -11,17 +12,6 @@
 
 #define GL_MAX_OWNED 8
 #define GL_MAX_STAGED 3 /* outputs of one call: linear's three gradients at most */
-
-static cc_status say(char *msg, size_t len, cc_status st, const char *fmt, ...)
-{
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 static size_t elem_size(cc_dtype t)
 {
@@ -122,10 +112,10 @@ static cc_status gl_output(gl_ctx *gc, void *host, int64_t count, void **dev, ch
     if (bk->acc_dtype == bk->dtype)
         return bk->output(bk->self, host, count, dev, msg, len);
     if (gc->n_staged == GL_MAX_STAGED)
-        return say(msg, len, CC_FAILED, "internal: more than %d staged outputs", GL_MAX_STAGED);
+        return cc_say(msg, len, CC_FAILED, "internal: more than %d staged outputs", GL_MAX_STAGED);
     void *acc = calloc((size_t)(count > 0 ? count : 1), gc->es_acc);
     if (!acc)
-        return say(msg, len, CC_FAILED, "out of memory staging an output");
+        return cc_say(msg, len, CC_FAILED, "out of memory staging an output");
     gc->staged[gc->n_staged++] = (gl_staged){host, acc, count};
     return bk->output(bk->self, acc, count, dev, msg, len);
 }
@@ -192,7 +182,7 @@ static cc_status gl_operand_of(gl_ctx *gc, const cc_view *v, int brank, int row_
     int64_t cs = col_axis >= 0 ? v->strides[col_axis] : 0;
     int64_t span = cc_view_span(v);
     if (span < 0)
-        return say(msg, len, CC_UNSUPPORTED, "an input has a negative stride");
+        return cc_say(msg, len, CC_UNSUPPORTED, "an input has a negative stride");
     const void *host = v->data;
     if (direct_layout(o->rows, o->cols, rs, cs, &o->trans, &o->ld)) {
         for (int i = 0; i < brank; i++)
@@ -200,7 +190,7 @@ static cc_status gl_operand_of(gl_ctx *gc, const cc_view *v, int brank, int row_
     } else {
         void *p = gl_alloc(gc, dense);
         if (!p)
-            return say(msg, len, CC_FAILED, "out of memory packing an input");
+            return cc_say(msg, len, CC_FAILED, "out of memory packing an input");
         cc_view_pack(v, p);
         host = p;
         span = dense;
@@ -213,7 +203,7 @@ static cc_status gl_operand_of(gl_ctx *gc, const cc_view *v, int brank, int row_
         rs = row_axis >= 0 ? st[row_axis] : 0;
         cs = col_axis >= 0 ? st[col_axis] : 0;
         if (!direct_layout(o->rows, o->cols, rs, cs, &o->trans, &o->ld))
-            return say(msg, len, CC_FAILED, "internal: a packed operand is not GEMM-ready");
+            return cc_say(msg, len, CC_FAILED, "internal: a packed operand is not GEMM-ready");
         for (int i = 0; i < brank; i++)
             o->bstride[i] = st[i];
     }
@@ -237,7 +227,7 @@ static cc_status gl_ones(gl_ctx *gc, int64_t count, const char **dev, char *msg,
 {
     void *p = gl_alloc(gc, count);
     if (!p)
-        return say(msg, len, CC_FAILED, "out of memory");
+        return cc_say(msg, len, CC_FAILED, "out of memory");
     for (int64_t i = 0; i < count; i++)
         cc_store(gc->bk->dtype, p, i, 1.0); /* exact in every format */
     return gl_dense_input(gc, p, count, dev, msg, len);
@@ -284,11 +274,11 @@ static cc_status mm_geometry(const cc_view *a, const cc_view *b, mm_geom *g, cha
 {
     memset(g, 0, sizeof *g);
     if (a->rank < 1 || b->rank < 1 || a->rank > REF_MAX_RANK || b->rank > REF_MAX_RANK)
-        return say(msg, len, CC_FAILED, "matmul needs operands of rank 1..%d", REF_MAX_RANK);
+        return cc_say(msg, len, CC_FAILED, "matmul needs operands of rank 1..%d", REF_MAX_RANK);
     int64_t ka = a->shape[a->rank - 1];
     int64_t kb = b->rank == 1 ? b->shape[0] : b->shape[b->rank - 2];
     if (ka != kb)
-        return say(msg, len, CC_FAILED, "matmul inner extents differ (%lld and %lld)",
+        return cc_say(msg, len, CC_FAILED, "matmul inner extents differ (%lld and %lld)",
                    (long long)ka, (long long)kb);
     g->k = ka;
     g->m = a->rank == 1 ? 1 : a->shape[a->rank - 2];
@@ -301,7 +291,7 @@ static cc_status mm_geometry(const cc_view *a, const cc_view *b, mm_geom *g, cha
         int ia = i - (g->orank - g->ra), ib = i - (g->orank - g->rb);
         int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
         if (da != db && da != 1 && db != 1)
-            return say(msg, len, CC_FAILED, "matmul batch axes do not broadcast");
+            return cc_say(msg, len, CC_FAILED, "matmul batch axes do not broadcast");
         g->odim[i] = da == 1 ? db : da;
         g->nb *= g->odim[i];
     }
@@ -335,7 +325,7 @@ static cc_status matmul_fwd(gl_ctx *gc, const cc_call *call, cc_view *out, char 
     if (st != CC_OK)
         return st;
     if (cc_view_numel(out) != g.nb * g.m * g.n)
-        return say(msg, len, CC_FAILED, "the output buffer has %lld elements, matmul makes %lld",
+        return cc_say(msg, len, CC_FAILED, "the output buffer has %lld elements, matmul makes %lld",
                    (long long)cc_view_numel(out), (long long)(g.nb * g.m * g.n));
     if (g.nb * g.m * g.n == 0)
         return CC_OK;
@@ -410,7 +400,7 @@ static cc_status lin_geometry(const cc_call *call, lin_geom *g, char *msg, size_
     memset(g, 0, sizeof *g);
     if (x->rank < 1 || x->rank > REF_MAX_RANK || w->rank != 2 || b->rank != 1 ||
         x->shape[x->rank - 1] != w->shape[1] || b->shape[0] != w->shape[0])
-        return say(msg, len, CC_FAILED, "linear wants x [..., in], W [out, in], b [out]");
+        return cc_say(msg, len, CC_FAILED, "linear wants x [..., in], W [out, in], b [out]");
     g->nin = w->shape[1];
     g->nout = w->shape[0];
     g->brank = x->rank > 2 ? x->rank - 2 : 0;
@@ -441,7 +431,7 @@ static cc_status linear_fwd(gl_ctx *gc, const cc_call *call, cc_view *out, char 
     if (st != CC_OK)
         return st;
     if (cc_view_numel(out) != g.L * g.nout)
-        return say(msg, len, CC_FAILED, "the output buffer has %lld elements, linear makes %lld",
+        return cc_say(msg, len, CC_FAILED, "the output buffer has %lld elements, linear makes %lld",
                    (long long)cc_view_numel(out), (long long)(g.L * g.nout));
     if (g.L * g.nout == 0)
         return CC_OK;
@@ -543,25 +533,25 @@ static cc_status check_call(const cc_gemm_backend *bk, const cc_call *call, gl_k
                             char *msg, size_t len)
 {
     if (k == GL_NONE)
-        return say(msg, len, CC_UNSUPPORTED, "no GEMM lowering for %s", call->op);
+        return cc_say(msg, len, CC_UNSUPPORTED, "no GEMM lowering for %s", call->op);
     int full = call->dtype == CC_F32 || call->dtype == CC_F64;
     int half = call->dtype == CC_F16 || call->dtype == CC_BF16;
     if (!full && !half)
-        return say(msg, len, CC_UNSUPPORTED, "%s: no %s GEMM (f32, f64, f16, bf16)", call->op,
+        return cc_say(msg, len, CC_UNSUPPORTED, "%s: no %s GEMM (f32, f64, f16, bf16)", call->op,
                    cc_dtype_name(call->dtype));
     if (bk->dtype != call->dtype)
-        return say(msg, len, CC_FAILED, "internal: backend dtype differs from the case dtype");
+        return cc_say(msg, len, CC_FAILED, "internal: backend dtype differs from the case dtype");
     if (bk->acc_dtype != (half ? CC_F32 : call->dtype))
-        return say(msg, len, CC_FAILED, "internal: a %s GEMM accumulates in %s, the backend "
+        return cc_say(msg, len, CC_FAILED, "internal: a %s GEMM accumulates in %s, the backend "
                    "states %s", cc_dtype_name(call->dtype), half ? "f32" : cc_dtype_name(call->dtype),
                    cc_dtype_name(bk->acc_dtype));
     int want = k == GL_MATMUL ? 2 : 3;
     if (call->n_in != want || !call->in)
-        return say(msg, len, CC_FAILED, "%s takes %d inputs, the call has %d", call->op, want,
+        return cc_say(msg, len, CC_FAILED, "%s takes %d inputs, the call has %d", call->op, want,
                    call->n_in);
     for (int i = 0; i < call->n_in; i++)
         if (call->in[i].dtype != call->dtype)
-            return say(msg, len, CC_FAILED, "%s: input %d is %s, the case is %s", call->op, i,
+            return cc_say(msg, len, CC_FAILED, "%s: input %d is %s, the case is %s", call->op, i,
                        cc_dtype_name(call->in[i].dtype), cc_dtype_name(call->dtype));
     return CC_OK;
 }
@@ -587,10 +577,10 @@ cc_status cc_gemm_forward(const cc_gemm_backend *bk, const cc_call *call, cc_vie
                           size_t len)
 {
     gl_kind k = kind_of(call ? call->op : NULL);
-    cc_status st = !call || !out ? say(msg, len, CC_FAILED, "NULL call or output")
+    cc_status st = !call || !out ? cc_say(msg, len, CC_FAILED, "NULL call or output")
                                  : check_call(bk, call, k, msg, len);
     if (st == CC_OK && !cc_view_is_dense(out))
-        st = say(msg, len, CC_FAILED, "the output buffer is not dense row-major");
+        st = cc_say(msg, len, CC_FAILED, "the output buffer is not dense row-major");
     gl_ctx gc = gl_ctx_of(bk);
     if (st == CC_OK)
         st = k == GL_MATMUL ? matmul_fwd(&gc, call, out, msg, len)
@@ -605,13 +595,13 @@ cc_status cc_gemm_vjp(const cc_gemm_backend *bk, const cc_call *call, const cc_v
                       cc_view *grads, char *msg, size_t len)
 {
     gl_kind k = kind_of(call ? call->op : NULL);
-    cc_status st = !call || !g || !grads ? say(msg, len, CC_FAILED, "NULL call or cotangent")
+    cc_status st = !call || !g || !grads ? cc_say(msg, len, CC_FAILED, "NULL call or cotangent")
                                          : check_call(bk, call, k, msg, len);
     if (st == CC_OK && (!cc_view_is_dense(g) || g->dtype != call->dtype))
-        st = say(msg, len, CC_FAILED, "the cotangent is not dense in the case dtype");
+        st = cc_say(msg, len, CC_FAILED, "the cotangent is not dense in the case dtype");
     for (int i = 0; st == CC_OK && i < call->n_in; i++)
         if (grads[i].data && !cc_view_is_dense(&grads[i]))
-            st = say(msg, len, CC_FAILED, "gradient buffer %d is not dense row-major", i);
+            st = cc_say(msg, len, CC_FAILED, "gradient buffer %d is not dense row-major", i);
     gl_ctx gc = gl_ctx_of(bk);
     if (st == CC_OK)
         st = k == GL_MATMUL ? matmul_vjp(&gc, call, g, grads, msg, len)

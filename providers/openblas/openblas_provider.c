@@ -15,6 +15,7 @@
  *                dx_g = W_g col(g_g);  dW_g = x_g col(g_g)^T;  db = g ones.
  * (g = group; W_g the group's rows of the dense weight.) Every output is a sum of the same
  * products as the reference's, so its error model holds; padded taps add exact zeros. */
+#include "providers/provider_util.h"
 #include "providers/openblas/openblas_provider.h"
 
 #include <limits.h>
@@ -32,22 +33,6 @@ void openblas_set_num_threads(int num_threads);
 int openblas_get_num_threads(void);
 char *openblas_get_config(void);
 
-static cc_status say(char *msg, size_t len, cc_status st, const char *fmt, ...)
-{
-    if (msg && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
-static int fits_int(int64_t v)
-{
-    return v >= 0 && v <= INT_MAX;
-}
-
 /* Row-major C = alpha op(A) op(B) + beta C in the dtype (f32 or f64). */
 static cc_status blas_gemm(cc_dtype t, int ta, int tb, int64_t m, int64_t n, int64_t k,
                            double alpha, const void *A, int64_t lda, const void *B, int64_t ldb,
@@ -55,9 +40,9 @@ static cc_status blas_gemm(cc_dtype t, int ta, int tb, int64_t m, int64_t n, int
 {
     if (m <= 0 || n <= 0 || k <= 0)
         return CC_OK;
-    if (!fits_int(m) || !fits_int(n) || !fits_int(k) || !fits_int(lda) || !fits_int(ldb) ||
-        !fits_int(ldc))
-        return say(msg, len, CC_UNSUPPORTED, "a GEMM extent exceeds OpenBLAS's 32-bit int");
+    if (!cc_fits_int(m) || !cc_fits_int(n) || !cc_fits_int(k) || !cc_fits_int(lda) || !cc_fits_int(ldb) ||
+        !cc_fits_int(ldc))
+        return cc_say(msg, len, CC_UNSUPPORTED, "a GEMM extent exceeds OpenBLAS's 32-bit int");
     enum CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
     if (t == CC_F64)
         cblas_dgemm(CblasRowMajor, TA, TB, (int)m, (int)n, (int)k, alpha, A, (int)lda, B,
@@ -118,38 +103,38 @@ static cc_status cv_geometry(const cc_call *call, int transposed, const cc_view 
     memset(g, 0, sizeof *g);
     g->transposed = transposed;
     if (call->n_in != 3 || !p)
-        return say(msg, len, CC_FAILED, "%s takes x, weight, bias and window parameters",
+        return cc_say(msg, len, CC_FAILED, "%s takes x, weight, bias and window parameters",
                    call->op);
     const cc_view *x = &call->in[0], *w = &call->in[1], *b = &call->in[2];
     int sr = g->sr = p->spatial;
     if (sr < 1 || sr > 3 || x->rank != sr + 1 || w->rank != sr + 2 || b->rank != 1 ||
         p->groups < 1)
-        return say(msg, len, CC_FAILED, "%s: bad ranks or groups for spatial rank %d", call->op,
+        return cc_say(msg, len, CC_FAILED, "%s: bad ranks or groups for spatial rank %d", call->op,
                    sr);
     g->groups = p->groups;
     g->cin = x->shape[0];
     if (g->cin % g->groups)
-        return say(msg, len, CC_FAILED, "%s: channels not divisible by groups", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: channels not divisible by groups", call->op);
     g->cin_g = g->cin / g->groups;
     if (!transposed) {
         g->cout = w->shape[0];
         if (g->cout % g->groups || w->shape[1] != g->cin_g)
-            return say(msg, len, CC_FAILED, "conv: weight does not match x and groups");
+            return cc_say(msg, len, CC_FAILED, "conv: weight does not match x and groups");
         g->cout_g = g->cout / g->groups;
     } else {
         if (w->shape[0] != g->cin)
-            return say(msg, len, CC_FAILED, "convTranspose: weight does not match x");
+            return cc_say(msg, len, CC_FAILED, "convTranspose: weight does not match x");
         g->cout_g = w->shape[1];
         g->cout = g->cout_g * g->groups;
     }
     if (b->shape[0] != g->cout)
-        return say(msg, len, CC_FAILED, "%s: bias is not [outC]", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: bias is not [outC]", call->op);
     g->nin = g->nk = g->nout = 1;
     for (int a = 0; a < sr; a++) {
         int64_t in = x->shape[a + 1], k = w->shape[a + 2];
         int64_t s = p->stride[a], pd = p->pad[a], d = p->dil[a];
         if (s < 0 || pd < 0 || d < 0 || (!transposed && (s < 1 || k < 1)))
-            return say(msg, len, CC_FAILED, "%s: bad window geometry on axis %d", call->op, a);
+            return cc_say(msg, len, CC_FAILED, "%s: bad window geometry on axis %d", call->op, a);
         int64_t o;
         if (!transposed) {
             int64_t E = d * (k - 1) + 1;
@@ -165,14 +150,14 @@ static cc_status cv_geometry(const cc_call *call, int transposed, const cc_view 
     }
     if (out) {
         if (out->rank != sr + 1 || out->shape[0] != g->cout || !cc_view_is_dense(out))
-            return say(msg, len, CC_FAILED, "%s: the output buffer does not match", call->op);
+            return cc_say(msg, len, CC_FAILED, "%s: the output buffer does not match", call->op);
         for (int a = 0; a < sr; a++)
             if (out->shape[a + 1] != g->out[a])
-                return say(msg, len, CC_FAILED, "%s: output extent %d differs", call->op, a);
+                return cc_say(msg, len, CC_FAILED, "%s: output extent %d differs", call->op, a);
     }
     for (int i = 0; i < 3; i++)
         if (call->in[i].dtype != call->dtype || cc_view_span(&call->in[i]) < 0)
-            return say(msg, len, CC_FAILED, "%s: input %d is not a %s view with strides >= 0",
+            return cc_say(msg, len, CC_FAILED, "%s: input %d is not a %s view with strides >= 0",
                        call->op, i, cc_dtype_name(call->dtype));
     return CC_OK;
 }
@@ -276,7 +261,7 @@ static cc_status bias_grad(cc_dtype t, const char *G, int64_t cout, int64_t n, c
         return CC_OK;
     char *ones = malloc((size_t)n * es);
     if (!ones)
-        return say(msg, len, CC_FAILED, "out of memory");
+        return cc_say(msg, len, CC_FAILED, "out of memory");
     for (int64_t i = 0; i < n; i++) {
         if (t == CC_F64)
             ((double *)ones)[i] = 1.0;
@@ -315,12 +300,12 @@ static cc_status conv_forward(const cc_call *call, int transposed, cc_view *out,
     char *W = dense_copy(&call->in[1]);
     char *col = NULL, *X = NULL;
     if (!W)
-        return say(msg, len, CC_FAILED, "out of memory");
+        return cc_say(msg, len, CC_FAILED, "out of memory");
     if (!transposed) {
         int64_t K = g.cin_g * g.nk;
         col = malloc((size_t)(K * g.nout) * es);
         if (!col)
-            st = say(msg, len, CC_FAILED, "out of memory");
+            st = cc_say(msg, len, CC_FAILED, "out of memory");
         for (int64_t grp = 0; grp < g.groups && st == CC_OK; grp++) {
             im2col(&c, (const char *)x->data + (size_t)(grp * g.cin_g * x->strides[0]) * es,
                    x->strides[0], x->strides + 1, g.cin_g, col, es);
@@ -333,7 +318,7 @@ static cc_status conv_forward(const cc_call *call, int transposed, cc_view *out,
         X = dense_copy(x);
         col = malloc((size_t)(KK * g.nin) * es);
         if (!X || !col)
-            st = say(msg, len, CC_FAILED, "out of memory");
+            st = cc_say(msg, len, CC_FAILED, "out of memory");
         for (int64_t grp = 0; grp < g.groups && st == CC_OK; grp++) {
             st = blas_gemm(t, 1, 0, KK, g.nin, g.cin_g, 1.0, W + (size_t)(grp * g.cin_g * KK) * es,
                            KK, X + (size_t)(grp * g.cin_g * g.nin) * es, g.nin, 0.0, col, g.nin,
@@ -356,7 +341,7 @@ static cc_status conv_vjp(const cc_call *call, int transposed, const cc_view *gv
     cc_dtype t = call->dtype;
     size_t es = cc_dtype_size(t);
     if (!cc_view_is_dense(gv) || gv->dtype != t || cc_view_numel(gv) != g.cout * g.nout)
-        return say(msg, len, CC_FAILED, "%s: the cotangent is not dense [outC, out...]",
+        return cc_say(msg, len, CC_FAILED, "%s: the cotangent is not dense [outC, out...]",
                    call->op);
     char *dx = grads[0].data, *dW = grads[1].data, *db = grads[2].data;
     int64_t wcount = cc_view_numel(&call->in[1]);
@@ -373,13 +358,13 @@ static cc_status conv_vjp(const cc_call *call, int transposed, const cc_view *gv
     const cc_view *x = &call->in[0];
     char *W = dense_copy(&call->in[1]), *col = NULL, *dcol = NULL, *X = NULL;
     if (!W)
-        return say(msg, len, CC_FAILED, "out of memory");
+        return cc_say(msg, len, CC_FAILED, "out of memory");
     if (!transposed) {
         int64_t K = g.cin_g * g.nk;
         col = malloc((size_t)(K * g.nout) * es);
         dcol = malloc((size_t)(K * g.nout) * es);
         if (!col || !dcol)
-            st = say(msg, len, CC_FAILED, "out of memory");
+            st = cc_say(msg, len, CC_FAILED, "out of memory");
         for (int64_t grp = 0; grp < g.groups && st == CC_OK; grp++) {
             const char *Gg = G + (size_t)(grp * g.cout_g * g.nout) * es;
             const char *Wg = W + (size_t)(grp * g.cout_g * K) * es;
@@ -406,7 +391,7 @@ static cc_status conv_vjp(const cc_call *call, int transposed, const cc_view *gv
         X = dense_copy(x);
         col = malloc((size_t)(KK * g.nin) * es);
         if (!X || !col)
-            st = say(msg, len, CC_FAILED, "out of memory");
+            st = cc_say(msg, len, CC_FAILED, "out of memory");
         for (int64_t grp = 0; grp < g.groups && st == CC_OK; grp++) {
             /* col(g_g) (KK x nin): the window positions are x's */
             im2col(&c, G + (size_t)(grp * g.cout_g * g.nout) * es, g.nout, dense_sp, g.cout_g,
@@ -443,17 +428,17 @@ static int is_conv(const char *op, int *transposed)
 static cc_status check_call(const cc_call *call, char *msg, size_t len)
 {
     if (!call || !call->op)
-        return say(msg, len, CC_FAILED, "openblas: NULL call");
+        return cc_say(msg, len, CC_FAILED, "openblas: NULL call");
     int tr;
     if (!cc_gemm_has_op(call->op) && !is_conv(call->op, &tr))
-        return say(msg, len, CC_UNSUPPORTED, "the openblas provider has no %s", call->op);
+        return cc_say(msg, len, CC_UNSUPPORTED, "the openblas provider has no %s", call->op);
     if (call->device != CC_CPU)
-        return say(msg, len, CC_UNSUPPORTED, "the openblas provider runs on the CPU only");
+        return cc_say(msg, len, CC_UNSUPPORTED, "the openblas provider runs on the CPU only");
     if (call->dtype != CC_F32 && call->dtype != CC_F64)
-        return say(msg, len, CC_UNSUPPORTED, "%s: OpenBLAS has no %s GEMM (f32 and f64 only)",
+        return cc_say(msg, len, CC_UNSUPPORTED, "%s: OpenBLAS has no %s GEMM (f32 and f64 only)",
                    call->op, cc_dtype_name(call->dtype));
     if (call->n_in > 0 && !call->in)
-        return say(msg, len, CC_FAILED, "%s: the call has no input views", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: the call has no input views", call->op);
     return CC_OK;
 }
 
@@ -461,14 +446,14 @@ static cc_status ob_init(void *ctx, cc_device device, char *msg, size_t len)
 {
     (void)ctx;
     if (device != CC_CPU)
-        return say(msg, len, CC_UNSUPPORTED, "the openblas provider runs on the CPU only");
+        return cc_say(msg, len, CC_UNSUPPORTED, "the openblas provider runs on the CPU only");
     int threads = 1;
     const char *env = getenv("CAPCHECK_OPENBLAS_THREADS");
     if (env && *env) {
         char *end;
         long v = strtol(env, &end, 10);
         if (*end || v < 1 || v > 1024)
-            return say(msg, len, CC_FAILED,
+            return cc_say(msg, len, CC_FAILED,
                        "CAPCHECK_OPENBLAS_THREADS=%s is not a thread count (1..1024)", env);
         threads = (int)v;
     }
@@ -483,7 +468,7 @@ static cc_status ob_forward(void *ctx, const cc_call *call, cc_view *out, char *
     if (st != CC_OK)
         return st;
     if (!out)
-        return say(msg, len, CC_FAILED, "%s: NULL output", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: NULL output", call->op);
     int tr;
     if (is_conv(call->op, &tr))
         return conv_forward(call, tr, out, msg, len);
@@ -501,12 +486,12 @@ static cc_status ob_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
     if (st != CC_OK)
         return st;
     if (!g || !grads)
-        return say(msg, len, CC_FAILED, "%s: NULL cotangent or gradients", call->op);
+        return cc_say(msg, len, CC_FAILED, "%s: NULL cotangent or gradients", call->op);
     int tr;
     if (is_conv(call->op, &tr)) {
         for (int i = 0; i < 3 && i < call->n_in; i++)
             if (grads[i].data && !cc_view_is_dense(&grads[i]))
-                return say(msg, len, CC_FAILED, "%s: gradient buffer %d is not dense", call->op,
+                return cc_say(msg, len, CC_FAILED, "%s: gradient buffer %d is not dense", call->op,
                            i);
         return conv_vjp(call, tr, g, grads, msg, len);
     }
