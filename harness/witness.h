@@ -28,7 +28,7 @@
 
 /* "provider-outlier", "reference-suspect", "disputed", "no-witness"; "" for CC_VERDICT_NONE. */
 const char *cc_verdict_name(cc_three_way_verdict v);
-/* Name back to the verdict (not "" ); -1 when unknown. */
+/* A verdict name back to the verdict; -1 when unknown (or ""). */
 int cc_verdict_parse(const char *s, cc_three_way_verdict *out);
 
 /* 1 when witnesses are asked about this primary result (fail, error, crash, timeout). */
