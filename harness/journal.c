@@ -80,6 +80,10 @@ int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t 
     cc_json_write_string(f, ri->case_files);
     fprintf(f, ",\n  \"base_seed\": %llu,\n  \"command\": ", ri->base_seed);
     cc_json_write_string(f, ri->command);
+    if (ri->witnesses[0]) {
+        fputs(",\n  \"witnesses\": ", f);
+        cc_json_write_string(f, ri->witnesses);
+    }
     fputs("\n}\n", f);
     int bad = fflush(f) || ferror(f) || fsync(fileno(f));
     if (fclose(f) || bad || rename(tmp, path)) {
@@ -168,6 +172,8 @@ int cc_run_info_read(const char *dir, cc_run_info *ri, char *msg, size_t msg_len
             snprintf(ri->case_files, sizeof ri->case_files, "%s", s);
         if (!cc_json_string(o, "command", &s))
             snprintf(ri->command, sizeof ri->command, "%s", s);
+        if (!cc_json_string(o, "witnesses", &s))
+            snprintf(ri->witnesses, sizeof ri->witnesses, "%s", s);
     }
     cc_json_free(o);
     return rc;

@@ -3,7 +3,7 @@
  *   DIR/run.json       the identity of the run, written (atomically) when it starts:
  *                      {"schema":"capcheck-run/1", "cases":N, "case_list_hash":"fnv1a64:...",
  *                       "provider":..., "provider_description":..., "case_files":...,
- *                       "base_seed":..., "command":...}
+ *                       "base_seed":..., "command":...[, "witnesses":"openblas,reference"]}
  *                      The hash is FNV-1a 64 over the canonical line of every case of the run,
  *                      in order, each followed by '\n' (after --op filtering: the run's cases
  *                      are the ones it runs).
@@ -42,6 +42,8 @@ typedef struct {
     char case_files[512];
     char command[512];
     unsigned long long base_seed;
+    char witnesses[256]; /* the witness providers' names, comma-separated; "" (and no member in
+                            run.json) for a run without witnesses */
 } cc_run_info;
 
 uint64_t cc_case_list_hash(const cc_case *cases, size_t n);

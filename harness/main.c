@@ -19,6 +19,7 @@
 #include "harness/runner.h"
 #include "harness/session.h"
 #include "harness/shrink.h"
+#include "harness/witness.h"
 #include "providers/cuda/cuda_providers.h"
 #include "providers/openblas/openblas_provider.h"
 #include "reference/ref_families.h"
@@ -34,6 +35,7 @@ static void usage(FILE *f)
             "               [--attention composed|math|flash|efficient|cudnn]\n"
             "               [--out DIR] [--seed N] [--op NAME]\n"
             "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N]\n"
+            "               [--witness P[,P...]]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
             "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out)\n"
             "      in N worker processes (default: one per CPU); a crash or a hang (limit:\n"
@@ -43,6 +45,9 @@ static void usage(FILE *f)
             "      --no-fork runs in this process (for a debugger; no crash isolation)\n"
             "      --shard I/N runs shard I of N (cases dealt by cost; capcheck merge joins them)\n"
             "      Lines without device= take --device (default cpu).\n"
+            "      --witness: each case that does not pass runs again, same inputs, on up to 4\n"
+            "      other providers (names, or plugin paths containing a '/'); the report says\n"
+            "      who is wrong: provider-outlier, reference-suspect, disputed or no-witness\n"
             "      Math modes, passed to the provider's workers as CAPCHECK_TF32=1|0,\n"
             "      CAPCHECK_DETERMINISTIC=1|0, CAPCHECK_ATTENTION=NAME and stated in the report:\n"
             "      --tf32 (default off: TF32 for f32 matmul and conv on CUDA; on, those f32\n"
@@ -50,7 +55,7 @@ static void usage(FILE *f)
             "      deterministic algorithms), --attention (default composed: the ATen\n"
             "      attention capsule is bmm + softmax; it calls no SDPA backend)\n"
             "  capcheck repro 'CASE LINE' [--provider ...] [--device ...] [--tf32 ...]\n"
-            "               [--deterministic ...] [--attention ...]\n"
+            "               [--deterministic ...] [--attention ...] [--witness P[,P...]]\n"
             "      rerun one case alone and show its worst element\n"
             "  capcheck shrink 'CASE LINE' [--provider ...|--provider-lib ...] [--script FILE]\n"
             "      reduce a failing case while it keeps failing; print the smallest line and\n"
@@ -72,6 +77,10 @@ typedef struct {
     const char *resume; /* --resume DIR */
     const char *shard;  /* --shard I/N */
     const char *tf32, *deterministic, *attention; /* math modes (apply_math_modes) */
+    const char *witness; /* --witness LIST, resolved by open_witnesses into: */
+    const cc_provider *witnesses[CC_MAX_WITNESSES];
+    cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
+    int n_witnesses;
     int no_fork;        /* --no-fork */
     const char *files[64];
     int n_files;
@@ -109,6 +118,8 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->deterministic;
         else if (strcmp(a, "--attention") == 0)
             slot = &o->attention;
+        else if (strcmp(a, "--witness") == 0)
+            slot = &o->witness;
         else if (strcmp(a, "--no-fork") == 0) {
             o->no_fork = 1;
             continue;
@@ -208,18 +219,69 @@ static void print_parse_error(const cc_parse_error *e)
 /* Pick the provider (the plugin main() loaded, else --provider by name), not initialised;
  * NULL (after one clear sentence) when there is none. run and repro hand it to worker
  * processes, which initialise it themselves (harness/pool.h). */
+static const cc_provider *provider_named(const char *name, char *msg, size_t len)
+{
+    return name && !strcmp(name, "openblas") ? cc_openblas_provider(msg, len)
+           : cc_cuda_provider_known(name)    ? cc_cuda_provider(name, msg, len)
+                                             : cc_provider_select(name, NULL, NULL, msg, len);
+}
+
 static const cc_provider *select_provider(const options *o)
 {
     char msg[512] = "";
     const cc_provider *p =
-        o->plugin ? cc_plugin_provider(o->plugin)
-        : o->provider && !strcmp(o->provider, "openblas") ? cc_openblas_provider(msg, sizeof msg)
-        : cc_cuda_provider_known(o->provider) ? cc_cuda_provider(o->provider, msg, sizeof msg)
-                                              : cc_provider_select(o->provider, NULL, NULL, msg,
-                                                                   sizeof msg);
+        o->plugin ? cc_plugin_provider(o->plugin) : provider_named(o->provider, msg, sizeof msg);
     if (!p)
         fprintf(stderr, "capcheck: %s\n", msg);
     return p;
+}
+
+/* --witness a,b,...: each a provider name or a plugin path (anything with a '/'), none the
+ * provider under test, none twice, at most CC_MAX_WITNESSES. Returns 0, or -1 after one
+ * sentence. */
+static int open_witnesses(options *o)
+{
+    if (!o->witness)
+        return 0;
+    const cc_provider *primary = select_provider(o);
+    if (!primary)
+        return -1;
+    char list[1024], msg[1024] = "";
+    snprintf(list, sizeof list, "%s", o->witness);
+    for (char *item = list, *next; item; item = next) {
+        next = strchr(item, ',');
+        if (next)
+            *next++ = 0;
+        const cc_provider *w = NULL;
+        if (!*item)
+            snprintf(msg, sizeof msg, "--witness wants provider names or plugin paths separated "
+                                      "by commas, not '%.200s'", o->witness);
+        else if (o->n_witnesses == CC_MAX_WITNESSES)
+            snprintf(msg, sizeof msg, "--witness: at most %d witnesses", CC_MAX_WITNESSES);
+        else if (strchr(item, '/')) {
+            cc_plugin *pl = cc_plugin_open(item, msg, sizeof msg);
+            o->witness_plugins[o->n_witnesses] = pl;
+            w = pl ? cc_plugin_provider(pl) : NULL;
+        } else
+            w = provider_named(item, msg, sizeof msg);
+        if (w && !strcmp(w->name, primary->name)) {
+            snprintf(msg, sizeof msg, "--witness %.200s: that is the provider under test; a "
+                                      "witness is another provider", item);
+            w = NULL;
+        }
+        for (int k = 0; w && k < o->n_witnesses; k++)
+            if (!strcmp(o->witnesses[k]->name, w->name)) {
+                snprintf(msg, sizeof msg, "--witness names %s twice", w->name);
+                w = NULL;
+            }
+        if (!w) {
+            fprintf(stderr, "capcheck: %s%s\n", strncmp(msg, "--witness", 9) ? "--witness: " : "",
+                    msg);
+            return -1;
+        }
+        o->witnesses[o->n_witnesses++] = w;
+    }
+    return 0;
 }
 
 /* ... and initialise it in this process; NULL (after one clear sentence) when it cannot run. */
@@ -314,7 +376,8 @@ static int cmd_run(const options *o, int argc, char **argv)
     }
     cc_session_opts so = {p, cases.v, cases.n, device, o->resume ? o->resume : o->out,
                           o->resume != NULL, o->jobs, o->timeout, o->no_fork, files, o->seed,
-                          command, stderr, isatty(STDERR_FILENO), &prov};
+                          command, stderr, isatty(STDERR_FILENO), &prov, o->witnesses,
+                          o->n_witnesses};
     int rc = cc_session_run(&so);
     cc_case_list_free(&cases);
     free(prov.shard.global);
@@ -353,7 +416,8 @@ static int cmd_repro(const options *o)
         return 2;
     cc_result r;
     char msg[512];
-    if (cc_run_case_in_worker(p, &c, o->timeout, o->no_fork, &r, msg, sizeof msg)) {
+    if (cc_run_case_in_worker(p, &c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, &r,
+                              msg, sizeof msg)) {
         fprintf(stderr, "capcheck: %s\n", msg);
         return 2;
     }
@@ -369,6 +433,18 @@ static int cmd_repro(const options *o)
                r.worst_inputs);
     if (r.message[0])
         printf("message:  %s\n", r.message);
+    for (int k = 0; k < r.n_witnesses; k++) {
+        const cc_witness *w = &r.witnesses[k];
+        printf("witness:  %s %s", w->provider, cc_result_status_name(w->status));
+        if (w->status == CC_RES_PASS || w->status == CC_RES_FAIL)
+            printf(", worst bound ratio %.4g", w->worst_ratio);
+        if (w->has_value)
+            printf("; at %s%s got %.17g (%.4g bounds from the provider's)", r.worst_output,
+                   r.worst_index, w->got, w->agree_ratio);
+        printf("%s%s\n", w->message[0] ? "; " : "", w->message);
+    }
+    if (r.n_witnesses)
+        printf("verdict:  %s\n", cc_verdict_name(r.verdict));
     cc_result_write_json(stdout, &r);
     return r.status == CC_RES_PASS ? 0 : 1;
 }
@@ -451,7 +527,13 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    int rc = is_run ? cmd_run(&o, argc, argv) : is_repro ? cmd_repro(&o) : cmd_shrink(&o);
+    int rc = 2;
+    if (is_shrink && o.witness)
+        fprintf(stderr, "capcheck: --witness applies to run and repro, not to shrink\n");
+    else if (open_witnesses(&o) == 0)
+        rc = is_run ? cmd_run(&o, argc, argv) : is_repro ? cmd_repro(&o) : cmd_shrink(&o);
+    for (int k = 0; k < CC_MAX_WITNESSES; k++)
+        cc_plugin_close(o.witness_plugins[k]);
     cc_plugin_close(o.plugin);
     return rc;
 }

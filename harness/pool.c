@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "harness/witness.h"
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -25,11 +27,15 @@ void __gcov_dump(void); /* a worker leaves with _exit: write its coverage counte
 #endif
 
 #define MSG_MAGIC 0x31706363u /* "ccp1" */
-enum { MSG_HELLO = 1, MSG_RESULT = 2 };
+enum { MSG_HELLO = 1, MSG_RESULT = 2, MSG_WITNESS = 3 };
+
+#define PRIMARY_JOB (-1) /* job_msg.witness of a case run on the provider itself */
 
 typedef struct {
     uint32_t magic, kind;
     uint64_t tag;
+    int32_t witness; /* PRIMARY_JOB, or the index of the witness to run the case on */
+    cc_probe probe;  /* a witness job: the primary's worst element */
     cc_case c;
 } job_msg;
 
@@ -40,6 +46,7 @@ typedef struct {
     char text[512];        /* hello: the init failure sentence */
     char description[256]; /* hello: provider describe() */
     cc_result r;           /* result */
+    cc_witness witness;    /* witness */
 } res_msg;
 
 enum { W_DEAD = 0, W_STARTING, W_IDLE, W_BUSY };
@@ -49,6 +56,7 @@ typedef struct {
     int job_fd, res_fd, state;
     double started, deadline, limit;
     uint64_t tag;
+    int witness; /* the job's witness index, or PRIMARY_JOB */
     cc_case c;
     size_t have;
     res_msg in;
@@ -58,6 +66,25 @@ typedef struct {
     uint64_t tag;
     cc_result r;
 } done_item;
+
+/* A primary result waiting for its witnesses, and a witness job waiting for a worker. */
+typedef struct {
+    uint64_t tag;
+    cc_result r;
+    int outstanding;
+} held_item;
+
+typedef struct {
+    uint64_t tag;
+    int witness;
+    cc_probe probe;
+    cc_case c;
+} witness_job;
+
+/* Per witness and device: "" when it initialised, else the sentence saying why it cannot run. */
+typedef struct {
+    char why[CC_MAX_WITNESSES][CC_DEVICE_COUNT][256];
+} witness_readiness;
 
 struct cc_pool {
     cc_pool_config cfg;
@@ -72,6 +99,11 @@ struct cc_pool {
     char description[256];
     struct sigaction old_pipe;
     int pipe_saved;
+    held_item *held;
+    size_t n_held, cap_held;
+    witness_job *wq;
+    size_t wq_head, wq_n, wq_cap;
+    witness_readiness ready; /* --no-fork: the witnesses as this process initialised them */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -200,6 +232,110 @@ static int push_result(cc_pool *pool, uint64_t tag, const cc_result *r)
     return 0;
 }
 
+/* ---- witnesses (harness/witness.h) --------------------------------------------------------- */
+
+static void init_witnesses(const cc_pool_config *cfg, witness_readiness *ready)
+{
+    memset(ready, 0, sizeof *ready);
+    for (int k = 0; k < cfg->n_witnesses; k++)
+        for (int d = 0; d < CC_DEVICE_COUNT; d++) {
+            const cc_provider *w = cfg->witnesses[k];
+            if (!(cfg->devices & (1u << d)) || !w->init)
+                continue;
+            char msg[200] = "";
+            cc_status st = w->init(w->ctx, (cc_device)d, msg, sizeof msg);
+            if (st != CC_OK)
+                snprintf(ready->why[k][d], sizeof ready->why[k][d],
+                         "witness %s cannot run on %s: %s", w->name,
+                         cc_device_name((cc_device)d),
+                         msg[0] ? msg : st == CC_UNSUPPORTED ? "unsupported" : "init failed");
+        }
+}
+
+static void run_witness_job(const cc_pool_config *cfg, const witness_readiness *ready, int k,
+                            const cc_case *c, const cc_probe *probe, cc_witness *out)
+{
+    const cc_provider *w = cfg->witnesses[k];
+    const char *why = ready->why[k][c->device < CC_DEVICE_COUNT ? c->device : 0];
+    if (why[0])
+        cc_witness_set_missing(out, w->name, CC_RES_UNSUPPORTED, why);
+    else
+        cc_witness_run(w, c, probe, out);
+}
+
+/* The witnesses are all in: name them (the parent's names, not a worker's) and judge. */
+static void finish_witnessed(const cc_pool_config *cfg, cc_result *r)
+{
+    r->n_witnesses = cfg->n_witnesses;
+    for (int k = 0; k < cfg->n_witnesses; k++)
+        snprintf(r->witnesses[k].provider, sizeof r->witnesses[k].provider, "%s",
+                 cfg->witnesses[k]->name);
+    r->verdict = cc_witness_verdict(r);
+}
+
+/* A primary result of case c: delivered now, or held while its witnesses run. */
+static void primary_done(cc_pool *pool, uint64_t tag, const cc_case *c, const cc_result *r)
+{
+    if (pool->cfg.n_witnesses == 0 || !cc_witness_wanted(r)) {
+        push_result(pool, tag, r);
+        return;
+    }
+    size_t need_q = pool->wq_n + (size_t)pool->cfg.n_witnesses;
+    if (pool->n_held == pool->cap_held) {
+        size_t cap = pool->cap_held ? 2 * pool->cap_held : 8;
+        held_item *h = realloc(pool->held, cap * sizeof *h);
+        if (!h) {
+            set_fatal(pool, "out of memory holding a result for its witnesses");
+            return;
+        }
+        pool->held = h;
+        pool->cap_held = cap;
+    }
+    if (need_q > pool->wq_cap) {
+        size_t cap = pool->wq_cap ? 2 * pool->wq_cap : 16;
+        while (cap < need_q)
+            cap *= 2;
+        witness_job *q = realloc(pool->wq, cap * sizeof *q);
+        if (!q) {
+            set_fatal(pool, "out of memory queueing witness jobs");
+            return;
+        }
+        pool->wq = q;
+        pool->wq_cap = cap;
+    }
+    held_item *h = &pool->held[pool->n_held++];
+    h->tag = tag;
+    h->r = *r;
+    h->r.n_witnesses = 0;
+    h->outstanding = pool->cfg.n_witnesses;
+    cc_probe probe;
+    cc_witness_probe_of(r, &probe);
+    for (int k = 0; k < pool->cfg.n_witnesses; k++) {
+        witness_job *j = &pool->wq[pool->wq_n++];
+        j->tag = tag;
+        j->witness = k;
+        j->probe = probe;
+        j->c = *c;
+    }
+}
+
+/* Witness k of the held result `tag` is in; the result goes out with the last one. */
+static void witness_done(cc_pool *pool, uint64_t tag, int k, const cc_witness *w)
+{
+    for (size_t i = 0; i < pool->n_held; i++) {
+        held_item *h = &pool->held[i];
+        if (h->tag != tag)
+            continue;
+        h->r.witnesses[k] = *w;
+        if (--h->outstanding > 0)
+            return;
+        finish_witnessed(&pool->cfg, &h->r);
+        push_result(pool, tag, &h->r);
+        pool->held[i] = pool->held[--pool->n_held];
+        return;
+    }
+}
+
 /* ---- the worker process ------------------------------------------------------------------- */
 
 static _Noreturn void worker_exit(int code)
@@ -248,6 +384,9 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
     }
     if (m.init_ok && p->describe)
         p->describe(p->ctx, m.description, sizeof m.description);
+    witness_readiness ready;
+    if (m.init_ok)
+        init_witnesses(&pool->cfg, &ready);
     if (write_full(res_fd, &m, sizeof m) || !m.init_ok)
         worker_exit(0);
     job_msg j;
@@ -259,9 +398,16 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
             worker_exit(3);
         memset(&m, 0, sizeof m);
         m.magic = MSG_MAGIC;
-        m.kind = MSG_RESULT;
         m.tag = j.tag;
-        cc_run_case(p, &j.c, &m.r);
+        if (j.witness == PRIMARY_JOB) {
+            m.kind = MSG_RESULT;
+            cc_run_case(p, &j.c, &m.r);
+        } else if (j.witness >= 0 && j.witness < pool->cfg.n_witnesses) {
+            m.kind = MSG_WITNESS;
+            run_witness_job(&pool->cfg, &ready, j.witness, &j.c, &j.probe, &m.witness);
+        } else {
+            worker_exit(3);
+        }
         if (write_full(res_fd, &m, sizeof m))
             worker_exit(3);
     }
@@ -363,6 +509,17 @@ static void reap(worker *w, char *why, size_t n)
         snprintf(why, n, "ended");
 }
 
+/* "aten", or "aten (and witnesses openblas, reference)": what a worker initialises. */
+static void provider_names(const cc_pool_config *cfg, char *buf, size_t n)
+{
+    size_t used = (size_t)snprintf(buf, n, "%s", cfg->provider->name);
+    for (int k = 0; k < cfg->n_witnesses && used < n; k++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", k ? ", " : " (and witnesses ",
+                                 cfg->witnesses[k]->name);
+    if (cfg->n_witnesses && used < n)
+        snprintf(buf + used, n - used, ")");
+}
+
 static void made_up_result(const cc_pool *pool, const worker *w, cc_result_status s,
                            const char *msg, cc_result *r)
 {
@@ -384,15 +541,31 @@ static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
     close_fds(w);
     w->state = W_DEAD;
     if (was == W_STARTING) {
+        char names[256];
+        provider_names(&pool->cfg, names, sizeof names);
         if (timed_out)
             set_fatal(pool, "a worker did not finish initialising provider %s within %g s",
-                      pool->cfg.provider->name, pool->cfg.init_timeout);
+                      names, pool->cfg.init_timeout);
         else
-            set_fatal(pool, "a worker initialising provider %s %s", pool->cfg.provider->name,
-                      why);
+            set_fatal(pool, "a worker initialising provider %s %s", names, why);
         return;
     }
-    if (was == W_BUSY) {
+    if (was == W_BUSY && w->witness != PRIMARY_JOB) {
+        /* a witness's crash or hang is that witness's result; the primary's stands */
+        const char *name = pool->cfg.witnesses[w->witness]->name;
+        char msg[256];
+        if (timed_out)
+            snprintf(msg, sizeof msg,
+                     "no result within this case's time limit of %.6g s; the worker running "
+                     "witness %s was killed",
+                     w->limit, name);
+        else
+            snprintf(msg, sizeof msg, "the worker running this case on witness %s %s", name,
+                     why);
+        cc_witness wit;
+        cc_witness_set_missing(&wit, name, timed_out ? CC_RES_TIMEOUT : CC_RES_CRASH, msg);
+        witness_done(pool, w->tag, w->witness, &wit);
+    } else if (was == W_BUSY) {
         cc_result r;
         char msg[384];
         if (timed_out) {
@@ -407,7 +580,7 @@ static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
             snprintf(msg, sizeof msg, "the worker running this case %s", why);
             made_up_result(pool, w, CC_RES_CRASH, msg, &r);
         }
-        push_result(pool, w->tag, &r);
+        primary_done(pool, w->tag, &w->c, &r); /* a crashed case may still have witnesses */
     }
     if (!pool->fatal && spawn(pool, k))
         set_fatal(pool, "cannot fork a replacement worker: %s", strerror(errno));
@@ -450,7 +623,7 @@ static void handle_message(cc_pool *pool, int k)
     }
     cc_result *r = &m->r;
     if (m->magic == MSG_MAGIC && m->kind == MSG_RESULT && w->state == W_BUSY &&
-        m->tag == w->tag && (unsigned)r->status < CC_RES_COUNT &&
+        w->witness == PRIMARY_JOB && m->tag == w->tag && (unsigned)r->status < CC_RES_COUNT &&
         (unsigned)r->dtype < CC_DTYPE_COUNT && (unsigned)r->device < CC_DEVICE_COUNT &&
         (unsigned)r->layout < CC_LAYOUT_COUNT) {
         /* a result is plain data from another process: keep its strings ended */
@@ -458,7 +631,16 @@ static void handle_message(cc_pool *pool, int k)
         r->provider[sizeof r->provider - 1] = r->vjp_mode[sizeof r->vjp_mode - 1] = 0;
         r->message[sizeof r->message - 1] = r->worst_output[sizeof r->worst_output - 1] = 0;
         r->worst_index[sizeof r->worst_index - 1] = r->worst_inputs[sizeof r->worst_inputs - 1] = 0;
-        push_result(pool, w->tag, r);
+        r->n_witnesses = 0;
+        primary_done(pool, w->tag, &w->c, r);
+        w->state = W_IDLE;
+        return;
+    }
+    cc_witness *wit = &m->witness;
+    if (m->magic == MSG_MAGIC && m->kind == MSG_WITNESS && w->state == W_BUSY &&
+        w->witness != PRIMARY_JOB && m->tag == w->tag && (unsigned)wit->status < CC_RES_COUNT) {
+        wit->provider[sizeof wit->provider - 1] = wit->message[sizeof wit->message - 1] = 0;
+        witness_done(pool, w->tag, w->witness, wit);
         w->state = W_IDLE;
         return;
     }
@@ -488,6 +670,61 @@ static void handle_readable(cc_pool *pool, int k)
         worker_gone(pool, k, why, 0);
         return;
     }
+}
+
+static int idle_worker(const cc_pool *pool)
+{
+    for (int i = 0; i < pool->n; i++)
+        if (pool->w[i].state == W_IDLE)
+            return i;
+    return -1;
+}
+
+/* Hand a job to idle worker k. Returns 0, or -1 when the worker had died while idle (nothing
+ * of the job ran; it is replaced and the caller tries again). */
+static int send_job(cc_pool *pool, int k, uint64_t tag, int witness, const cc_probe *probe,
+                    const cc_case *c)
+{
+    worker *w = &pool->w[k];
+    job_msg j;
+    memset(&j, 0, sizeof j);
+    j.magic = MSG_MAGIC;
+    j.kind = 0;
+    j.tag = tag;
+    j.witness = witness;
+    if (probe)
+        j.probe = *probe;
+    j.c = *c;
+    w->tag = tag;
+    w->witness = witness;
+    w->c = *c;
+    w->started = now_seconds();
+    w->limit = cc_case_timeout(c, pool->cfg.timeout_base);
+    w->deadline = w->started + w->limit;
+    if (write_full(w->job_fd, &j, sizeof j)) {
+        kill_worker(w);
+        while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        worker_gone(pool, k, "died while idle", 0);
+        return -1;
+    }
+    w->state = W_BUSY;
+    return 0;
+}
+
+/* Queued witness jobs go to idle workers before any new case: a held result waits on them. */
+static void dispatch_witnesses(cc_pool *pool)
+{
+    while (pool->wq_head < pool->wq_n && !pool->fatal) {
+        int k = idle_worker(pool);
+        if (k < 0)
+            return;
+        const witness_job *q = &pool->wq[pool->wq_head];
+        if (send_job(pool, k, q->tag, q->witness, &q->probe, &q->c) == 0)
+            pool->wq_head++;
+    }
+    if (pool->wq_head == pool->wq_n)
+        pool->wq_head = pool->wq_n = 0;
 }
 
 /* Wait for the next event (a message, a death, a deadline) and handle it. */
@@ -538,6 +775,7 @@ static void pump(cc_pool *pool)
     }
     free(pf);
     free(idx);
+    dispatch_witnesses(pool);
 }
 
 /* ---- the API ------------------------------------------------------------------------------ */
@@ -582,6 +820,11 @@ int cc_pool_start(const cc_pool_config *cfg, cc_pool **out, char *msg, size_t ms
         snprintf(msg, msg_len, "no provider");
         return -1;
     }
+    if (cfg->n_witnesses < 0 || cfg->n_witnesses > CC_MAX_WITNESSES ||
+        (cfg->n_witnesses && !cfg->witnesses)) {
+        snprintf(msg, msg_len, "at most %d witnesses", CC_MAX_WITNESSES);
+        return -1;
+    }
     cc_pool *pool = calloc(1, sizeof *pool);
     if (!pool) {
         snprintf(msg, msg_len, "out of memory");
@@ -612,6 +855,7 @@ int cc_pool_start(const cc_pool_config *cfg, cc_pool **out, char *msg, size_t ms
                 return -1;
             }
         }
+        init_witnesses(&pool->cfg, &pool->ready);
         if (p->describe)
             p->describe(p->ctx, pool->description, sizeof pool->description);
         if (!pool->description[0])
@@ -675,6 +919,13 @@ int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, siz
     if (pool->cfg.in_process) {
         cc_result r;
         cc_run_case(pool->cfg.provider, c, &r);
+        if (pool->cfg.n_witnesses && cc_witness_wanted(&r)) {
+            cc_probe probe;
+            cc_witness_probe_of(&r, &probe);
+            for (int k = 0; k < pool->cfg.n_witnesses; k++)
+                run_witness_job(&pool->cfg, &pool->ready, k, c, &probe, &r.witnesses[k]);
+            finish_witnessed(&pool->cfg, &r);
+        }
         if (push_result(pool, tag, &r)) {
             snprintf(msg, msg_len, "%s", pool->fatal_msg);
             return -1;
@@ -687,35 +938,14 @@ int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, siz
             snprintf(msg, msg_len, "%s", pool->fatal_msg);
             return -1;
         }
-        int k = -1;
-        for (int i = 0; i < pool->n && k < 0; i++)
-            if (pool->w[i].state == W_IDLE)
-                k = i;
+        dispatch_witnesses(pool);
+        int k = idle_worker(pool);
         if (k < 0) {
             pump(pool);
             continue;
         }
-        worker *w = &pool->w[k];
-        job_msg j;
-        memset(&j, 0, sizeof j);
-        j.magic = MSG_MAGIC;
-        j.kind = 0;
-        j.tag = tag;
-        j.c = *c;
-        w->tag = tag;
-        w->c = *c;
-        w->started = now_seconds();
-        w->limit = cc_case_timeout(c, pool->cfg.timeout_base);
-        w->deadline = w->started + w->limit;
-        if (write_full(w->job_fd, &j, sizeof j)) {
-            /* it died while idle: nothing of this case ran; replace it and try again */
-            kill_worker(w);
-            while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
-                ;
-            worker_gone(pool, k, "died while idle", 0);
-            continue;
-        }
-        w->state = W_BUSY;
+        if (send_job(pool, k, tag, PRIMARY_JOB, NULL, c))
+            continue; /* it died while idle: nothing of this case ran; try another */
         pool->pending++;
         return 0;
     }
@@ -775,5 +1005,7 @@ void cc_pool_close(cc_pool *pool)
     if (pool->pipe_saved)
         sigaction(SIGPIPE, &pool->old_pipe, NULL);
     free(pool->q);
+    free(pool->held);
+    free(pool->wq);
     free(pool);
 }

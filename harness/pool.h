@@ -14,7 +14,16 @@
  *   worker -> parent  hello  {magic, kind=hello, init status, sentence, description}
  *                     result {magic, kind=result, tag, cc_result}
  * A worker runs the whole case (materialize, reference, provider, compare: cc_run_case) and
- * writes one result per job. The parent polls every worker's result pipe with the earliest
+ * writes one result per job.
+ *
+ * Witnesses (harness/witness.h; cfg.witnesses): each worker also initialises every witness on
+ * every device (a witness that cannot run there answers `unsupported` for that device's cases;
+ * it never stops the pool). A primary result that wants witnesses is held by the parent, which
+ * queues one witness job per witness {tag, witness k, the primary's worst element as a probe,
+ * the case}; idle workers take witness jobs before new cases and answer
+ *                     witness {magic, kind=witness, tag, cc_witness}.
+ * A witness job that crashes or times out becomes that witness's `crash` or `timeout`; the
+ * primary's result is delivered, with its witnesses and verdict, when the last one is in. The parent polls every worker's result pipe with the earliest
  * deadline as the poll timeout:
  *   EOF or a malformed message  -> the worker died: reap it, result `crash` naming the signal
  *                                  ("killed by SIGSEGV (Segmentation fault)") or exit status;
@@ -56,6 +65,8 @@ typedef struct {
     double init_timeout;         /* seconds for a worker's init; <= 0: the default */
     int in_process;              /* --no-fork: init and run in this process, one case at a
                                     time, no crash isolation (for debuggers) */
+    const cc_provider *const *witnesses; /* not initialised; the array outlives the pool */
+    int n_witnesses;                     /* 0 .. CC_MAX_WITNESSES */
 } cc_pool_config;
 
 int cc_online_cpus(void);

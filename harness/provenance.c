@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "harness/report.h"
+#include "harness/witness.h"
 
 #if __has_include("capcheck_git.h")
 #include "capcheck_git.h" /* generated at build time by cmake/git_commit.cmake */
@@ -298,5 +299,24 @@ void cc_results_digest_add(cc_sha256_ctx *d, const cc_result *r)
     digest_num(d, r->fwd_ratio);
     digest_num(d, r->vjp_ratio);
     digest_num(d, r->worst_ratio);
+    /* witnesses (harness/witness.h) only where they ran: digests of other results unchanged */
+    for (int k = 0; k < r->n_witnesses; k++) {
+        const cc_witness *w = &r->witnesses[k];
+        const char *ws = cc_result_status_name(w->status);
+        cc_sha256_update(d, "\tW\t", 3);
+        cc_sha256_update(d, w->provider, strlen(w->provider));
+        cc_sha256_update(d, "\t", 1);
+        cc_sha256_update(d, ws, strlen(ws));
+        digest_num(d, w->worst_ratio);
+        if (w->has_value) {
+            digest_num(d, w->got);
+            digest_num(d, w->agree_ratio);
+        }
+    }
+    if (r->n_witnesses) {
+        const char *v = cc_verdict_name(r->verdict);
+        cc_sha256_update(d, "\tV\t", 3);
+        cc_sha256_update(d, v, strlen(v));
+    }
     cc_sha256_update(d, "\n", 1);
 }

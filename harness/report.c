@@ -6,6 +6,45 @@
 #include "harness/dtype.h"
 #include "harness/json.h"
 #include "harness/report_out.h"
+#include "harness/witness.h"
+
+/* The "witnesses" list of a result, compact (results.jsonl) or spaced (report.json). */
+static void write_witness_list(FILE *f, const cc_result *r, int spaced)
+{
+    const char *colon = spaced ? ": " : ":", *comma = spaced ? ", " : ",";
+    fprintf(f, "\"witnesses\"%s[", colon);
+    for (int k = 0; k < r->n_witnesses; k++) {
+        const cc_witness *w = &r->witnesses[k];
+        fprintf(f, "%s{\"provider\"%s", k ? comma : "", colon);
+        cc_json_write_string(f, w->provider);
+        fprintf(f, "%s\"status\"%s\"%s\"%s\"worst_ratio\"%s", comma, colon,
+                cc_result_status_name(w->status), comma, colon);
+        cc_json_write_number(f, w->worst_ratio);
+        if (w->has_value) {
+            fprintf(f, "%s\"got\"%s", comma, colon);
+            cc_json_write_number(f, w->got);
+            fprintf(f, "%s\"agree_ratio\"%s", comma, colon);
+            cc_json_write_number(f, w->agree_ratio);
+        }
+        if (w->message[0]) {
+            fprintf(f, "%s\"message\"%s", comma, colon);
+            cc_json_write_string(f, w->message);
+        }
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+/* ,"witnesses":[...],"verdict":"..." of a record whose witnesses ran (nothing otherwise, so a
+ * run without witnesses writes the records it always wrote). */
+static void write_witnesses(FILE *f, const cc_result *r)
+{
+    if (r->n_witnesses <= 0)
+        return;
+    fputc(',', f);
+    write_witness_list(f, r, 0);
+    fprintf(f, ",\"verdict\":\"%s\"", cc_verdict_name(r->verdict));
+}
 
 void cc_result_write_json(FILE *f, const cc_result *r)
 {
@@ -45,6 +84,7 @@ void cc_result_write_json(FILE *f, const cc_result *r)
         fputs(",\"message\":", f);
         cc_json_write_string(f, r->message);
     }
+    write_witnesses(f, r);
     fprintf(f, ",\"elements\":%lld,\"seconds\":%.6f}\n", (long long)r->elements, r->seconds);
 }
 
@@ -59,6 +99,7 @@ void cc_report_init(cc_report *rep)
 void cc_report_free(cc_report *rep)
 {
     free(rep->rows);
+    free(rep->witnessed);
     memset(rep, 0, sizeof *rep);
 }
 
@@ -106,6 +147,18 @@ int cc_report_add(cc_report *rep, const cc_result *r)
         snprintf(row->first_failure, sizeof row->first_failure, "%s", r->line);
         snprintf(row->first_failure_msg, sizeof row->first_failure_msg, "%s", r->message);
     }
+    if (r->n_witnesses > 0) {
+        if (rep->n_witnessed == rep->cap_witnessed) {
+            size_t cap = rep->cap_witnessed ? 2 * rep->cap_witnessed : 8;
+            cc_result *w = realloc(rep->witnessed, cap * sizeof *w);
+            if (!w)
+                return -1;
+            rep->witnessed = w;
+            rep->cap_witnessed = cap;
+        }
+        rep->witnessed[rep->n_witnessed++] = *r;
+        rep->verdicts[(unsigned)r->verdict < CC_VERDICT_COUNT ? r->verdict : CC_VERDICT_NONE]++;
+    }
     return 0;
 }
 
@@ -127,6 +180,48 @@ static int write_atomically(const char *path, writer_fn fn, const cc_report *rep
         return -1;
     }
     return 0;
+}
+
+/* "witnessed": the verdict counts and, per witnessed case in case order, the primary's worst
+ * element and every witness (only when a witness ran: other reports are unchanged). */
+static void write_witnessed_json(const cc_report *rep, FILE *f)
+{
+    if (!rep->n_witnessed)
+        return;
+    fputs("  \"witnessed\": {\n    \"verdicts\": {", f);
+    for (int v = 1; v < CC_VERDICT_COUNT; v++)
+        fprintf(f, "%s\"%s\": %ld", v > 1 ? ", " : "", cc_verdict_name((cc_three_way_verdict)v),
+                rep->verdicts[v]);
+    fputs("},\n    \"cases\": [\n", f);
+    for (size_t i = 0; i < rep->n_witnessed; i++) {
+        const cc_result *r = &rep->witnessed[i];
+        fputs("      {\"case\": ", f);
+        cc_json_write_string(f, r->line);
+        fputs(", \"provider\": ", f);
+        cc_json_write_string(f, r->provider);
+        fprintf(f, ", \"status\": \"%s\", \"worst_ratio\": ", cc_result_status_name(r->status));
+        cc_json_write_number(f, r->worst_ratio);
+        if (r->worst_output[0]) {
+            fputs(", \"output\": ", f);
+            cc_json_write_string(f, r->worst_output);
+            fputs(", \"index\": ", f);
+            cc_json_write_string(f, r->worst_index);
+            fputs(", \"expected\": ", f);
+            cc_json_write_number(f, r->expected);
+            fputs(", \"got\": ", f);
+            cc_json_write_number(f, r->got);
+            fputs(", \"bound\": ", f);
+            cc_json_write_number(f, r->bound);
+        }
+        if (r->message[0]) {
+            fputs(", \"message\": ", f);
+            cc_json_write_string(f, r->message);
+        }
+        fprintf(f, ", \"verdict\": \"%s\", ", cc_verdict_name(r->verdict));
+        write_witness_list(f, r, 1);
+        fprintf(f, "}%s\n", i + 1 < rep->n_witnessed ? "," : "");
+    }
+    fputs("    ]\n  }\n", f);
 }
 
 static void write_json(const cc_report *rep, FILE *f)
@@ -181,7 +276,84 @@ static void write_json(const cc_report *rep, FILE *f)
         }
         fprintf(f, "}%s\n", i + 1 < rep->n ? "," : "");
     }
-    fputs("  ]\n}\n", f);
+    fputs(rep->n_witnessed ? "  ],\n" : "  ]\n", f);
+    write_witnessed_json(rep, f);
+    fputs("}\n", f);
+}
+
+#define MD_WITNESS_COLUMNS 16 /* distinct witness names a table shows (a run has at most 4) */
+#define MD_WITNESSED_ROWS 200  /* rows of the table; report.json has every witnessed case */
+
+/* A witness's table cell: its value at the primary's worst element, its status and ratio. */
+static void witness_cell(FILE *f, const cc_witness *w)
+{
+    int compared = w->status == CC_RES_PASS || w->status == CC_RES_FAIL;
+    if (w->has_value)
+        fprintf(f, "%.9g ", w->got);
+    else if (compared)
+        fputs("- ", f);
+    fputs(compared ? "(" : "", f);
+    fputs(cc_result_status_name(w->status), f);
+    if (compared)
+        fprintf(f, ", ratio %.3g)", w->worst_ratio);
+}
+
+/* The three-way table: each witnessed case, the primary's worst element, what the reference
+ * expected there and what each witness gave, and the verdict. */
+static void write_witnessed_markdown(const cc_report *rep, FILE *f)
+{
+    if (!rep->n_witnessed)
+        return;
+    const char *names[MD_WITNESS_COLUMNS];
+    int n_names = 0;
+    for (size_t i = 0; i < rep->n_witnessed; i++)
+        for (int k = 0; k < rep->witnessed[i].n_witnesses; k++) {
+            const char *name = rep->witnessed[i].witnesses[k].provider;
+            int seen = 0;
+            for (int j = 0; j < n_names; j++)
+                seen |= strcmp(names[j], name) == 0;
+            if (!seen && n_names < MD_WITNESS_COLUMNS)
+                names[n_names++] = name;
+        }
+    fprintf(f, "\n## Witnesses: who is wrong\n\n");
+    fprintf(f, "Each case that did not pass ran again, on the same inputs, on the witnesses. A "
+               "witness's cell is its value at the primary's worst element, then its own status "
+               "and worst bound ratio against the reference. Verdicts:");
+    for (int v = 1; v < CC_VERDICT_COUNT; v++)
+        fprintf(f, " %s %ld%s", cc_verdict_name((cc_three_way_verdict)v), rep->verdicts[v],
+                v + 1 < CC_VERDICT_COUNT ? "," : ".\n\n");
+    fprintf(f, "| case | at | %s got | reference expected |", rep->witnessed[0].provider);
+    for (int j = 0; j < n_names; j++)
+        fprintf(f, " %s |", names[j]);
+    fputs(" verdict |\n|---|---|---:|---:|", f);
+    for (int j = 0; j < n_names; j++)
+        fputs("---|", f);
+    fputs("---|\n", f);
+    for (size_t i = 0; i < rep->n_witnessed && i < MD_WITNESSED_ROWS; i++) {
+        const cc_result *r = &rep->witnessed[i];
+        fprintf(f, "| `%s` | ", r->line);
+        if (r->worst_output[0])
+            fprintf(f, "%s%s | %.9g | %.9g |", r->worst_output, r->worst_index, r->got,
+                    r->expected);
+        else
+            fprintf(f, "- | %s | - |", cc_result_status_name(r->status));
+        for (int j = 0; j < n_names; j++) {
+            const cc_witness *w = NULL;
+            for (int k = 0; k < r->n_witnesses && !w; k++)
+                if (strcmp(r->witnesses[k].provider, names[j]) == 0)
+                    w = &r->witnesses[k];
+            fputc(' ', f);
+            if (w)
+                witness_cell(f, w);
+            else
+                fputs("-", f);
+            fputs(" |", f);
+        }
+        fprintf(f, " **%s** |\n", cc_verdict_name(r->verdict));
+    }
+    if (rep->n_witnessed > MD_WITNESSED_ROWS)
+        fprintf(f, "\n(%zu more witnessed cases in report.json.)\n",
+                rep->n_witnessed - MD_WITNESSED_ROWS);
 }
 
 static void write_markdown(const cc_report *rep, FILE *f)
@@ -213,6 +385,7 @@ static void write_markdown(const cc_report *rep, FILE *f)
         fprintf(f, "- %s %s: %s\n  `capcheck repro '%s'`\n", row->op, cc_dtype_name(row->dtype),
                 row->first_failure_msg, row->first_failure);
     }
+    write_witnessed_markdown(rep, f);
     fprintf(f, "\n## Rows, worst first\n\n");
     fprintf(f, "| op | dtype | device | provider | vjpMode | cases | passed | failed | "
                "unsupported | errors | worst ratio | worst case |\n");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harness/dtype.h"
+#include "harness/witness.h"
 
 int cc_result_status_parse(const char *s, cc_result_status *out)
 {
@@ -53,6 +54,56 @@ static int get_num(const cc_json *o, const char *key, double *x, char *msg, size
     if (cc_json_double(o, key, x)) {
         snprintf(msg, len, "\"%s\" is not a number", key);
         return -1;
+    }
+    return 0;
+}
+
+/* "witnesses" and "verdict" (harness/witness.h): both or neither; 1 .. CC_MAX_WITNESSES. */
+static int get_witnesses(const cc_json *o, cc_result *r, char *msg, size_t len)
+{
+    const cc_json *list = cc_json_get(o, "witnesses"), *v = cc_json_get(o, "verdict");
+    if (!list && !v)
+        return 0;
+    if (!list || !v) {
+        snprintf(msg, len, "\"witnesses\" and \"verdict\" come together");
+        return -1;
+    }
+    if (list->type != CC_JSON_ARRAY || !list->child) {
+        snprintf(msg, len, "\"witnesses\" is not a non-empty list");
+        return -1;
+    }
+    const char *verdict;
+    if (cc_json_string(o, "verdict", &verdict) || cc_verdict_parse(verdict, &r->verdict)) {
+        snprintf(msg, len, "\"verdict\" is not a known verdict");
+        return -1;
+    }
+    for (const cc_json *e = list->child; e; e = e->next) {
+        if (r->n_witnesses == CC_MAX_WITNESSES) {
+            snprintf(msg, len, "more than %d witnesses", CC_MAX_WITNESSES);
+            return -1;
+        }
+        cc_witness *w = &r->witnesses[r->n_witnesses++];
+        char status[16];
+        if (e->type != CC_JSON_OBJECT) {
+            snprintf(msg, len, "a witness is not an object");
+            return -1;
+        }
+        if (get_text(e, "provider", w->provider, sizeof w->provider, 1, msg, len) ||
+            get_text(e, "status", status, sizeof status, 1, msg, len) ||
+            get_text(e, "message", w->message, sizeof w->message, 0, msg, len) ||
+            get_num(e, "worst_ratio", &w->worst_ratio, msg, len) ||
+            get_num(e, "got", &w->got, msg, len) ||
+            get_num(e, "agree_ratio", &w->agree_ratio, msg, len))
+            return -1;
+        if (cc_result_status_parse(status, &w->status)) {
+            snprintf(msg, len, "unknown witness status \"%s\"", status);
+            return -1;
+        }
+        w->has_value = cc_json_get(e, "got") != NULL;
+        if (w->has_value != (cc_json_get(e, "agree_ratio") != NULL)) {
+            snprintf(msg, len, "a witness's \"got\" and \"agree_ratio\" come together");
+            return -1;
+        }
     }
     return 0;
 }
@@ -122,7 +173,7 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
             get_num(w, "got", &r->got, msg, len) || get_num(w, "bound", &r->bound, msg, len))
             return -1;
     }
-    return 0;
+    return get_witnesses(o, r, msg, len);
 }
 
 int cc_result_parse_line(const char *line, size_t len, cc_result *r, int64_t *index, char *msg,

@@ -57,6 +57,7 @@ static void note_worst(cc_result *r, const cc_case *c, const cc_inputs *in,
         return;
     r->worst_ratio = cmp->worst_ratio;
     snprintf(r->worst_output, sizeof r->worst_output, "%s", what);
+    r->worst_flat = cmp->worst_index;
     format_index(shape, cmp->worst_index, r->worst_index, sizeof r->worst_index);
     r->expected = cmp->expected;
     r->got = cmp->got;
@@ -68,6 +69,17 @@ static void note_worst(cc_result *r, const cc_case *c, const cc_inputs *in,
             used += (size_t)snprintf(r->worst_inputs + used, sizeof r->worst_inputs - used,
                                      "%s%s=%.17g", used ? " " : "", input_name(c->op, i),
                                      in->ref_in[i].v[cmp->worst_index]);
+}
+
+/* Read the probed element if this output is the one it names. */
+static void read_probe(cc_probe *pr, const char *what, const cc_view *got, int64_t n,
+                       const double *mag, const cc_bound_model *bm)
+{
+    if (!pr || strcmp(pr->output, what) != 0 || pr->index < 0 || pr->index >= n)
+        return;
+    pr->found = 1;
+    pr->got = cc_load(got->dtype, got->data, pr->index);
+    pr->ratio = cc_element_ratio(pr->compare_with, pr->got, mag[pr->index], got->dtype, bm, NULL);
 }
 
 static int provider_failed(cc_status st, const char *msg, const char *phase, cc_result *r)
@@ -102,7 +114,7 @@ static cc_bound_model case_bound(const cc_case *c, double compute_u, double c_op
 
 static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *call,
                         cc_inputs *in, const ref_tensor *y, const double *mag, double cu,
-                        cc_result *r, char *zt, size_t zt_len)
+                        cc_probe *probe, cc_result *r, char *zt, size_t zt_len)
 {
     cc_view out;
     if (cc_alloc_output(c->dtype, &in->out_shape, &out)) {
@@ -119,6 +131,7 @@ static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *c
         r->checked_fwd = 1;
         r->fwd_ratio = cmp.worst_ratio;
         note_worst(r, c, in, &cmp, "y", &in->out_shape);
+        read_probe(probe, "y", &out, cmp.n, mag, &bm);
         cc_zt_source src[REF_MAX_INPUTS + 1];
         int ns = zt_sources(c, in, 0, src);
         if (!zt[0])
@@ -128,7 +141,8 @@ static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *c
 }
 
 static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call, cc_inputs *in,
-                    const ref_tensor *y, double cu, cc_result *r, char *zt, size_t zt_len)
+                    const ref_tensor *y, double cu, cc_probe *probe, cc_result *r, char *zt,
+                    size_t zt_len)
 {
     const ref_op *op = c->op;
     ref_tensor grad[REF_MAX_INPUTS];
@@ -174,6 +188,7 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call,
         char what[32];
         snprintf(what, sizeof what, "grad:%s", input_name(op, i));
         note_worst(r, c, in, &cmp, what, &c->shape[i]);
+        read_probe(probe, what, &got[i], cmp.n, gmag[i], &bm);
         cc_zt_source src[REF_MAX_INPUTS + 1];
         int ns = zt_sources(c, in, 1, src);
         if (!zt[0])
@@ -202,6 +217,11 @@ void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r)
 }
 
 void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
+{
+    cc_run_case_probed(p, c, NULL, r);
+}
+
+void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe, cc_result *r)
 {
     double t0 = now_seconds();
     cc_result_begin(p, c, r);
@@ -238,9 +258,9 @@ void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
     } else {
         char zt[384] = ""; /* the first zero-trust verdict, if any */
         if (c->check != CC_CHECK_VJP)
-            run_forward(p, c, &call, &in, &y, mag, cu, r, zt, sizeof zt);
+            run_forward(p, c, &call, &in, &y, mag, cu, probe, r, zt, sizeof zt);
         if (r->status == CC_RES_PASS && c->check != CC_CHECK_FWD && c->op->vjp)
-            run_vjp(p, c, &call, &in, &y, cu, r, zt, sizeof zt);
+            run_vjp(p, c, &call, &in, &y, cu, probe, r, zt, sizeof zt);
         if (r->status == CC_RES_PASS && zt[0]) {
             r->status = CC_RES_FAIL;
             snprintf(r->message, sizeof r->message, "%s", zt);

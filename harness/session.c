@@ -11,6 +11,7 @@
 #include "harness/pool.h"
 #include "harness/report.h"
 #include "harness/report_out.h"
+#include "harness/witness.h"
 
 static double now_seconds(void)
 {
@@ -49,6 +50,11 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
             fprintf(log, "\r\033[K");
         fprintf(log, "%s: %s\n  capcheck repro '%s'\n", cc_result_status_name(r->status),
                 r->message, r->line);
+        if (r->n_witnesses) {
+            char said[1024];
+            cc_witness_summary(r, said, sizeof said);
+            fprintf(log, "  witnesses: %s\n", said);
+        }
     }
     double t = now_seconds();
     if (s->o->tty && (t - s->last_progress > 0.1 || s->done == s->total)) {
@@ -57,6 +63,16 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
         fflush(log);
         s->last_progress = t;
     }
+}
+
+/* The witnesses' names, comma-separated (run.json's "witnesses"). */
+static void witness_names(const cc_session_opts *o, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int k = 0; k < o->n_witnesses && used < n; k++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", k ? "," : "",
+                                 o->witnesses[k]->name);
 }
 
 /* Check that DIR/run.json describes this run; -1 with msg when it does not. */
@@ -77,6 +93,15 @@ static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint
                  "%s/run.json is a run on provider '%s'; this command asks for '%s': resume "
                  "with the same provider, or start a new run without --resume",
                  o->out_dir, was->provider, o->provider->name);
+        return -1;
+    }
+    char names[256];
+    witness_names(o, names, sizeof names);
+    if (strcmp(was->witnesses, names) != 0) {
+        snprintf(msg, len,
+                 "%s/run.json is a run with witnesses '%s'; this command names '%s': resume "
+                 "with the same --witness, or start a new run without --resume",
+                 o->out_dir, was->witnesses, names);
         return -1;
     }
     return 0;
@@ -129,7 +154,7 @@ int cc_session_run(const cc_session_opts *o)
      * leaves the folder as it was */
     if (devices) {
         cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, 0,
-                             o->in_process};
+                             o->in_process, o->witnesses, o->n_witnesses};
         if (pc.workers <= 0)
             pc.workers = cc_online_cpus();
         if ((size_t)pc.workers > (n_todo ? n_todo : 1))
@@ -160,6 +185,7 @@ int cc_session_run(const cc_session_opts *o)
         snprintf(info.case_files, sizeof info.case_files, "%s", o->case_files ? o->case_files : "");
         snprintf(info.command, sizeof info.command, "%s", o->command ? o->command : "");
         info.base_seed = o->base_seed;
+        witness_names(o, info.witnesses, sizeof info.witnesses);
         if (cc_run_info_write(o->out_dir, &info, msg, sizeof msg))
             goto out;
     } else if (o->log && (scan.torn_lines || scan.n_done)) {
@@ -265,9 +291,11 @@ out:
 }
 
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
-                          int in_process, cc_result *r, char *msg, size_t msg_len)
+                          int in_process, const cc_provider *const *witnesses, int n_witnesses,
+                          cc_result *r, char *msg, size_t msg_len)
 {
-    cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, 0, in_process};
+    cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, 0, in_process, witnesses,
+                         n_witnesses};
     cc_pool *pool;
     if (cc_pool_start(&pc, &pool, msg, msg_len))
         return -1;

@@ -8,7 +8,8 @@
  * A resume (--resume DIR): DIR/run.json must describe the same run (case count, case-list
  * hash, provider name, and the provider's describe() text when cases remain); the journal's
  * recorded cases are skipped, a torn tail is cut off, the rest run, and the report is
- * written from the whole journal. The report's provenance (command, case files, base seed,
+ * written from the whole journal. With witnesses, run.json names them and a resume must name
+ * the same ones (in order). The report's provenance (command, case files, base seed,
  * provider description) is the run's, from run.json. */
 #ifndef CAPCHECK_SESSION_H
 #define CAPCHECK_SESSION_H
@@ -35,6 +36,8 @@ typedef struct {
     FILE *log;           /* failures and progress (stderr) */
     int tty;             /* log is a terminal: a live progress line */
     const cc_provenance *provenance; /* what produced the run, for the report (NULL: none) */
+    const cc_provider *const *witnesses; /* --witness (harness/witness.h); not initialised */
+    int n_witnesses;
 } cc_session_opts;
 
 /* Exit code: 0 every case passed, 1 some case did not, 2 bad input or environment (one
@@ -43,9 +46,11 @@ typedef struct {
 int cc_session_run(const cc_session_opts *o);
 
 /* One case in a worker of its own (or in this process when in_process), for repro: a crash or
- * hang is a result, not the end of capcheck. Returns 0, or -1 with msg when the provider
- * cannot run (init) or no worker can be started. */
+ * hang is a result, not the end of capcheck; with witnesses (n_witnesses > 0) they run on it
+ * too when it does not pass. Returns 0, or -1 with msg when the provider cannot run (init) or
+ * no worker can be started. */
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
-                          int in_process, cc_result *r, char *msg, size_t msg_len);
+                          int in_process, const cc_provider *const *witnesses, int n_witnesses,
+                          cc_result *r, char *msg, size_t msg_len);
 
 #endif

@@ -42,74 +42,18 @@ static char *without_lines(const char *path, const char *drop)
     return out;
 }
 
-static long count_lines(const char *path)
-{
-    size_t n;
-    char *t = cc_t_slurp(path, &n);
-    if (!t)
-        return 0;
-    long lines = 0;
-    for (size_t i = 0; i < n; i++)
-        lines += t[i] == '\n';
-    free(t);
-    return lines;
-}
-
 static void in_dir(const char *dir, const char *name, char *buf, size_t n)
 {
     snprintf(buf, n, "%s/%s", dir, name);
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {0, ms * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* Start `capcheck run` on the cases into dir; SIGKILL it once `after` records are journaled.
  * Returns the records journaled when it died. */
 static long run_and_kill(const char *dir, long after)
 {
-    char journal[600];
-    in_dir(dir, "results.jsonl", journal, sizeof journal);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        freopen("/dev/null", "w", stdout);
-        freopen("/dev/null", "w", stderr);
-        execl(CAPCHECK_BIN, CAPCHECK_BIN, "run", cases_path, "--provider", "reference", "--out",
-              dir, "-j", "2", (char *)NULL);
-        _exit(127);
-    }
-    int st = 0, exited = 0;
-    for (int i = 0; i < 20000; i++) {
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            exited = 1;
-            break;
-        }
-        if (count_lines(journal) >= after)
-            break;
-        sleep_ms(1);
-    }
-    if (!exited) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-    }
-    long got = count_lines(journal);
-    char report[600];
-    in_dir(dir, "report.json", report, sizeof report);
-    if (exited || got >= N_CASES) {
-        /* this machine finished before the kill: cut the journal back as a kill would have */
-        print_message("note: the run finished before it could be killed; truncating instead\n");
-        char cmd[4096];
-        snprintf(cmd, sizeof cmd, "head -n %ld '%s' > '%s.cut' && mv '%s.cut' '%s' && rm -f '%s'",
-                 after, journal, journal, journal, journal, report);
-        assert_int_equal(system(cmd), 0);
-        got = after;
-    }
-    assert_int_equal(access(report, F_OK), -1); /* no report from an interrupted run */
-    return got;
+    const char *args[] = {"run", cases_path, "--provider", "reference", "--out", dir, "-j", "2",
+                          NULL};
+    return cc_t_run_and_kill(dir, args, after, N_CASES);
 }
 
 /* Every case recorded exactly once. */

@@ -19,6 +19,17 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* The variable that selects the mutant, and the provider's name. A second build of this file,
+ * mutants_witness.so (CMakeLists.txt), reads CAPCHECK_WITNESS_MUTANT and is "mutants-witness":
+ * a witness whose bug is planted independently of the primary's (tests/test_witness.c: the same
+ * bug in both is a planted reference-suspect case, another bug a disputed one). */
+#ifndef CC_MUTANT_ENV
+#define CC_MUTANT_ENV "CAPCHECK_MUTANT"
+#endif
+#ifndef CC_MUTANT_PROVIDER
+#define CC_MUTANT_PROVIDER "mutants"
+#endif
+
 /* ---- helpers ------------------------------------------------------------------------------- */
 
 static const cc_provider *ref(void)
@@ -579,10 +590,10 @@ EXPORT const char *capcheck_mutant_name(int i)
     return i >= 0 && i < N_MUTANTS ? mutants[i].name : NULL;
 }
 
-/* The active mutant: NULL for none; *unknown set when CAPCHECK_MUTANT names no mutant. */
+/* The active mutant: NULL for none; *unknown set when CC_MUTANT_ENV names no mutant. */
 static const mutant *active(int *unknown)
 {
-    const char *name = getenv("CAPCHECK_MUTANT");
+    const char *name = getenv(CC_MUTANT_ENV);
     *unknown = 0;
     if (!name || !*name)
         return NULL;
@@ -604,8 +615,8 @@ static cc_status mu_init(void *ctx, cc_device device, char *msg, size_t len)
     int unknown;
     active(&unknown);
     if (unknown) {
-        snprintf(msg, len, "CAPCHECK_MUTANT=%s names no mutant of this plugin",
-                 getenv("CAPCHECK_MUTANT"));
+        snprintf(msg, len, CC_MUTANT_ENV "=%s names no mutant of this plugin",
+                 getenv(CC_MUTANT_ENV));
         return CC_FAILED;
     }
     return ref()->init(NULL, device, msg, len);
@@ -617,7 +628,7 @@ static cc_status mu_forward(void *ctx, const cc_call *call, cc_view *out, char *
     int unknown;
     const mutant *m = active(&unknown);
     if (unknown) {
-        snprintf(msg, len, "CAPCHECK_MUTANT names no mutant");
+        snprintf(msg, len, CC_MUTANT_ENV " names no mutant");
         return CC_FAILED;
     }
     if (applies(m, call) && m->fwd)
@@ -632,7 +643,7 @@ static cc_status mu_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
     int unknown;
     const mutant *m = active(&unknown);
     if (unknown) {
-        snprintf(msg, len, "CAPCHECK_MUTANT names no mutant");
+        snprintf(msg, len, CC_MUTANT_ENV " names no mutant");
         return CC_FAILED;
     }
     if (applies(m, call) && m->vjp)
@@ -657,7 +668,7 @@ static const char *mu_vjp_mode(void *ctx, const char *op)
 
 EXPORT const cc_provider *capcheck_provider_v1(void)
 {
-    static const cc_provider p = {CC_PROVIDER_ABI_VERSION, "mutants", NULL, mu_init,
+    static const cc_provider p = {CC_PROVIDER_ABI_VERSION, CC_MUTANT_PROVIDER, NULL, mu_init,
                                   mu_forward, mu_vjp, mu_describe, mu_vjp_mode,
                                   NULL /* compute_roundoff: its TF32 mutant declares nothing */};
     return &p;
