@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/clock.h"
 #include "harness/witness.h"
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -107,13 +108,6 @@ struct cc_pool {
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void sleep_ms(int ms)
 {
@@ -465,7 +459,7 @@ static int spawn(cc_pool *pool, int k)
     w->res_fd = rp[0];
     w->state = W_STARTING;
     w->have = 0;
-    w->started = now_seconds();
+    w->started = cc_monotonic_seconds();
     w->deadline = w->started + pool->cfg.init_timeout;
     return 0;
 }
@@ -529,7 +523,7 @@ static void made_up_result(const cc_pool *pool, const worker *w, cc_result_statu
     r->elements = out;
     r->status = s;
     snprintf(r->message, sizeof r->message, "%s", msg);
-    r->seconds = now_seconds() - w->started;
+    r->seconds = cc_monotonic_seconds() - w->started;
 }
 
 /* Worker k is gone (`why` says how, unless it timed out); its case becomes a crash or timeout
@@ -698,7 +692,7 @@ static int send_job(cc_pool *pool, int k, uint64_t tag, int witness, const cc_pr
     w->tag = tag;
     w->witness = witness;
     w->c = *c;
-    w->started = now_seconds();
+    w->started = cc_monotonic_seconds();
     w->limit = cc_case_timeout(c, pool->cfg.timeout_base);
     w->deadline = w->started + w->limit;
     if (write_full(w->job_fd, &j, sizeof j)) {
@@ -739,7 +733,7 @@ static void pump(cc_pool *pool)
         return;
     }
     int nf = 0;
-    double next = INFINITY, now = now_seconds();
+    double next = INFINITY, now = cc_monotonic_seconds();
     for (int k = 0; k < pool->n; k++) {
         worker *w = &pool->w[k];
         if (w->state == W_DEAD)
@@ -767,7 +761,7 @@ static void pump(cc_pool *pool)
     for (int i = 0; rc > 0 && i < nf; i++)
         if (pf[i].revents && pool->w[idx[i]].res_fd == pf[i].fd)
             handle_readable(pool, idx[i]);
-    now = now_seconds();
+    now = cc_monotonic_seconds();
     for (int k = 0; k < pool->n && !pool->fatal; k++) {
         worker *w = &pool->w[k];
         if ((w->state == W_STARTING || w->state == W_BUSY) && now >= w->deadline)
@@ -791,7 +785,7 @@ static void stop_workers(cc_pool *pool)
         close(w->job_fd); /* an idle worker leaves at EOF */
         w->job_fd = -1;
     }
-    double until = now_seconds() + 2.0;
+    double until = cc_monotonic_seconds() + 2.0;
     for (int k = 0; k < pool->n; k++) {
         worker *w = &pool->w[k];
         if (w->state == W_DEAD)
@@ -800,7 +794,7 @@ static void stop_workers(cc_pool *pool)
             pid_t r = waitpid(w->pid, NULL, WNOHANG);
             if (r == w->pid || (r < 0 && errno != EINTR))
                 break;
-            if (now_seconds() > until) {
+            if (cc_monotonic_seconds() > until) {
                 kill_worker(w);
                 while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
                     ;

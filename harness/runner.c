@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "harness/clock.h"
 #include "harness/compare.h"
 #include "harness/dtype.h"
 #include "harness/materialize.h"
@@ -18,13 +19,6 @@ static const char *const status_names[CC_RES_COUNT] = {"pass",  "fail",  "unsupp
 const char *cc_result_status_name(cc_result_status s)
 {
     return s < CC_RES_COUNT ? status_names[s] : "?";
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static const char *input_name(const ref_op *op, int i)
@@ -223,7 +217,7 @@ void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
 
 void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe, cc_result *r)
 {
-    double t0 = now_seconds();
+    double t0 = cc_monotonic_seconds();
     cc_result_begin(p, c, r);
 
     cc_inputs in;
@@ -231,7 +225,7 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe,
     if (cc_materialize(c, &in, msg, sizeof msg)) {
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message, "materialize: %s", msg);
-        r->seconds = now_seconds() - t0;
+        r->seconds = cc_monotonic_seconds() - t0;
         return;
     }
     r->elements = ref_numel(&in.out_shape);
@@ -275,5 +269,5 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe,
     free(y.v);
     free(mag);
     cc_inputs_free(&in);
-    r->seconds = now_seconds() - t0;
+    r->seconds = cc_monotonic_seconds() - t0;
 }

@@ -7,18 +7,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "harness/clock.h"
 #include "harness/journal.h"
 #include "harness/pool.h"
 #include "harness/report.h"
 #include "harness/report_out.h"
 #include "harness/witness.h"
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void remove_in(const char *dir, const char *name)
 {
@@ -56,7 +50,7 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
             fprintf(log, "  witnesses: %s\n", said);
         }
     }
-    double t = now_seconds();
+    double t = cc_monotonic_seconds();
     if (s->o->tty && (t - s->last_progress > 0.1 || s->done == s->total)) {
         fprintf(log, "\r\033[K[%zu/%zu] %s %s: %zu passed, %zu not", s->done, s->total, r->op,
                 cc_dtype_name(r->dtype), s->passed, s->done - s->passed);
@@ -110,7 +104,7 @@ static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint
 int cc_session_run(const cc_session_opts *o)
 {
     FILE *log = o->log ? o->log : stderr;
-    double t0 = now_seconds();
+    double t0 = cc_monotonic_seconds();
     char msg[1024] = "";
     uint64_t hash = cc_case_list_hash(o->cases, o->n_cases);
     cc_run_info info;
@@ -250,7 +244,7 @@ int cc_session_run(const cc_session_opts *o)
     rep.base_seed = info.base_seed;
     if (o->provenance)
         rep.provenance = *o->provenance;
-    rep.wall_seconds = now_seconds() - t0;
+    rep.wall_seconds = cc_monotonic_seconds() - t0;
     rep.session_cases = (long)n_todo;
     rep.resumed = o->resume;
     int wrote = cc_report_write_outputs(&rep, o->out_dir, msg, sizeof msg) == 0;

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "harness/case.h"
+#include "harness/clock.h"
 #include "harness/pool.h"
 #include "harness/runner.h"
 
@@ -35,13 +36,6 @@ typedef struct {
     pid_t test_pid; /* this process: no provider function may run here */
     int init_crashes;
 } bad_ctx;
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static cc_status bad_init(void *ctx, cc_device d, char *msg, size_t len)
 {
@@ -168,9 +162,9 @@ static void test_crash_and_hang_leave_the_rest_intact(void **state)
     cc_pool_config cfg = {&p, 2, 1u << CC_CPU, 0.3, 0, 0, NULL, 0};
     cc_result *res = calloc(l.n, sizeof *res);
     char desc[256];
-    double t0 = now_seconds();
+    double t0 = cc_monotonic_seconds();
     run_all(&cfg, &l, res, desc, sizeof desc);
-    double took = now_seconds() - t0;
+    double took = cc_monotonic_seconds() - t0;
     assert_string_equal(desc, "bad provider, described in a worker");
     int crashes = 0, timeouts = 0, passes = 0;
     for (size_t i = 0; i < l.n; i++) {
