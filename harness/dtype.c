@@ -8,12 +8,34 @@ typedef struct {
     size_t size;
     int precision; /* significand bits including the implicit one */
     int emin, emax;
+    double max_finite; /* (2 - 2^(1-precision)) * 2^emax */
 } format_info;
 
 static const format_info formats[CC_DTYPE_COUNT] = {
-    [CC_F64] = {"f64", 8, 53, -1022, 1023}, [CC_F32] = {"f32", 4, 24, -126, 127},
-    [CC_F16] = {"f16", 2, 11, -14, 15},     [CC_BF16] = {"bf16", 2, 8, -126, 127},
-    [CC_I64] = {"i64", 8, 0, 0, 0},         [CC_U8] = {"u8", 1, 0, 0, 0}};
+    [CC_F64] = {"f64", 8, 53, -1022, 1023, 0x1.fffffffffffffp1023},
+    [CC_F32] = {"f32", 4, 24, -126, 127, 0x1.fffffep127},
+    [CC_F16] = {"f16", 2, 11, -14, 15, 0x1.ffcp15},
+    [CC_BF16] = {"bf16", 2, 8, -126, 127, 0x1.fep127},
+    [CC_I64] = {"i64", 8, 0, 0, 0, 0},
+    [CC_U8] = {"u8", 1, 0, 0, 0, 0}};
+
+/* 2^e for -1022 <= e <= 1023, built from its bits: the per-element paths below run once per
+ * input element of every case, where frexp/ldexp showed in the profile. */
+static double pow2(int e)
+{
+    uint64_t bits = (uint64_t)(e + 1023) << 52;
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+/* floor(log2 |x|) of a normal double, from its exponent field (-1023 for zero and subnormals) */
+static int binade(double x)
+{
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    return (int)((bits >> 52) & 0x7ff) - 1023;
+}
 
 size_t cc_dtype_size(cc_dtype t)
 {
@@ -58,8 +80,7 @@ int cc_device_parse(const char *s, cc_device *out)
 
 double cc_max_finite(cc_dtype t)
 {
-    const format_info *f = &formats[t];
-    return ldexp(2.0 - ldexp(1.0, 1 - f->precision), f->emax);
+    return formats[t].max_finite;
 }
 
 double cc_smallest_normal(cc_dtype t)
@@ -77,15 +98,18 @@ double cc_unit_roundoff(cc_dtype t)
  * are exact powers of two). */
 double cc_round_to(cc_dtype t, double x)
 {
-    if (t == CC_F64 || !cc_dtype_is_float(t) || !isfinite(x) || x == 0.0)
+    if (t == CC_F64 || t >= CC_I64 || !isfinite(x) || x == 0.0) /* not rounded */
         return x;
+    if (t == CC_F32) /* C's conversion is this rounding: to nearest even, subnormals, Inf */
+        return (double)(float)x;
     const format_info *f = &formats[t];
-    int e;
-    frexp(x, &e);
-    int lead = e - 1 < f->emin ? f->emin : e - 1;
-    double quantum = ldexp(1.0, lead - (f->precision - 1));
-    double r = nearbyint(x / quantum) * quantum;
-    if (fabs(r) > cc_max_finite(t))
+    int lead = binade(x) < f->emin ? f->emin : binade(x);
+    int quantum_exp = lead - (f->precision - 1);
+    /* |x / quantum| < 2^precision: adding and subtracting 1.5 * 2^52 rounds it to an integer,
+     * half to even (the double's own rounding), as nearbyint would */
+    const double magic = 0x1.8p52;
+    double r = ((x * pow2(-quantum_exp) + magic) - magic) * pow2(quantum_exp);
+    if (fabs(r) > f->max_finite)
         return copysign(INFINITY, x);
     return r == 0.0 ? copysign(0.0, x) : r;
 }
@@ -100,13 +124,12 @@ static uint16_t half_bits(double r)
     double a = fabs(r);
     if (a == 0.0)
         return sign;
-    int e;
-    frexp(a, &e);
-    int lead = e - 1;
+    int lead = binade(a);
     if (lead < -14) /* subnormal: a multiple of 2^-24 */
-        return sign | (uint16_t)nearbyint(a / ldexp(1.0, -24));
-    uint16_t mant = (uint16_t)nearbyint((a / ldexp(1.0, lead) - 1.0) * 1024.0);
-    return sign | (uint16_t)((lead + 15) << 10) | mant;
+        return sign | (uint16_t)(a * 0x1p24);
+    uint64_t bits; /* r is an f16 value: its 10 fraction bits are the double's top ones */
+    memcpy(&bits, &a, sizeof bits);
+    return sign | (uint16_t)((lead + 15) << 10) | (uint16_t)((bits >> 42) & 0x3ff);
 }
 
 static double half_value(uint16_t h)
@@ -116,9 +139,9 @@ static double half_value(uint16_t h)
     if (ex == 0x1f)
         v = mant ? NAN : INFINITY;
     else if (ex == 0)
-        v = ldexp((double)mant, -24);
+        v = (double)mant * 0x1p-24;
     else
-        v = ldexp(1.0 + mant / 1024.0, ex - 15);
+        v = (1.0 + mant / 1024.0) * pow2(ex - 15);
     return sign ? -v : v;
 }
 

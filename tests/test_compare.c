@@ -103,6 +103,58 @@ static void test_rounding_to_each_dtype(void **state)
     assert_true(cc_unit_roundoff(CC_F64) == ldexp(1.0, -53));
 }
 
+/* The textbook rounding (scale so the quantum of x's binade is 1, nearbyint, scale back), which
+ * cc_round_to replaced with bit arithmetic for speed: they must agree on every value. */
+static double round_by_formula(int precision, int emin, double max_finite, double x)
+{
+    if (!isfinite(x) || x == 0.0)
+        return x;
+    int e;
+    frexp(x, &e);
+    int lead = e - 1 < emin ? emin : e - 1;
+    double quantum = ldexp(1.0, lead - (precision - 1));
+    double r = nearbyint(x / quantum) * quantum;
+    if (fabs(r) > max_finite)
+        return copysign(INFINITY, x);
+    return r == 0.0 ? copysign(0.0, x) : r;
+}
+
+static void test_fast_rounding_matches_the_formula(void **state)
+{
+    (void)state;
+    const struct {
+        cc_dtype t;
+        int precision, emin;
+    } fmt[] = {{CC_F32, 24, -126}, {CC_F16, 11, -14}, {CC_BF16, 8, -126}};
+    uint64_t z = 0x9e3779b97f4a7c15u;
+    long checked = 0;
+    for (int f = 0; f < 3; f++) {
+        double max = cc_max_finite(fmt[f].t);
+        int emax = fmt[f].t == CC_F16 ? 15 : 127;
+        assert_true(max == ldexp(2.0 - ldexp(1.0, 1 - fmt[f].precision), emax));
+        for (int i = 0; i < 200000; i++) {
+            z = z * 6364136223846793005u + 1442695040888963407u;
+            /* random bits within the format's range (and beyond it), ties and halfway points */
+            int e = (int)((z >> 33) % 300) - 160;
+            double m = 1.0 + (double)(z >> 40) / 16777216.0;
+            double x = ldexp(m, e) * ((z >> 20) & 1 ? -1.0 : 1.0);
+            if (i % 4 == 1) /* an exact tie between two neighbours of the format */
+                x = ldexp(round_by_formula(fmt[f].precision, fmt[f].emin, max, x), 0) +
+                    ldexp(1.0, (e < fmt[f].emin ? fmt[f].emin : e) - fmt[f].precision);
+            double want = round_by_formula(fmt[f].precision, fmt[f].emin, max, x);
+            double got = cc_round_to(fmt[f].t, x);
+            assert_true(got == want || (isnan(got) && isnan(want)));
+            assert_int_equal(signbit(got), signbit(want));
+            unsigned char buf[8];
+            cc_store(fmt[f].t, buf, 0, x);
+            double back = cc_load(fmt[f].t, buf, 0);
+            assert_true(back == want && signbit(back) == signbit(want));
+            checked++;
+        }
+    }
+    assert_int_equal(checked, 600000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -110,6 +162,7 @@ int main(void)
         cmocka_unit_test(test_nan_and_inf_must_match),
         cmocka_unit_test(test_compare_keeps_the_worst_element),
         cmocka_unit_test(test_rounding_to_each_dtype),
+        cmocka_unit_test(test_fast_rounding_matches_the_formula),
     };
     return cmocka_run_group_tests_name("compare_and_dtypes", tests, NULL, NULL);
 }
