@@ -12,17 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/clock.h"
 #include "harness/json.h"
 #include "harness/results_read.h"
 
 #define RUN_SCHEMA "capcheck-run/1"
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void path_in(const char *dir, const char *name, char *buf, size_t n)
 {
@@ -327,7 +321,6 @@ int cc_journal_report(const char *dir, const cc_journal_scan *s, cc_report *rep,
 struct cc_journal {
     int fd;
     char path[1024];
-    int unsynced;
     double last_sync;
     int sync_failed;
 };
@@ -364,7 +357,7 @@ int cc_journal_open(const char *dir, int64_t keep_bytes, cc_journal **out, char 
     fcntl(j->fd, F_SETFD, FD_CLOEXEC);
     fsync(j->fd);
     sync_dir(dir);
-    j->last_sync = now_seconds();
+    j->last_sync = cc_monotonic_seconds();
     *out = j;
     return 0;
 }
@@ -376,8 +369,7 @@ int cc_journal_sync(cc_journal *j)
     int rc = fsync(j->fd);
     if (rc)
         j->sync_failed = 1;
-    j->unsynced = 0;
-    j->last_sync = now_seconds();
+    j->last_sync = cc_monotonic_seconds();
     return rc;
 }
 
@@ -416,8 +408,7 @@ int cc_journal_append(cc_journal *j, size_t index, const cc_result *r, char *msg
         done += (size_t)w;
     }
     free(rec);
-    if (++j->unsynced >= CC_JOURNAL_SYNC_EVERY ||
-        now_seconds() - j->last_sync >= CC_JOURNAL_SYNC_SECONDS)
+    if (cc_monotonic_seconds() - j->last_sync >= CC_JOURNAL_SYNC_SECONDS)
         cc_journal_sync(j);
     return 0;
 }

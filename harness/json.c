@@ -438,19 +438,26 @@ int cc_json_bool(const cc_json *obj, const char *key, int *out)
 
 void cc_json_write_string(FILE *f, const char *s)
 {
-    fputc('"', f);
-    for (; *s; s++) {
+    putc('"', f);
+    const char *run = s; /* characters that need no escape go out in one fwrite */
+    for (;; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch == '\n')
+        if (ch >= 0x20 && ch != '"' && ch != '\\')
+            continue;
+        fwrite(run, 1, (size_t)(s - run), f);
+        if (!ch)
+            break;
+        if (ch == '\n')
             fputs("\\n", f);
         else if (ch < 0x20)
             fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
+        else {
+            putc('\\', f);
+            putc(ch, f);
+        }
+        run = s + 1;
     }
-    fputc('"', f);
+    putc('"', f);
 }
 
 void cc_json_write_number(FILE *f, double x)
