@@ -862,3 +862,16 @@ int cc_cases_parse_file(const char *path, const cc_case_defaults *def, cc_case_l
     free(text);
     return rc;
 }
+
+int64_t cc_case_largest_tensor(const cc_case *c)
+{
+    ref_shape out;
+    ref_err e = {{0}};
+    if (c->op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
+        return -1;
+    int64_t most = ref_numel(&out);
+    for (int i = 0; i < c->n_in; i++)
+        if (ref_numel(&c->shape[i]) > most)
+            most = ref_numel(&c->shape[i]);
+    return most;
+}

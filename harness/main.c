@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/bench.h"
 #include "harness/case.h"
 #include "harness/commands.h"
 #include "harness/dtype.h"
@@ -60,8 +61,18 @@ static void usage(FILE *f)
             "  capcheck shrink 'CASE LINE' [--provider ...|--provider-lib ...] [--script FILE]\n"
             "      reduce a failing case while it keeps failing; print the smallest line and\n"
             "      a standalone Python/torch reproducer (to FILE with --script)\n"
+            "  capcheck bench [FILE...] [--provider ...|--provider-lib ...] [--device ...]\n"
+            "               [--op NAME] [--max-elements N] [--min-time S] [--reps N]\n"
+            "               [--json FILE]\n"
+            "      time, side by side in this process, the provider's calls alone and capcheck's\n"
+            "      whole per-case path on the cases of at most N elements (default 1024) of\n"
+            "      the files (default: the embedded smoke cases); prints cases/s and the ratio\n"
             "  capcheck list ops\n"
             "      every op of the vocabulary with its forward/VJP status in the reference\n"
+            "  capcheck list cases [FILE...] [--op NAME] [--seed N] [--device ...]\n"
+            "               [--max-elements N]\n"
+            "      the canonical line of every case the files expand to (generators drawn),\n"
+            "      one per line: what run would run, for scripts that run the same cases\n"
             "%s",
             cc_commands_usage);
 }
@@ -77,6 +88,7 @@ typedef struct {
     const char *resume; /* --resume DIR */
     const char *shard;  /* --shard I/N */
     const char *tf32, *deterministic, *attention; /* math modes (apply_math_modes) */
+    const char *min_time, *reps, *max_elements, *json; /* bench (parsed by cmd_bench) */
     const char *witness; /* --witness LIST, resolved by open_witnesses into: */
     const cc_provider *witnesses[CC_MAX_WITNESSES];
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
@@ -120,6 +132,14 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->attention;
         else if (strcmp(a, "--witness") == 0)
             slot = &o->witness;
+        else if (strcmp(a, "--min-time") == 0)
+            slot = &o->min_time;
+        else if (strcmp(a, "--reps") == 0)
+            slot = &o->reps;
+        else if (strcmp(a, "--max-elements") == 0)
+            slot = &o->max_elements;
+        else if (strcmp(a, "--json") == 0)
+            slot = &o->json;
         else if (strcmp(a, "--no-fork") == 0) {
             o->no_fork = 1;
             continue;
@@ -299,48 +319,59 @@ static const cc_provider *open_provider(const options *o, cc_device device)
     return p;
 }
 
-static int cmd_run(const options *o, int argc, char **argv)
+/* The cases of the command's files (none: the embedded smoke cases), --op filtered, and the
+ * files' names for the report. 0, or -1 after one sentence (the list is then empty). */
+static int load_cases(const options *o, cc_device *device, cc_case_list *cases, char *files,
+                      size_t files_len)
 {
-    cc_device device;
-    if (cc_device_parse(o->device, &device)) {
+    memset(cases, 0, sizeof *cases);
+    files[0] = 0;
+    if (cc_device_parse(o->device, device)) {
         fprintf(stderr, "capcheck: unknown device '%s' (cpu, cuda)\n", o->device);
-        return 2;
+        return -1;
     }
-    cc_case_defaults def = {device, o->seed};
-    cc_case_list cases = {0};
+    const ref_op *want = o->op_filter ? ref_op_find(o->op_filter) : NULL;
+    if (o->op_filter && !want) {
+        fprintf(stderr, "capcheck: --op: unknown op '%s'\n", o->op_filter);
+        return -1;
+    }
+    cc_case_defaults def = {*device, o->seed};
     cc_parse_error err;
     memset(&err, 0, sizeof err);
-    char files[512] = "";
     if (o->n_files == 0) {
-        snprintf(files, sizeof files, "embedded:smoke.cases");
-        if (cc_cases_parse_text(cc_embedded_smoke_cases, "embedded:smoke.cases", &def, &cases,
+        snprintf(files, files_len, "embedded:smoke.cases");
+        if (cc_cases_parse_text(cc_embedded_smoke_cases, "embedded:smoke.cases", &def, cases,
                                 &err)) {
             print_parse_error(&err);
-            return 2;
+            return -1;
         }
     }
     for (int i = 0; i < o->n_files; i++) {
-        if (cc_cases_parse_file(o->files[i], &def, &cases, &err)) {
+        if (cc_cases_parse_file(o->files[i], &def, cases, &err)) {
             print_parse_error(&err);
-            cc_case_list_free(&cases);
-            return 2;
+            cc_case_list_free(cases);
+            return -1;
         }
         size_t used = strlen(files);
-        snprintf(files + used, sizeof files - used, "%s%s", used ? " " : "", o->files[i]);
+        snprintf(files + used, files_len - used, "%s%s", used ? " " : "", o->files[i]);
     }
-    if (o->op_filter && !ref_op_find(o->op_filter)) {
-        fprintf(stderr, "capcheck: --op: unknown op '%s'\n", o->op_filter);
-        cc_case_list_free(&cases);
-        return 2;
-    }
-    if (o->op_filter) { /* the run's cases are the ones it runs */
-        const ref_op *want = ref_op_find(o->op_filter);
+    if (want) { /* the run's cases are the ones it runs */
         size_t k = 0;
-        for (size_t i = 0; i < cases.n; i++)
-            if (cases.v[i].op == want)
-                cases.v[k++] = cases.v[i];
-        cases.n = k;
+        for (size_t i = 0; i < cases->n; i++)
+            if (cases->v[i].op == want)
+                cases->v[k++] = cases->v[i];
+        cases->n = k;
     }
+    return 0;
+}
+
+static int cmd_run(const options *o, int argc, char **argv)
+{
+    cc_device device;
+    cc_case_list cases;
+    char files[512];
+    if (load_cases(o, &device, &cases, files, sizeof files))
+        return 2;
     /* provenance: the case files' hashes, this build, this machine; and the shard */
     cc_provenance prov;
     char msg[512];
@@ -461,6 +492,69 @@ static int cmd_shrink(const options *o)
     return cc_shrink_command(p, &c, o->script, stdout, stderr);
 }
 
+/* A positive number from an option's text (NULL: dflt); -1 after one sentence when it is not. */
+static double positive_option(const char *name, const char *v, double dflt, int whole)
+{
+    if (!v)
+        return dflt;
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x > 0 && x < 1e15) || (whole && x != (double)(int64_t)x)) {
+        fprintf(stderr, "capcheck: %s wants a positive %s, not '%s'\n", name,
+                whole ? "whole number" : "number", v);
+        return -1;
+    }
+    return x;
+}
+
+static int cmd_bench(const options *o)
+{
+    double min_time = positive_option("--min-time", o->min_time, 0.2, 0),
+           reps = positive_option("--reps", o->reps, 5, 1),
+           max_elements = positive_option("--max-elements", o->max_elements, 1024, 1);
+    if (min_time < 0 || reps < 0 || max_elements < 0)
+        return 2;
+    if (reps > 64) {
+        fprintf(stderr, "capcheck: --reps: at most 64\n");
+        return 2;
+    }
+    cc_device device;
+    cc_case_list cases;
+    char files[512];
+    if (load_cases(o, &device, &cases, files, sizeof files))
+        return 2;
+    int rc = 2;
+    const cc_provider *p = cases.n ? open_provider(o, device) : NULL;
+    if (!cases.n)
+        fprintf(stderr, "capcheck bench: no cases in %s\n", files);
+    else if (p) {
+        cc_bench_opts bo = {min_time, (int)reps, (int64_t)max_elements, files, o->json};
+        rc = cc_bench_command(p, cases.v, cases.n, &bo, stdout, stderr);
+    }
+    cc_case_list_free(&cases);
+    return rc;
+}
+
+static int cmd_list_cases(const options *o)
+{
+    double max_elements = positive_option("--max-elements", o->max_elements, 0, 1);
+    cc_device device;
+    cc_case_list cases;
+    char files[512];
+    if (max_elements < 0 || load_cases(o, &device, &cases, files, sizeof files))
+        return 2;
+    for (size_t i = 0; i < cases.n; i++) {
+        int64_t largest = cc_case_largest_tensor(&cases.v[i]);
+        if (max_elements > 0 && !(largest >= 0 && (double)largest <= max_elements))
+            continue;
+        char line[CC_CASE_LINE_MAX];
+        cc_case_print(&cases.v[i], line, sizeof line);
+        printf("%s\n", line);
+    }
+    cc_case_list_free(&cases);
+    return fflush(stdout) || ferror(stdout) ? 2 : 0;
+}
+
 static int cmd_list_ops(void)
 {
     int missing = 0;
@@ -504,21 +598,22 @@ int main(int argc, char **argv)
     }
     if (cc_is_evidence_command(argv[1]))
         return cc_evidence_command(argc, argv);
-    if (strcmp(argv[1], "list") == 0) {
+    int is_list_cases = strcmp(argv[1], "list") == 0 && argc >= 3 && !strcmp(argv[2], "cases");
+    if (strcmp(argv[1], "list") == 0 && !is_list_cases) {
         if (argc == 3 && strcmp(argv[2], "ops") == 0)
             return cmd_list_ops();
-        fprintf(stderr, "capcheck: try 'capcheck list ops'\n");
+        fprintf(stderr, "capcheck: try 'capcheck list ops' or 'capcheck list cases FILE...'\n");
         return 2;
     }
     int is_run = strcmp(argv[1], "run") == 0, is_repro = strcmp(argv[1], "repro") == 0,
-        is_shrink = strcmp(argv[1], "shrink") == 0;
-    if (!is_run && !is_repro && !is_shrink) {
+        is_shrink = strcmp(argv[1], "shrink") == 0, is_bench = strcmp(argv[1], "bench") == 0;
+    if (!is_run && !is_repro && !is_shrink && !is_bench && !is_list_cases) {
         fprintf(stderr, "capcheck: unknown command '%s'\n", argv[1]);
         usage(stderr);
         return 2;
     }
     options o;
-    if (parse_options(argc, argv, 2, &o) || apply_math_modes(&o))
+    if (parse_options(argc, argv, is_list_cases ? 3 : 2, &o) || apply_math_modes(&o))
         return 2;
     if (o.provider_lib) { /* --provider-lib replaces --provider */
         char msg[1024];
@@ -528,8 +623,12 @@ int main(int argc, char **argv)
         }
     }
     int rc = 2;
-    if (is_shrink && o.witness)
-        fprintf(stderr, "capcheck: --witness applies to run and repro, not to shrink\n");
+    if (o.witness && !is_run && !is_repro)
+        fprintf(stderr, "capcheck: --witness applies to run and repro only\n");
+    else if (is_list_cases)
+        rc = cmd_list_cases(&o);
+    else if (is_bench)
+        rc = cmd_bench(&o);
     else if (open_witnesses(&o) == 0)
         rc = is_run ? cmd_run(&o, argc, argv) : is_repro ? cmd_repro(&o) : cmd_shrink(&o);
     for (int k = 0; k < CC_MAX_WITNESSES; k++)

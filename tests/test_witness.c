@@ -676,7 +676,7 @@ static void test_cli_refuses_bad_witness_lists(void **state)
     assert_int_equal(cc_t_run(NULL, "shrink 'add dtype=f32 in=[3],[3]' --witness reference", out,
                               sizeof out),
                      2);
-    expect_in(out, "--witness applies to run and repro, not to shrink");
+    expect_in(out, "--witness applies to run and repro only");
 }
 
 static int setup(void **state)
