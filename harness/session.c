@@ -249,9 +249,12 @@ int cc_session_run(const cc_session_opts *o)
     rep.resumed = o->resume;
     int wrote = cc_report_write_outputs(&rep, o->out_dir, msg, sizeof msg) == 0;
     long not_passed = rep.cases - rep.counts[CC_RES_PASS];
-    printf("capcheck: %ld cases on %s in %.2f s: %ld passed, %ld failed, %ld unsupported, "
-           "%ld errors (%ld crashed, %ld timed out)\n",
-           rep.cases, info.provider, rep.wall_seconds, rep.counts[CC_RES_PASS],
+    /* the rate counts the cases this session ran (a resume runs only the missing ones) */
+    printf("capcheck: %ld cases on %s in %.2f s (%.0f cases/s): %ld passed, %ld failed, "
+           "%ld unsupported, %ld errors (%ld crashed, %ld timed out)\n",
+           rep.cases, info.provider, rep.wall_seconds,
+           rep.wall_seconds > 0 ? (double)rep.session_cases / rep.wall_seconds : 0.0,
+           rep.counts[CC_RES_PASS],
            rep.counts[CC_RES_FAIL], rep.counts[CC_RES_UNSUPPORTED],
            rep.counts[CC_RES_ERROR] + rep.counts[CC_RES_CRASH] + rep.counts[CC_RES_TIMEOUT],
            rep.counts[CC_RES_CRASH], rep.counts[CC_RES_TIMEOUT]);

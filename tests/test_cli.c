@@ -1,6 +1,6 @@
 /* The command line as a user meets it: bad input gives one sentence naming file, line and
  * column with exit code 2; a run writes its three outputs; repro reruns one line; list ops
- * names the whole vocabulary. */
+ * names the whole vocabulary; list cases prints the lines a run runs; bench measures. */
 #include "cli_util.h"
 
 static char tmpdir[256];
@@ -95,6 +95,74 @@ static void test_list_ops_names_the_vocabulary(void **state)
     assert_non_null(strstr(out, "56 ops in the vocabulary"));
 }
 
+/* list cases expands generators into the lines run would run (and --max-elements keeps the
+ * small ones); those lines run to the same results as the generator file. */
+static void test_list_cases_prints_what_run_runs(void **state)
+{
+    (void)state;
+    char path[512], args[1024], out[16384];
+    write_file("gen.cases", "add count=3 dtype=f32,f64 layout=contig size=small\n"
+                            "softmax in=[40,40] axis=1 seed=5\n",
+               path, sizeof path);
+    snprintf(args, sizeof args, "list cases %s --seed 9", path);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    int lines = 0;
+    for (const char *p = out; (p = strchr(p, '\n')); p++)
+        lines++;
+    assert_int_equal(lines, 7);
+    assert_non_null(strstr(out, "softmax dtype=f32 device=cpu in=[40,40] axis=1 layout=contig "
+                                "check=both seed=5\n"));
+    char listed[512];
+    write_file("listed.cases", out, listed, sizeof listed);
+    snprintf(args, sizeof args, "list cases %s --max-elements 1024", listed);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    assert_null(strstr(out, "softmax")); /* 1600 elements */
+    assert_non_null(strstr(out, "add dtype=f64"));
+    snprintf(args, sizeof args, "list cases %s --max-elements 0", listed);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
+    assert_non_null(strstr(out, "--max-elements wants a positive whole number"));
+}
+
+/* bench measures what it says on the cases it can, writes its JSON, refuses bad options. The
+ * figures themselves are the machine's: only their presence and consistency are asserted. */
+static void test_bench_prints_the_loops_and_the_ratio(void **state)
+{
+    (void)state;
+    char path[512], args[1024], out[16384];
+    write_file("bench.cases", "add in=[4,8],[4,8] seed=1\nsoftmax in=[40,40] axis=1 seed=2\n"
+                              "matmul dtype=f64 in=[3,4],[4,2] seed=3\n",
+               path, sizeof path);
+    snprintf(args, sizeof args,
+             "bench %s --provider reference --min-time 0.01 --reps 3 --json %s/bench.json",
+             path, tmpdir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "bench: 2 of 3 cases from"));
+    assert_non_null(strstr(out, "1 larger than 1024 elements, 0 not run by the provider"));
+    const char *loops[] = {"provider ", "capcheck ", "materialize ", "reference "};
+    for (int i = 0; i < 4; i++)
+        assert_non_null(strstr(out, loops[i]));
+    assert_non_null(strstr(out, "capcheck / provider = "));
+    assert_non_null(strstr(out, "capcheck's results on these cases: 2 pass"));
+    char f[600];
+    snprintf(f, sizeof f, "%s/bench.json", tmpdir);
+    char *json = cc_t_slurp(f, NULL);
+    assert_non_null(json);
+    assert_non_null(strstr(json, "\"schema\":\"capcheck-bench/1\""));
+    assert_non_null(strstr(json, "\"measured\":2,\"too_large\":1"));
+    double ratio = 0;
+    const char *r = strstr(json, "\"ratio_capcheck_to_provider\":");
+    assert_non_null(r);
+    assert_int_equal(sscanf(r + strlen("\"ratio_capcheck_to_provider\":"), "%lf", &ratio), 1);
+    assert_true(ratio > 0 && ratio < 1); /* the reference provider is one part of its own path */
+    free(json);
+    snprintf(args, sizeof args, "bench %s --provider reference --reps 0", path);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
+    assert_non_null(strstr(out, "--reps wants a positive whole number"));
+    snprintf(args, sizeof args, "bench %s --provider reference --max-elements 2", path);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
+    assert_non_null(strstr(out, "none of the 3 cases can be measured (3 larger than 2"));
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/capcheck-cli-XXXXXX");
@@ -105,6 +173,8 @@ int main(void)
         cmocka_unit_test(test_run_writes_results_and_reports),
         cmocka_unit_test(test_repro_reruns_one_line),
         cmocka_unit_test(test_list_ops_names_the_vocabulary),
+        cmocka_unit_test(test_list_cases_prints_what_run_runs),
+        cmocka_unit_test(test_bench_prints_the_loops_and_the_ratio),
     };
     int rc = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
     if (cc_t_remove_dir(tmpdir) != 0)
