@@ -54,36 +54,26 @@ def conv(x, w, b=None, *, stride, pad, dil, groups):
     return fn(x.unsqueeze(0), w, b, stride, pad, dil, groups).squeeze(0)
 
 
+# ops whose torch counterpart takes the inputs as they are
+PLAIN = {"add": torch.add, "mul": torch.mul, "relu": torch.relu, "sigmoid": torch.sigmoid,
+         "tanh": torch.tanh, "exp": torch.exp, "matmul": torch.matmul, "linear": F.linear,
+         "mseLoss": F.mse_loss}
+
+
 def op_function(case):
     """The op as a function of its input tensors, with the line's parameters bound."""
     op = case["op"]
     axis = int(case.get("axis", 0))
-    if op == "add":
-        return torch.add
-    if op == "mul":
-        return torch.mul
-    if op == "relu":
-        return torch.relu
+    if op in PLAIN:
+        return PLAIN[op]
     if op == "gelu":  # TorchLean's gelu is the tanh form
         return lambda x: F.gelu(x, approximate="tanh")
-    if op == "sigmoid":
-        return torch.sigmoid
-    if op == "tanh":
-        return torch.tanh
-    if op == "exp":
-        return torch.exp
     if op == "softmax":
         return lambda x: torch.softmax(x, axis)
     if op == "logSoftmax":
         return lambda x: torch.log_softmax(x, axis)
     if op == "reduceSum":
         return lambda x: x.sum(axis)
-    if op == "matmul":
-        return torch.matmul
-    if op == "linear":
-        return F.linear
-    if op == "mseLoss":
-        return F.mse_loss
     if op == "layerNorm":
         eps = float(case.get("eps", "1e-5"))
 
