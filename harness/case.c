@@ -12,11 +12,18 @@
 
 #include "harness/dtype.h"
 #include "harness/edges.h"
+#include "harness/values.h"
 
 const char *const cc_layout_names[CC_LAYOUT_COUNT] = {"contig", "transpose", "stride2", "bcast"};
 const char *const cc_edge_class_names[CC_EDGE_COUNT] = {"nan",  "inf",  "signed-zero", "subnormal",
                                                         "huge", "ties", "masked-row"};
 static const char *const check_names[] = {"both", "fwd", "vjp"};
+const char *const cc_ref_mode_names[CC_REF_MODE_COUNT] = {"auto", "full", "sampled"};
+
+int cc_case_stream(const cc_case *c)
+{
+    return c->stream == CC_STREAM_PORTABLE ? CC_STREAM_PORTABLE : CC_STREAM_LIBM;
+}
 
 const char *cc_layout_name(cc_layout l)
 {
@@ -331,6 +338,28 @@ static int set_param(const ref_op *op, const param_spec *ps, const char *val, in
     return -1;
 }
 
+/* stream=1|2 and ref=auto|full|sampled, shared by explicit and generator lines: 1 when the key
+ * is one of them (set, or -1 with err), 0 when it is not. */
+static int parse_run_key(const char *k, const char *v, int col, int *stream, cc_ref_mode *ref,
+                         cc_parse_error *err)
+{
+    if (strcmp(k, "stream") == 0) {
+        if (strcmp(v, "1") != 0 && strcmp(v, "2") != 0)
+            return fail(err, col, "unknown value stream '%s' (1: libm, the default; 2: portable)",
+                        v);
+        *stream = v[0] == '2' ? CC_STREAM_PORTABLE : 0; /* 0 is the default stream's canonical form */
+        return 1;
+    }
+    if (strcmp(k, "ref") == 0) {
+        int m = parse_named(v, cc_ref_mode_names, CC_REF_MODE_COUNT);
+        if (m < 0)
+            return fail(err, col, "unknown reference mode '%s' (auto, full, sampled)", v);
+        *ref = (cc_ref_mode)m;
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- explicit case lines ------------------------------------------------------------------- */
 
 static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c,
@@ -347,7 +376,7 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
     c->dtype = CC_F32;
     c->device = def ? def->device : CC_CPU;
     c->check = c->op->requires_vjp ? CC_CHECK_BOTH : CC_CHECK_FWD;
-    int have_in = 0, in_col = 1, spatial_seen = 0, edge_col = 1;
+    int have_in = 0, in_col = 1, spatial_seen = 0, edge_col = 1, run_key;
     for (int i = 1; i < t->n; i++) {
         const char *k = t->key[i], *v = t->val[i];
         int col = t->val_col[i];
@@ -389,6 +418,9 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
                             v);
             c->edges = e < 0 ? 0 : 1u << e;
             edge_col = col;
+        } else if ((run_key = parse_run_key(k, v, col, &c->stream, &c->ref, err)) != 0) {
+            if (run_key < 0)
+                return -1;
         } else {
             const param_spec *ps = find_param(k);
             if (!ps)
@@ -530,6 +562,10 @@ void cc_case_print(const cc_case *c, char *buf, size_t n)
     for (int e = 0; e < CC_EDGE_COUNT; e++)
         if (c->edges >> e & 1)
             put(&s, " edge=%s", cc_edge_class_names[e]);
+    if (cc_case_stream(c) != CC_STREAM_DEFAULT) /* a line without stream= is stream 1 */
+        put(&s, " stream=%d", cc_case_stream(c));
+    if (c->ref != CC_REF_AUTO)
+        put(&s, " ref=%s", cc_ref_mode_names[c->ref]);
     put(&s, " layout=%s check=%s seed=%" PRIu64, cc_layout_name(c->layout),
         check_names[c->check], c->seed);
 }
@@ -632,6 +668,8 @@ typedef struct {
     int rank, zero;
     uint64_t seed;
     int check; /* -1: the op's default */
+    int stream;
+    cc_ref_mode ref;
 } gen_spec;
 
 static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spec *g,
@@ -650,6 +688,7 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
     g->rank = -1;
     g->seed = def ? def->base_seed : 0;
     g->check = -1;
+    int run_key;
     for (int i = 1; i < t->n; i++) {
         const char *k = t->key[i], *v = t->val[i];
         int col = t->val_col[i];
@@ -703,6 +742,9 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
         } else if (strcmp(k, "check") == 0) {
             if ((g->check = parse_named(v, check_names, 3)) < 0)
                 return fail(err, col, "unknown check '%s' (both, fwd, vjp)", v);
+        } else if ((run_key = parse_run_key(k, v, col, &g->stream, &g->ref, err)) != 0) {
+            if (run_key < 0)
+                return -1;
         } else {
             return fail(err, t->col[i], "unknown key '%s' in a generator line", k);
         }
@@ -725,6 +767,8 @@ static int generate_one(const ref_op *op, const gen_spec *g, int combo, int64_t 
     int edge = g->edges[combo / (nd * nv * nl)];
     c->edges = edge < 0 ? 0 : 1u << edge;
     c->seed = cc_generated_seed(g->seed, op->name, combo, i);
+    c->stream = g->stream;
+    c->ref = g->ref;
     c->check = g->check >= 0 ? (cc_check)g->check
                              : (op->requires_vjp ? CC_CHECK_BOTH : CC_CHECK_FWD);
     if (!op->vjp)

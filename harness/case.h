@@ -1,14 +1,15 @@
 /* Case lines: one line of text names a whole case and reproduces it exactly.
  *
  *   <op> dtype=<f64|f32|f16|bf16> device=<cpu|cuda> in=[d,...],[d,...] <params...>
- *        [edge=<class>] layout=<contig|transpose|stride2|bcast> check=<both|fwd|vjp> seed=<u64>
+ *        [edge=<class>] [stream=<1|2>] [ref=<auto|full|sampled>]
+ *        layout=<contig|transpose|stride2|bcast> check=<both|fwd|vjp> seed=<u64>
  *
  * Generator lines add count=N and expand into count cases for every combination of the listed
  * dtypes, devices and layouts (comma lists), with shapes and parameters drawn by the op's
  * sampler and per-case seeds hashed from (base seed, op, combination, index):
  *
  *   <op|*> count=<N> dtype=f32,f64 layout=contig,transpose size=<tiny|small|medium|large>
- *          [rank=R] [zero=1] [edge=none,nan,...|all] [seed=S]
+ *          [rank=R] [zero=1] [edge=none,nan,...|all] [stream=2] [ref=MODE] [seed=S]
  *
  * Blank lines and text after '#' are ignored. The README documents the full grammar. */
 #ifndef CAPCHECK_CASE_H
@@ -29,6 +30,14 @@ typedef enum {
 } cc_layout;
 
 typedef enum { CC_CHECK_BOTH = 0, CC_CHECK_FWD, CC_CHECK_VJP } cc_check;
+
+/* How the reference is evaluated (`ref=` on a case line; harness/sample.h):
+ *   auto     every element, unless the op has a sampled form and the case costs more than the
+ *            sampling threshold: then a stratified sample of the elements (the default);
+ *   full     every element;
+ *   sampled  the sample whenever the op has a sampled form (tests compare it with full). */
+typedef enum { CC_REF_AUTO = 0, CC_REF_FULL, CC_REF_SAMPLED, CC_REF_MODE_COUNT } cc_ref_mode;
+extern const char *const cc_ref_mode_names[CC_REF_MODE_COUNT]; /* "auto", "full", "sampled" */
 
 /* Edge-value classes (DESIGN.md, Materialize): a case may name one, and its inputs then carry
  * those values at positions fixed by the seed (harness/materialize.c says which and where).
@@ -56,7 +65,12 @@ typedef struct {
     cc_layout layout;
     cc_check check;
     uint64_t seed;
+    int stream;      /* value stream (harness/values.h): 2, or 0 for the default stream 1 */
+    cc_ref_mode ref; /* how the reference is evaluated */
 } cc_case;
+
+/* The case's value stream, 1 or 2. */
+int cc_case_stream(const cc_case *c);
 
 typedef struct {
     char file[256];

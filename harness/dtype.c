@@ -132,6 +132,15 @@ static uint16_t half_bits(double r)
     return sign | (uint16_t)((lead + 15) << 10) | (uint16_t)((bits >> 42) & 0x3ff);
 }
 
+/* The bits of a bf16 value r (NaN as the quiet NaN 0x7fc0). */
+static inline uint16_t bf16_bits(double r)
+{
+    float fv = (float)r; /* exact: a bf16 value is the top half of an f32 */
+    uint32_t bits;
+    memcpy(&bits, &fv, 4);
+    return r == r ? (uint16_t)(bits >> 16) : 0x7fc0;
+}
+
 static double half_value(uint16_t h)
 {
     int sign = h >> 15, ex = (h >> 10) & 0x1f, mant = h & 0x3ff;
@@ -157,13 +166,9 @@ void cc_store(cc_dtype t, void *buf, int64_t i, double x)
     case CC_F16:
         ((uint16_t *)buf)[i] = half_bits(cc_round_to(CC_F16, x));
         break;
-    case CC_BF16: {
-        float fv = (float)cc_round_to(CC_BF16, x); /* exact in f32: bf16 is its top half */
-        uint32_t bits;
-        memcpy(&bits, &fv, 4);
-        ((uint16_t *)buf)[i] = isnan(x) ? 0x7fc0 : (uint16_t)(bits >> 16);
+    case CC_BF16:
+        ((uint16_t *)buf)[i] = bf16_bits(cc_round_to(CC_BF16, x));
         break;
-    }
     case CC_I64:
         ((int64_t *)buf)[i] = (int64_t)x;
         break;
@@ -196,5 +201,160 @@ double cc_load(cc_dtype t, const void *buf, int64_t i)
         return ((const uint8_t *)buf)[i] ? 1.0 : 0.0;
     default:
         return NAN;
+    }
+}
+
+/* ---- whole arrays ------------------------------------------------------------------------- */
+
+/* Round to nearest even at `drop` fewer significand bits than a double, on the bits: adding
+ * half a quantum minus one, plus the kept last bit, carries exactly when the dropped part is
+ * above half or a tie at an odd last bit (a carry into the exponent is the next binade, as it
+ * should be). Valid where the format's quantum follows x's binade: its normal range. */
+static inline double round_bits(double x, int drop)
+{
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    b += ((UINT64_C(1) << (drop - 1)) - 1) + ((b >> drop) & 1);
+    b &= ~((UINT64_C(1) << drop) - 1);
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* f16 and bf16 (drop = 42 or 45, lo = the smallest normal, hi = the largest finite value):
+ * the bit rounding over the normal range, in a loop without calls or branches so it
+ * vectorizes; then cc_round_to for what lies outside (zero, subnormals, NaN, Inf, values past
+ * hi), which it leaves as they were. */
+static inline void round_narrow(double *x, int64_t n, int drop, double lo, double hi)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double a = fabs(x[i]), r = round_bits(x[i], drop);
+        r = fabs(r) > hi ? copysign(INFINITY, x[i]) : r;
+        x[i] = a >= lo && a <= hi ? r : x[i];
+    }
+}
+
+void cc_round_array(cc_dtype t, double *x, int64_t n)
+{
+    if (t == CC_F32)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = x[i] == x[i] ? (double)(float)x[i] : x[i]; /* a NaN keeps its bits */
+    else if (t == CC_F16 || t == CC_BF16) {
+        const format_info *f = &formats[t];
+        double lo = pow2(f->emin);
+        if (t == CC_F16)
+            round_narrow(x, n, 53 - 11, lo, f->max_finite);
+        else
+            round_narrow(x, n, 53 - 8, lo, f->max_finite);
+        for (int64_t i = 0; i < n; i++)
+            if (!(fabs(x[i]) >= lo && fabs(x[i]) <= f->max_finite))
+                x[i] = cc_round_to(t, x[i]);
+    }
+}
+
+/* Stores of already rounded values; stride 1 has its own loops (they vectorize). */
+void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t stride, const double *x,
+                    int64_t n)
+{
+    switch (t) {
+    case CC_F64: {
+        double *d = (double *)buf + off;
+        if (stride == 1)
+            memcpy(d, x, sizeof(double) * (size_t)n);
+        else
+            for (int64_t i = 0; i < n; i++)
+                d[i * stride] = x[i];
+        break;
+    }
+    case CC_F32: {
+        float *d = (float *)buf + off;
+        if (stride == 1)
+            for (int64_t i = 0; i < n; i++)
+                d[i] = (float)x[i];
+        else
+            for (int64_t i = 0; i < n; i++)
+                d[i * stride] = (float)x[i];
+        break;
+    }
+    case CC_F16: {
+        uint16_t *d = (uint16_t *)buf + off;
+        for (int64_t i = 0; i < n; i++)
+            d[i * stride] = half_bits(x[i]);
+        break;
+    }
+    case CC_BF16: {
+        uint16_t *d = (uint16_t *)buf + off;
+        if (stride == 1)
+            for (int64_t i = 0; i < n; i++)
+                d[i] = bf16_bits(x[i]);
+        else
+            for (int64_t i = 0; i < n; i++)
+                d[i * stride] = bf16_bits(x[i]);
+        break;
+    }
+    default:
+        for (int64_t i = 0; i < n; i++)
+            cc_store(t, buf, off + i * stride, x[i]);
+        break;
+    }
+}
+
+void cc_load_array(cc_dtype t, const void *buf, int64_t off, int64_t stride, double *x,
+                   int64_t n)
+{
+    switch (t) {
+    case CC_F64: {
+        const double *s = (const double *)buf + off;
+        for (int64_t i = 0; i < n; i++)
+            x[i] = s[i * stride];
+        break;
+    }
+    case CC_F32: {
+        const float *s = (const float *)buf + off;
+        if (stride == 1)
+            for (int64_t i = 0; i < n; i++)
+                x[i] = s[i];
+        else
+            for (int64_t i = 0; i < n; i++)
+                x[i] = s[i * stride];
+        break;
+    }
+    case CC_BF16: {
+        const uint16_t *s = (const uint16_t *)buf + off;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t bits = (uint32_t)s[i * stride] << 16;
+            float fv;
+            memcpy(&fv, &bits, 4);
+            x[i] = fv;
+        }
+        break;
+    }
+    default:
+        for (int64_t i = 0; i < n; i++)
+            x[i] = cc_load(t, buf, off + i * stride);
+        break;
+    }
+}
+
+void cc_fill_nan(cc_dtype t, void *buf, int64_t n)
+{
+    switch (t) {
+    case CC_F64:
+        for (int64_t i = 0; i < n; i++)
+            ((double *)buf)[i] = NAN;
+        break;
+    case CC_F32:
+        for (int64_t i = 0; i < n; i++)
+            ((float *)buf)[i] = NAN;
+        break;
+    case CC_F16:
+    case CC_BF16: {
+        uint16_t nan_bits = t == CC_F16 ? 0x7e00 : 0x7fc0;
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)buf)[i] = nan_bits;
+        break;
+    }
+    default:
+        memset(buf, 0, (size_t)n * cc_dtype_size(t));
+        break;
     }
 }

@@ -11,6 +11,18 @@
 double cc_round_to(cc_dtype t, double x);
 void cc_store(cc_dtype t, void *buf, int64_t i, double x); /* rounds, then stores */
 double cc_load(cc_dtype t, const void *buf, int64_t i);
+/* The same a whole array at a time, for the per-element paths of large cases (equal, value for
+ * value, to cc_round_to, cc_store and cc_load):
+ *   cc_round_array   x[i] = cc_round_to(t, x[i]) for i < n;
+ *   cc_store_array   element i of x (already a value of t) into buf[off + i * stride];
+ *   cc_load_array    x[i] = cc_load(t, buf, off + i * stride);
+ *   cc_fill_nan      n elements of buf with NaN (0 for the integer dtypes). */
+void cc_round_array(cc_dtype t, double *x, int64_t n);
+void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t stride, const double *x,
+                    int64_t n);
+void cc_load_array(cc_dtype t, const void *buf, int64_t off, int64_t stride, double *x,
+                   int64_t n);
+void cc_fill_nan(cc_dtype t, void *buf, int64_t n);
 /* Unit roundoff u of a compute format: f64 2^-53, f32 2^-24, f16 and TF32 2^-11, bf16 2^-8. */
 double cc_unit_roundoff(cc_dtype t);
 double cc_smallest_normal(cc_dtype t);

@@ -20,7 +20,9 @@ typedef struct {
 /* The provider dtype of input i (data: case dtype; index: i64; mask: u8). */
 cc_dtype cc_input_dtype(const cc_case *c, int i);
 int cc_materialize(const cc_case *c, cc_inputs *in, char *msg, size_t msg_len);
-void cc_inputs_free(cc_inputs *in);
+/* The same, drawing large inputs on up to `threads` threads (the values do not depend on it). */
+int cc_materialize_threads(const cc_case *c, int threads, cc_inputs *in, char *msg,
+                           size_t msg_len);void cc_inputs_free(cc_inputs *in);
 
 /* A dense output buffer of the given shape/dtype, prefilled with NaN so an unwritten element
  * can never pass. */

@@ -133,7 +133,15 @@ typedef struct {
     uint64_t state;
 } ref_rng;
 
-uint64_t ref_splitmix64(uint64_t x);
+/* splitmix64 as TorchLean defines it (ops.md, randUniform): all arithmetic mod 2^64. Inline:
+ * the harness draws every input value from it. */
+static inline uint64_t ref_splitmix64(uint64_t x)
+{
+    uint64_t z = x + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
 uint64_t ref_rng_next(ref_rng *r);
 int64_t ref_rng_range(ref_rng *r, int64_t lo, int64_t hi_inclusive);
 double ref_rng_uniform(ref_rng *r); /* in [0,1) */

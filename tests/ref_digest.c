@@ -1,7 +1,7 @@
 /* ref_digest: what the reference computes for every case of some case files, as one sha256 per
  * case, or how long it takes per op.
  *
- *   capcheck_ref_digest [--time] [--op NAME] FILE...
+ *   capcheck_ref_digest [--time] [--inputs] [--op NAME] FILE...
  *
  * Each case is materialized as `capcheck run` does (same seeds, same rounded inputs); then the
  * reference forward runs with magnitudes and, unless the case is check=fwd, the VJP with the
@@ -11,7 +11,10 @@
  *   <sha256 of status, y, m, and each grad and its magnitude, bit for bit>  <case line>
  *
  * so two builds of the reference are bit-identical on a suite exactly when their outputs diff
- * clean (scripts/bench-reference). --time prints instead, per op, the seconds spent in the
+ * clean (scripts/bench-reference). --inputs puts the materialized inputs into each digest first:
+ * the dense float64 values both sides receive, the output cotangent, and the bytes of every
+ * buffer the provider is handed (strided gaps included), so the digests also say whether two
+ * builds draw, round and lay out the same inputs. --time prints instead, per op, the seconds spent in the
  * reference's forward and VJP alone (materializing excluded), most expensive first.
  *
  * Uses only the public harness and reference API, so the same file also builds against an
@@ -47,6 +50,28 @@ static void hash_doubles(cc_sha256_ctx *h, const double *v, int64_t n)
 {
     if (v && n > 0)
         cc_sha256_update(h, v, (size_t)n * sizeof(double));
+}
+
+/* The bytes of a provider view's buffer: every element up to its last addressed one. */
+static void hash_view(cc_sha256_ctx *h, const cc_view *v)
+{
+    int64_t extent = 1;
+    for (int a = 0; a < v->rank; a++) {
+        if (v->shape[a] == 0)
+            return;
+        extent += (v->shape[a] - 1) * v->strides[a];
+    }
+    cc_sha256_update(h, v->data, (size_t)extent * cc_dtype_size(v->dtype));
+}
+
+static void hash_inputs(const cc_inputs *in, cc_sha256_ctx *h)
+{
+    for (int i = 0; i < in->n_in; i++) {
+        hash_doubles(h, in->ref_in[i].v, ref_numel(&in->ref_in[i].shape));
+        hash_view(h, &in->view[i]);
+    }
+    hash_doubles(h, in->g.v, ref_numel(&in->g.shape));
+    hash_view(h, &in->g_view);
 }
 
 static int is_data_input(const ref_op *op, int i)
@@ -124,7 +149,7 @@ static int by_total_desc(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    int timing = 0;
+    int timing = 0, inputs = 0;
     const char *only_op = NULL;
     cc_case_defaults def = {CC_CPU, 0};
     cc_case_list cases = {0};
@@ -132,10 +157,13 @@ int main(int argc, char **argv)
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "--time") == 0) {
             timing = 1;
+        } else if (strcmp(argv[a], "--inputs") == 0) {
+            inputs = 1;
         } else if (strcmp(argv[a], "--op") == 0 && a + 1 < argc) {
             only_op = argv[++a];
         } else if (argv[a][0] == '-') {
-            fprintf(stderr, "ref_digest: unknown option %s (usage: [--time] [--op NAME] FILE...)\n",
+            fprintf(stderr, "ref_digest: unknown option %s (usage: [--time] [--inputs] [--op NAME] "
+                            "FILE...)\n",
                     argv[a]);
             return 2;
         } else {
@@ -149,7 +177,8 @@ int main(int argc, char **argv)
         }
     }
     if (!files) {
-        fprintf(stderr, "ref_digest: no case file given (usage: [--time] [--op NAME] FILE...)\n");
+        fprintf(stderr, "ref_digest: no case file given (usage: [--time] [--inputs] [--op NAME] "
+                        "FILE...)\n");
         return 2;
     }
 
@@ -169,6 +198,8 @@ int main(int argc, char **argv)
         if (cc_materialize(c, &in, msg, sizeof msg)) {
             cc_sha256_update(&h, msg, strlen(msg)); /* a refused case is part of the record */
         } else {
+            if (inputs)
+                hash_inputs(&in, &h);
             int rc = run_reference(c, &in, &h, &fwd_s, &vjp_s);
             cc_inputs_free(&in);
             if (rc) {
