@@ -57,28 +57,46 @@ double cc_element_ratio(double expected, double got, double mag, cc_dtype t,
 void cc_compare(const double *expected, const double *mag, const cc_view *got,
                 const cc_bound_model *m, cc_comparison *out)
 {
+    cc_compare_at(expected, mag, NULL, 0, got, m, out);
+}
+
+void cc_compare_at(const double *expected, const double *mag, const int64_t *at, int64_t count,
+                   const cc_view *got, const cc_bound_model *m, cc_comparison *out)
+{
     int64_t n = 1;
     for (int i = 0; i < got->rank; i++)
         n *= got->shape[i];
+    if (at)
+        n = count;
     out->n = n;
     out->n_over = out->n_nan_mismatch = 0;
     out->worst_ratio = 0.0;
-    out->worst_index = n > 0 ? 0 : -1;
+    out->worst_index = n > 0 ? (at ? at[0] : 0) : -1;
     out->expected = out->got = out->bound = out->magnitude = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double g = cc_load(got->dtype, got->data, i), bound;
-        double r = cc_element_ratio(expected[i], g, mag[i], got->dtype, m, &bound);
-        if (r > 1.0)
-            out->n_over++;
-        if (isnan(expected[i]) != isnan(g))
-            out->n_nan_mismatch++;
-        if (r > out->worst_ratio || i == 0) {
-            out->worst_ratio = r;
-            out->worst_index = i;
-            out->expected = expected[i];
-            out->got = g;
-            out->bound = bound;
-            out->magnitude = mag[i];
+    enum { CHUNK = 256 };
+    double g[CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        int64_t len = n - i0 < CHUNK ? n - i0 : CHUNK;
+        if (at)
+            for (int64_t k = 0; k < len; k++)
+                g[k] = cc_load(got->dtype, got->data, at[i0 + k]);
+        else
+            cc_load_array(got->dtype, got->data, i0, 1, g, len);
+        for (int64_t k = 0; k < len; k++) {
+            int64_t i = i0 + k;
+            double bound, r = cc_element_ratio(expected[i], g[k], mag[i], got->dtype, m, &bound);
+            if (r > 1.0)
+                out->n_over++;
+            if (isnan(expected[i]) != isnan(g[k]))
+                out->n_nan_mismatch++;
+            if (r > out->worst_ratio || i == 0) {
+                out->worst_ratio = r;
+                out->worst_index = at ? at[i] : i;
+                out->expected = expected[i];
+                out->got = g[k];
+                out->bound = bound;
+                out->magnitude = mag[i];
+            }
         }
     }
 }

@@ -318,5 +318,9 @@ void cc_results_digest_add(cc_sha256_ctx *d, const cc_result *r)
         cc_sha256_update(d, "\tV\t", 3);
         cc_sha256_update(d, v, strlen(v));
     }
+    if (r->sampled) { /* only sampled checks: digests of full ones unchanged */
+        cc_sha256_update(d, "\tS", 2);
+        digest_num(d, r->checked_fraction);
+    }
     cc_sha256_update(d, "\n", 1);
 }

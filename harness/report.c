@@ -85,6 +85,12 @@ void cc_result_write_json(FILE *f, const cc_result *r)
         cc_json_write_string(f, r->message);
     }
     write_witnesses(f, r);
+    if (r->sampled) { /* a sampled check (harness/sample.h); full checks write nothing here */
+        fputs(",\"sampled\":{\"fraction\":", f);
+        cc_json_write_number(f, r->checked_fraction);
+        fprintf(f, ",\"window\":[%lld,%lld]}", (long long)r->window_rows,
+                (long long)r->window_cols);
+    }
     fprintf(f, ",\"elements\":%lld,\"seconds\":%.6f}\n", (long long)r->elements, r->seconds);
 }
 

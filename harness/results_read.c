@@ -160,6 +160,23 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         snprintf(msg, len, "\"elements\" is not an integer");
         return -1;
     }
+    const cc_json *sm = cc_json_get(o, "sampled");
+    if (sm) {
+        const cc_json *win = cc_json_get(sm, "window");
+        const cc_json *tr = win && win->type == CC_JSON_ARRAY ? win->child : NULL;
+        const cc_json *tc = tr ? tr->next : NULL;
+        r->sampled = 1;
+        if (sm->type != CC_JSON_OBJECT || cc_json_double(sm, "fraction", &r->checked_fraction) ||
+            !(r->checked_fraction > 0 && r->checked_fraction <= 1) || !tc || tc->next ||
+            tr->type != CC_JSON_NUMBER || tc->type != CC_JSON_NUMBER || !(tr->num >= 1) ||
+            !(tc->num >= 1)) {
+            snprintf(msg, len, "\"sampled\" is not {\"fraction\": (0, 1], \"window\": "
+                               "[rows, columns]}");
+            return -1;
+        }
+        r->window_rows = (int64_t)tr->num;
+        r->window_cols = (int64_t)tc->num;
+    }
     const cc_json *w = cc_json_get(o, "worst");
     if (w) {
         if (w->type != CC_JSON_OBJECT) {

@@ -11,7 +11,9 @@
 #include "harness/compare.h"
 #include "harness/dtype.h"
 #include "harness/materialize.h"
+#include "harness/sample.h"
 #include "harness/zero_trust.h"
+#include "reference/ref_parallel.h"
 
 static const char *const status_names[CC_RES_COUNT] = {"pass",  "fail",  "unsupported",
                                                        "error", "crash", "timeout"};
@@ -65,17 +67,6 @@ static void note_worst(cc_result *r, const cc_case *c, const cc_inputs *in,
                                      in->ref_in[i].v[cmp->worst_index]);
 }
 
-/* Read the probed element if this output is the one it names. */
-static void read_probe(cc_probe *pr, const char *what, const cc_view *got, int64_t n,
-                       const double *mag, const cc_bound_model *bm)
-{
-    if (!pr || strcmp(pr->output, what) != 0 || pr->index < 0 || pr->index >= n)
-        return;
-    pr->found = 1;
-    pr->got = cc_load(got->dtype, got->data, pr->index);
-    pr->ratio = cc_element_ratio(pr->compare_with, pr->got, mag[pr->index], got->dtype, bm, NULL);
-}
-
 static int provider_failed(cc_status st, const char *msg, const char *phase, cc_result *r)
 {
     if (st == CC_OK)
@@ -106,9 +97,118 @@ static cc_bound_model case_bound(const cc_case *c, double compute_u, double c_op
     return bm;
 }
 
+/* The reference of one output under judgement: every element (at == NULL), or the picked
+ * elements of a sampled check (at[e] the flat index of expected[e] and mag[e]). */
+typedef struct {
+    const double *expected, *mag;
+    const int64_t *at;
+    int64_t count;
+} expected_values;
+
+/* Judge the provider's output `got` (named `what`, of shape `shape`) against the reference. */
+static void judge(const cc_case *c, const cc_inputs *in, const char *what, const ref_shape *shape,
+                  const cc_view *got, const expected_values *ev, const cc_bound_model *bm,
+                  double c_op, int with_g, double *ratio, cc_probe *probe, cc_result *r,
+                  char *zt, size_t zt_len)
+{
+    cc_comparison cmp;
+    cc_compare_at(ev->expected, ev->mag, ev->at, ev->count, got, bm, &cmp);
+    if (cmp.worst_ratio > *ratio)
+        *ratio = cmp.worst_ratio;
+    note_worst(r, c, in, &cmp, what, shape);
+    if (probe && strcmp(probe->output, what) == 0) { /* the probed element, if judged here */
+        int64_t e = -1;
+        if (!ev->at && probe->index >= 0 && probe->index < cmp.n)
+            e = probe->index;
+        for (int64_t k = 0; ev->at && k < ev->count && e < 0; k++)
+            if (ev->at[k] == probe->index)
+                e = k;
+        if (e >= 0) {
+            probe->found = 1;
+            probe->got = cc_load(got->dtype, got->data, probe->index);
+            probe->ratio = cc_element_ratio(probe->compare_with, probe->got, ev->mag[e],
+                                            got->dtype, bm, NULL);
+        }
+    }
+    cc_zt_source src[REF_MAX_INPUTS + 1];
+    int ns = zt_sources(c, in, with_g, src);
+    if (!zt[0])
+        cc_zero_trust_at(what, ev->expected, ev->mag, ev->at, ev->count, c_op, got, src, ns, zt,
+                         zt_len);
+}
+
+/* A sampled check's picks of one output: its plan, every element where the provider wrote NaN
+ * or Inf, and the element a probe asks about; then the reference there, on `threads` threads. */
+typedef struct {
+    const cc_case *c;
+    const ref_params *params;
+    const cc_inputs *in;
+    int wrt; /* -1: the forward */
+    ref_picks pk;
+    int failed;
+} picks_job;
+
+static void picks_range(void *ctx, int64_t lo, int64_t hi)
+{
+    picks_job *j = ctx;
+    ref_picks part = {hi - lo, j->pk.at + lo, j->pk.v + lo, j->pk.mag + lo};
+    const ref_op *op = j->c->op;
+    ref_status st = j->wrt < 0 ? op->forward_at(j->params, j->c->n_in, j->in->ref_in, &part)
+                               : op->vjp_at(j->params, j->c->n_in, j->in->ref_in, &j->in->g,
+                                            j->wrt, &part);
+    if (st != REF_OK)
+        j->failed = 1;
+}
+
+#define MAX_NONFINITE_PICKS 4096 /* enough to judge; the first is already a failure */
+
+static int sampled_reference(const cc_case *c, const cc_inputs *in, int wrt, const ref_shape *s,
+                             const cc_view *got, const cc_probe *probe, const char *what,
+                             int threads, cc_sample *plan, double **v, double **mag)
+{
+    *v = *mag = NULL;
+    if (cc_sample_plan(c, wrt, s, plan))
+        return -1;
+    int64_t extra[MAX_NONFINITE_PICKS + 1], ne = 0;
+    double buf[256];
+    for (int64_t i0 = 0; i0 < plan->total && ne < MAX_NONFINITE_PICKS; i0 += 256) {
+        int64_t len = plan->total - i0 < 256 ? plan->total - i0 : 256;
+        cc_load_array(got->dtype, got->data, i0, 1, buf, len);
+        for (int64_t k = 0; k < len && ne < MAX_NONFINITE_PICKS; k++)
+            if (!isfinite(buf[k]))
+                extra[ne++] = i0 + k;
+    }
+    if (probe && strcmp(probe->output, what) == 0 && probe->index >= 0 &&
+        probe->index < plan->total)
+        extra[ne++] = probe->index;
+    if (cc_sample_add(plan, extra, ne))
+        return -1;
+    *v = malloc(sizeof(double) * (size_t)(plan->count + 1));
+    *mag = malloc(sizeof(double) * (size_t)(plan->count + 1));
+    if (!*v || !*mag)
+        return -1;
+    ref_params params = c->params;
+    params.threads = 1;
+    picks_job j = {c, &params, in, wrt, {plan->count, plan->at, *v, *mag}, 0};
+    ref_parallel_for(threads, plan->count, 64, picks_range, &j);
+    return j.failed ? -1 : 0;
+}
+
+static void note_sample(cc_result *r, const cc_sample *plan)
+{
+    r->sampled = 1;
+    r->sample_checked += plan->count;
+    r->sample_total += plan->total;
+    if (plan->window_rows * plan->window_cols > r->window_rows * r->window_cols) {
+        r->window_rows = plan->window_rows;
+        r->window_cols = plan->window_cols;
+    }
+}
+
 static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *call,
                         cc_inputs *in, const ref_tensor *y, const double *mag, double cu,
-                        cc_probe *probe, cc_result *r, char *zt, size_t zt_len)
+                        int sampled, int threads, cc_probe *probe, cc_result *r, char *zt,
+                        size_t zt_len)
 {
     cc_view out;
     if (cc_alloc_output(c->dtype, &in->out_shape, &out)) {
@@ -120,22 +220,32 @@ static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *c
     cc_status st = p->forward(p->ctx, call, &out, msg, sizeof msg);
     if (!provider_failed(st, msg, "forward", r)) {
         cc_bound_model bm = case_bound(c, cu, c->op->c_fwd);
-        cc_comparison cmp;
-        cc_compare(y->v, mag, &out, &bm, &cmp);
-        r->checked_fwd = 1;
-        r->fwd_ratio = cmp.worst_ratio;
-        note_worst(r, c, in, &cmp, "y", &in->out_shape);
-        read_probe(probe, "y", &out, cmp.n, mag, &bm);
-        cc_zt_source src[REF_MAX_INPUTS + 1];
-        int ns = zt_sources(c, in, 0, src);
-        if (!zt[0])
-            cc_zero_trust("y", y->v, mag, c->op->c_fwd, &out, src, ns, zt, zt_len);
+        expected_values ev = {y->v, mag, NULL, 0};
+        cc_sample plan = {0};
+        double *sv = NULL, *sm = NULL;
+        if (sampled) {
+            if (sampled_reference(c, in, -1, &in->out_shape, &out, probe, "y", threads, &plan,
+                                  &sv, &sm)) {
+                r->status = CC_RES_ERROR;
+                snprintf(r->message, sizeof r->message, "sampled reference forward failed");
+            }
+            ev = (expected_values){sv, sm, plan.at, plan.count};
+            note_sample(r, &plan);
+        }
+        if (r->status == CC_RES_PASS) {
+            r->checked_fwd = 1;
+            judge(c, in, "y", &in->out_shape, &out, &ev, &bm, c->op->c_fwd, 0, &r->fwd_ratio,
+                  probe, r, zt, zt_len);
+        }
+        cc_sample_free(&plan);
+        free(sv), free(sm);
     }
     free(out.data);
 }
 
 static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call, cc_inputs *in,
-                    const ref_tensor *y, double cu, cc_probe *probe, cc_result *r, char *zt,
+                    const ref_tensor *y, double cu, int sampled, int threads,
+                    const ref_params *params, cc_probe *probe, cc_result *r, char *zt,
                     size_t zt_len)
 {
     const ref_op *op = c->op;
@@ -151,9 +261,13 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call,
         if (op->input_kind[k < REF_MAX_INPUTS ? k : REF_MAX_INPUTS - 1] != REF_IN_DATA)
             continue;
         int64_t n = ref_numel(&c->shape[i]);
-        grad[i].v = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-        gmag[i] = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-        if (!grad[i].v || !gmag[i] || cc_alloc_output(c->dtype, &c->shape[i], &got[i]))
+        if (!sampled) { /* a sampled check makes its picks' values later */
+            grad[i].v = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+            gmag[i] = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+            if (!grad[i].v || !gmag[i])
+                fail = 1;
+        }
+        if (cc_alloc_output(c->dtype, &c->shape[i], &got[i]))
             fail = 1;
     }
     if (fail) {
@@ -161,7 +275,7 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call,
         snprintf(r->message, sizeof r->message, "out of memory");
         goto done;
     }
-    if (op->vjp(&c->params, c->n_in, in->ref_in, y, &in->g, grad, gmag) != REF_OK) {
+    if (!sampled && op->vjp(params, c->n_in, in->ref_in, y, &in->g, grad, gmag) != REF_OK) {
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message, "reference VJP failed");
         goto done;
@@ -172,21 +286,28 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call,
         goto done;
     cc_bound_model bm = case_bound(c, cu, op->c_vjp);
     r->checked_vjp = 1;
-    for (int i = 0; i < c->n_in; i++) {
-        if (!grad[i].v)
+    for (int i = 0; i < c->n_in && r->status == CC_RES_PASS; i++) {
+        if (!got[i].data)
             continue;
-        cc_comparison cmp;
-        cc_compare(grad[i].v, gmag[i], &got[i], &bm, &cmp);
-        if (cmp.worst_ratio > r->vjp_ratio)
-            r->vjp_ratio = cmp.worst_ratio;
         char what[32];
         snprintf(what, sizeof what, "grad:%s", input_name(op, i));
-        note_worst(r, c, in, &cmp, what, &c->shape[i]);
-        read_probe(probe, what, &got[i], cmp.n, gmag[i], &bm);
-        cc_zt_source src[REF_MAX_INPUTS + 1];
-        int ns = zt_sources(c, in, 1, src);
-        if (!zt[0])
-            cc_zero_trust(what, grad[i].v, gmag[i], op->c_vjp, &got[i], src, ns, zt, zt_len);
+        expected_values ev = {grad[i].v, gmag[i], NULL, 0};
+        cc_sample plan = {0};
+        double *sv = NULL, *sm = NULL;
+        if (sampled) {
+            if (sampled_reference(c, in, i, &c->shape[i], &got[i], probe, what, threads, &plan,
+                                  &sv, &sm)) {
+                r->status = CC_RES_ERROR;
+                snprintf(r->message, sizeof r->message, "sampled reference VJP failed");
+            }
+            ev = (expected_values){sv, sm, plan.at, plan.count};
+            note_sample(r, &plan);
+        }
+        if (r->status == CC_RES_PASS)
+            judge(c, in, what, &c->shape[i], &got[i], &ev, &bm, op->c_vjp, 1, &r->vjp_ratio,
+                  probe, r, zt, zt_len);
+        cc_sample_free(&plan);
+        free(sv), free(sm);
     }
 done:
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
@@ -212,33 +333,47 @@ void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r)
 
 void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
 {
-    cc_run_case_probed(p, c, NULL, r);
+    cc_run_case_opts(p, c, NULL, NULL, r);
 }
 
 void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe, cc_result *r)
 {
+    cc_run_case_opts(p, c, NULL, probe, r);
+}
+
+void cc_run_case_opts(const cc_provider *p, const cc_case *c, const cc_run_opts *o,
+                      cc_probe *probe, cc_result *r)
+{
     double t0 = cc_monotonic_seconds();
     cc_result_begin(p, c, r);
+    int threads = o && o->threads > 1 ? o->threads : 1;
 
     cc_inputs in;
     char msg[256] = "";
-    if (cc_materialize(c, &in, msg, sizeof msg)) {
+    if (cc_materialize_threads(c, threads, &in, msg, sizeof msg)) {
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message, "materialize: %s", msg);
         r->seconds = cc_monotonic_seconds() - t0;
         return;
     }
     r->elements = ref_numel(&in.out_shape);
+    int sampled = cc_sampling_chosen(c, o ? o->ref : CC_REF_AUTO, &in);
+    ref_params params = c->params;
+    params.threads = threads;
     int64_t ny = r->elements;
-    ref_tensor y = {in.out_shape, calloc((size_t)(ny > 0 ? ny : 1), sizeof(double))};
-    double *mag = calloc((size_t)(ny > 0 ? ny : 1), sizeof(double));
+    ref_tensor y = {in.out_shape, NULL};
+    double *mag = NULL;
     cc_call call = {c->op->name, &c->params, c->device, c->dtype, c->n_in, in.view};
     /* the provider's compute roundoff for this op/dtype/device (TF32...): 0 = u(dtype) */
     double cu = p->compute_roundoff
                     ? p->compute_roundoff(p->ctx, c->op->name, c->dtype, c->device)
                     : 0.0;
-    ref_status rs = y.v && mag ? c->op->forward(&c->params, c->n_in, in.ref_in, &y, mag)
-                               : REF_ENOMEM;
+    ref_status rs = REF_OK;
+    if (!sampled) { /* the full reference forward (the VJP reads y) */
+        y.v = calloc((size_t)(ny > 0 ? ny : 1), sizeof(double));
+        mag = calloc((size_t)(ny > 0 ? ny : 1), sizeof(double));
+        rs = y.v && mag ? c->op->forward(&params, c->n_in, in.ref_in, &y, mag) : REF_ENOMEM;
+    }
     if (rs != REF_OK) {
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message, "reference forward failed (%s)",
@@ -252,9 +387,11 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe,
     } else {
         char zt[384] = ""; /* the first zero-trust verdict, if any */
         if (c->check != CC_CHECK_VJP)
-            run_forward(p, c, &call, &in, &y, mag, cu, probe, r, zt, sizeof zt);
+            run_forward(p, c, &call, &in, &y, mag, cu, sampled, threads, probe, r, zt,
+                        sizeof zt);
         if (r->status == CC_RES_PASS && c->check != CC_CHECK_FWD && c->op->vjp)
-            run_vjp(p, c, &call, &in, &y, cu, probe, r, zt, sizeof zt);
+            run_vjp(p, c, &call, &in, &y, cu, sampled, threads, &params, probe, r, zt,
+                    sizeof zt);
         if (r->status == CC_RES_PASS && zt[0]) {
             r->status = CC_RES_FAIL;
             snprintf(r->message, sizeof r->message, "%s", zt);
@@ -266,6 +403,10 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe,
                      r->worst_ratio);
         }
     }
+    if (r->sampled)
+        r->checked_fraction = r->sample_total > 0 ? (double)r->sample_checked /
+                                                        (double)r->sample_total
+                                                  : 0.0;
     free(y.v);
     free(mag);
     cc_inputs_free(&in);

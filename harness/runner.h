@@ -58,6 +58,13 @@ typedef struct {
     double expected, got, bound;
     int64_t elements; /* output elements */
     double seconds;
+    /* a sampled check (harness/sample.h): the share of the output and gradient elements whose
+     * reference was computed (0 < fraction < 1), and the window every bug must exceed to be
+     * sure of a checked element; sampled = 0 for a full check (then no "sampled" member) */
+    int sampled;
+    double checked_fraction;
+    int64_t window_rows, window_cols;
+    int64_t sample_checked, sample_total; /* in memory only: the fraction's parts */
     /* flat row-major index of the worst element in worst_output; in memory only (witnesses are
      * asked about it before the record is written), not part of the record */
     int64_t worst_flat;
@@ -75,6 +82,12 @@ typedef struct {
     double got, ratio;   /* out: the value there; |got - compare_with| / that element's bound */
 } cc_probe;
 
+/* How a case runs beyond what its line says: threads and the reference mode. */
+typedef struct {
+    int threads;     /* for drawing inputs and the reference (<= 1: this thread only) */
+    cc_ref_mode ref; /* the run's --ref: CC_REF_AUTO leaves each case's own ref= */
+} cc_run_opts;
+
 const char *cc_result_status_name(cc_result_status s);
 /* The identity part of a result (canonical line, op, dtype, device, layout, provider,
  * vjp_mode), everything else zero and status pass: what cc_run_case starts from, and what the
@@ -85,5 +98,8 @@ void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r);
 /* The same, also reading back the element `probe` names (NULL: none) under the op's error model
  * of this run (cc_element_ratio with compare_with in place of the expected value). */
 void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe, cc_result *r);
+/* The same under run options (NULL: one thread, each case's own ref=). */
+void cc_run_case_opts(const cc_provider *p, const cc_case *c, const cc_run_opts *o,
+                      cc_probe *probe, cc_result *r);
 
 #endif

@@ -48,5 +48,13 @@ typedef struct {
 cc_zt_verdict cc_zero_trust(const char *what, const double *expected, const double *mag,
                             double c_op, const cc_view *got, const cc_zt_source *sources,
                             int n_sources, char *msg, size_t len);
+/* The same with the reference known on some elements only (a sampled check, sample.h):
+ * expected[e] and mag[e] belong to flat element at[e] (ascending, count of them); the provider's
+ * whole output and the sources are still read, the reference's side of each check is taken over
+ * the known elements. at == NULL is cc_zero_trust. */
+cc_zt_verdict cc_zero_trust_at(const char *what, const double *expected, const double *mag,
+                               const int64_t *at, int64_t count, double c_op, const cc_view *got,
+                               const cc_zt_source *sources, int n_sources, char *msg,
+                               size_t len);
 
 #endif

@@ -75,6 +75,10 @@ typedef struct {
     int variant;          /* REF_P_VARIANT: which form of a multi-form op (fftFno, batchNorm...) */
     int64_t length;       /* REF_P_LENGTH: explicit signal length (irfft) */
     char custom_name[48]; /* REF_P_CUSTOM: the registered custom op */
+    /* Not a parameter of the op, never parsed or printed: how many threads the forward and VJP
+     * may use (0 or 1: this one). Ops that use them split their outer loops over threads
+     * (ref_parallel.h); every element is computed by the same steps whatever the count. */
+    int threads;
 } ref_params;
 
 enum {
@@ -158,6 +162,15 @@ typedef struct {
     int64_t max_elems; /* upper bound on the primary input's element count (see above) */
 } ref_sample_req;
 
+/* Sampled evaluation: a few elements of one output (or gradient), each computed alone with the
+ * very steps forward/vjp take for it, so their values and magnitudes are the same bits. */
+typedef struct {
+    int64_t count;
+    const int64_t *at; /* flat row-major indices into the output, ascending */
+    double *v;         /* out: the value at each index */
+    double *mag;       /* out: its error-model magnitude (NULL: not wanted) */
+} ref_picks;
+
 typedef struct ref_op {
     const char *name;        /* TorchLean constructor name, e.g. "logSoftmax" */
     const char *report_name; /* BackendOp.name, e.g. "log_softmax" */
@@ -183,6 +196,15 @@ typedef struct ref_op {
                       const ref_tensor *g, ref_tensor *grad, double **gmag);
     ref_status (*sample)(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                          ref_shape *in);
+    /* Optional, for ops whose elements are each a long sum (matmul, conv, attention...): the
+     * elements `pk` names of the output (forward_at) or of input wrt's gradient (vjp_at), equal
+     * to what forward and vjp write there; and the work of one element of that output (wrt < 0)
+     * or gradient in multiply-adds, which decides when the harness samples (harness/sample.h).
+     * The three come together. */
+    ref_status (*forward_at)(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk);
+    ref_status (*vjp_at)(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *g,
+                         int wrt, ref_picks *pk);
+    double (*work)(const ref_params *p, int n, const ref_shape *in, int wrt);
 } ref_op;
 
 /* The registry: every op the reference defines, in spec order. */

@@ -3,6 +3,7 @@
  * Each is written as the plain formula: the transforms as O(n^2) DFT sums in float64, the scan
  * as the left-to-right recurrence, attention as explicit scores, row softmax and products. */
 #include "ref_families.h"
+#include "ref_parallel.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -101,38 +102,49 @@ static ref_status twiddles_make(int64_t n, twiddle_table *t)
     return REF_OK;
 }
 
-/* Forward real DFT of one signal x_t = x[t * xs], t < n = tw->n: bins k < nbins (<= K) into
- * re/im[k*os]. The twiddle index r = (t k) mod n steps by k (k < n) instead of a product and a
- * division per term. */
+/* Bin k of the forward real DFT of one signal x_t = x[t * xs], t < n = tw->n. The twiddle
+ * index r = (t k) mod n steps by k (k < n) instead of a product and a division per term. */
+static void dft_bin(const twiddle_table *tw, const double *x, int64_t xs, int64_t k, double *re,
+                    double *im)
+{
+    int64_t n = tw->n;
+    double sr = 0.0, si = 0.0;
+    for (int64_t t = 0, r = 0; t < n; t++, r = r + k < n ? r + k : r + k - n) {
+        sr += x[t * xs] * tw->c[r];
+        si -= x[t * xs] * tw->s[r];
+    }
+    *re = sr;
+    *im = fft_endpoint(k, n) ? 0.0 : si;
+}
+
+/* Bins k < nbins (<= K) into re/im[k*os]. */
 static void dft_forward(const twiddle_table *tw, const double *x, int64_t xs, int64_t nbins,
                         double *re, double *im, int64_t os)
 {
-    int64_t n = tw->n;
-    for (int64_t k = 0; k < nbins; k++) {
-        double sr = 0.0, si = 0.0;
-        for (int64_t t = 0, r = 0; t < n; t++, r = r + k < n ? r + k : r + k - n) {
-            sr += x[t * xs] * tw->c[r];
-            si -= x[t * xs] * tw->s[r];
-        }
-        re[k * os] = sr;
-        im[k * os] = fft_endpoint(k, n) ? 0.0 : si;
-    }
+    for (int64_t k = 0; k < nbins; k++)
+        dft_bin(tw, x, xs, k, &re[k * os], &im[k * os]);
 }
 
-/* Inverse-shaped sum: x_t = sum_{k < nbins} w_k (Re_k cos - iota_k Im_k sin), w_k = m_k/n when
- * normalized (irfft) or 1 (the rfft adjoint); n = tw->n, r = (t k) mod n steps by t. */
+/* Point t of the inverse-shaped sum x_t = sum_{k < nbins} w_k (Re_k cos - iota_k Im_k sin),
+ * w_k = m_k/n when normalized (irfft) or 1 (the rfft adjoint); n = tw->n, r = (t k) mod n steps
+ * by t. */
+static double dft_point(const twiddle_table *tw, const double *re, const double *im, int64_t is,
+                        int64_t nbins, int normalized, int64_t t)
+{
+    int64_t n = tw->n;
+    double s_t = 0.0;
+    for (int64_t k = 0, r = 0; k < nbins; k++, r = r + t < n ? r + t : r + t - n) {
+        double w = normalized ? fft_weight(k, n) : 1.0;
+        s_t += w * (re[k * is] * tw->c[r] - (fft_endpoint(k, n) ? 0.0 : im[k * is] * tw->s[r]));
+    }
+    return s_t;
+}
+
 static void dft_inverse(const twiddle_table *tw, const double *re, const double *im, int64_t is,
                         int64_t nbins, int normalized, double *x, int64_t xs)
 {
-    int64_t n = tw->n;
-    for (int64_t t = 0; t < n; t++) {
-        double s_t = 0.0;
-        for (int64_t k = 0, r = 0; k < nbins; k++, r = r + t < n ? r + t : r + t - n) {
-            double w = normalized ? fft_weight(k, n) : 1.0;
-            s_t += w * (re[k * is] * tw->c[r] - (fft_endpoint(k, n) ? 0.0 : im[k * is] * tw->s[r]));
-        }
-        x[t * xs] = s_t;
-    }
+    for (int64_t t = 0; t < tw->n; t++)
+        x[t * xs] = dft_point(tw, re, im, is, nbins, normalized, t);
 }
 
 static ref_status fft_fno_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
@@ -247,6 +259,16 @@ static ref_status sc_compute(const ref_tensor *in, int64_t modes, sc_state *s)
     return REF_OK;
 }
 
+/* The magnitude of every y[t, o] (one value per channel o). */
+static double sc_out_mag(const sc_state *s, int64_t o)
+{
+    double m = 0.0;
+    for (int64_t k = 0; k < s->M; k++)
+        m += fft_weight(k, s->n) * (fft_endpoint(k, s->n) ? 1.0 : 2.0) *
+             ((double)(s->n + 2) * s->MY[k * s->w + o] + s->eY[k * s->w + o]);
+    return m;
+}
+
 static ref_status spectral_conv_fwd(const ref_params *p, const ref_tensor *in, ref_tensor *out,
                                     double *mag)
 {
@@ -258,13 +280,27 @@ static ref_status spectral_conv_fwd(const ref_params *p, const ref_tensor *in, r
     for (int64_t o = 0; o < w; o++) {
         dft_inverse(&s.tw, s.Yr + o, s.Yi + o, w, s.M, 1, out->v + o, w);
         if (mag) {
-            double m = 0.0;
-            for (int64_t k = 0; k < s.M; k++)
-                m += fft_weight(k, n) * (fft_endpoint(k, n) ? 1.0 : 2.0) *
-                     ((double)(n + 2) * s.MY[k * w + o] + s.eY[k * w + o]);
+            double m = sc_out_mag(&s, o);
             for (int64_t t = 0; t < n; t++)
                 mag[t * w + o] = m;
         }
+    }
+    sc_free(&s);
+    return REF_OK;
+}
+
+/* Picked y[t, o]: the spectra (X, Y) in full, the inverse only at the picks. */
+static ref_status spectral_conv_fwd_at(const ref_params *p, const ref_tensor *in, ref_picks *pk)
+{
+    sc_state s;
+    ref_status st = sc_compute(in, p->modes, &s);
+    if (st != REF_OK)
+        return st;
+    for (int64_t e = 0; e < pk->count; e++) {
+        int64_t t = pk->at[e] / s.w, o = pk->at[e] % s.w;
+        pk->v[e] = dft_point(&s.tw, s.Yr + o, s.Yi + o, s.w, s.M, 1, t);
+        if (pk->mag)
+            pk->mag[e] = sc_out_mag(&s, o);
     }
     sc_free(&s);
     return REF_OK;
@@ -279,26 +315,41 @@ static ref_status spectral_conv_fwd(const ref_params *p, const ref_tensor *in, r
  *   m(dW) = 3 |X|_1 |GY|_1 + |X|_1 eGY + |GY|_1 (n + 2) A_i;
  *   MdX_k[i] = sum_o |GY|_1 |W|_1, edX = (2 width + 1) MdX + sum_o |W|_1 eGY;
  *   m(dx_t[i]) = sum_{k < modes} (1 + iota_k) ((n + 3) MdX_k[i] + edX_k[i]). */
-static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
-                                    const ref_tensor *g, ref_tensor *grad, double **gmag)
-{
+typedef struct {
     sc_state s;
-    ref_status st = sc_compute(in, p->modes, &s);
+    double *GYr, *GYi, *dXr, *dXi, *mdx, *AG;
+} sc_vjp_state;
+
+static void sc_vjp_free(sc_vjp_state *v)
+{
+    free(v->GYr), free(v->GYi), free(v->dXr), free(v->dXi), free(v->mdx), free(v->AG);
+    sc_free(&v->s);
+}
+
+/* Everything but the last inverse transform (dx): GY, the weight gradients (into grad[1], grad[2]
+ * when wanted), dX and its magnitudes. */
+static ref_status sc_vjp_state_make(const ref_params *p, const ref_tensor *in,
+                                    const ref_tensor *g, ref_tensor *grad, double **gmag,
+                                    sc_vjp_state *v)
+{
+    memset(v, 0, sizeof *v);
+    ref_status st = sc_compute(in, p->modes, &v->s);
     if (st != REF_OK)
         return st;
-    int64_t n = s.n, w = s.w, M = s.M;
+    int64_t n = v->s.n, w = v->s.w, M = v->s.M;
     size_t mw = (size_t)(M * w + 1);
-    double *GYr = calloc(mw, sizeof(double)), *GYi = calloc(mw, sizeof(double));
-    double *dXr = calloc(mw, sizeof(double)), *dXi = calloc(mw, sizeof(double));
-    double *mdx = calloc(mw, sizeof(double)), *AG = calloc((size_t)w + 1, sizeof(double));
-    if (!GYr || !GYi || !dXr || !dXi || !mdx || !AG) {
-        free(GYr), free(GYi), free(dXr), free(dXi), free(mdx), free(AG);
-        sc_free(&s);
+    v->GYr = calloc(mw, sizeof(double)), v->GYi = calloc(mw, sizeof(double));
+    v->dXr = calloc(mw, sizeof(double)), v->dXi = calloc(mw, sizeof(double));
+    v->mdx = calloc(mw, sizeof(double)), v->AG = calloc((size_t)w + 1, sizeof(double));
+    if (!v->GYr || !v->GYi || !v->dXr || !v->dXi || !v->mdx || !v->AG) {
+        sc_vjp_free(v);
         return REF_ENOMEM;
     }
+    double *GYr = v->GYr, *GYi = v->GYi, *AG = v->AG;
+    const sc_state *s = &v->s;
     const double *Wr = in[1].v, *Wi = in[2].v;
     for (int64_t o = 0; o < w; o++) {
-        dft_forward(&s.tw, g->v + o, w, M, GYr + o, GYi + o, w);
+        dft_forward(&s->tw, g->v + o, w, M, GYr + o, GYi + o, w);
         for (int64_t k = 0; k < M; k++) {
             GYr[k * w + o] *= fft_weight(k, n);
             GYi[k * w + o] *= fft_weight(k, n);
@@ -309,14 +360,14 @@ static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
     double *mW[2] = {gmag ? gmag[1] : NULL, gmag ? gmag[2] : NULL};
     for (int64_t k = 0; k < M; k++)
         for (int64_t i = 0; i < w; i++) {
-            double xr = s.Xr[k * w + i], xi = s.Xi[k * w + i], ax = fabs(xr) + fabs(xi);
+            double xr = s->Xr[k * w + i], xi = s->Xi[k * w + i], ax = fabs(xr) + fabs(xi);
             double sr = 0.0, si = 0.0, mdX = 0.0, prop = 0.0;
             for (int64_t o = 0; o < w; o++) {
                 int64_t wo = (k * w + i) * w + o;
                 double gr = GYr[k * w + o], gi = GYi[k * w + o], ag = fabs(gr) + fabs(gi);
                 double egy = fft_weight(k, n) * (double)(n + 3) * AG[o];
                 double aw = fabs(Wr[wo]) + fabs(Wi[wo]);
-                double m_w = 3.0 * ax * ag + ax * egy + ag * (double)(n + 2) * s.A[i];
+                double m_w = 3.0 * ax * ag + ax * egy + ag * (double)(n + 2) * s->A[i];
                 if (grad[1].v) {
                     grad[1].v[wo] = gr * xr + gi * xi;
                     if (mW[0])
@@ -332,24 +383,162 @@ static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
                 mdX += ag * aw;
                 prop += aw * egy;
             }
-            dXr[k * w + i] = sr;
-            dXi[k * w + i] = si;
-            mdx[k * w + i] = (double)(n + 3) * mdX + (double)(2 * w + 1) * mdX + prop;
+            v->dXr[k * w + i] = sr;
+            v->dXi[k * w + i] = si;
+            v->mdx[k * w + i] = (double)(n + 3) * mdX + (double)(2 * w + 1) * mdX + prop;
         }
+    return REF_OK;
+}
+
+/* The magnitude of every dx[t, i] (one value per channel i). */
+static double sc_dx_mag(const sc_vjp_state *v, int64_t i)
+{
+    double m = 0.0;
+    for (int64_t k = 0; k < v->s.M; k++)
+        m += (fft_endpoint(k, v->s.n) ? 1.0 : 2.0) * v->mdx[k * v->s.w + i];
+    return m;
+}
+
+static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
+                                    const ref_tensor *g, ref_tensor *grad, double **gmag)
+{
+    sc_vjp_state v;
+    ref_status st = sc_vjp_state_make(p, in, g, grad, gmag, &v);
+    if (st != REF_OK)
+        return st;
+    int64_t n = v.s.n, w = v.s.w;
     if (grad[0].v)
         for (int64_t i = 0; i < w; i++) {
-            dft_inverse(&s.tw, dXr + i, dXi + i, w, M, 0, grad[0].v + i, w);
+            dft_inverse(&v.s.tw, v.dXr + i, v.dXi + i, w, v.s.M, 0, grad[0].v + i, w);
             if (gmag && gmag[0]) {
-                double m = 0.0;
-                for (int64_t k = 0; k < M; k++)
-                    m += (fft_endpoint(k, n) ? 1.0 : 2.0) * mdx[k * w + i];
+                double m = sc_dx_mag(&v, i);
                 for (int64_t t = 0; t < n; t++)
                     gmag[0][t * w + i] = m;
             }
         }
-    free(GYr), free(GYi), free(dXr), free(dXi), free(mdx), free(AG);
-    sc_free(&s);
+    sc_vjp_free(&v);
     return REF_OK;
+}
+
+/* Picked dx[t, i] (the inverse at the picks only), or picked weight-gradient entries (from the
+ * whole weight gradient, which is cheap next to the transforms). */
+static ref_status spectral_conv_vjp_at(const ref_params *p, const ref_tensor *in,
+                                       const ref_tensor *g, int wrt, ref_picks *pk)
+{
+    ref_tensor grad[3];
+    double *gmag[3] = {0};
+    memset(grad, 0, sizeof grad);
+    int64_t nw = ref_numel(&in[1].shape);
+    if (wrt > 0) {
+        grad[wrt].v = malloc(sizeof(double) * (size_t)(nw + 1));
+        gmag[wrt] = malloc(sizeof(double) * (size_t)(nw + 1));
+        if (!grad[wrt].v || !gmag[wrt]) {
+            free(grad[wrt].v), free(gmag[wrt]);
+            return REF_ENOMEM;
+        }
+    }
+    sc_vjp_state v;
+    ref_status st = sc_vjp_state_make(p, in, g, grad, gmag, &v);
+    for (int64_t e = 0; st == REF_OK && e < pk->count; e++) {
+        int64_t f = pk->at[e];
+        if (wrt > 0) {
+            pk->v[e] = grad[wrt].v[f];
+            if (pk->mag)
+                pk->mag[e] = gmag[wrt][f];
+            continue;
+        }
+        int64_t t = f / v.s.w, i = f % v.s.w;
+        pk->v[e] = dft_point(&v.s.tw, v.dXr + i, v.dXi + i, v.s.w, v.s.M, 0, t);
+        if (pk->mag)
+            pk->mag[e] = sc_dx_mag(&v, i);
+    }
+    if (st == REF_OK)
+        sc_vjp_free(&v);
+    if (wrt > 0)
+        free(grad[wrt].v), free(gmag[wrt]);
+    return st;
+}
+
+/* rfft1d (variant 1) and irfft1d (variant 2), forward and VJP: one batch row at a time, rows
+ * split over threads. Sums of the magnitudes, per row:
+ *   rfft     (N + 2) sum_t |x_t|                 rfft adjoint   (N + 3) sum_k (|Gr| + iota|Gi|)
+ *   irfft    (N + 2) sum_k w_k (|Re| + iota|Im|)  irfft adjoint  w_k (N + 3) sum_t |g_t| */
+static double abs_sum(const double *x, int64_t n)
+{
+    double a = 0.0;
+    for (int64_t t = 0; t < n; t++)
+        a += fabs(x[t]);
+    return a;
+}
+
+/* sum_k weight_k (|z_re| + iota_k |z_im|) over packed bins (weight_k = m_k/n, or 1) */
+static double spectrum_abs_sum(const double *z, int64_t K, int64_t N, int weighted)
+{
+    double a = 0.0;
+    for (int64_t k = 0; k < K; k++) {
+        double v = fabs(z[2 * k]) + (fft_endpoint(k, N) ? 0.0 : fabs(z[2 * k + 1]));
+        a += weighted ? fft_weight(k, N) * v : v;
+    }
+    return a;
+}
+
+typedef struct {
+    const ref_params *p;
+    const twiddle_table *tw;
+    const double *src; /* x (forward) or g (VJP) */
+    double *dst, *mag;
+    int64_t N, K;
+    int vjp;
+} fft_rows_job;
+
+/* Row b of the transform the job names, into dst (and mag). */
+static void fft_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    const fft_rows_job *j = ctx;
+    int64_t N = j->N, K = j->K, spec = 2 * K;
+    for (int64_t b = lo; b < hi; b++) {
+        int rfft_shaped = (j->p->variant == 1) != j->vjp; /* a signal in, a spectrum out */
+        if (rfft_shaped) {
+            const double *x = j->src + b * N;
+            double *z = j->dst + b * spec;
+            dft_forward(j->tw, x, 1, K, z, z + 1, 2);
+            double a = abs_sum(x, N);
+            for (int64_t k = 0; k < K; k++) {
+                if (j->vjp) { /* irfft adjoint: dz = (m_k/n) rfft(g) */
+                    double wk = fft_weight(k, N);
+                    z[2 * k] *= wk;
+                    z[2 * k + 1] *= wk; /* exactly 0 at the endpoints (dft_forward) */
+                }
+                if (j->mag)
+                    j->mag[b * spec + 2 * k] = j->mag[b * spec + 2 * k + 1] =
+                        j->vjp ? fft_weight(k, N) * (double)(N + 3) * a : (double)(N + 2) * a;
+            }
+        } else {
+            const double *z = j->src + b * spec;
+            dft_inverse(j->tw, z, z + 1, 2, K, !j->vjp, j->dst + b * N, 1);
+            double a = spectrum_abs_sum(z, K, N, !j->vjp);
+            for (int64_t t = 0; j->mag && t < N; t++)
+                j->mag[b * N + t] = (double)(N + (j->vjp ? 3 : 2)) * a;
+        }
+    }
+}
+
+static ref_status fft_rows_run(const ref_params *p, int64_t B, int64_t N, const double *src,
+                               double *dst, double *mag, int vjp)
+{
+    twiddle_table tw;
+    if (twiddles_make(N, &tw) != REF_OK)
+        return REF_ENOMEM;
+    fft_rows_job j = {p, &tw, src, dst, mag, N, N / 2 + 1, vjp};
+    ref_parallel_for(p->threads, B, 1, fft_rows, &j);
+    twiddles_free(&tw);
+    return REF_OK;
+}
+
+/* The signal length of a variant-1 or -2 case. */
+static int64_t fft_length(const ref_params *p, const ref_tensor *in)
+{
+    return p->variant == 1 ? in[0].shape.dim[1] : p->length;
 }
 
 static ref_status fft_fno_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
@@ -358,43 +547,7 @@ static ref_status fft_fno_fwd(const ref_params *p, int n, const ref_tensor *in, 
     (void)n;
     if (p->variant == 0)
         return spectral_conv_fwd(p, in, out, mag);
-    twiddle_table tw;
-    if (p->variant == 1) { /* rfft1d */
-        int64_t B = in[0].shape.dim[0], N = in[0].shape.dim[1], K = N / 2 + 1;
-        if (twiddles_make(N, &tw) != REF_OK)
-            return REF_ENOMEM;
-        for (int64_t b = 0; b < B; b++) {
-            const double *x = in[0].v + b * N;
-            double *z = out->v + b * K * 2;
-            dft_forward(&tw, x, 1, K, z, z + 1, 2);
-            if (mag) {
-                double a = 0.0;
-                for (int64_t t = 0; t < N; t++)
-                    a += fabs(x[t]);
-                for (int64_t j = 0; j < 2 * K; j++)
-                    mag[b * K * 2 + j] = (double)(N + 2) * a;
-            }
-        }
-        twiddles_free(&tw);
-        return REF_OK;
-    }
-    int64_t B = in[0].shape.dim[0], N = p->length, K = N / 2 + 1; /* irfft1d */
-    if (twiddles_make(N, &tw) != REF_OK)
-        return REF_ENOMEM;
-    for (int64_t b = 0; b < B; b++) {
-        const double *z = in[0].v + b * K * 2;
-        dft_inverse(&tw, z, z + 1, 2, K, 1, out->v + b * N, 1);
-        if (mag) {
-            double a = 0.0;
-            for (int64_t k = 0; k < K; k++)
-                a += fft_weight(k, N) *
-                     (fabs(z[2 * k]) + (fft_endpoint(k, N) ? 0.0 : fabs(z[2 * k + 1])));
-            for (int64_t t = 0; t < N; t++)
-                mag[b * N + t] = (double)(N + 2) * a;
-        }
-    }
-    twiddles_free(&tw);
-    return REF_OK;
+    return fft_rows_run(p, in[0].shape.dim[0], fft_length(p, in), in[0].v, out->v, mag, 0);
 }
 
 static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
@@ -407,47 +560,68 @@ static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
         return spectral_conv_vjp(p, in, g, grad, gmag);
     if (!grad[0].v)
         return REF_OK;
-    double *m = gmag ? gmag[0] : NULL;
-    int64_t B = in[0].shape.dim[0];
+    return fft_rows_run(p, in[0].shape.dim[0], fft_length(p, in), g->v, grad[0].v,
+                        gmag ? gmag[0] : NULL, 1);
+}
+
+/* Picked elements of rfft1d/irfft1d (forward or VJP): each bin or point alone. */
+static ref_status fft_rows_at(const ref_params *p, const ref_tensor *in, const double *src,
+                              int vjp, ref_picks *pk)
+{
+    int64_t N = fft_length(p, in), K = N / 2 + 1, spec = 2 * K;
     twiddle_table tw;
-    if (p->variant == 1) { /* rfft1d adjoint: dx = rfft*(G) */
-        int64_t N = in[0].shape.dim[1], K = N / 2 + 1;
-        if (twiddles_make(N, &tw) != REF_OK)
-            return REF_ENOMEM;
-        for (int64_t b = 0; b < B; b++) {
-            const double *G = g->v + b * K * 2;
-            dft_inverse(&tw, G, G + 1, 2, K, 0, grad[0].v + b * N, 1);
-            if (m) {
-                double a = 0.0;
-                for (int64_t k = 0; k < K; k++)
-                    a += fabs(G[2 * k]) + (fft_endpoint(k, N) ? 0.0 : fabs(G[2 * k + 1]));
-                for (int64_t t = 0; t < N; t++)
-                    m[b * N + t] = (double)(N + 3) * a;
-            }
-        }
-        twiddles_free(&tw);
-        return REF_OK;
-    }
-    int64_t N = p->length, K = N / 2 + 1; /* irfft1d adjoint: dz = (m_k/n) rfft(g) */
     if (twiddles_make(N, &tw) != REF_OK)
         return REF_ENOMEM;
-    for (int64_t b = 0; b < B; b++) {
-        const double *G = g->v + b * N;
-        double *dz = grad[0].v + b * K * 2;
-        dft_forward(&tw, G, 1, K, dz, dz + 1, 2);
-        double a = 0.0;
-        for (int64_t t = 0; t < N; t++)
-            a += fabs(G[t]);
-        for (int64_t k = 0; k < K; k++) {
-            double wk = fft_weight(k, N);
-            dz[2 * k] *= wk;
-            dz[2 * k + 1] *= wk; /* exactly 0 at the endpoints (dft_forward) */
-            if (m)
-                m[b * K * 2 + 2 * k] = m[b * K * 2 + 2 * k + 1] = wk * (double)(N + 3) * a;
+    int rfft_shaped = (p->variant == 1) != vjp;
+    for (int64_t e = 0; e < pk->count; e++) {
+        int64_t f = pk->at[e];
+        double m;
+        if (rfft_shaped) {
+            int64_t b = f / spec, k = f % spec / 2;
+            double re, im;
+            dft_bin(&tw, src + b * N, 1, k, &re, &im);
+            double v = f % 2 ? im : re, a = abs_sum(src + b * N, N);
+            pk->v[e] = vjp ? v * fft_weight(k, N) : v;
+            m = vjp ? fft_weight(k, N) * (double)(N + 3) * a : (double)(N + 2) * a;
+        } else {
+            int64_t b = f / N, t = f % N;
+            const double *z = src + b * spec;
+            pk->v[e] = dft_point(&tw, z, z + 1, 2, K, !vjp, t);
+            m = (double)(N + (vjp ? 3 : 2)) * spectrum_abs_sum(z, K, N, !vjp);
         }
+        if (pk->mag)
+            pk->mag[e] = m;
     }
     twiddles_free(&tw);
     return REF_OK;
+}
+
+static ref_status fft_fno_fwd_at(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk)
+{
+    (void)n;
+    if (p->variant == 0)
+        return spectral_conv_fwd_at(p, in, pk);
+    return fft_rows_at(p, in, in[0].v, 0, pk);
+}
+
+static ref_status fft_fno_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                 const ref_tensor *g, int wrt, ref_picks *pk)
+{
+    (void)n;
+    if (p->variant == 0)
+        return spectral_conv_vjp_at(p, in, g, wrt, pk);
+    return fft_rows_at(p, in, g->v, 1, pk);
+}
+
+/* Work of one element: a length-n sum (rfft, irfft and their adjoints; spectralConv's inverse),
+ * plus for spectralConv the spectra of every channel spread over the elements of a channel. */
+static double fft_fno_work(const ref_params *p, int n, const ref_shape *in, int wrt)
+{
+    (void)n;
+    (void)wrt;
+    if (p->variant == 0)
+        return (double)p->modes * (double)(in[0].dim[1] + 1);
+    return (double)(p->variant == 1 ? in[0].dim[1] : p->length);
 }
 
 static ref_status sample_fft_fno(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
@@ -832,104 +1006,247 @@ static ref_status attn_row_alloc(int64_t nK, int extra, attn_row_buf *w, double 
     return REF_OK;
 }
 
+/* out[b, i, j] and its magnitude from row (b, i)'s weights. */
+static void attn_out_elem(const attn_geom *g, const double *V, const attn_row_buf *w, int64_t j,
+                          double *y, double *mag)
+{
+    double s = 0.0, s_mag = 0.0;
+    for (int64_t k = 0; k < g->nK; k++) {
+        s += w->A[k] * V[k * g->dv + j];
+        s_mag += ref_mag_prod(w->A[k], fabs(V[k * g->dv + j]) * ((double)g->nK + w->Fp[k]));
+    }
+    *y = s;
+    if (mag)
+        *mag = s_mag;
+}
+
+typedef struct {
+    const ref_params *p;
+    int n;
+    attn_geom g;
+    const ref_tensor *in, *gt;
+    ref_tensor *out, *grad;
+    double *mag, *m[3];
+    int failed;
+} attn_job;
+
+/* Rows (b, i), flattened, split over threads. */
+static void attn_forward_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    attn_job *t = ctx;
+    const attn_geom *g = &t->g;
+    attn_row_buf w;
+    if (attn_row_alloc(g->nK, 0, &w, NULL) != REF_OK) {
+        t->failed = 1;
+        return;
+    }
+    for (int64_t bi = lo; bi < hi; bi++) {
+        attn_row(t->p, t->n, t->in, g, bi / g->nQ, bi % g->nQ, &w);
+        for (int64_t j = 0; j < g->dv; j++)
+            attn_out_elem(g, t->in[2].v + bi / g->nQ * g->nK * g->dv, &w, j,
+                          &t->out->v[bi * g->dv + j], t->mag ? &t->mag[bi * g->dv + j] : NULL);
+    }
+    free(w.S), free(w.sig), free(w.A), free(w.Fp);
+}
+
 static ref_status attn_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
                            double *mag)
 {
-    attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
+    attn_job t = {.p = p, .n = n, .g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape),
+                  .in = in, .out = out, .mag = mag};
+    ref_parallel_for(p->threads, t.g.batch * t.g.nQ, 1, attn_forward_rows, &t);
+    return t.failed ? REF_ENOMEM : REF_OK;
+}
+
+/* The VJP's row (b, i): its weights (w), dA and Gabs, and dS = s dS' with its magnitude. */
+static void attn_vjp_row(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *gt,
+                         const attn_geom *g, int64_t b, int64_t i, attn_row_buf *w, double *dA,
+                         double *Gabs, double *dS, double *mdS)
+{
+    const double *V = in[2].v + b * g->nK * g->dv, *G = gt->v + (b * g->nQ + i) * g->dv;
+    attn_row(p, n, in, g, b, i, w);
+    double r = 0.0, R = 0.0;
+    for (int64_t k = 0; k < g->nK; k++) {
+        dA[k] = Gabs[k] = 0.0;
+        for (int64_t j = 0; j < g->dv; j++) {
+            dA[k] += G[j] * V[k * g->dv + j];
+            Gabs[k] += fabs(G[j] * V[k * g->dv + j]);
+        }
+        r += w->A[k] * dA[k];
+        R += ref_mag_prod(w->A[k], ((double)(g->nK + g->dv) + w->Fp[k]) * Gabs[k]);
+    }
+    for (int64_t k = 0; k < g->nK; k++) {
+        double dsp = w->A[k] * (dA[k] - r);
+        double mdsp = ref_mag_prod(w->A[k], w->Fp[k] * fabs(dA[k] - r) + (double)g->dv * Gabs[k] +
+                                                R + fabs(dA[k]) + fabs(r)) +
+                      fabs(dsp);
+        dS[k] = g->scale * dsp;
+        mdS[k] = g->scale * mdsp + 2.0 * fabs(dS[k]);
+    }
+}
+
+/* Batches b split over threads (dK and dV sum over the rows of their batch). */
+static void attn_vjp_batches(void *ctx, int64_t lo, int64_t hi)
+{
+    attn_job *t = ctx;
+    const attn_geom *g = &t->g;
+    const ref_tensor *in = t->in;
+    ref_tensor *grad = t->grad;
+    double *const *m = t->m;
     attn_row_buf w;
-    if (attn_row_alloc(g.nK, 0, &w, NULL) != REF_OK)
-        return REF_ENOMEM;
-    for (int64_t b = 0; b < g.batch; b++) {
-        const double *V = in[2].v + b * g.nK * g.dv;
-        for (int64_t i = 0; i < g.nQ; i++) {
-            attn_row(p, n, in, &g, b, i, &w);
-            for (int64_t j = 0; j < g.dv; j++) {
-                double s = 0.0, s_mag = 0.0;
-                for (int64_t k = 0; k < g.nK; k++) {
-                    s += w.A[k] * V[k * g.dv + j];
-                    s_mag += ref_mag_prod(w.A[k], fabs(V[k * g.dv + j]) * ((double)g.nK + w.Fp[k]));
+    double *more[4]; /* dA, Gabs, dS, m(dS) */
+    if (attn_row_alloc(g->nK, 4, &w, more) != REF_OK) {
+        t->failed = 1;
+        return;
+    }
+    double *dA = more[0], *Gabs = more[1], *dS = more[2], *mdS = more[3];
+    for (int64_t b = lo; b < hi; b++) {
+        const double *K = in[1].v + b * g->nK * g->d;
+        for (int64_t i = 0; i < g->nQ; i++) {
+            const double *Q = in[0].v + (b * g->nQ + i) * g->d;
+            const double *G = t->gt->v + (b * g->nQ + i) * g->dv;
+            attn_vjp_row(t->p, t->n, in, t->gt, g, b, i, &w, dA, Gabs, dS, mdS);
+            for (int64_t k = 0; k < g->nK; k++) {
+                for (int64_t l = 0; l < g->d; l++) {
+                    int64_t qi = (b * g->nQ + i) * g->d + l, ki = (b * g->nK + k) * g->d + l;
+                    if (grad[0].v) {
+                        grad[0].v[qi] += dS[k] * K[k * g->d + l];
+                        if (m[0])
+                            m[0][qi] += fabs(K[k * g->d + l]) *
+                                        ((double)(g->nK + 2) * fabs(dS[k]) + mdS[k]);
+                    }
+                    if (grad[1].v) {
+                        grad[1].v[ki] += dS[k] * Q[l];
+                        if (m[1])
+                            m[1][ki] += fabs(Q[l]) * ((double)(g->nQ + 2) * fabs(dS[k]) + mdS[k]);
+                    }
                 }
-                out->v[(b * g.nQ + i) * g.dv + j] = s;
-                if (mag)
-                    mag[(b * g.nQ + i) * g.dv + j] = s_mag;
+                if (grad[2].v)
+                    for (int64_t j = 0; j < g->dv; j++) {
+                        int64_t vi = (b * g->nK + k) * g->dv + j;
+                        grad[2].v[vi] += w.A[k] * G[j];
+                        if (m[2])
+                            m[2][vi] += ref_mag_prod(w.A[k], fabs(G[j]) * ((double)g->nQ + w.Fp[k]));
+                    }
             }
         }
     }
     free(w.S), free(w.sig), free(w.A), free(w.Fp);
-    return REF_OK;
+    for (int k = 0; k < 4; k++)
+        free(more[k]);
 }
 
 static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
                            const ref_tensor *gt, ref_tensor *grad, double **gmag)
 {
     (void)y;
+    attn_job t = {.p = p, .n = n, .g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape),
+                  .in = in, .gt = gt, .grad = grad};
+    for (int k = 0; k < 3; k++) {
+        t.m[k] = gmag && grad[k].v ? gmag[k] : NULL;
+        if (grad[k].v)
+            memset(grad[k].v, 0, sizeof(double) * (size_t)ref_numel(&in[k].shape));
+        if (t.m[k])
+            memset(t.m[k], 0, sizeof(double) * (size_t)ref_numel(&in[k].shape));
+    }
+    ref_parallel_for(p->threads, t.g.batch, 1, attn_vjp_batches, &t);
+    return t.failed ? REF_ENOMEM : REF_OK;
+}
+
+/* Picked elements. The output and dQ need their own row only (made once for the picks in it);
+ * dK and dV sum over every row of their batch, whose dS, m(dS), A and Fp are kept for the picks
+ * of that batch (the picks come in index order). */
+static ref_status attn_fwd_at(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk)
+{
     attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
     attn_row_buf w;
-    double *more[4]; /* dA, Gabs, dS, m(dS) */
-    if (attn_row_alloc(g.nK, 4, &w, more) != REF_OK)
+    if (attn_row_alloc(g.nK, 0, &w, NULL) != REF_OK)
         return REF_ENOMEM;
-    double *dA = more[0], *Gabs = more[1], *dS = more[2], *mdS = more[3];
-    double *m[3];
-    for (int t = 0; t < 3; t++) {
-        m[t] = gmag && grad[t].v ? gmag[t] : NULL;
-        if (grad[t].v)
-            memset(grad[t].v, 0, sizeof(double) * (size_t)ref_numel(&in[t].shape));
-        if (m[t])
-            memset(m[t], 0, sizeof(double) * (size_t)ref_numel(&in[t].shape));
-    }
-    for (int64_t b = 0; b < g.batch; b++) {
-        const double *K = in[1].v + b * g.nK * g.d, *V = in[2].v + b * g.nK * g.dv;
-        for (int64_t i = 0; i < g.nQ; i++) {
-            const double *Q = in[0].v + (b * g.nQ + i) * g.d;
-            const double *G = gt->v + (b * g.nQ + i) * g.dv;
-            attn_row(p, n, in, &g, b, i, &w);
-            double r = 0.0, R = 0.0;
-            for (int64_t k = 0; k < g.nK; k++) {
-                dA[k] = Gabs[k] = 0.0;
-                for (int64_t j = 0; j < g.dv; j++) {
-                    dA[k] += G[j] * V[k * g.dv + j];
-                    Gabs[k] += fabs(G[j] * V[k * g.dv + j]);
-                }
-                r += w.A[k] * dA[k];
-                R += ref_mag_prod(w.A[k], ((double)(g.nK + g.dv) + w.Fp[k]) * Gabs[k]);
-            }
-            for (int64_t k = 0; k < g.nK; k++) {
-                double dsp = w.A[k] * (dA[k] - r);
-                double mdsp = ref_mag_prod(w.A[k], w.Fp[k] * fabs(dA[k] - r) + (double)g.dv * Gabs[k] + R +
-                                        fabs(dA[k]) + fabs(r)) +
-                              fabs(dsp);
-                dS[k] = g.scale * dsp;
-                mdS[k] = g.scale * mdsp + 2.0 * fabs(dS[k]);
-            }
-            for (int64_t k = 0; k < g.nK; k++) {
-                for (int64_t l = 0; l < g.d; l++) {
-                    int64_t qi = (b * g.nQ + i) * g.d + l, ki = (b * g.nK + k) * g.d + l;
-                    if (grad[0].v) {
-                        grad[0].v[qi] += dS[k] * K[k * g.d + l];
-                        if (m[0])
-                            m[0][qi] += fabs(K[k * g.d + l]) *
-                                        ((double)(g.nK + 2) * fabs(dS[k]) + mdS[k]);
-                    }
-                    if (grad[1].v) {
-                        grad[1].v[ki] += dS[k] * Q[l];
-                        if (m[1])
-                            m[1][ki] += fabs(Q[l]) * ((double)(g.nQ + 2) * fabs(dS[k]) + mdS[k]);
-                    }
-                }
-                if (grad[2].v)
-                    for (int64_t j = 0; j < g.dv; j++) {
-                        int64_t vi = (b * g.nK + k) * g.dv + j;
-                        grad[2].v[vi] += w.A[k] * G[j];
-                        if (m[2])
-                            m[2][vi] += ref_mag_prod(w.A[k], fabs(G[j]) * ((double)g.nQ + w.Fp[k]));
-                    }
-            }
-        }
+    int64_t have = -1;
+    for (int64_t e = 0; e < pk->count; e++) {
+        int64_t bi = pk->at[e] / g.dv;
+        if (bi != have)
+            attn_row(p, n, in, &g, bi / g.nQ, bi % g.nQ, &w);
+        have = bi;
+        attn_out_elem(&g, in[2].v + bi / g.nQ * g.nK * g.dv, &w, pk->at[e] % g.dv, &pk->v[e],
+                      pk->mag ? &pk->mag[e] : NULL);
     }
     free(w.S), free(w.sig), free(w.A), free(w.Fp);
-    for (int i = 0; i < 4; i++)
-        free(more[i]);
     return REF_OK;
+}
+
+static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                              const ref_tensor *gt, int wrt, ref_picks *pk)
+{
+    attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
+    size_t row = (size_t)(g.nK + 1), rows = wrt > 0 && g.nQ > 0 ? (size_t)g.nQ : 1;
+    attn_row_buf w;
+    double *more[4], *keep[4] = {0}; /* dA, Gabs, dS, m(dS); kept per row: dS, m(dS), A, Fp */
+    if (attn_row_alloc(g.nK, 4, &w, more) != REF_OK)
+        return REF_ENOMEM;
+    int ok = 1;
+    for (int k = 0; k < 4; k++)
+        ok = (keep[k] = malloc(sizeof(double) * row * rows)) != NULL && ok;
+    int64_t have = -1;
+    for (int64_t e = 0; ok && e < pk->count; e++) {
+        int64_t f = pk->at[e];
+        double s = 0.0, s_mag = 0.0;
+        if (wrt == 0) { /* dQ[b, i, l]: row (b, i) */
+            int64_t bi = f / g.d, l = f % g.d;
+            const double *K = in[1].v + bi / g.nQ * g.nK * g.d;
+            if (bi != have)
+                attn_vjp_row(p, n, in, gt, &g, bi / g.nQ, bi % g.nQ, &w, more[0], more[1],
+                             more[2], more[3]);
+            have = bi;
+            for (int64_t k = 0; k < g.nK; k++) {
+                s += more[2][k] * K[k * g.d + l];
+                s_mag += fabs(K[k * g.d + l]) * ((double)(g.nK + 2) * fabs(more[2][k]) + more[3][k]);
+            }
+        } else { /* dK[b, k, l] or dV[b, k, j]: every row of batch b */
+            int64_t cols = wrt == 1 ? g.d : g.dv, b = f / (g.nK * cols);
+            int64_t k = f % (g.nK * cols) / cols, c = f % cols;
+            if (b != have)
+                for (int64_t i = 0; i < g.nQ; i++) {
+                    attn_vjp_row(p, n, in, gt, &g, b, i, &w, more[0], more[1], more[2], more[3]);
+                    memcpy(keep[0] + (size_t)i * row, more[2], sizeof(double) * (size_t)g.nK);
+                    memcpy(keep[1] + (size_t)i * row, more[3], sizeof(double) * (size_t)g.nK);
+                    memcpy(keep[2] + (size_t)i * row, w.A, sizeof(double) * (size_t)g.nK);
+                    memcpy(keep[3] + (size_t)i * row, w.Fp, sizeof(double) * (size_t)g.nK);
+                }
+            have = b;
+            for (int64_t i = 0; i < g.nQ; i++) {
+                size_t at = (size_t)i * row + (size_t)k;
+                if (wrt == 1) {
+                    double q = in[0].v[(b * g.nQ + i) * g.d + c];
+                    s += keep[0][at] * q;
+                    s_mag += fabs(q) * ((double)(g.nQ + 2) * fabs(keep[0][at]) + keep[1][at]);
+                } else {
+                    double gij = gt->v[(b * g.nQ + i) * g.dv + c];
+                    s += keep[2][at] * gij;
+                    s_mag += ref_mag_prod(keep[2][at], fabs(gij) * ((double)g.nQ + keep[3][at]));
+                }
+            }
+        }
+        pk->v[e] = s;
+        if (pk->mag)
+            pk->mag[e] = s_mag;
+    }
+    free(w.S), free(w.sig), free(w.A), free(w.Fp);
+    for (int k = 0; k < 4; k++)
+        free(more[k]), free(keep[k]);
+    return ok ? REF_OK : REF_ENOMEM;
+}
+
+/* Work of one element: its row's scores and a length-nK dot (output), the row's scores and dA
+ * (dQ), a batch's rows over its picks (dK, dV: counted as one row of the dot per term). */
+static double attn_work(const ref_params *p, int n, const ref_shape *in, int wrt)
+{
+    (void)p, (void)n;
+    attn_geom g = attn_geometry(&in[0], &in[1], &in[2]);
+    double row = (double)g.nK * (double)(g.d + 1);
+    if (wrt < 0)
+        return row;
+    return wrt == 0 ? row + (double)g.nK * (double)g.dv : (double)g.nQ;
 }
 
 static ref_status sample_attn(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
@@ -983,7 +1300,8 @@ const ref_op ref_family_composite[] = {
              "re/im), 2 irfft1d (normalized, endpoint imaginaries ignored); VJPs are the packed "
              "real-pairing adjoints, not the inverse transforms",
      .shape = fft_fno_shape, .forward = fft_fno_fwd, .vjp = fft_fno_vjp,
-     .sample = sample_fft_fno},
+     .sample = sample_fft_fno, .forward_at = fft_fno_fwd_at, .vjp_at = fft_fno_vjp_at,
+     .work = fft_fno_work},
     {.name = "selectiveScan", .report_name = "selective_scan", .min_inputs = 4, .max_inputs = 4,
      .input_names = {"a", "b", "x", "h0"}, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
      .note = "all T states [T, D]; a, b shared [D] or token-dependent [T, D]; no ATen kernel "
@@ -996,7 +1314,8 @@ const ref_op ref_family_composite[] = {
      .params = REF_P_CAUSAL, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
      .note = "fully blocked rows give zero weights and a zero output (SDPA gives NaN); mask "
              "[nQ, nK] true = allowed, broadcast over the folded batch*heads axis",
-     .shape = attn_shape, .forward = attn_fwd, .vjp = attn_vjp, .sample = sample_attn},
+     .shape = attn_shape, .forward = attn_fwd, .vjp = attn_vjp, .sample = sample_attn,
+     .forward_at = attn_fwd_at, .vjp_at = attn_vjp_at, .work = attn_work},
 };
 const int ref_family_composite_count =
     (int)(sizeof ref_family_composite / sizeof ref_family_composite[0]);

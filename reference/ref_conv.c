@@ -25,6 +25,7 @@
  * algorithms (Winograd, FFT convolution) are outside this bound: their error is relative to the
  * norms of whole tiles, not of one window; the provider should pin direct/GEMM algorithms. */
 #include "ref_families.h"
+#include "ref_parallel.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -148,28 +149,32 @@ static ref_status cv_geometry(const ref_params *p, int n, const ref_shape *in, i
     return REF_OK;
 }
 
+/* The input cell read by output position oi through tap ki, or -1 where there is none (a padded
+ * cell for conv; a non-integer or out-of-range source for convTranspose). */
+static int64_t cv_source(const cv_geom *g, const int64_t oi[3], const int64_t ki[3])
+{
+    int64_t ii[3];
+    for (int a = 0; a < g->sr; a++) {
+        if (!g->transposed) {
+            ii[a] = oi[a] * g->s[a] + ki[a] * g->d[a] - g->p[a];
+        } else {
+            int64_t num = oi[a] + g->p[a] - ki[a] * g->d[a];
+            if (num < 0 || num % g->s[a] != 0)
+                return -1;
+            ii[a] = num / g->s[a];
+        }
+    }
+    return ref_sp_ravel(&g->in, ii);
+}
+
 /* The input cell read by output o (flat) through each tap kk (flat, row-major over the kernel),
- * into src[kk], or -1 where there is none (a padded cell for conv; a non-integer or out-of-range
- * source for convTranspose). Output o is unravelled once and the taps walked in order. */
+ * into src[kk]. Output o is unravelled once and the taps walked in order. */
 static void cv_sources(const cv_geom *g, int64_t o, int64_t nk, int64_t *src)
 {
-    int64_t oi[3], ki[3] = {0, 0, 0}, ii[3];
+    int64_t oi[3], ki[3] = {0, 0, 0};
     ref_sp_unravel(&g->out, o, oi);
-    for (int64_t kk = 0; kk < nk; kk++, ref_sp_next(&g->k, ki)) {
-        int inside = 1;
-        for (int a = 0; a < g->sr; a++) {
-            if (!g->transposed) {
-                ii[a] = oi[a] * g->s[a] + ki[a] * g->d[a] - g->p[a];
-            } else {
-                int64_t num = oi[a] + g->p[a] - ki[a] * g->d[a];
-                if (num < 0 || num % g->s[a] != 0)
-                    inside = 0;
-                else
-                    ii[a] = num / g->s[a];
-            }
-        }
-        src[kk] = inside ? ref_sp_ravel(&g->in, ii) : -1;
-    }
+    for (int64_t kk = 0; kk < nk; kk++, ref_sp_next(&g->k, ki))
+        src[kk] = cv_source(g, oi, ki);
 }
 
 /* Flat weight index of the term (oc, ic) at tap 0 (its taps follow contiguously): conv
@@ -211,48 +216,89 @@ static ref_status conv_t_shape(const ref_params *p, int n, const ref_shape *in, 
  * (ic' and oc' are the channel within its group.) The inner sum is a left fold from 0, input
  * channels outer, kernel offsets row-major inner; the bias is added after.
  * m = (n + 1)(sum|x W| + |b|), n = number of terms that exist (conv counts the padded taps too:
- * inC/groups * prod(k)). */
+ * inC/groups * prod(k)). One output element, its sources src[] (cv_sources) given: */
+static void cv_out_elem(const cv_geom *g, const ref_tensor *in, int64_t oc, const int64_t *src,
+                        double *y, double *mag)
+{
+    int64_t nin = ref_sp_count(&g->in), nk = ref_sp_count(&g->k), grp = oc / g->cout_g;
+    const double *x = in[0].v, *W = in[1].v, *b = in[2].v;
+    double s = 0.0, s_abs = 0.0;
+    int64_t terms = g->transposed ? 0 : g->cin_g * nk;
+    for (int64_t icl = 0; icl < g->cin_g; icl++) {
+        int64_t ic = grp * g->cin_g + icl;
+        const double *xc = x + ic * nin, *w = W + cv_wrow(g, oc, ic, nk);
+        for (int64_t kk = 0; kk < nk; kk++) {
+            if (src[kk] < 0) {
+                /* conv: x_pad's zero times W, as the formula reads (exactly 0 for a finite
+                 * weight, NaN for a NaN or infinite one, as im2col gives); convTranspose: the
+                 * term does not exist */
+                if (!g->transposed)
+                    s += 0.0 * w[kk];
+                continue;
+            }
+            double t = xc[src[kk]] * w[kk];
+            s += t;
+            s_abs += fabs(t);
+            if (g->transposed)
+                terms++;
+        }
+    }
+    *y = s + b[oc];
+    if (mag)
+        *mag = (double)(terms + 1) * (s_abs + fabs(b[oc]));
+}
+
+typedef struct {
+    cv_geom g;
+    const ref_tensor *in, *gt;
+    ref_tensor *out, *grad;
+    double *mag, *absum[3];
+    int64_t *uses[3];
+    int failed; /* a thread's scratch could not be allocated */
+} cv_job;
+
+/* Output elements (oc, o), flattened, split over threads. */
+static void cv_forward_range(void *ctx, int64_t lo, int64_t hi)
+{
+    cv_job *t = ctx;
+    int64_t nk = ref_sp_count(&t->g.k), nout = ref_sp_count(&t->g.out);
+    int64_t *src = malloc(sizeof(int64_t) * (size_t)(nk + 1));
+    if (!src) {
+        t->failed = 1;
+        return;
+    }
+    for (int64_t f = lo; f < hi; f++) {
+        cv_sources(&t->g, f % nout, nk, src);
+        cv_out_elem(&t->g, t->in, f / nout, src, &t->out->v[f], t->mag ? &t->mag[f] : NULL);
+    }
+    free(src);
+}
+
 static ref_status cv_forward(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
                              double *mag, int transposed)
+{
+    cv_job t = {.in = in, .out = out, .mag = mag};
+    ref_shape shapes[3] = {in[0].shape, in[1].shape, in[2].shape};
+    if (cv_geometry(p, n, shapes, transposed, &t.g, NULL) != REF_OK)
+        return REF_EINVAL;
+    ref_parallel_for(p->threads, t.g.cout * ref_sp_count(&t.g.out), 64, cv_forward_range, &t);
+    return t.failed ? REF_ENOMEM : REF_OK;
+}
+
+static ref_status cv_forward_at(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk,
+                                int transposed)
 {
     cv_geom g;
     ref_shape shapes[3] = {in[0].shape, in[1].shape, in[2].shape};
     if (cv_geometry(p, n, shapes, transposed, &g, NULL) != REF_OK)
         return REF_EINVAL;
-    int64_t nin = ref_sp_count(&g.in), nk = ref_sp_count(&g.k), nout = ref_sp_count(&g.out);
-    const double *x = in[0].v, *W = in[1].v, *b = in[2].v;
+    int64_t nk = ref_sp_count(&g.k), nout = ref_sp_count(&g.out);
     int64_t *src = malloc(sizeof(int64_t) * (size_t)(nk + 1));
     if (!src)
         return REF_ENOMEM;
-    for (int64_t oc = 0; oc < g.cout; oc++) {
-        int64_t grp = oc / g.cout_g;
-        for (int64_t o = 0; o < nout; o++) {
-            double s = 0.0, s_abs = 0.0;
-            int64_t terms = transposed ? 0 : g.cin_g * nk;
-            cv_sources(&g, o, nk, src);
-            for (int64_t icl = 0; icl < g.cin_g; icl++) {
-                int64_t ic = grp * g.cin_g + icl;
-                const double *xc = x + ic * nin, *w = W + cv_wrow(&g, oc, ic, nk);
-                for (int64_t kk = 0; kk < nk; kk++) {
-                    if (src[kk] < 0) {
-                        /* conv: x_pad's zero times W, as the formula reads (exactly 0 for a
-                         * finite weight, NaN for a NaN or infinite one, as im2col gives);
-                         * convTranspose: the term does not exist */
-                        if (!transposed)
-                            s += 0.0 * w[kk];
-                        continue;
-                    }
-                    double t = xc[src[kk]] * w[kk];
-                    s += t;
-                    s_abs += fabs(t);
-                    if (transposed)
-                        terms++;
-                }
-            }
-            out->v[oc * nout + o] = s + b[oc];
-            if (mag)
-                mag[oc * nout + o] = (double)(terms + 1) * (s_abs + fabs(b[oc]));
-        }
+    for (int64_t e = 0; e < pk->count; e++) {
+        cv_sources(&g, pk->at[e] % nout, nk, src);
+        cv_out_elem(&g, in, pk->at[e] / nout, src, &pk->v[e], pk->mag ? &pk->mag[e] : NULL);
     }
     free(src);
     return REF_OK;
@@ -272,20 +318,30 @@ static ref_status conv_t_fwd(const ref_params *p, int n, const ref_tensor *in, r
 
 /* convTranspose's dx and dW are ordinary convolutions with g, whose zero padding of g reads
  * W[ic, oc', k] * 0 (into dx) and x[ic, i] * 0 (into dW) for every tap that lands outside y:
- * exactly 0 for finite values, NaN for a NaN or infinite one. Those products are added here
- * (the term walk of cv_vjp only visits the taps that land inside y). dx or dW may be NULL. */
-static void convt_padded_terms(const cv_geom *g, const double *x, const double *W, double *dx,
-                               double *dW)
+ * exactly 0 for finite values, NaN for a NaN or infinite one. Those products are added after
+ * the terms (the term walk of cv_vjp only visits the taps that land inside y), for the input
+ * channels ic in [lo, hi) (a thread's range). dx or dW may be NULL. */
+static int64_t convt_outside(const cv_geom *g, const int64_t ii[3], const int64_t ki[3])
 {
+    int64_t oi[3];
+    for (int a = 0; a < g->sr; a++)
+        oi[a] = ii[a] * g->s[a] + ki[a] * g->d[a] - g->p[a];
+    return ref_sp_ravel(&g->out, oi) < 0;
+}
+
+static void convt_padded_terms(void *ctx, int64_t lo, int64_t hi)
+{
+    cv_job *t = ctx;
+    const cv_geom *g = &t->g;
+    const double *x = t->in[0].v, *W = t->in[1].v;
+    double *dx = t->grad[0].v, *dW = t->grad[1].v;
     int64_t nin = ref_sp_count(&g->in), nk = ref_sp_count(&g->k);
-    for (int64_t ic = 0; ic < g->cin; ic++) {
+    for (int64_t ic = lo; ic < hi; ic++) {
         int64_t grp = ic / g->cin_g, ii[3] = {0, 0, 0};
         for (int64_t i = 0; i < nin; i++, ref_sp_next(&g->in, ii)) {
-            int64_t ki[3] = {0, 0, 0}, oi[3];
+            int64_t ki[3] = {0, 0, 0};
             for (int64_t kk = 0; kk < nk; kk++, ref_sp_next(&g->k, ki)) {
-                for (int a = 0; a < g->sr; a++)
-                    oi[a] = ii[a] * g->s[a] + ki[a] * g->d[a] - g->p[a];
-                if (ref_sp_ravel(&g->out, oi) >= 0)
+                if (!convt_outside(g, ii, ki))
                     continue;
                 for (int64_t ocl = 0; ocl < g->cout_g; ocl++) {
                     int64_t wi = cv_wrow(g, grp * g->cout_g + ocl, ic, nk) + kk;
@@ -305,72 +361,249 @@ static void convt_padded_terms(const cv_geom *g, const double *x, const double *
  *      dx[ic, i] = sum_{oc, k} W[ic, oc', k] g[oc, i s + k d - p])
  *   dW[w]       = sum over terms using it of x[ic, src] g[oc, o]
  *   db[oc]      = sum_o g[oc, o].
- * Each entry's magnitude is (number of its terms, >= 1) * sum|terms|. */
+ * Every sum is a left fold from 0 in the order (oc, o, k) of the walk below, then (for
+ * convTranspose) its padded products. Each entry's magnitude is (number of its terms, >= 1) *
+ * sum|terms|. Threads take input channels for dx and output channels for dW and db: each walks
+ * the terms in the same order and keeps those of its own channels. */
+static void cv_vjp_dx(void *ctx, int64_t lo, int64_t hi)
+{
+    cv_job *t = ctx;
+    const cv_geom *g = &t->g;
+    int64_t nin = ref_sp_count(&g->in), nk = ref_sp_count(&g->k), nout = ref_sp_count(&g->out);
+    int64_t *src = malloc(sizeof(int64_t) * (size_t)(nk + 1));
+    if (!src) {
+        t->failed = 1;
+        return;
+    }
+    const double *W = t->in[1].v, *G = t->gt->v;
+    double *dx = t->grad[0].v;
+    for (int64_t oc = 0; oc < g->cout; oc++) {
+        int64_t grp = oc / g->cout_g;
+        if ((grp + 1) * g->cin_g <= lo || grp * g->cin_g >= hi)
+            continue;
+        for (int64_t o = 0; o < nout; o++) {
+            double gv = G[oc * nout + o];
+            cv_sources(g, o, nk, src);
+            for (int64_t icl = 0; icl < g->cin_g; icl++) {
+                int64_t ic = grp * g->cin_g + icl, w0 = cv_wrow(g, oc, ic, nk);
+                if (ic < lo || ic >= hi)
+                    continue;
+                for (int64_t kk = 0; kk < nk; kk++) {
+                    if (src[kk] < 0)
+                        continue;
+                    int64_t xi = ic * nin + src[kk];
+                    dx[xi] += W[w0 + kk] * gv;
+                    t->absum[0][xi] += fabs(W[w0 + kk] * gv);
+                    t->uses[0][xi]++;
+                }
+            }
+        }
+    }
+    free(src);
+}
+
+static void cv_vjp_dw(void *ctx, int64_t lo, int64_t hi)
+{
+    cv_job *t = ctx;
+    const cv_geom *g = &t->g;
+    int64_t nin = ref_sp_count(&g->in), nk = ref_sp_count(&g->k), nout = ref_sp_count(&g->out);
+    int64_t *src = malloc(sizeof(int64_t) * (size_t)(nk + 1));
+    if (!src) {
+        t->failed = 1;
+        return;
+    }
+    const double *x = t->in[0].v, *G = t->gt->v;
+    double *dW = t->grad[1].v, *db = t->grad[2].v;
+    for (int64_t oc = lo; oc < hi; oc++) {
+        int64_t grp = oc / g->cout_g;
+        for (int64_t o = 0; o < nout; o++) {
+            double gv = G[oc * nout + o];
+            if (db) {
+                db[oc] += gv;
+                t->absum[2][oc] += fabs(gv);
+                t->uses[2][oc]++;
+            }
+            if (!dW)
+                continue;
+            cv_sources(g, o, nk, src);
+            for (int64_t icl = 0; icl < g->cin_g; icl++) {
+                int64_t ic = grp * g->cin_g + icl, w0 = cv_wrow(g, oc, ic, nk);
+                for (int64_t kk = 0; kk < nk; kk++) {
+                    if (src[kk] < 0)
+                        continue;
+                    int64_t xi = ic * nin + src[kk], wi = w0 + kk;
+                    dW[wi] += x[xi] * gv;
+                    t->absum[1][wi] += fabs(x[xi] * gv);
+                    t->uses[1][wi]++;
+                }
+            }
+        }
+    }
+    free(src);
+}
+
 static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *gt,
                          ref_tensor *grad, double **gmag, int transposed)
+{
+    cv_job t = {.in = in, .gt = gt, .grad = grad};
+    cv_geom *g = &t.g;
+    ref_shape shapes[3] = {in[0].shape, in[1].shape, in[2].shape};
+    if (cv_geometry(p, n, shapes, transposed, g, NULL) != REF_OK)
+        return REF_EINVAL;
+    int64_t nin = ref_sp_count(&g->in);
+    int64_t count[3] = {g->cin * nin, ref_numel(&in[1].shape), g->cout};
+    ref_status st = REF_OK;
+    for (int k = 0; k < 3; k++) {
+        t.absum[k] = calloc((size_t)count[k] + 1, sizeof(double));
+        t.uses[k] = calloc((size_t)count[k] + 1, sizeof(int64_t));
+        if (!t.absum[k] || !t.uses[k])
+            st = REF_ENOMEM;
+        if (grad[k].v)
+            memset(grad[k].v, 0, sizeof(double) * (size_t)count[k]);
+    }
+    if (st == REF_OK && grad[0].v)
+        ref_parallel_for(p->threads, g->cin, 1, cv_vjp_dx, &t);
+    if (st == REF_OK && (grad[1].v || grad[2].v))
+        ref_parallel_for(p->threads, g->cout, 1, cv_vjp_dw, &t);
+    if (st == REF_OK && transposed && (grad[0].v || grad[1].v))
+        ref_parallel_for(p->threads, g->cin, 1, convt_padded_terms, &t);
+    if (t.failed)
+        st = REF_ENOMEM;
+    for (int k = 0; st == REF_OK && k < 3; k++) {
+        double *m = gmag ? gmag[k] : NULL;
+        if (!grad[k].v || !m)
+            continue;
+        for (int64_t i = 0; i < count[k]; i++)
+            m[i] = (double)(t.uses[k][i] > 0 ? t.uses[k][i] : 1) * t.absum[k][i];
+    }
+    for (int k = 0; k < 3; k++)
+        free(t.absum[k]), free(t.uses[k]);
+    return st;
+}
+
+/* One entry of dx, alone: its terms in the walk's order (oc, o, k). Output o reads input cell i
+ * through tap k when o is k's preimage of i (at most one per tap; with dilation 0 several taps
+ * share one o, and they follow in tap order). */
+typedef struct {
+    int64_t o, kk;
+} cv_tap;
+
+static int cv_dx_taps(const cv_geom *g, int64_t i, cv_tap *taps)
+{
+    int64_t nk = ref_sp_count(&g->k), ii[3], ki[3] = {0, 0, 0};
+    int count = 0;
+    ref_sp_unravel(&g->in, i, ii);
+    for (int64_t kk = 0; kk < nk; kk++, ref_sp_next(&g->k, ki)) {
+        int64_t oi[3];
+        int ok = 1;
+        for (int a = 0; a < g->sr && ok; a++) {
+            if (!g->transposed) { /* o s + k d - p = i */
+                int64_t num = ii[a] + g->p[a] - ki[a] * g->d[a];
+                ok = num >= 0 && num % g->s[a] == 0;
+                oi[a] = ok ? num / g->s[a] : 0;
+            } else { /* (o + p - k d) / s = i */
+                oi[a] = ii[a] * g->s[a] - g->p[a] + ki[a] * g->d[a];
+            }
+        }
+        int64_t o = ok ? ref_sp_ravel(&g->out, oi) : -1;
+        if (o < 0)
+            continue;
+        int at = count++; /* insertion by o; equal o keep tap order */
+        while (at > 0 && taps[at - 1].o > o) {
+            taps[at] = taps[at - 1];
+            at--;
+        }
+        taps[at] = (cv_tap){o, kk};
+    }
+    return count;
+}
+
+static ref_status cv_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                            const ref_tensor *gt, int wrt, ref_picks *pk, int transposed)
 {
     cv_geom g;
     ref_shape shapes[3] = {in[0].shape, in[1].shape, in[2].shape};
     if (cv_geometry(p, n, shapes, transposed, &g, NULL) != REF_OK)
         return REF_EINVAL;
     int64_t nin = ref_sp_count(&g.in), nk = ref_sp_count(&g.k), nout = ref_sp_count(&g.out);
-    int64_t count[3] = {g.cin * nin, ref_numel(&in[1].shape), g.cout};
-    double *absum[3] = {0};
-    int64_t *uses[3] = {0};
-    int64_t *src = malloc(sizeof(int64_t) * (size_t)(nk + 1));
-    ref_status st = src ? REF_OK : REF_ENOMEM;
-    for (int t = 0; t < 3; t++) {
-        absum[t] = calloc((size_t)count[t] + 1, sizeof(double));
-        uses[t] = calloc((size_t)count[t] + 1, sizeof(int64_t));
-        if (!absum[t] || !uses[t])
-            st = REF_ENOMEM;
-        if (grad[t].v)
-            memset(grad[t].v, 0, sizeof(double) * (size_t)count[t]);
-    }
     const double *x = in[0].v, *W = in[1].v, *G = gt->v;
-    for (int64_t oc = 0; st == REF_OK && oc < g.cout; oc++) {
-        int64_t grp = oc / g.cout_g;
-        for (int64_t o = 0; o < nout; o++) {
-            double gv = G[oc * nout + o];
-            if (grad[2].v) {
-                grad[2].v[oc] += gv;
-                absum[2][oc] += fabs(gv);
-                uses[2][oc]++;
-            }
-            cv_sources(&g, o, nk, src);
-            for (int64_t icl = 0; icl < g.cin_g; icl++) {
-                int64_t ic = grp * g.cin_g + icl, w0 = cv_wrow(&g, oc, ic, nk);
-                for (int64_t kk = 0; kk < nk; kk++) {
-                    if (src[kk] < 0)
-                        continue;
-                    int64_t xi = ic * nin + src[kk], wi = w0 + kk;
-                    if (grad[0].v) {
-                        grad[0].v[xi] += W[wi] * gv;
-                        absum[0][xi] += fabs(W[wi] * gv);
-                        uses[0][xi]++;
-                    }
-                    if (grad[1].v) {
-                        grad[1].v[wi] += x[xi] * gv;
-                        absum[1][wi] += fabs(x[xi] * gv);
-                        uses[1][wi]++;
-                    }
+    cv_tap *taps = malloc(sizeof(cv_tap) * (size_t)(nk + 1));
+    if (!taps)
+        return REF_ENOMEM;
+    for (int64_t e = 0; e < pk->count; e++) {
+        int64_t f = pk->at[e], uses = 0;
+        double s = 0.0, s_abs = 0.0;
+        if (wrt == 0) { /* dx[ic, i] */
+            int64_t ic = f / nin, i = f % nin, grp = ic / g.cin_g;
+            int nt = cv_dx_taps(&g, i, taps);
+            for (int64_t oc = grp * g.cout_g; oc < (grp + 1) * g.cout_g; oc++)
+                for (int k = 0; k < nt; k++) {
+                    double term = W[cv_wrow(&g, oc, ic, nk) + taps[k].kk] * G[oc * nout + taps[k].o];
+                    s += term;
+                    s_abs += fabs(term);
+                    uses++;
                 }
+            if (transposed) {
+                int64_t ii[3], ki[3] = {0, 0, 0};
+                ref_sp_unravel(&g.in, i, ii);
+                for (int64_t kk = 0; kk < nk; kk++, ref_sp_next(&g.k, ki))
+                    if (convt_outside(&g, ii, ki))
+                        for (int64_t ocl = 0; ocl < g.cout_g; ocl++)
+                            s += W[cv_wrow(&g, grp * g.cout_g + ocl, ic, nk) + kk] * 0.0;
+            }
+        } else if (wrt == 1) { /* dW[w]: conv (oc, ic', k), convTranspose (ic, oc', k) */
+            int64_t kk = f % nk, row = f / nk, oc, ic;
+            if (!transposed) {
+                oc = row / g.cin_g;
+                ic = oc / g.cout_g * g.cin_g + row % g.cin_g;
+            } else {
+                ic = row / g.cout_g;
+                oc = ic / g.cin_g * g.cout_g + row % g.cout_g;
+            }
+            int64_t ki[3], oi[3] = {0, 0, 0};
+            ref_sp_unravel(&g.k, kk, ki);
+            for (int64_t o = 0; o < nout; o++, ref_sp_next(&g.out, oi)) {
+                int64_t src = cv_source(&g, oi, ki);
+                if (src < 0)
+                    continue;
+                double term = x[ic * nin + src] * G[oc * nout + o];
+                s += term;
+                s_abs += fabs(term);
+                uses++;
+            }
+            if (transposed) {
+                int64_t ii[3] = {0, 0, 0};
+                for (int64_t i = 0; i < nin; i++, ref_sp_next(&g.in, ii))
+                    if (convt_outside(&g, ii, ki))
+                        s += x[ic * nin + i] * 0.0;
+            }
+        } else { /* db[oc] */
+            for (int64_t o = 0; o < nout; o++) {
+                s += G[f * nout + o];
+                s_abs += fabs(G[f * nout + o]);
+                uses++;
             }
         }
+        pk->v[e] = s;
+        if (pk->mag)
+            pk->mag[e] = (double)(uses > 0 ? uses : 1) * s_abs;
     }
-    if (st == REF_OK && transposed)
-        convt_padded_terms(&g, x, W, grad[0].v, grad[1].v);
-    for (int t = 0; st == REF_OK && t < 3; t++) {
-        double *m = gmag ? gmag[t] : NULL;
-        if (!grad[t].v || !m)
-            continue;
-        for (int64_t i = 0; i < count[t]; i++)
-            m[i] = (double)(uses[t][i] > 0 ? uses[t][i] : 1) * absum[t][i];
-    }
-    for (int t = 0; t < 3; t++)
-        free(absum[t]), free(uses[t]);
-    free(src);
-    return st;
+    free(taps);
+    return REF_OK;
+}
+
+/* Work of one element: the terms of an output (inC/groups taps), of a dx entry (outC/groups
+ * taps), of a dW entry (every output position) and of db (every output position). */
+static double cv_work(const ref_params *p, int n, const ref_shape *in, int wrt, int transposed)
+{
+    cv_geom g;
+    ref_err e;
+    if (cv_geometry(p, n, in, transposed, &g, &e) != REF_OK)
+        return 0.0;
+    double nk = (double)ref_sp_count(&g.k), nout = (double)ref_sp_count(&g.out);
+    if (wrt < 0)
+        return (double)g.cin_g * nk;
+    return wrt == 0 ? (double)g.cout_g * nk : nout;
 }
 
 static ref_status conv_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
@@ -386,6 +619,38 @@ static ref_status conv_t_vjp(const ref_params *p, int n, const ref_tensor *in,
 {
     (void)y;
     return cv_vjp(p, n, in, g, grad, gmag, 1);
+}
+
+static ref_status conv_fwd_at(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk)
+{
+    return cv_forward_at(p, n, in, pk, 0);
+}
+
+static ref_status conv_t_fwd_at(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk)
+{
+    return cv_forward_at(p, n, in, pk, 1);
+}
+
+static ref_status conv_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                              const ref_tensor *g, int wrt, ref_picks *pk)
+{
+    return cv_vjp_at(p, n, in, g, wrt, pk, 0);
+}
+
+static ref_status conv_t_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                const ref_tensor *g, int wrt, ref_picks *pk)
+{
+    return cv_vjp_at(p, n, in, g, wrt, pk, 1);
+}
+
+static double conv_work(const ref_params *p, int n, const ref_shape *in, int wrt)
+{
+    return cv_work(p, n, in, wrt, 0);
+}
+
+static double conv_t_work(const ref_params *p, int n, const ref_shape *in, int wrt)
+{
+    return cv_work(p, n, in, wrt, 1);
 }
 
 /* ---- samplers ----------------------------------------------------------------------------- */
@@ -470,13 +735,15 @@ const ref_op ref_family_conv[] = {
      .note = "one sample [C, spatial...]; dilation 0 accepted as extent 1 (ATen rejects it); "
              "outputs with no real input cell (inC = 0, or padding only) are the bias",
      .set_defaults = conv_defaults, .shape = conv_shape, .forward = conv_fwd, .vjp = conv_vjp,
-     .sample = sample_conv},
+     .sample = sample_conv, .forward_at = conv_fwd_at, .vjp_at = conv_vjp_at,
+     .work = conv_work},
     {.name = "convTranspose", .report_name = "conv_transpose", .min_inputs = 3, .max_inputs = 3,
      .input_names = {"x", "weight", "bias"}, .params = REF_P_WINDOW | REF_P_GROUPS,
      .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
      .note = "weight [inC, outC/groups, k...]; groups > 1 as PyTorch defines them (TorchLean has "
              "groups 1 only); output_padding 0; in, k or stride 0 gives an empty output",
      .set_defaults = conv_defaults, .shape = conv_t_shape, .forward = conv_t_fwd,
-     .vjp = conv_t_vjp, .sample = sample_conv_t},
+     .vjp = conv_t_vjp, .sample = sample_conv_t, .forward_at = conv_t_fwd_at,
+     .vjp_at = conv_t_vjp_at, .work = conv_t_work},
 };
 const int ref_family_conv_count = (int)(sizeof ref_family_conv / sizeof ref_family_conv[0]);

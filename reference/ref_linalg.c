@@ -6,6 +6,7 @@
  * scaledMatmul adds 3 roundings per term (alpha rounded to the dtype, the scaling product, and
  * one spare for the split sqrt|alpha| scaling of both operands): m = |alpha| (K + 3) sum|a b|. */
 #include "ref_families.h"
+#include "ref_parallel.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -88,48 +89,81 @@ static ref_status matmul_shape(const ref_params *p, int n, const ref_shape *in, 
 /* out[b, i, j] = alpha * sum_k A[ba, i, k] B[bb, k, j] (left fold from 0 over k);
  * m = |alpha| (max(K, 1) + extra) sum_k |A B| (matmul: alpha = 1, extra = 0).
  * The loop over k runs outside the one over j: B is read along its rows and row i of out
- * gathers its sums in place, each in increasing k as the formula reads. */
-static void mm_forward(const ref_tensor *in, ref_tensor *out, double *mag, double alpha,
-                       int extra)
+ * gathers its sums in place, each in increasing k as the formula reads. Rows (b, i) are split
+ * over threads. */
+typedef struct {
+    mm_geom g;
+    const ref_tensor *in;
+    ref_tensor *out;
+    double *mag, alpha;
+    int extra;
+} mm_job;
+
+static void mm_forward_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    const mm_job *t = ctx;
+    const mm_geom *g = &t->g;
+    double *mag = t->mag;
+    for (int64_t bi = lo; bi < hi; bi++) {
+        int64_t b = bi / g->m, i = bi % g->m;
+        const double *A = t->in[0].v + batch_offset(&g->batch_out, &g->batch_a, b) * g->m * g->k;
+        const double *B = t->in[1].v + batch_offset(&g->batch_out, &g->batch_b, b) * g->k * g->n;
+        double *row = t->out->v + bi * g->n, *mrow = mag ? mag + bi * g->n : NULL;
+        for (int64_t j = 0; j < g->n; j++) {
+            row[j] = 0.0;
+            if (mrow)
+                mrow[j] = 0.0;
+        }
+        for (int64_t k = 0; k < g->k; k++) {
+            double a = A[i * g->k + k];
+            const double *Bk = B + k * g->n;
+            for (int64_t j = 0; j < g->n; j++) {
+                row[j] += a * Bk[j];
+                if (mrow)
+                    mrow[j] += fabs(a * Bk[j]);
+            }
+        }
+        for (int64_t j = 0; j < g->n; j++) {
+            row[j] = t->alpha * row[j];
+            if (mrow)
+                mrow[j] = fabs(t->alpha) * (double)((g->k > 0 ? g->k : 1) + t->extra) * mrow[j];
+        }
+    }
+}
+
+static void mm_forward(const ref_params *p, const ref_tensor *in, ref_tensor *out, double *mag,
+                       double alpha, int extra)
+{
+    mm_job t = {.in = in, .out = out, .mag = mag, .alpha = alpha, .extra = extra};
+    mm_geometry(&in[0].shape, &in[1].shape, &t.g, NULL);
+    ref_parallel_for(p->threads, ref_numel(&t.g.batch_out) * t.g.m, 1, mm_forward_rows, &t);
+}
+
+/* The same at the picked elements alone: out[b, i, j] as one sum over k. */
+static void mm_forward_at(const ref_tensor *in, ref_picks *pk, double alpha, int extra)
 {
     mm_geom g;
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
-    int64_t nb = ref_numel(&g.batch_out);
-    for (int64_t b = 0; b < nb; b++) {
+    for (int64_t e = 0; e < pk->count; e++) {
+        int64_t f = pk->at[e], j = f % g.n, bi = f / g.n, b = bi / g.m, i = bi % g.m;
         const double *A = in[0].v + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
         const double *B = in[1].v + batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
-        for (int64_t i = 0; i < g.m; i++) {
-            double *row = out->v + (b * g.m + i) * g.n, *mrow = mag ? mag + (b * g.m + i) * g.n
-                                                                    : NULL;
-            for (int64_t j = 0; j < g.n; j++) {
-                row[j] = 0.0;
-                if (mrow)
-                    mrow[j] = 0.0;
-            }
-            for (int64_t k = 0; k < g.k; k++) {
-                double a = A[i * g.k + k];
-                const double *Bk = B + k * g.n;
-                for (int64_t j = 0; j < g.n; j++) {
-                    row[j] += a * Bk[j];
-                    if (mrow)
-                        mrow[j] += fabs(a * Bk[j]);
-                }
-            }
-            for (int64_t j = 0; j < g.n; j++) {
-                row[j] = alpha * row[j];
-                if (mrow)
-                    mrow[j] = fabs(alpha) * (double)((g.k > 0 ? g.k : 1) + extra) * mrow[j];
-            }
+        double s = 0.0, s_abs = 0.0;
+        for (int64_t k = 0; k < g.k; k++) {
+            s += A[i * g.k + k] * B[k * g.n + j];
+            s_abs += fabs(A[i * g.k + k] * B[k * g.n + j]);
         }
+        pk->v[e] = alpha * s;
+        if (pk->mag)
+            pk->mag[e] = fabs(alpha) * (double)((g.k > 0 ? g.k : 1) + extra) * s_abs;
     }
 }
 
 static ref_status matmul_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
                              double *mag)
 {
-    (void)p;
     (void)n;
-    mm_forward(in, out, mag, 1.0, 0);
+    mm_forward(p, in, out, mag, 1.0, 0);
     return REF_OK;
 }
 
@@ -137,73 +171,103 @@ static ref_status matmul_fwd(const ref_params *p, int n, const ref_tensor *in, r
  * dB[bb, k, j] = alpha * sum over batches b that read bb, sum_i A[ba, i, k] g[b, i, j]
  * (left folds from 0: b outer, then j for dA and i for dB).
  * m = |alpha| (uses + extra) sum|terms|, uses = the number of terms summed into the element:
- * n per batch b reading ba for dA, m per batch reading bb for dB (counted per batch, once). */
-static ref_status mm_vjp(const ref_tensor *in, const ref_tensor *gt, ref_tensor *grad,
-                         double **gmag, double alpha, int extra)
-{
+ * n per batch b reading ba for dA, m per batch reading bb for dB (counted per batch, once).
+ * dA's rows i and dB's rows k are split over threads, each thread walking every batch. */
+typedef struct {
     mm_geom g;
-    mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
-    int64_t nb = ref_numel(&g.batch_out);
+    const ref_tensor *in, *gt;
+    double *dA, *dB, *mA, *mB;
+} mm_vjp_job;
+
+static void mm_vjp_rows_a(void *ctx, int64_t lo, int64_t hi)
+{
+    const mm_vjp_job *t = ctx;
+    const mm_geom *g = &t->g;
+    for (int64_t b = 0; b < ref_numel(&g->batch_out); b++) {
+        int64_t oa = batch_offset(&g->batch_out, &g->batch_a, b) * g->m * g->k;
+        const double *B = t->in[1].v + batch_offset(&g->batch_out, &g->batch_b, b) * g->k * g->n;
+        const double *G = t->gt->v + b * g->m * g->n;
+        for (int64_t i = lo; i < hi; i++) /* dA[i, k] += sum_j g[i, j] B[k, j]: rows of g, B */
+            for (int64_t k = 0; k < g->k; k++) {
+                double s = t->dA[oa + i * g->k + k], s_abs = t->mA ? t->mA[oa + i * g->k + k] : 0.0;
+                for (int64_t j = 0; j < g->n; j++) {
+                    s += G[i * g->n + j] * B[k * g->n + j];
+                    s_abs += fabs(G[i * g->n + j] * B[k * g->n + j]);
+                }
+                t->dA[oa + i * g->k + k] = s;
+                if (t->mA)
+                    t->mA[oa + i * g->k + k] = s_abs;
+            }
+    }
+}
+
+static void mm_vjp_rows_b(void *ctx, int64_t lo, int64_t hi)
+{
+    const mm_vjp_job *t = ctx;
+    const mm_geom *g = &t->g;
+    for (int64_t b = 0; b < ref_numel(&g->batch_out); b++) {
+        const double *A = t->in[0].v + batch_offset(&g->batch_out, &g->batch_a, b) * g->m * g->k;
+        int64_t ob = batch_offset(&g->batch_out, &g->batch_b, b) * g->k * g->n;
+        const double *G = t->gt->v + b * g->m * g->n;
+        for (int64_t i = 0; i < g->m; i++) /* dB[k, j] += A[i, k] g[i, j]: in increasing i */
+            for (int64_t k = lo; k < hi; k++) {
+                double a = A[i * g->k + k];
+                double *row = t->dB + ob + k * g->n, *mrow = t->mB ? t->mB + ob + k * g->n : NULL;
+                for (int64_t j = 0; j < g->n; j++) {
+                    row[j] += a * G[i * g->n + j];
+                    if (mrow)
+                        mrow[j] += fabs(a * G[i * g->n + j]);
+                }
+            }
+    }
+}
+
+/* How many output batches read each batch of an operand. */
+static int64_t *mm_reads(const mm_geom *g, const ref_shape *operand_batch)
+{
+    int64_t *reads = calloc((size_t)ref_numel(operand_batch) + 1, sizeof(int64_t));
+    for (int64_t b = 0; reads && b < ref_numel(&g->batch_out); b++)
+        reads[batch_offset(&g->batch_out, operand_batch, b)]++;
+    return reads;
+}
+
+static ref_status mm_vjp(const ref_params *p, const ref_tensor *in, const ref_tensor *gt,
+                         ref_tensor *grad, double **gmag, double alpha, int extra)
+{
+    mm_vjp_job t = {.in = in, .gt = gt, .dA = grad[0].v, .dB = grad[1].v};
+    mm_geom *g = &t.g;
+    mm_geometry(&in[0].shape, &in[1].shape, g, NULL);
     int64_t na = ref_numel(&in[0].shape), nbb = ref_numel(&in[1].shape);
-    int64_t nba = ref_numel(&g.batch_a), nbb_batches = ref_numel(&g.batch_b);
-    int64_t *reads_a = calloc((size_t)nba + 1, sizeof(int64_t));
-    int64_t *reads_b = calloc((size_t)nbb_batches + 1, sizeof(int64_t));
+    int64_t *reads_a = mm_reads(g, &g->batch_a), *reads_b = mm_reads(g, &g->batch_b);
     if (!reads_a || !reads_b) {
         free(reads_a), free(reads_b);
         return REF_ENOMEM;
     }
-    double *dA = grad[0].v, *dB = grad[1].v;
-    double *mA = dA && gmag ? gmag[0] : NULL, *mB = dB && gmag ? gmag[1] : NULL;
-    for (int64_t i = 0; dA && i < na; i++) {
-        dA[i] = 0.0;
-        if (mA)
-            mA[i] = 0.0; /* sum|terms| until the final scaling */
+    t.mA = t.dA && gmag ? gmag[0] : NULL;
+    t.mB = t.dB && gmag ? gmag[1] : NULL;
+    for (int64_t i = 0; t.dA && i < na; i++) {
+        t.dA[i] = 0.0;
+        if (t.mA)
+            t.mA[i] = 0.0; /* sum|terms| until the final scaling */
     }
-    for (int64_t i = 0; dB && i < nbb; i++) {
-        dB[i] = 0.0;
-        if (mB)
-            mB[i] = 0.0;
+    for (int64_t i = 0; t.dB && i < nbb; i++) {
+        t.dB[i] = 0.0;
+        if (t.mB)
+            t.mB[i] = 0.0;
     }
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t ba = batch_offset(&g.batch_out, &g.batch_a, b);
-        int64_t bb = batch_offset(&g.batch_out, &g.batch_b, b);
-        int64_t oa = ba * g.m * g.k, ob = bb * g.k * g.n;
-        const double *A = in[0].v + oa, *B = in[1].v + ob, *G = gt->v + b * g.m * g.n;
-        reads_a[ba]++;
-        reads_b[bb]++;
-        if (dA) /* dA[i, k] += sum_j g[i, j] B[k, j]: rows of g and B */
-            for (int64_t i = 0; i < g.m; i++)
-                for (int64_t k = 0; k < g.k; k++) {
-                    double s = dA[oa + i * g.k + k], s_abs = mA ? mA[oa + i * g.k + k] : 0.0;
-                    for (int64_t j = 0; j < g.n; j++) {
-                        s += G[i * g.n + j] * B[k * g.n + j];
-                        s_abs += fabs(G[i * g.n + j] * B[k * g.n + j]);
-                    }
-                    dA[oa + i * g.k + k] = s;
-                    if (mA)
-                        mA[oa + i * g.k + k] = s_abs;
-                }
-        if (dB) /* dB[k, j] += A[i, k] g[i, j]: row k of dB gathers in increasing i */
-            for (int64_t i = 0; i < g.m; i++)
-                for (int64_t k = 0; k < g.k; k++) {
-                    double a = A[i * g.k + k];
-                    double *row = dB + ob + k * g.n, *mrow = mB ? mB + ob + k * g.n : NULL;
-                    for (int64_t j = 0; j < g.n; j++) {
-                        row[j] += a * G[i * g.n + j];
-                        if (mrow)
-                            mrow[j] += fabs(a * G[i * g.n + j]);
-                    }
-                }
-    }
-    for (int t = 0; t < 2; t++) {
-        double *d = t == 0 ? dA : dB, *m = t == 0 ? mA : mB;
+    if (t.dA)
+        ref_parallel_for(p->threads, g->m, 1, mm_vjp_rows_a, &t);
+    if (t.dB)
+        ref_parallel_for(p->threads, g->k, 1, mm_vjp_rows_b, &t);
+    for (int s = 0; s < 2; s++) {
+        double *d = s == 0 ? t.dA : t.dB, *m = s == 0 ? t.mA : t.mB;
         if (!d)
             continue;
-        int64_t cnt = t == 0 ? na : nbb, per = t == 0 ? g.m * g.k : g.k * g.n;
+        int64_t cnt = s == 0 ? na : nbb, per = s == 0 ? g->m * g->k : g->k * g->n;
         for (int64_t i = 0; i < cnt; i++) {
             d[i] *= alpha;
             if (m) {
-                int64_t uses = (t == 0 ? reads_a[i / per] * g.n : reads_b[i / per] * g.m);
+                int64_t uses = (s == 0 ? reads_a[i / per] * g->n : reads_b[i / per] * g->m);
                 m[i] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) * m[i];
             }
         }
@@ -212,14 +276,92 @@ static ref_status mm_vjp(const ref_tensor *in, const ref_tensor *gt, ref_tensor 
     return REF_OK;
 }
 
+/* The same at picked elements of dA (wrt 0) or dB (wrt 1): each one sum, batches outer. */
+static ref_status mm_vjp_at(const ref_tensor *in, const ref_tensor *gt, int wrt, ref_picks *pk,
+                            double alpha, int extra)
+{
+    mm_geom g;
+    mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
+    int64_t nb = ref_numel(&g.batch_out);
+    for (int64_t e = 0; e < pk->count; e++) {
+        int64_t f = pk->at[e], uses = 0;
+        double s = 0.0, s_abs = 0.0;
+        if (wrt == 0) { /* dA[ba, i, k] */
+            int64_t ba = f / (g.m * g.k), i = f % (g.m * g.k) / g.k, k = f % g.k;
+            for (int64_t b = 0; b < nb; b++) {
+                if (batch_offset(&g.batch_out, &g.batch_a, b) != ba)
+                    continue;
+                const double *B = in[1].v + batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
+                const double *G = gt->v + b * g.m * g.n;
+                for (int64_t j = 0; j < g.n; j++) {
+                    s += G[i * g.n + j] * B[k * g.n + j];
+                    s_abs += fabs(G[i * g.n + j] * B[k * g.n + j]);
+                }
+                uses += g.n;
+            }
+        } else { /* dB[bb, k, j] */
+            int64_t bb = f / (g.k * g.n), k = f % (g.k * g.n) / g.n, j = f % g.n;
+            for (int64_t b = 0; b < nb; b++) {
+                if (batch_offset(&g.batch_out, &g.batch_b, b) != bb)
+                    continue;
+                const double *A = in[0].v + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
+                const double *G = gt->v + b * g.m * g.n;
+                for (int64_t i = 0; i < g.m; i++) {
+                    s += A[i * g.k + k] * G[i * g.n + j];
+                    s_abs += fabs(A[i * g.k + k] * G[i * g.n + j]);
+                }
+                uses += g.m;
+            }
+        }
+        pk->v[e] = s * alpha;
+        if (pk->mag)
+            pk->mag[e] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) * s_abs;
+    }
+    return REF_OK;
+}
+
+/* Work of one element: K terms of the output, n (dA) or m (dB) per batch that reads it. */
+static double mm_work(const ref_shape *in, int wrt)
+{
+    mm_geom g;
+    ref_err e;
+    if (mm_geometry(&in[0], &in[1], &g, &e) != REF_OK)
+        return 0.0;
+    double nb = (double)ref_numel(&g.batch_out);
+    if (wrt < 0)
+        return (double)g.k;
+    if (wrt == 0)
+        return nb / (double)(ref_numel(&g.batch_a) > 0 ? ref_numel(&g.batch_a) : 1) * (double)g.n;
+    return nb / (double)(ref_numel(&g.batch_b) > 0 ? ref_numel(&g.batch_b) : 1) * (double)g.m;
+}
+
+static ref_status matmul_fwd_at(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk)
+{
+    (void)p, (void)n;
+    mm_forward_at(in, pk, 1.0, 0);
+    return REF_OK;
+}
+
+static ref_status matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                const ref_tensor *gt, int wrt, ref_picks *pk)
+{
+    (void)p, (void)n;
+    return mm_vjp_at(in, gt, wrt, pk, 1.0, 0);
+}
+
+static double matmul_work(const ref_params *p, int n, const ref_shape *in, int wrt)
+{
+    (void)p, (void)n;
+    return mm_work(in, wrt);
+}
+
 static ref_status matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
                              double **gmag)
 {
-    (void)p;
     (void)n;
     (void)y;
-    return mm_vjp(in, gt, grad, gmag, 1.0, 0);
+    return mm_vjp(p, in, gt, grad, gmag, 1.0, 0);
 }
 
 /* A [batch..., m, k] drawn within max_elems (rank 1: [k]); B [batch'..., k, n] (rank 1: [k]) with
@@ -282,7 +424,7 @@ static ref_status scaled_matmul_fwd(const ref_params *p, int n, const ref_tensor
                                     ref_tensor *out, double *mag)
 {
     (void)n;
-    mm_forward(in, out, mag, p->alpha, 3);
+    mm_forward(p, in, out, mag, p->alpha, 3);
     return REF_OK;
 }
 
@@ -292,7 +434,22 @@ static ref_status scaled_matmul_vjp(const ref_params *p, int n, const ref_tensor
 {
     (void)n;
     (void)y;
-    return mm_vjp(in, gt, grad, gmag, p->alpha, 3);
+    return mm_vjp(p, in, gt, grad, gmag, p->alpha, 3);
+}
+
+static ref_status scaled_matmul_fwd_at(const ref_params *p, int n, const ref_tensor *in,
+                                       ref_picks *pk)
+{
+    (void)n;
+    mm_forward_at(in, pk, p->alpha, 3);
+    return REF_OK;
+}
+
+static ref_status scaled_matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                       const ref_tensor *gt, int wrt, ref_picks *pk)
+{
+    (void)n;
+    return mm_vjp_at(in, gt, wrt, pk, p->alpha, 3);
 }
 
 static ref_status sample_scaled_matmul(ref_rng *r, const ref_sample_req *req, ref_params *p,
@@ -380,11 +537,146 @@ static ref_status softmax_matmul_shape(const ref_params *p, int n, const ref_sha
     return REF_OK;
 }
 
+/* Output row (b, i) given its softmax row P, F: out[b, i, j] and its magnitude. */
+static void smm_out_elem(const smm_geom *g, const double *V, const double *P, const double *F,
+                         int64_t j, double *y, double *mag)
+{
+    double s = 0.0, s_mag = 0.0;
+    for (int64_t k = 0; k < g->m; k++) {
+        s += P[k] * V[k * g->d + j];
+        s_mag += ref_mag_prod(P[k], fabs(V[k * g->d + j]) * ((double)g->m + F[k]));
+    }
+    *y = s;
+    if (mag)
+        *mag = s_mag;
+}
+
+typedef struct {
+    smm_geom g;
+    const ref_tensor *in, *gt;
+    ref_tensor *out, *grad;
+    double *mag, *mS, *mV;
+    int failed;
+} smm_job;
+
+/* Rows (b, i), flattened, split over threads. */
+static void smm_forward_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    smm_job *t = ctx;
+    const smm_geom *g = &t->g;
+    double *P = malloc(sizeof(double) * (size_t)(g->m + 1));
+    double *F = malloc(sizeof(double) * (size_t)(g->m + 1));
+    if (!P || !F) {
+        free(P), free(F);
+        t->failed = 1;
+        return;
+    }
+    for (int64_t bi = lo; bi < hi; bi++) {
+        const double *V = t->in[1].v + bi / g->n * g->m * g->d;
+        sm_row(t->in[0].v + bi * g->m, g->m, P, F);
+        for (int64_t j = 0; j < g->d; j++)
+            smm_out_elem(g, V, P, F, j, &t->out->v[bi * g->d + j],
+                         t->mag ? &t->mag[bi * g->d + j] : NULL);
+    }
+    free(P), free(F);
+}
+
 static ref_status softmax_matmul_fwd(const ref_params *p, int n, const ref_tensor *in,
                                      ref_tensor *out, double *mag)
 {
-    (void)p;
     (void)n;
+    smm_job t = {.g = smm_geometry(&in[0].shape, &in[1].shape), .in = in, .out = out,
+                 .mag = mag};
+    ref_parallel_for(p->threads, t.g.batch * t.g.n, 1, smm_forward_rows, &t);
+    return t.failed ? REF_ENOMEM : REF_OK;
+}
+
+/* One row of the VJP: P, F, dP and Gabs of row (b, i), its r and R, and dS' with its
+ * magnitude at every k (dS and mdS may be NULL). */
+static void smm_vjp_row(const smm_geom *g, const ref_tensor *in, const ref_tensor *gt, int64_t bi,
+                        double *P, double *F, double *dP, double *Gabs, double *dS, double *mdS)
+{
+    const double *V = in[1].v + bi / g->n * g->m * g->d, *G = gt->v + bi * g->d;
+    sm_row(in[0].v + bi * g->m, g->m, P, F);
+    double r = 0.0;
+    for (int64_t k = 0; k < g->m; k++) {
+        dP[k] = 0.0;
+        Gabs[k] = 0.0;
+        for (int64_t j = 0; j < g->d; j++) {
+            dP[k] += G[j] * V[k * g->d + j];
+            Gabs[k] += fabs(G[j] * V[k * g->d + j]);
+        }
+        r += P[k] * dP[k];
+    }
+    double R = 0.0;
+    for (int64_t k = 0; k < g->m; k++)
+        R += ref_mag_prod(P[k], ((double)(g->m + g->d) + F[k]) * Gabs[k]);
+    for (int64_t k = 0; dS && k < g->m; k++) {
+        dS[k] = P[k] * (dP[k] - r);
+        mdS[k] = ref_mag_prod(P[k], F[k] * fabs(dP[k] - r) + (double)g->d * Gabs[k] + R +
+                                        fabs(dP[k]) + fabs(r)) +
+                 fabs(dS[k]);
+    }
+}
+
+/* Batches b split over threads (dV sums over the rows of its batch). */
+static void smm_vjp_batches(void *ctx, int64_t lo, int64_t hi)
+{
+    smm_job *t = ctx;
+    const smm_geom *g = &t->g;
+    size_t row = (size_t)(g->m + 1);
+    double *buf = malloc(sizeof(double) * row * 6);
+    if (!buf) {
+        t->failed = 1;
+        return;
+    }
+    double *P = buf, *F = P + row, *dP = F + row, *Gabs = dP + row, *dS = Gabs + row, *mdS = dS + row;
+    for (int64_t b = lo; b < hi; b++)
+        for (int64_t i = 0; i < g->n; i++) {
+            int64_t bi = b * g->n + i, srow = bi * g->m;
+            const double *G = t->gt->v + bi * g->d;
+            smm_vjp_row(g, t->in, t->gt, bi, P, F, dP, Gabs, dS, mdS);
+            for (int64_t k = 0; k < g->m; k++) {
+                if (t->grad[0].v)
+                    t->grad[0].v[srow + k] = dS[k];
+                if (t->grad[0].v && t->mS)
+                    t->mS[srow + k] = mdS[k];
+                if (t->grad[1].v)
+                    for (int64_t j = 0; j < g->d; j++) {
+                        int64_t o = b * g->m * g->d + k * g->d + j;
+                        t->grad[1].v[o] += P[k] * G[j];
+                        if (t->mV)
+                            t->mV[o] += ref_mag_prod(P[k], fabs(G[j]) * ((double)g->n + F[k]));
+                    }
+            }
+        }
+    free(buf);
+}
+
+static ref_status softmax_matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
+                                     const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
+                                     double **gmag)
+{
+    (void)n;
+    (void)y;
+    smm_job t = {.g = smm_geometry(&in[0].shape, &in[1].shape), .in = in, .gt = gt,
+                 .grad = grad, .mS = gmag ? gmag[0] : NULL, .mV = gmag ? gmag[1] : NULL};
+    int64_t nv = ref_numel(&in[1].shape);
+    if (grad[1].v)
+        memset(grad[1].v, 0, sizeof(double) * (size_t)nv);
+    if (grad[1].v && t.mV)
+        memset(t.mV, 0, sizeof(double) * (size_t)nv);
+    ref_parallel_for(p->threads, t.g.batch, 1, smm_vjp_batches, &t);
+    return t.failed ? REF_ENOMEM : REF_OK;
+}
+
+/* Picked elements: a row's softmax (and, for dS, its VJP row) is made once for the picks in
+ * that row; a dV entry sums over every row of its batch, whose P and F are made once per batch
+ * for the picks in it (the picks come in index order). */
+static ref_status softmax_matmul_fwd_at(const ref_params *p, int n, const ref_tensor *in,
+                                        ref_picks *pk)
+{
+    (void)p, (void)n;
     smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
     double *P = malloc(sizeof(double) * (size_t)(g.m + 1));
     double *F = malloc(sizeof(double) * (size_t)(g.m + 1));
@@ -392,86 +684,74 @@ static ref_status softmax_matmul_fwd(const ref_params *p, int n, const ref_tenso
         free(P), free(F);
         return REF_ENOMEM;
     }
-    for (int64_t b = 0; b < g.batch; b++) {
-        const double *V = in[1].v + b * g.m * g.d;
-        for (int64_t i = 0; i < g.n; i++) {
-            sm_row(in[0].v + (b * g.n + i) * g.m, g.m, P, F);
-            for (int64_t j = 0; j < g.d; j++) {
-                double s = 0.0, s_mag = 0.0;
-                for (int64_t k = 0; k < g.m; k++) {
-                    s += P[k] * V[k * g.d + j];
-                    s_mag += ref_mag_prod(P[k], fabs(V[k * g.d + j]) * ((double)g.m + F[k]));
-                }
-                out->v[(b * g.n + i) * g.d + j] = s;
-                if (mag)
-                    mag[(b * g.n + i) * g.d + j] = s_mag;
-            }
-        }
+    int64_t have = -1;
+    for (int64_t e = 0; e < pk->count; e++) {
+        int64_t bi = pk->at[e] / g.d, j = pk->at[e] % g.d;
+        if (bi != have)
+            sm_row(in[0].v + bi * g.m, g.m, P, F);
+        have = bi;
+        smm_out_elem(&g, in[1].v + bi / g.n * g.m * g.d, P, F, j, &pk->v[e],
+                     pk->mag ? &pk->mag[e] : NULL);
     }
     free(P), free(F);
     return REF_OK;
 }
 
-static ref_status softmax_matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
-                                     const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                                     double **gmag)
+static ref_status softmax_matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                        const ref_tensor *gt, int wrt, ref_picks *pk)
 {
-    (void)p;
-    (void)n;
-    (void)y;
+    (void)p, (void)n;
     smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
-    double *mS = gmag ? gmag[0] : NULL, *mV = gmag ? gmag[1] : NULL;
-    size_t row = (size_t)(g.m + 1);
-    double *P = malloc(sizeof(double) * row), *F = malloc(sizeof(double) * row);
-    double *dP = malloc(sizeof(double) * row), *Gabs = malloc(sizeof(double) * row);
-    if (!P || !F || !dP || !Gabs) {
-        free(P), free(F), free(dP), free(Gabs);
+    size_t row = (size_t)(g.m + 1), rows = wrt == 1 && g.n > 0 ? (size_t)g.n : 1;
+    double *P = malloc(sizeof(double) * row * rows), *F = malloc(sizeof(double) * row * rows);
+    double *buf = malloc(sizeof(double) * row * 4);
+    if (!P || !F || !buf) {
+        free(P), free(F), free(buf);
         return REF_ENOMEM;
     }
-    int64_t nv = ref_numel(&in[1].shape);
-    if (grad[1].v)
-        memset(grad[1].v, 0, sizeof(double) * (size_t)nv);
-    if (grad[1].v && mV)
-        memset(mV, 0, sizeof(double) * (size_t)nv);
-    for (int64_t b = 0; b < g.batch; b++) {
-        const double *V = in[1].v + b * g.m * g.d;
-        for (int64_t i = 0; i < g.n; i++) {
-            int64_t srow = (b * g.n + i) * g.m;
-            const double *G = gt->v + (b * g.n + i) * g.d;
-            sm_row(in[0].v + srow, g.m, P, F);
-            double r = 0.0;
-            for (int64_t k = 0; k < g.m; k++) {
-                dP[k] = 0.0;
-                Gabs[k] = 0.0;
-                for (int64_t j = 0; j < g.d; j++) {
-                    dP[k] += G[j] * V[k * g.d + j];
-                    Gabs[k] += fabs(G[j] * V[k * g.d + j]);
-                }
-                r += P[k] * dP[k];
-            }
-            double R = 0.0;
-            for (int64_t k = 0; k < g.m; k++)
-                R += ref_mag_prod(P[k], ((double)(g.m + g.d) + F[k]) * Gabs[k]);
-            for (int64_t k = 0; k < g.m; k++) {
-                double ds = P[k] * (dP[k] - r);
-                if (grad[0].v)
-                    grad[0].v[srow + k] = ds;
-                if (grad[0].v && mS)
-                    mS[srow + k] = ref_mag_prod(P[k], F[k] * fabs(dP[k] - r) + (double)g.d * Gabs[k] + R +
-                                           fabs(dP[k]) + fabs(r)) +
-                                   fabs(ds);
-                if (grad[1].v)
-                    for (int64_t j = 0; j < g.d; j++) {
-                        int64_t o = b * g.m * g.d + k * g.d + j;
-                        grad[1].v[o] += P[k] * G[j];
-                        if (mV)
-                            mV[o] += ref_mag_prod(P[k], fabs(G[j]) * ((double)g.n + F[k]));
-                    }
-            }
+    double *dP = buf, *Gabs = dP + row, *dS = Gabs + row, *mdS = dS + row;
+    int64_t have = -1;
+    for (int64_t e = 0; e < pk->count; e++) {
+        int64_t f = pk->at[e];
+        if (wrt == 0) { /* dS[b, i, k] */
+            int64_t bi = f / g.m;
+            if (bi != have)
+                smm_vjp_row(&g, in, gt, bi, P, F, dP, Gabs, dS, mdS);
+            have = bi;
+            pk->v[e] = dS[f % g.m];
+            if (pk->mag)
+                pk->mag[e] = mdS[f % g.m];
+            continue;
         }
+        int64_t b = f / (g.m * g.d), k = f % (g.m * g.d) / g.d, j = f % g.d; /* dV[b, k, j] */
+        if (b != have)
+            for (int64_t i = 0; i < g.n; i++)
+                sm_row(in[0].v + (b * g.n + i) * g.m, g.m, P + (size_t)i * row, F + (size_t)i * row);
+        have = b;
+        double s = 0.0, s_mag = 0.0;
+        for (int64_t i = 0; i < g.n; i++) {
+            double Pik = P[(size_t)i * row + (size_t)k], Fik = F[(size_t)i * row + (size_t)k];
+            double Gij = gt->v[(b * g.n + i) * g.d + j];
+            s += Pik * Gij;
+            s_mag += ref_mag_prod(Pik, fabs(Gij) * ((double)g.n + Fik));
+        }
+        pk->v[e] = s;
+        if (pk->mag)
+            pk->mag[e] = s_mag;
     }
-    free(P), free(F), free(dP), free(Gabs);
+    free(P), free(F), free(buf);
     return REF_OK;
+}
+
+/* Work of one element: a softmax row and a length-m dot (output), a row of dP (dS), the
+ * softmax rows of a batch over its picks (dV, counted as one row per term). */
+static double softmax_matmul_work(const ref_params *p, int n, const ref_shape *in, int wrt)
+{
+    (void)p, (void)n;
+    smm_geom g = smm_geometry(&in[0], &in[1]);
+    if (wrt < 0)
+        return 2.0 * (double)g.m;
+    return wrt == 0 ? (double)g.m * (double)(g.d + 2) : (double)g.n;
 }
 
 static ref_status sample_softmax_matmul(ref_rng *r, const ref_sample_req *req, ref_params *p,
@@ -533,67 +813,90 @@ static int64_t leading_count(const ref_shape *x)
     return L;
 }
 
-static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+typedef struct {
+    const ref_tensor *in, *g;
+    ref_tensor *out, *grad;
+    double *mag, *mx, *mw, *mb;
+    int64_t nin, nout, L;
+} linear_job;
+
+static void linear_rows(void *ctx, int64_t lo, int64_t hi)
 {
-    (void)p;
-    (void)n;
-    int64_t nin = in[1].shape.dim[1], nout = in[1].shape.dim[0];
-    int64_t L = leading_count(&in[0].shape);
-    const double *x = in[0].v, *W = in[1].v, *b = in[2].v;
-    for (int64_t l = 0; l < L; l++)
+    const linear_job *t = ctx;
+    int64_t nin = t->nin, nout = t->nout;
+    const double *x = t->in[0].v, *W = t->in[1].v, *b = t->in[2].v;
+    for (int64_t l = lo; l < hi; l++)
         for (int64_t o = 0; o < nout; o++) {
             double s = 0.0, s_abs = 0.0;
             for (int64_t i = 0; i < nin; i++) {
                 s += W[o * nin + i] * x[l * nin + i];
                 s_abs += fabs(W[o * nin + i] * x[l * nin + i]);
             }
-            out->v[l * nout + o] = s + b[o];
-            if (mag)
-                mag[l * nout + o] = (double)(nin + 1) * (s_abs + fabs(b[o]));
+            t->out->v[l * nout + o] = s + b[o];
+            if (t->mag)
+                t->mag[l * nout + o] = (double)(nin + 1) * (s_abs + fabs(b[o]));
         }
+}
+
+static linear_job linear_setup(const ref_tensor *in)
+{
+    linear_job t = {.in = in, .nin = in[1].shape.dim[1], .nout = in[1].shape.dim[0],
+                    .L = leading_count(&in[0].shape)};
+    return t;
+}
+
+/* Rows l are split over threads. */
+static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
+                             double *mag)
+{
+    (void)n;
+    linear_job t = linear_setup(in);
+    t.out = out;
+    t.mag = mag;
+    ref_parallel_for(p->threads, t.L, 1, linear_rows, &t);
     return REF_OK;
 }
 
 /* dx[l, i] = sum_o W[o, i] g[l, o];  dW[o, i] = sum_l g[l, o] x[l, i];  db[o] = sum_l g[l, o]:
  * each a left fold from 0, dx in increasing o, dW and db in increasing l. The loops that feed a
  * sum run outside the loop over i, so W, x and g are read along their rows and each entry
- * gathers its terms in place, in the same order (m = (terms) * sum|terms| is scaled after). */
-static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
-                             const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                             double **gmag)
+ * gathers its terms in place, in the same order (m = (terms) * sum|terms| is scaled after).
+ * dx's rows l and dW's and db's rows o are split over threads. */
+static void linear_dx_rows(void *ctx, int64_t lo, int64_t hi)
 {
-    (void)p;
-    (void)n;
-    (void)y;
-    int64_t nin = in[1].shape.dim[1], nout = in[1].shape.dim[0];
-    int64_t L = leading_count(&in[0].shape);
-    const double *x = in[0].v, *W = in[1].v, *G = g->v;
-    double *mx = gmag ? gmag[0] : NULL, *mw = gmag ? gmag[1] : NULL, *mb = gmag ? gmag[2] : NULL;
-    double *dx = grad[0].v, *dW = grad[1].v, *db = grad[2].v;
-    if (dx)
-        for (int64_t l = 0; l < L; l++) {
-            double *row = dx + l * nin, *mrow = mx ? mx + l * nin : NULL;
-            for (int64_t i = 0; i < nin; i++) {
-                row[i] = 0.0;
-                if (mrow)
-                    mrow[i] = 0.0;
-            }
-            for (int64_t o = 0; o < nout; o++) {
-                const double *w = W + o * nin;
-                double gv = G[l * nout + o];
-                for (int64_t i = 0; i < nin; i++) {
-                    row[i] += w[i] * gv;
-                    if (mrow)
-                        mrow[i] += fabs(w[i] * gv);
-                }
-            }
-            for (int64_t i = 0; mrow && i < nin; i++)
-                mrow[i] = (double)(nout > 0 ? nout : 1) * mrow[i];
+    const linear_job *t = ctx;
+    int64_t nin = t->nin, nout = t->nout;
+    const double *W = t->in[1].v, *G = t->g->v;
+    for (int64_t l = lo; l < hi; l++) {
+        double *row = t->grad[0].v + l * nin, *mrow = t->mx ? t->mx + l * nin : NULL;
+        for (int64_t i = 0; i < nin; i++) {
+            row[i] = 0.0;
+            if (mrow)
+                mrow[i] = 0.0;
         }
-    if (dW)
         for (int64_t o = 0; o < nout; o++) {
-            double *row = dW + o * nin, *mrow = mw ? mw + o * nin : NULL;
+            const double *w = W + o * nin;
+            double gv = G[l * nout + o];
+            for (int64_t i = 0; i < nin; i++) {
+                row[i] += w[i] * gv;
+                if (mrow)
+                    mrow[i] += fabs(w[i] * gv);
+            }
+        }
+        for (int64_t i = 0; mrow && i < nin; i++)
+            mrow[i] = (double)(nout > 0 ? nout : 1) * mrow[i];
+    }
+}
+
+static void linear_dw_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    const linear_job *t = ctx;
+    int64_t nin = t->nin, nout = t->nout, L = t->L;
+    const double *x = t->in[0].v, *G = t->g->v;
+    double *dW = t->grad[1].v, *db = t->grad[2].v;
+    for (int64_t o = lo; o < hi; o++) {
+        if (dW) {
+            double *row = dW + o * nin, *mrow = t->mw ? t->mw + o * nin : NULL;
             for (int64_t i = 0; i < nin; i++) {
                 row[i] = 0.0;
                 if (mrow)
@@ -611,22 +914,100 @@ static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
             for (int64_t i = 0; mrow && i < nin; i++)
                 mrow[i] = (double)(L > 0 ? L : 1) * mrow[i];
         }
-    if (db) {
-        for (int64_t o = 0; o < nout; o++) {
-            db[o] = 0.0;
-            if (mb)
-                mb[o] = 0.0;
-        }
-        for (int64_t l = 0; l < L; l++)
-            for (int64_t o = 0; o < nout; o++) {
-                db[o] += G[l * nout + o];
-                if (mb)
-                    mb[o] += fabs(G[l * nout + o]);
+        if (db) {
+            double s = 0.0, s_abs = 0.0;
+            for (int64_t l = 0; l < L; l++) {
+                s += G[l * nout + o];
+                s_abs += fabs(G[l * nout + o]);
             }
-        for (int64_t o = 0; mb && o < nout; o++)
-            mb[o] = (double)(L > 0 ? L : 1) * mb[o];
+            db[o] = s;
+            if (t->mb)
+                t->mb[o] = (double)(L > 0 ? L : 1) * s_abs;
+        }
+    }
+}
+
+static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
+                             const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
+                             double **gmag)
+{
+    (void)n;
+    (void)y;
+    linear_job t = linear_setup(in);
+    t.g = g;
+    t.grad = grad;
+    t.mx = gmag && grad[0].v ? gmag[0] : NULL;
+    t.mw = gmag && grad[1].v ? gmag[1] : NULL;
+    t.mb = gmag && grad[2].v ? gmag[2] : NULL;
+    if (grad[0].v)
+        ref_parallel_for(p->threads, t.L, 1, linear_dx_rows, &t);
+    if (grad[1].v || grad[2].v)
+        ref_parallel_for(p->threads, t.nout, 1, linear_dw_rows, &t);
+    return REF_OK;
+}
+
+/* The picked elements alone, each sum in the order above. */
+static ref_status linear_fwd_at(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk)
+{
+    (void)p, (void)n;
+    linear_job t = linear_setup(in);
+    const double *x = in[0].v, *W = in[1].v, *b = in[2].v;
+    for (int64_t e = 0; e < pk->count; e++) {
+        int64_t l = pk->at[e] / t.nout, o = pk->at[e] % t.nout;
+        double s = 0.0, s_abs = 0.0;
+        for (int64_t i = 0; i < t.nin; i++) {
+            s += W[o * t.nin + i] * x[l * t.nin + i];
+            s_abs += fabs(W[o * t.nin + i] * x[l * t.nin + i]);
+        }
+        pk->v[e] = s + b[o];
+        if (pk->mag)
+            pk->mag[e] = (double)(t.nin + 1) * (s_abs + fabs(b[o]));
     }
     return REF_OK;
+}
+
+static ref_status linear_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                const ref_tensor *g, int wrt, ref_picks *pk)
+{
+    (void)p, (void)n;
+    linear_job t = linear_setup(in);
+    const double *x = in[0].v, *W = in[1].v, *G = g->v;
+    for (int64_t e = 0; e < pk->count; e++) {
+        int64_t f = pk->at[e], terms;
+        double s = 0.0, s_abs = 0.0;
+        if (wrt == 0) { /* dx[l, i] over o */
+            int64_t l = f / t.nin, i = f % t.nin;
+            for (int64_t o = 0; o < t.nout; o++) {
+                s += W[o * t.nin + i] * G[l * t.nout + o];
+                s_abs += fabs(W[o * t.nin + i] * G[l * t.nout + o]);
+            }
+            terms = t.nout;
+        } else if (wrt == 1) { /* dW[o, i] over l */
+            int64_t o = f / t.nin, i = f % t.nin;
+            for (int64_t l = 0; l < t.L; l++) {
+                s += G[l * t.nout + o] * x[l * t.nin + i];
+                s_abs += fabs(G[l * t.nout + o] * x[l * t.nin + i]);
+            }
+            terms = t.L;
+        } else { /* db[o] over l */
+            for (int64_t l = 0; l < t.L; l++) {
+                s += G[l * t.nout + f];
+                s_abs += fabs(G[l * t.nout + f]);
+            }
+            terms = t.L;
+        }
+        pk->v[e] = s;
+        if (pk->mag)
+            pk->mag[e] = (double)(terms > 0 ? terms : 1) * s_abs;
+    }
+    return REF_OK;
+}
+
+static double linear_work(const ref_params *p, int n, const ref_shape *in, int wrt)
+{
+    (void)p, (void)n;
+    return wrt < 0 ? (double)in[1].dim[1] : wrt == 0 ? (double)in[1].dim[0]
+                                                     : (double)leading_count(&in[0]);
 }
 
 static ref_status sample_linear(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
@@ -658,19 +1039,23 @@ static ref_status sample_linear(ref_rng *r, const ref_sample_req *req, ref_param
 const ref_op ref_family_linalg[] = {
     {.name = "matmul", .report_name = "matmul", .min_inputs = 2, .max_inputs = 2,
      .input_names = {"a", "b"}, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
-     .shape = matmul_shape, .forward = matmul_fwd, .vjp = matmul_vjp, .sample = sample_matmul},
+     .shape = matmul_shape, .forward = matmul_fwd, .vjp = matmul_vjp, .sample = sample_matmul,
+     .forward_at = matmul_fwd_at, .vjp_at = matmul_vjp_at, .work = matmul_work},
     {.name = "scaledMatmul", .report_name = "scaled_matmul", .min_inputs = 2, .max_inputs = 2,
      .input_names = {"a", "b"}, .params = REF_P_ALPHA, .requires_vjp = 1, .c_fwd = 2,
      .c_vjp = 2, .note = "Proposal (not in TorchLean): alpha * matmul(a, b)",
      .set_defaults = scaled_matmul_defaults, .shape = scaled_matmul_shape,
-     .forward = scaled_matmul_fwd, .vjp = scaled_matmul_vjp, .sample = sample_scaled_matmul},
+     .forward = scaled_matmul_fwd, .vjp = scaled_matmul_vjp, .sample = sample_scaled_matmul,
+     .forward_at = scaled_matmul_fwd_at, .vjp_at = scaled_matmul_vjp_at, .work = matmul_work},
     {.name = "softmaxMatmul", .report_name = "softmax_matmul", .min_inputs = 2, .max_inputs = 2,
      .input_names = {"s", "v"}, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
      .note = "Proposal (not in TorchLean): softmax(s, -1) @ v; equal leading axes, no mask",
      .shape = softmax_matmul_shape, .forward = softmax_matmul_fwd, .vjp = softmax_matmul_vjp,
-     .sample = sample_softmax_matmul},
+     .sample = sample_softmax_matmul, .forward_at = softmax_matmul_fwd_at,
+     .vjp_at = softmax_matmul_vjp_at, .work = softmax_matmul_work},
     {.name = "linear", .report_name = "linear", .min_inputs = 3, .max_inputs = 3,
      .input_names = {"x", "w", "b"}, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
-     .shape = linear_shape, .forward = linear_fwd, .vjp = linear_vjp, .sample = sample_linear},
+     .shape = linear_shape, .forward = linear_fwd, .vjp = linear_vjp, .sample = sample_linear,
+     .forward_at = linear_fwd_at, .vjp_at = linear_vjp_at, .work = linear_work},
 };
 const int ref_family_linalg_count = (int)(sizeof ref_family_linalg / sizeof ref_family_linalg[0]);
