@@ -11,6 +11,7 @@
 #include "harness/json.h"
 #include "harness/materialize.h"
 #include "harness/runner.h"
+#include "harness/sample.h"
 
 /* One case made ready for every loop: inputs, the provider's output buffers, the reference's. */
 typedef struct {
@@ -22,10 +23,16 @@ typedef struct {
     cc_view out, grads[REF_MAX_INPUTS];
     ref_tensor y, grad[REF_MAX_INPUTS];
     double *mag, *gmag[REF_MAX_INPUTS];
+    /* a case the run samples (harness/sample.h): the reference loop evaluates these picks of
+     * the output (plan[0]) and of each gradient (plan[1 + i]), into pick_v and pick_m */
+    int sampled;
+    cc_sample plan[1 + REF_MAX_INPUTS];
+    double *pick_v, *pick_m;
 } prepared;
 
 typedef struct {
     const cc_provider *p;
+    cc_run_opts run;
     prepared *cases;
     size_t n;
     cc_journal *journal;
@@ -46,6 +53,10 @@ static void prepared_free(prepared *pc)
         free(pc->grad[i].v);
         free(pc->gmag[i]);
     }
+    for (int k = 0; k <= REF_MAX_INPUTS; k++)
+        cc_sample_free(&pc->plan[k]);
+    free(pc->pick_v);
+    free(pc->pick_m);
 }
 
 static int is_data_input(const ref_op *op, int i)
@@ -70,9 +81,21 @@ static cc_status provider_calls(const cc_provider *p, prepared *pc, char *msg, s
     return st;
 }
 
+/* The reference as the run evaluates it: the sampled forms at the plan's picks, or in full. */
 static ref_status reference_calls(prepared *pc)
 {
     const cc_case *c = pc->c;
+    if (pc->sampled) {
+        ref_status rs = REF_OK;
+        for (int k = 0; k <= c->n_in && rs == REF_OK; k++) {
+            ref_picks pk = {pc->plan[k].count, pc->plan[k].at, pc->pick_v, pc->pick_m};
+            if (k == 0 && pc->fwd)
+                rs = c->op->forward_at(&c->params, c->n_in, pc->in.ref_in, &pk);
+            else if (k > 0 && pc->vjp && pc->grads[k - 1].data)
+                rs = c->op->vjp_at(&c->params, c->n_in, pc->in.ref_in, &pc->in.g, k - 1, &pk);
+        }
+        return rs;
+    }
     ref_status rs = c->op->forward(&c->params, c->n_in, pc->in.ref_in, &pc->y, pc->mag);
     if (rs == REF_OK && pc->vjp)
         rs = c->op->vjp(&c->params, c->n_in, pc->in.ref_in, &pc->y, &pc->in.g, pc->grad,
@@ -83,7 +106,7 @@ static ref_status reference_calls(prepared *pc)
 /* Prepare case c; 0 when it takes part, 1 when it is too large, 2 when the provider or the
  * reference does not run it, -1 when out of memory. */
 static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t max_elements,
-                   prepared *pc)
+                   const cc_run_opts *run, prepared *pc)
 {
     memset(pc, 0, sizeof *pc);
     pc->c = c;
@@ -100,6 +123,17 @@ static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t
     pc->y = (ref_tensor){pc->in.out_shape, zeros(ny)};
     pc->mag = zeros(ny);
     if (!pc->y.v || !pc->mag || cc_alloc_output(c->dtype, &pc->in.out_shape, &pc->out))
+        return -1;
+    pc->sampled = cc_sampling_chosen(c, run->ref, &pc->in);
+    int64_t most = 1;
+    for (int k = -1; pc->sampled && k < c->n_in; k++) {
+        if (cc_sample_plan(c, k, k < 0 ? &pc->in.out_shape : &c->shape[k], &pc->plan[k + 1]))
+            return -1;
+        most = pc->plan[k + 1].count > most ? pc->plan[k + 1].count : most;
+    }
+    pc->pick_v = malloc(sizeof(double) * (size_t)most);
+    pc->pick_m = malloc(sizeof(double) * (size_t)most);
+    if (!pc->pick_v || !pc->pick_m)
         return -1;
     for (int i = 0; pc->vjp && i < c->n_in; i++) {
         pc->grad[i].shape = c->shape[i];
@@ -130,7 +164,7 @@ static void round_capcheck(bench_state *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         cc_result r;
-        cc_run_case(s->p, s->cases[i].c, &r);
+        cc_run_case_opts(s->p, s->cases[i].c, &s->run, NULL, &r);
         if (!s->counted)
             s->status_count[r.status]++;
         if (cc_journal_append(s->journal, s->cases[i].index, &r, s->msg, sizeof s->msg))
@@ -167,7 +201,7 @@ static const char *const loop_what[LOOP_COUNT] = {
     "the provider's forward and VJP calls alone",
     "capcheck's whole per-case path, journaled",
     "drawing and laying out the inputs",
-    "the float64 reference forward and VJP"};
+    "the float64 reference forward and VJP, sampled where the run samples"};
 
 /* Whole rounds until min_seconds have passed; cases per second. */
 static double measure(bench_state *s, int loop, double min_seconds)
@@ -196,7 +230,7 @@ static double median(double *v, int n)
 
 static int write_json(const char *path, const cc_provider *p, const cc_case *first,
                       const bench_state *s, size_t n_total, size_t too_large, size_t not_run,
-                      const cc_bench_opts *o, const double *rate, FILE *log)
+                      size_t sampled, const cc_bench_opts *o, const double *rate, FILE *log)
 {
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -211,9 +245,9 @@ static int write_json(const char *path, const cc_provider *p, const cc_case *fir
     cc_json_write_string(f, o->source);
     fprintf(f, ",\"cases\":%zu,\"measured\":%zu,\"too_large\":%zu,\"not_run\":%zu,"
                "\"max_elements\":%lld,\"min_seconds\":%g,\"repetitions\":%d,"
-               "\"cases_per_second\":{",
+               "\"ref\":\"%s\",\"ref_threads\":%d,\"sampled\":%zu,\"cases_per_second\":{",
             n_total, s->n, too_large, not_run, (long long)o->max_elements, o->min_seconds,
-            o->repetitions);
+            o->repetitions, cc_ref_mode_names[s->run.ref], s->run.threads, sampled);
     for (int k = 0; k < LOOP_COUNT; k++)
         fprintf(f, "%s\"%s\":%.6g", k ? "," : "", loop_names[k], rate[k]);
     fprintf(f, "},\"ratio_capcheck_to_provider\":%.6g}\n",
@@ -240,7 +274,10 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
         o.repetitions = 64;
     if (o.max_elements <= 0)
         o.max_elements = 1024;
-    bench_state s = {.p = p, .cases = calloc(n ? n : 1, sizeof(prepared))};
+    bench_state s = {.p = p, .run = o.run, .cases = calloc(n ? n : 1, sizeof(prepared))};
+    if (s.run.threads <= 0)
+        s.run.threads = 1;
+    size_t sampled = 0;
     if (!s.cases) {
         fprintf(log, "capcheck bench: out of memory\n");
         return 2;
@@ -250,13 +287,14 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
     char dir[] = "/tmp/capcheck-bench.XXXXXX";
     int have_dir = 0;
     for (size_t i = 0; i < n; i++) {
-        int k = prepare(p, &cases[i], i, o.max_elements, &s.cases[s.n]);
+        int k = prepare(p, &cases[i], i, o.max_elements, &s.run, &s.cases[s.n]);
         if (k < 0) {
             prepared_free(&s.cases[s.n]);
             fprintf(log, "capcheck bench: out of memory preparing the cases\n");
             goto done;
         }
         if (k == 0) {
+            sampled += s.cases[s.n].sampled;
             s.n++;
             continue;
         }
@@ -286,6 +324,9 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
             cc_device_name(cases[0].device), desc[0] ? " (" : "", desc, desc[0] ? ")" : "");
     fprintf(out, "       left out: %zu larger than %lld elements, %zu not run by the provider\n",
             too_large, (long long)o.max_elements, not_run);
+    fprintf(out, "       reference: --ref %s, %d thread%s; %zu of the %zu cases sampled\n",
+            cc_ref_mode_names[s.run.ref], s.run.threads, s.run.threads == 1 ? "" : "s", sampled,
+            s.n);
     fprintf(out, "       %d repetitions of >= %.2g s per loop, loops taking turns; medians\n",
             o.repetitions, o.min_seconds);
 
@@ -321,8 +362,8 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
         if (s.status_count[k])
             fprintf(out, " %zu %s", s.status_count[k], cc_result_status_name((cc_result_status)k));
     fprintf(out, "\n");
-    rc = o.json_path && write_json(o.json_path, p, &cases[0], &s, n, too_large, not_run, &o,
-                                   rate, log)
+    rc = o.json_path && write_json(o.json_path, p, &cases[0], &s, n, too_large, not_run, sampled,
+                                   &o, rate, log)
              ? 2
              : 0;
 done:

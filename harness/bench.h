@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "harness/case.h"
+#include "harness/runner.h"
 
 typedef struct {
     double min_seconds;   /* per loop and repetition (<= 0: 0.2) */
@@ -29,6 +30,7 @@ typedef struct {
     int64_t max_elements; /* (<= 0: 1024) */
     const char *source;   /* where the cases came from, for the header */
     const char *json_path; /* NULL, or where to write the figures as JSON (capcheck-bench/1) */
+    cc_run_opts run;       /* the capcheck loop's --ref and --ref-threads (threads 0: one) */
 } cc_bench_opts;
 
 /* p initialised for the cases' device. Prints the table to out, progress and problems to log.

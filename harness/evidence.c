@@ -51,8 +51,8 @@ const cc_capsule_stats *cc_evidence_find(const cc_evidence *ev, const char *caps
     return NULL;
 }
 
-int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *ev, char *msg,
-                        size_t len)
+int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, int count_sampled,
+                        cc_evidence *ev, char *msg, size_t len)
 {
     memset(ev, 0, sizeof *ev);
     for (size_t i = 0; i < run->n_results; i++) {
@@ -79,6 +79,10 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
             s->dtype = r->dtype;
         }
         s->cases++;
+        if (r->sampled && r->status == CC_RES_PASS && !count_sampled) {
+            s->sampled_left_out++;
+            continue;
+        }
         s->counts[r->status]++;
         if (!s->worst_line[0] || r->worst_ratio > s->worst_ratio ||
             (isnan(r->worst_ratio) && !isnan(s->worst_ratio))) {

@@ -33,6 +33,7 @@ typedef struct {
     cc_dtype dtype;
     long cases, counts[CC_RES_COUNT];
     long fwd_passing, vjp_passing; /* passing cases that checked the forward / the VJP */
+    long sampled_left_out;         /* passing sampled checks the policy does not count */
     double worst_ratio;
     char worst_line[CC_CASE_LINE_MAX];
     char first_failure[CC_CASE_LINE_MAX];
@@ -47,8 +48,10 @@ typedef struct {
     size_t n, cap;
 } cc_evidence;
 
-int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *ev, char *msg,
-                        size_t len);
+/* count_sampled: whether a passing sampled check (harness/sample.h) is evidence; when not, it
+ * is counted in `cases` and `sampled_left_out` only (one that did not pass counts as usual). */
+int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, int count_sampled,
+                        cc_evidence *ev, char *msg, size_t len);
 void cc_evidence_free(cc_evidence *ev);
 const cc_capsule_stats *cc_evidence_find(const cc_evidence *ev, const char *capsule,
                                          cc_dtype dtype);

@@ -158,7 +158,7 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
         }
         const char *key = tok[0];
         int global = strcmp(key, "format") == 0 || strcmp(key, "libtorch_version") == 0 ||
-                     strcmp(key, "require") == 0;
+                     strcmp(key, "require") == 0 || strcmp(key, "sampled_checks") == 0;
         if (global && sec) {
             snprintf(msg, len, "%s:%d: '%s' belongs before the first section", name, lineno, key);
             return -1;
@@ -180,6 +180,14 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
             }
             snprintf(p->libtorch_version, sizeof p->libtorch_version, "%s",
                      strcmp(tok[1], "any") == 0 ? "" : tok[1]);
+            continue;
+        }
+        if (strcmp(key, "sampled_checks") == 0) {
+            if (nt != 2 || (strcmp(tok[1], "count") && strcmp(tok[1], "ignore"))) {
+                snprintf(msg, len, "%s:%d: sampled_checks is count or ignore", name, lineno);
+                return -1;
+            }
+            p->sampled_checks = strcmp(tok[1], "count") == 0;
             continue;
         }
         if (strcmp(key, "require") == 0) {
@@ -361,7 +369,11 @@ static void judge(const cc_policy *pol, cc_verdict *v)
         reason(v, "%ld cases unsupported by the provider (the policy has allow_unsupported no)",
                s->counts[CC_RES_UNSUPPORTED]);
     long passing = s->counts[CC_RES_PASS];
-    if (passing < q->min_passing)
+    if (passing < q->min_passing && s->sampled_left_out)
+        reason(v, "%ld passing cases (and %ld passing sampled checks, which this policy does not "
+                  "count: sampled_checks ignore); the policy wants at least %ld",
+               passing, s->sampled_left_out, q->min_passing);
+    else if (passing < q->min_passing)
         reason(v, "%ld passing cases; the policy wants at least %ld", passing, q->min_passing);
     const ref_op *op = ref_op_find(v->capsule.op);
     if (op && op->requires_vjp) {
@@ -472,7 +484,7 @@ int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *
         cc_gate_free(g);
         return -1;
     }
-    if (cc_evidence_collect(&g->run, cat, &g->ev, msg, len)) {
+    if (cc_evidence_collect(&g->run, cat, pol->sampled_checks, &g->ev, msg, len)) {
         cc_gate_free(g);
         return -1;
     }

@@ -9,6 +9,9 @@
  * missing or given twice, or shards of different runs.
  *
  * Then, for every capsule x dtype in the report and every one the policy requires:
+ * A sampled check (a record with "sampled", harness/sample.h) that passed is evidence only when
+ * the policy says `sampled_checks count`; with `ignore` it is left out of every count (it still
+ * blocks when it did not pass: a failure is a failure however it was found).
  *   checked          every requirement holds: at least min_passing passing cases; no case
  *                    failed, errored, crashed or timed out; no unsupported case unless
  *                    allow_unsupported; where the op requires a VJP (TorchLean's requiresVJP)
@@ -62,6 +65,7 @@ typedef struct {
 typedef struct {
     char name[512];
     char libtorch_version[48]; /* "" = any */
+    int sampled_checks;        /* sampled_checks count|ignore: 1 = count (harness/sample.h) */
     cc_requirements defaults;
     int n_sec, n_req;
     cc_policy_section sec[CC_POLICY_MAX_SECTIONS];

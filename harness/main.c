@@ -36,7 +36,7 @@ static void usage(FILE *f)
             "               [--attention composed|math|flash|efficient|cudnn]\n"
             "               [--out DIR] [--seed N] [--op NAME]\n"
             "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N]\n"
-            "               [--witness P[,P...]]\n"
+            "               [--witness P[,P...]] [--ref auto|full|sampled] [--ref-threads N]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
             "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out)\n"
             "      in N worker processes (default: one per CPU); a crash or a hang (limit:\n"
@@ -49,6 +49,11 @@ static void usage(FILE *f)
             "      --witness: each case that does not pass runs again, same inputs, on up to 4\n"
             "      other providers (names, or plugin paths containing a '/'); the report says\n"
             "      who is wrong: provider-outlier, reference-suspect, disputed or no-witness\n"
+            "      --ref: how the float64 reference is evaluated: auto (the default: each\n"
+            "      case's ref=, which samples the elements of matmul, linear, conv, attention,\n"
+            "      ... cases above 1e8 multiply-adds), full (every element), sampled\n"
+            "      --ref-threads: threads per worker for inputs and the reference (default:\n"
+            "      the CPUs divided among the workers; repro: every CPU)\n"
             "      Math modes, passed to the provider's workers as CAPCHECK_TF32=1|0,\n"
             "      CAPCHECK_DETERMINISTIC=1|0, CAPCHECK_ATTENTION=NAME and stated in the report:\n"
             "      --tf32 (default off: TF32 for f32 matmul and conv on CUDA; on, those f32\n"
@@ -57,13 +62,14 @@ static void usage(FILE *f)
             "      attention capsule is bmm + softmax; it calls no SDPA backend)\n"
             "  capcheck repro 'CASE LINE' [--provider ...] [--device ...] [--tf32 ...]\n"
             "               [--deterministic ...] [--attention ...] [--witness P[,P...]]\n"
+            "               [--ref ...] [--ref-threads N]\n"
             "      rerun one case alone and show its worst element\n"
             "  capcheck shrink 'CASE LINE' [--provider ...|--provider-lib ...] [--script FILE]\n"
             "      reduce a failing case while it keeps failing; print the smallest line and\n"
             "      a standalone Python/torch reproducer (to FILE with --script)\n"
             "  capcheck bench [FILE...] [--provider ...|--provider-lib ...] [--device ...]\n"
             "               [--op NAME] [--max-elements N] [--min-time S] [--reps N]\n"
-            "               [--json FILE]\n"
+            "               [--json FILE] [--ref ...] [--ref-threads N]\n"
             "      time, side by side in this process, the provider's calls alone and capcheck's\n"
             "      whole per-case path on the cases of at most N elements (default 1024) of\n"
             "      the files (default: the embedded smoke cases); prints cases/s and the ratio\n"
@@ -89,6 +95,7 @@ typedef struct {
     const char *shard;  /* --shard I/N */
     const char *tf32, *deterministic, *attention; /* math modes (apply_math_modes) */
     const char *min_time, *reps, *max_elements, *json; /* bench (parsed by cmd_bench) */
+    const char *ref, *ref_threads; /* --ref, --ref-threads (run_options) */
     const char *witness; /* --witness LIST, resolved by open_witnesses into: */
     const cc_provider *witnesses[CC_MAX_WITNESSES];
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
@@ -140,6 +147,10 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->max_elements;
         else if (strcmp(a, "--json") == 0)
             slot = &o->json;
+        else if (strcmp(a, "--ref") == 0)
+            slot = &o->ref;
+        else if (strcmp(a, "--ref-threads") == 0)
+            slot = &o->ref_threads;
         else if (strcmp(a, "--no-fork") == 0) {
             o->no_fork = 1;
             continue;
@@ -319,6 +330,35 @@ static const cc_provider *open_provider(const options *o, cc_device device)
     return p;
 }
 
+/* --ref and --ref-threads as run options (threads 0: the command's default). 0, or -1 after
+ * one sentence. */
+static int run_options(const options *o, cc_run_opts *out)
+{
+    *out = (cc_run_opts){0, CC_REF_AUTO};
+    if (o->ref) {
+        int m = -1;
+        for (int k = 0; k < CC_REF_MODE_COUNT; k++)
+            if (strcmp(o->ref, cc_ref_mode_names[k]) == 0)
+                m = k;
+        if (m < 0) {
+            fprintf(stderr, "capcheck: --ref wants auto, full or sampled, not '%s'\n", o->ref);
+            return -1;
+        }
+        out->ref = (cc_ref_mode)m;
+    }
+    if (o->ref_threads) {
+        char *end;
+        long n = strtol(o->ref_threads, &end, 10);
+        if (!*o->ref_threads || *end || n < 1 || n > 256) {
+            fprintf(stderr, "capcheck: --ref-threads wants a number of threads from 1 to 256, "
+                            "not '%s'\n", o->ref_threads);
+            return -1;
+        }
+        out->threads = (int)n;
+    }
+    return 0;
+}
+
 /* The cases of the command's files (none: the embedded smoke cases), --op filtered, and the
  * files' names for the report. 0, or -1 after one sentence (the list is then empty). */
 static int load_cases(const options *o, cc_device *device, cc_case_list *cases, char *files,
@@ -370,7 +410,8 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_device device;
     cc_case_list cases;
     char files[512];
-    if (load_cases(o, &device, &cases, files, sizeof files))
+    cc_run_opts run;
+    if (run_options(o, &run) || load_cases(o, &device, &cases, files, sizeof files))
         return 2;
     /* provenance: the case files' hashes, this build, this machine; and the shard */
     cc_provenance prov;
@@ -408,7 +449,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_session_opts so = {p, cases.v, cases.n, device, o->resume ? o->resume : o->out,
                           o->resume != NULL, o->jobs, o->timeout, o->no_fork, files, o->seed,
                           command, stderr, isatty(STDERR_FILENO), &prov, o->witnesses,
-                          o->n_witnesses};
+                          o->n_witnesses, run};
     int rc = cc_session_run(&so);
     cc_case_list_free(&cases);
     free(prov.shard.global);
@@ -440,15 +481,17 @@ static int parse_case_argument(const options *o, const char *usage, cc_case *c)
 static int cmd_repro(const options *o)
 {
     cc_case c;
-    if (parse_case_argument(o, "capcheck repro: give exactly one case line in quotes", &c))
+    cc_run_opts run;
+    if (run_options(o, &run) ||
+        parse_case_argument(o, "capcheck repro: give exactly one case line in quotes", &c))
         return 2;
     const cc_provider *p = select_provider(o);
     if (!p)
         return 2;
     cc_result r;
     char msg[512];
-    if (cc_run_case_in_worker(p, &c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, &r,
-                              msg, sizeof msg)) {
+    if (cc_run_case_in_worker(p, &c, &run, o->timeout, o->no_fork, o->witnesses,
+                              o->n_witnesses, &r, msg, sizeof msg)) {
         fprintf(stderr, "capcheck: %s\n", msg);
         return 2;
     }
@@ -458,6 +501,10 @@ static int cmd_repro(const options *o)
         printf("forward:  worst bound ratio %.4g\n", r.fwd_ratio);
     if (r.checked_vjp)
         printf("vjp:      worst bound ratio %.4g\n", r.vjp_ratio);
+    if (r.sampled)
+        printf("sampled:  %.3g%% of the elements checked against the reference; every %lld x "
+               "%lld window holds one\n",
+               100.0 * r.checked_fraction, (long long)r.window_rows, (long long)r.window_cols);
     if (r.worst_output[0])
         printf("worst:    %s%s expected %.17g got %.17g bound %.3g%s%s\n", r.worst_output,
                r.worst_index, r.expected, r.got, r.bound, r.worst_inputs[0] ? " at " : "",
@@ -512,7 +559,8 @@ static int cmd_bench(const options *o)
     double min_time = positive_option("--min-time", o->min_time, 0.2, 0),
            reps = positive_option("--reps", o->reps, 5, 1),
            max_elements = positive_option("--max-elements", o->max_elements, 1024, 1);
-    if (min_time < 0 || reps < 0 || max_elements < 0)
+    cc_run_opts run;
+    if (min_time < 0 || reps < 0 || max_elements < 0 || run_options(o, &run))
         return 2;
     if (reps > 64) {
         fprintf(stderr, "capcheck: --reps: at most 64\n");
@@ -528,7 +576,7 @@ static int cmd_bench(const options *o)
     if (!cases.n)
         fprintf(stderr, "capcheck bench: no cases in %s\n", files);
     else if (p) {
-        cc_bench_opts bo = {min_time, (int)reps, (int64_t)max_elements, files, o->json};
+        cc_bench_opts bo = {min_time, (int)reps, (int64_t)max_elements, files, o->json, run};
         rc = cc_bench_command(p, cases.v, cases.n, &bo, stdout, stderr);
     }
     cc_case_list_free(&cases);

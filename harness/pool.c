@@ -254,7 +254,7 @@ static void run_witness_job(const cc_pool_config *cfg, const witness_readiness *
     if (why[0])
         cc_witness_set_missing(out, w->name, CC_RES_UNSUPPORTED, why);
     else
-        cc_witness_run(w, c, probe, out);
+        cc_witness_run(w, c, &cfg->run, probe, out);
 }
 
 /* The witnesses are all in: name them (the parent's names, not a worker's) and judge. */
@@ -358,6 +358,7 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    cc_runner_keep_memory();
     const cc_provider *p = pool->cfg.provider;
     res_msg m;
     memset(&m, 0, sizeof m);
@@ -395,7 +396,7 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
         m.tag = j.tag;
         if (j.witness == PRIMARY_JOB) {
             m.kind = MSG_RESULT;
-            cc_run_case(p, &j.c, &m.r);
+            cc_run_case_opts(p, &j.c, &pool->cfg.run, NULL, &m.r);
         } else if (j.witness >= 0 && j.witness < pool->cfg.n_witnesses) {
             m.kind = MSG_WITNESS;
             run_witness_job(&pool->cfg, &ready, j.witness, &j.c, &j.probe, &m.witness);
@@ -836,6 +837,7 @@ int cc_pool_start(const cc_pool_config *cfg, cc_pool **out, char *msg, size_t ms
     pool->parent = getpid();
     const cc_provider *p = cfg->provider;
     if (pool->cfg.in_process) {
+        cc_runner_keep_memory();
         for (int d = 0; d < CC_DEVICE_COUNT; d++) {
             if (!(pool->cfg.devices & (1u << d)) || !p->init)
                 continue;
@@ -912,7 +914,7 @@ int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, siz
 {
     if (pool->cfg.in_process) {
         cc_result r;
-        cc_run_case(pool->cfg.provider, c, &r);
+        cc_run_case_opts(pool->cfg.provider, c, &pool->cfg.run, NULL, &r);
         if (pool->cfg.n_witnesses && cc_witness_wanted(&r)) {
             cc_probe probe;
             cc_witness_probe_of(&r, &probe);

@@ -142,6 +142,11 @@ int cc_report_add(cc_report *rep, const cc_result *r)
         return -1;
     row->cases++;
     row->counts[r->status]++;
+    if (r->sampled) {
+        if (!row->sampled || r->checked_fraction < row->least_fraction)
+            row->least_fraction = r->checked_fraction;
+        row->sampled++;
+    }
     cc_results_digest_add(&rep->digest, r);
     rep->cases++;
     rep->counts[r->status]++;
@@ -276,6 +281,11 @@ static void write_json(const cc_report *rep, FILE *f)
             fputs(", \"first_failure_message\": ", f);
             cc_json_write_string(f, row->first_failure_msg);
         }
+        if (row->sampled) { /* only rows with sampled checks: other reports are unchanged */
+            fprintf(f, ", \"sampled\": {\"cases\": %ld, \"least_fraction\": ", row->sampled);
+            cc_json_write_number(f, row->least_fraction);
+            fputc('}', f);
+        }
         if (op && op->note) {
             fputs(", \"contract_note\": ", f);
             cc_json_write_string(f, op->note);
@@ -377,6 +387,18 @@ static void write_markdown(const cc_report *rep, FILE *f)
         fprintf(f, "- built from commit %s; cpu %s\n", rep->provenance.git_commit,
                 rep->provenance.cpu_model);
     fprintf(f, "\nThe bound ratio is error / (c_op * u(dtype) * m_i + floor): at most 1 passes.\n");
+    long sampled = 0;
+    double least = 1.0;
+    for (size_t i = 0; i < rep->n; i++)
+        if (rep->rows[i].sampled) {
+            sampled += rep->rows[i].sampled;
+            least = rep->rows[i].least_fraction < least ? rep->rows[i].least_fraction : least;
+        }
+    if (sampled)
+        fprintf(f, "%ld cases were checked on a sample of their elements (at least %.2g%% of "
+                   "them; every NaN, Inf and zero-trust check on all): the reference's values "
+                   "there are the full reference's.\n",
+                sampled, 100.0 * least);
     size_t *order = malloc((rep->n ? rep->n : 1) * sizeof *order);
     if (!order)
         return;

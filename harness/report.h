@@ -26,6 +26,8 @@ typedef struct {
     char worst_line[CC_CASE_LINE_MAX];
     char first_failure[CC_CASE_LINE_MAX];
     char first_failure_msg[384];
+    long sampled;            /* cases checked on a sample of their elements (harness/sample.h) */
+    double least_fraction;   /* the smallest share of elements one of them checked */
 } cc_report_row;
 
 typedef struct {

@@ -98,6 +98,9 @@ void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r);
 /* The same, also reading back the element `probe` names (NULL: none) under the op's error model
  * of this run (cc_element_ratio with compare_with in place of the expected value). */
 void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe, cc_result *r);
+/* Keep freed memory in this process (glibc hands large blocks back to the kernel, and the next
+ * case of the same size then faults every page in again): for processes that run cases. */
+void cc_runner_keep_memory(void);
 /* The same under run options (NULL: one thread, each case's own ref=). */
 void cc_run_case_opts(const cc_provider *p, const cc_case *c, const cc_run_opts *o,
                       cc_probe *probe, cc_result *r);

@@ -148,11 +148,13 @@ int cc_session_run(const cc_session_opts *o)
      * leaves the folder as it was */
     if (devices) {
         cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, 0,
-                             o->in_process, o->witnesses, o->n_witnesses};
+                             o->in_process, o->witnesses, o->n_witnesses, o->run};
         if (pc.workers <= 0)
             pc.workers = cc_online_cpus();
         if ((size_t)pc.workers > (n_todo ? n_todo : 1))
             pc.workers = n_todo ? (int)n_todo : 1;
+        if (pc.run.threads <= 0) /* the CPUs the workers leave idle go to the reference */
+            pc.run.threads = cc_online_cpus() / pc.workers > 1 ? cc_online_cpus() / pc.workers : 1;
         if (cc_pool_start(&pc, &pool, msg, sizeof msg))
             goto out;
     }
@@ -287,12 +289,15 @@ out:
     return rc;
 }
 
-int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
-                          int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          cc_result *r, char *msg, size_t msg_len)
+int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, const cc_run_opts *run,
+                          double timeout_base, int in_process,
+                          const cc_provider *const *witnesses, int n_witnesses, cc_result *r,
+                          char *msg, size_t msg_len)
 {
     cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, 0, in_process, witnesses,
-                         n_witnesses};
+                         n_witnesses, run ? *run : (cc_run_opts){0, CC_REF_AUTO}};
+    if (pc.run.threads <= 0)
+        pc.run.threads = cc_online_cpus();
     cc_pool *pool;
     if (cc_pool_start(&pc, &pool, msg, msg_len))
         return -1;

@@ -38,6 +38,7 @@ typedef struct {
     const cc_provenance *provenance; /* what produced the run, for the report (NULL: none) */
     const cc_provider *const *witnesses; /* --witness (harness/witness.h); not initialised */
     int n_witnesses;
+    cc_run_opts run; /* --ref, --ref-threads (threads <= 0: the CPUs shared by the workers) */
 } cc_session_opts;
 
 /* Exit code: 0 every case passed, 1 some case did not, 2 bad input or environment (one
@@ -49,8 +50,9 @@ int cc_session_run(const cc_session_opts *o);
  * hang is a result, not the end of capcheck; with witnesses (n_witnesses > 0) they run on it
  * too when it does not pass. Returns 0, or -1 with msg when the provider cannot run (init) or
  * no worker can be started. */
-int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
-                          int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          cc_result *r, char *msg, size_t msg_len);
+int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, const cc_run_opts *run,
+                          double timeout_base, int in_process,
+                          const cc_provider *const *witnesses, int n_witnesses, cc_result *r,
+                          char *msg, size_t msg_len);
 
 #endif
