@@ -236,8 +236,10 @@ static inline void round_narrow(double *x, int64_t n, int drop, double lo, doubl
 void cc_round_array(cc_dtype t, double *x, int64_t n)
 {
     if (t == CC_F32)
-        for (int64_t i = 0; i < n; i++)
-            x[i] = x[i] == x[i] ? (double)(float)x[i] : x[i]; /* a NaN keeps its bits */
+        for (int64_t i = 0; i < n; i++) {
+            double r = (double)(float)x[i]; /* computed for all, chosen without a branch */
+            x[i] = x[i] == x[i] ? r : x[i]; /* a NaN keeps its bits */
+        }
     else if (t == CC_F16 || t == CC_BF16) {
         const format_info *f = &formats[t];
         double lo = pow2(f->emin);
@@ -277,8 +279,17 @@ void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t stride, const do
     }
     case CC_F16: {
         uint16_t *d = (uint16_t *)buf + off;
-        for (int64_t i = 0; i < n; i++)
-            d[i * stride] = half_bits(x[i]);
+        for (int64_t i = 0; i < n; i++) {
+            /* a normal f16 value: its exponent rebiased and its top 10 fraction bits; the rest
+             * (zero, subnormals, NaN, Inf) by half_bits */
+            uint64_t b;
+            memcpy(&b, &x[i], sizeof b);
+            uint64_t mag = b & 0x7fffffffffffffffULL;
+            int normal = mag >= 0x3f10000000000000ULL && mag <= 0x40effc0000000000ULL;
+            uint16_t fast = (uint16_t)((b >> 48 & 0x8000) | ((mag >> 52) - 1008) << 10 |
+                                       (mag >> 42 & 0x3ff));
+            d[i * stride] = normal ? fast : half_bits(x[i]);
+        }
         break;
     }
     case CC_BF16: {

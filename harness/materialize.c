@@ -36,9 +36,10 @@ void cc_dense_strides(const ref_shape *s, int64_t *strides)
     }
 }
 
+/* Every buffer of a provider's: written in full by whoever asks for it. */
 static void *alloc_elems(cc_dtype t, int64_t n)
 {
-    return calloc((size_t)(n > 0 ? n : 1), cc_dtype_size(t));
+    return malloc((size_t)(n > 0 ? n : 1) * cc_dtype_size(t));
 }
 
 int cc_alloc_output(cc_dtype t, const ref_shape *s, cc_view *out)
@@ -73,14 +74,18 @@ static void store_transposed(cc_dtype t, void *buf, const double *x, int64_t bat
             }
 }
 
-/* Lay out dense values x (shape s, already values of t) in layout l: choose the physical buffer
- * and strides, and store. Only the gaps of a strided buffer are left as NaN (or 0 for integers):
- * a provider that ignores strides reads them and fails loudly. */
-static int lay_out(cc_layout l, cc_dtype t, const ref_shape *s, const double *x, cc_view *v,
-                   void **storage)
+/* How a tensor's values sit in its provider buffer. */
+typedef enum { BUF_DENSE, BUF_TRANSPOSED, BUF_STRIDE2, BUF_SLICE /* bcast: one slice */ } buffer_kind;
+
+/* The provider's view of a tensor of shape s in layout l: its strides and its buffer, with the
+ * gaps of a strided buffer (and nothing else) set to NaN (0 for integers): a provider that
+ * ignores strides reads them and fails loudly. The values are stored by store_layout. Returns
+ * the buffer's kind, or -1 when out of memory. */
+static int plan_layout(cc_layout l, cc_dtype t, const ref_shape *s, cc_view *v, void **storage)
 {
+    buffer_kind kind = BUF_DENSE;
     int r = s->rank;
-    int64_t n = ref_numel(s);
+    int64_t n = ref_numel(s), phys = n;
     memset(v, 0, sizeof *v);
     v->dtype = t;
     v->rank = r;
@@ -96,59 +101,97 @@ static int lay_out(cc_layout l, cc_dtype t, const ref_shape *s, const double *x,
         memcpy(v->strides, pst, sizeof(int64_t) * (size_t)r);
         v->strides[r - 2] = pst[r - 1];
         v->strides[r - 1] = pst[r - 2];
-        if (!(*storage = alloc_elems(t, n)))
-            return -1;
-        int64_t rows = s->dim[r - 2], cols = s->dim[r - 1];
-        if (n > 0)
-            store_transposed(t, *storage, x, n / (rows * cols), rows, cols);
+        kind = BUF_TRANSPOSED;
     } else if (l == CC_LAYOUT_STRIDE2 && r >= 1) {
         for (int i = 0; i < r; i++)
             v->strides[i] *= 2;
-        if (!(*storage = alloc_elems(t, 2 * n)))
-            return -1;
-        if (cc_dtype_is_float(t))
-            cc_fill_nan(t, *storage, 2 * n);
-        cc_store_array(t, *storage, 0, 2, x, n);
+        phys = 2 * n;
+        kind = BUF_STRIDE2;
     } else if (l == CC_LAYOUT_BCAST && r >= 2 && s->dim[0] > 1) {
-        /* values were drawn constant along axis 0: the buffer holds one slice */
-        v->strides[0] = 0;
-        if (!(*storage = alloc_elems(t, n / s->dim[0])))
-            return -1;
-        cc_store_array(t, *storage, 0, 1, x, n / s->dim[0]);
-    } else {
-        if (!(*storage = alloc_elems(t, n)))
-            return -1;
-        cc_store_array(t, *storage, 0, 1, x, n);
+        v->strides[0] = 0; /* values were drawn constant along axis 0: the buffer holds a slice */
+        phys = n / s->dim[0];
+        kind = BUF_SLICE;
     }
+    if (!(*storage = alloc_elems(t, phys)))
+        return -1;
+    if (kind == BUF_STRIDE2) /* the gaps: NaN, or 0 for integers */
+        cc_fill_nan(t, *storage, phys);
     v->data = *storage;
-    return 0;
+    return (int)kind;
 }
 
-/* Inputs drawn on several threads: each draws a range of the elements (a value depends on its
- * index alone, so the split changes nothing). */
+/* Store dense values x (already values of the view's dtype) through the view. */
+static void store_layout(buffer_kind kind, const cc_view *v, const double *x)
+{
+    int r = v->rank;
+    int64_t n = 1;
+    for (int a = 0; a < r; a++)
+        n *= v->shape[a];
+    if (n == 0)
+        return;
+    if (kind == BUF_TRANSPOSED) {
+        int64_t rows = v->shape[r - 2], cols = v->shape[r - 1];
+        store_transposed(v->dtype, v->data, x, n / (rows * cols), rows, cols);
+    } else if (kind == BUF_STRIDE2) {
+        cc_store_array(v->dtype, v->data, 0, 2, x, n);
+    } else {
+        cc_store_array(v->dtype, v->data, 0, 1, x, kind == BUF_SLICE ? n / v->shape[0] : n);
+    }
+}
+
+/* Drawing an input: on several threads (a value depends on its index alone, so the split
+ * changes nothing), a block at a time, each block drawn, rounded and, for a dense buffer,
+ * stored while it is in the cache. Rounding waits when edge values are still to come. */
 typedef struct {
     const ref_domain *d;
     int stream;
     uint64_t key;
     double *x;
+    cc_dtype round_to; /* CC_DTYPE_COUNT: do not round yet */
+    const cc_view *store; /* a dense buffer to store into, or NULL */
 } draw_job;
+
+#define DRAW_BLOCK 4096
+#define DRAW_GRAIN (INT64_C(1) << 16) /* elements per thread at least: below, one thread */
 
 static void draw_part(void *ctx, int64_t lo, int64_t hi)
 {
     const draw_job *j = ctx;
-    cc_draw_range(j->d, j->stream, j->key, lo, hi - lo, j->x + lo);
+    for (int64_t b = lo; b < hi; b += DRAW_BLOCK) {
+        int64_t len = hi - b < DRAW_BLOCK ? hi - b : DRAW_BLOCK;
+        cc_draw_range(j->d, j->stream, j->key, b, len, j->x + b);
+        if (j->round_to != CC_DTYPE_COUNT)
+            cc_round_array(j->round_to, j->x + b, len);
+        if (j->store)
+            cc_store_array(j->store->dtype, j->store->data, b, 1, j->x + b, len);
+    }
 }
 
-#define DRAW_GRAIN (INT64_C(1) << 16) /* elements per thread at least: below, one thread */
-
-static void draw(const ref_domain *d, int stream, uint64_t key, int64_t n, int threads,
+/* x[0..n) of one tensor: drawn, edge values put in, rounded to t (a float dtype, or left as
+ * drawn), replicated along a broadcast axis (n = distinct * copies) and stored through v. */
+static void fill(const cc_case *c, int input, const ref_domain *d, const ref_shape *s,
+                 int64_t distinct, cc_dtype t, buffer_kind kind, const cc_view *v, int threads,
                  double *x)
 {
-    draw_job j = {d, stream, key, x};
-    if (d->kind == REF_DOM_DISTINCT)
-        cc_draw_range(d, stream, key, 0, n, x);
+    int64_t n = ref_numel(s);
+    int edges = input >= 0 && c->edges;
+    int dense = kind == BUF_DENSE || kind == BUF_SLICE; /* the draw's order is the buffer's */
+    draw_job j = {d, cc_case_stream(c), cc_input_key(c->seed, input >= 0 ? input : COTANGENT_INPUT),
+                  x, cc_dtype_is_float(t) && !edges ? t : CC_DTYPE_COUNT,
+                  !edges && dense ? v : NULL};
+    if (d->kind == REF_DOM_DISTINCT) /* a permutation of the whole input */
+        draw_part(&j, 0, distinct);
     else
-        ref_parallel_for(threads, n, DRAW_GRAIN, draw_part, &j);
+        ref_parallel_for(threads, distinct, DRAW_GRAIN, draw_part, &j);
+    if (edges) {
+        cc_edge_inject(c, input, d, s, x, distinct);
+        if (cc_dtype_is_float(t))
+            cc_round_array(t, x, distinct);
+    }
+    for (int64_t k = distinct; k < n; k += distinct) /* a broadcast axis 0: copies */
+        memcpy(x + k, x, sizeof(double) * (size_t)distinct);
+    if (!j.store)
+        store_layout(kind, v, x);
 }
 
 int cc_materialize(const cc_case *c, cc_inputs *in, char *msg, size_t msg_len)
@@ -166,40 +209,29 @@ int cc_materialize_threads(const cc_case *c, int threads, cc_inputs *in, char *m
         snprintf(msg, msg_len, "%s", e.msg);
         return -1;
     }
-    int stream = cc_case_stream(c);
     for (int i = 0; i < c->n_in; i++) {
         const ref_shape *s = &c->shape[i];
         int64_t n = ref_numel(s);
         ref_domain d;
         ref_default_domain(c->op, &c->params, c->n_in, c->shape, i, &d);
-        double *x = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
         in->ref_in[i].shape = *s;
-        in->ref_in[i].v = x;
-        if (!x)
-            goto oom;
-        int bcast = c->layout == CC_LAYOUT_BCAST && s->rank >= 2 && s->dim[0] > 1;
-        int64_t distinct = bcast ? n / s->dim[0] : n;
-        draw(&d, stream, cc_input_key(c->seed, i), distinct, threads, x);
-        cc_edge_inject(c, i, &d, s, x, distinct);
+        in->ref_in[i].v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
         cc_dtype t = cc_input_dtype(c, i);
-        if (cc_dtype_is_float(t))
-            cc_round_array(t, x, distinct);
-        for (int64_t j = distinct; j < n; j += distinct) /* a broadcast axis 0: copies */
-            memcpy(x + j, x, sizeof(double) * (size_t)distinct);
-        if (lay_out(c->layout, t, s, x, &in->view[i], &in->storage[i]))
+        int kind = in->ref_in[i].v ? plan_layout(c->layout, t, s, &in->view[i], &in->storage[i])
+                                   : -1;
+        if (kind < 0)
             goto oom;
+        fill(c, i, &d, s, kind == BUF_SLICE ? n / s->dim[0] : n, t, (buffer_kind)kind,
+             &in->view[i], threads, in->ref_in[i].v);
     }
     int64_t ny = ref_numel(&in->out_shape);
     in->g.shape = in->out_shape;
     in->g.v = malloc(sizeof(double) * (size_t)(ny > 0 ? ny : 1));
-    if (!in->g.v)
+    if (!in->g.v ||
+        plan_layout(CC_LAYOUT_CONTIG, c->dtype, &in->out_shape, &in->g_view, &in->g_storage) < 0)
         goto oom;
     ref_domain normal = {REF_DOM_NORMAL, 0, 0, 0, {0, 0}, 0};
-    draw(&normal, stream, cc_input_key(c->seed, COTANGENT_INPUT), ny, threads, in->g.v);
-    cc_round_array(c->dtype, in->g.v, ny);
-    if (lay_out(CC_LAYOUT_CONTIG, c->dtype, &in->out_shape, in->g.v, &in->g_view,
-                &in->g_storage))
-        goto oom;
+    fill(c, -1, &normal, &in->out_shape, ny, c->dtype, BUF_DENSE, &in->g_view, threads, in->g.v);
     return 0;
 oom:
     snprintf(msg, msg_len, "out of memory materializing the inputs");

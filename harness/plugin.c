@@ -149,13 +149,8 @@ const cc_provider *cc_provider_select(const char *name, const char *lib, cc_plug
     }
     if (!name)
         name = "aten";
-    if (strcmp(name, "aten") == 0) {
-        const cc_provider *p = cc_aten_provider();
-        if (!p)
-            snprintf(msg, msg_len, "this build has no ATen provider (configure with libtorch: "
-                                   "run scripts/setup)");
-        return p;
-    }
+    if (strcmp(name, "aten") == 0)
+        return cc_aten_provider_load(msg, msg_len);
     if (strcmp(name, "reference") == 0)
         return cc_reference_provider();
     snprintf(msg, msg_len, "unknown provider '%s' (aten, reference, or --provider-lib PATH)",

@@ -217,7 +217,9 @@ int cc_sampling_chosen(const cc_case *c, cc_ref_mode mode, const cc_inputs *in)
         return 0;
     if (mode == CC_REF_SAMPLED)
         return 1;
-    /* worth it only when each sample is a small part of its output */
+    /* worth it only when the sample's work is a small part of the full reference's (a small
+     * output, such as a bias gradient, may be sampled whole) */
+    double sampled = 0.0, full = 0.0;
     for (int k = -1; k < c->n_in; k++) {
         if (k >= 0 && (!wants_vjp(c) || !is_data_input(op, k)))
             continue;
@@ -226,10 +228,10 @@ int cc_sampling_chosen(const cc_case *c, cc_ref_mode mode, const cc_inputs *in)
         cc_sample s;
         if (cc_sample_plan(c, k, k < 0 ? &in->out_shape : &c->shape[k], &s))
             return 0;
-        int small = s.count <= s.total / 4;
+        double w = op->work(&c->params, c->n_in, c->shape, k);
+        sampled += (double)s.count * w;
+        full += (double)s.total * w;
         cc_sample_free(&s);
-        if (!small)
-            return 0;
     }
-    return 1;
+    return sampled <= full / 4;
 }

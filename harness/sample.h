@@ -22,8 +22,8 @@
  *
  * When. A case is sampled when its `ref=` (or the run's --ref) says sampled, or says auto and
  * the full reference would cost more than CC_SAMPLE_THRESHOLD multiply-adds, the op has both
- * sampled forms its check needs, every input and the cotangent are finite, and the sample is
- * at most a quarter of each output. The record then carries "sampled": the fraction of elements
+ * sampled forms its check needs, every input and the cotangent are finite, and the sample's
+ * reference work is at most a quarter of the full reference's. The record then carries "sampled": the fraction of elements
  * checked and the window (Tr x Tc) that every bug must exceed to be certain of a checked
  * element. */
 #ifndef CAPCHECK_SAMPLE_H

@@ -88,8 +88,12 @@ typedef const cc_provider *(*cc_provider_entry_fn)(void);
 
 /* Built-in providers. */
 const cc_provider *cc_reference_provider(void);
-/* NULL when capcheck was built without libtorch. */
+/* The ATen provider, its library loaded on first use (providers/aten_loader.c); NULL when
+ * capcheck was built without libtorch or the library cannot be loaded (_load says why). */
 const cc_provider *cc_aten_provider(void);
+const cc_provider *cc_aten_provider_load(char *msg, size_t msg_len);
+/* 1 when this process has loaded the ATen provider's library. */
+int cc_aten_loaded(void);
 
 size_t cc_dtype_size(cc_dtype t);
 const char *cc_dtype_name(cc_dtype t);

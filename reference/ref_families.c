@@ -86,6 +86,16 @@ int64_t ref_extent_cap(const ref_shape *s, int axis, int64_t budget)
     return budget / rest > 1 ? budget / rest : 1;
 }
 
+void ref_transpose(const double *a, int64_t rows, int64_t cols, double *out)
+{
+    enum { TILE = 32 };
+    for (int64_t r0 = 0; r0 < rows; r0 += TILE)
+        for (int64_t c0 = 0; c0 < cols; c0 += TILE)
+            for (int64_t r = r0; r < r0 + TILE && r < rows; r++)
+                for (int64_t c = c0; c < c0 + TILE && c < cols; c++)
+                    out[c * rows + r] = a[r * cols + c];
+}
+
 /* ---- spatial axes of conv and pool ------------------------------------------------------- */
 
 int64_t ref_sp_count(const ref_sp_ext *e)

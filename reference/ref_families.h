@@ -64,6 +64,11 @@ int64_t ref_sample_budget(const ref_sample_req *req);
  * least 1, and INT64_MAX when another axis of s is 0 (s is empty whatever the extent). */
 int64_t ref_extent_cap(const ref_shape *s, int axis, int64_t budget);
 
+/* out[c * rows + r] = a[r * cols + c]: a matrix's transpose, in tiles (the sampled forms read
+ * columns as rows through it). A transpose moves values and computes nothing, so sums over
+ * its rows are the sums the full loops form over the columns, bit for bit. */
+void ref_transpose(const double *a, int64_t rows, int64_t cols, double *out);
+
 /* Row-major index arithmetic over the 1..3 spatial axes of conv and pool. */
 typedef struct {
     int rank;

@@ -139,24 +139,35 @@ static void mm_forward(const ref_params *p, const ref_tensor *in, ref_tensor *ou
     ref_parallel_for(p->threads, ref_numel(&t.g.batch_out) * t.g.m, 1, mm_forward_rows, &t);
 }
 
-/* The same at the picked elements alone: out[b, i, j] as one sum over k. */
-static void mm_forward_at(const ref_tensor *in, ref_picks *pk, double alpha, int extra)
+/* The same at the picked elements alone: out[b, i, j] as one sum over k, B's column j read as
+ * a row of its transpose (made once per batch of B). */
+static ref_status mm_forward_at(const ref_tensor *in, ref_picks *pk, double alpha, int extra)
 {
     mm_geom g;
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
+    double *Bt = malloc(sizeof(double) * (size_t)(g.k * g.n + 1));
+    if (!Bt)
+        return REF_ENOMEM;
+    int64_t have = -1;
     for (int64_t e = 0; e < pk->count; e++) {
         int64_t f = pk->at[e], j = f % g.n, bi = f / g.n, b = bi / g.m, i = bi % g.m;
         const double *A = in[0].v + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
-        const double *B = in[1].v + batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
+        int64_t bb = batch_offset(&g.batch_out, &g.batch_b, b);
+        if (bb != have)
+            ref_transpose(in[1].v + bb * g.k * g.n, g.k, g.n, Bt);
+        have = bb;
+        const double *Bj = Bt + j * g.k;
         double s = 0.0, s_abs = 0.0;
         for (int64_t k = 0; k < g.k; k++) {
-            s += A[i * g.k + k] * B[k * g.n + j];
-            s_abs += fabs(A[i * g.k + k] * B[k * g.n + j]);
+            s += A[i * g.k + k] * Bj[k];
+            s_abs += fabs(A[i * g.k + k] * Bj[k]);
         }
         pk->v[e] = alpha * s;
         if (pk->mag)
             pk->mag[e] = fabs(alpha) * (double)((g.k > 0 ? g.k : 1) + extra) * s_abs;
     }
+    free(Bt);
+    return REF_OK;
 }
 
 static ref_status matmul_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
@@ -276,13 +287,27 @@ static ref_status mm_vjp(const ref_params *p, const ref_tensor *in, const ref_te
     return REF_OK;
 }
 
-/* The same at picked elements of dA (wrt 0) or dB (wrt 1): each one sum, batches outer. */
+/* The same at picked elements of dA (wrt 0) or dB (wrt 1): each one sum, batches outer. dB's
+ * terms run down columns of A and g: read as rows of their transposes (made once). */
 static ref_status mm_vjp_at(const ref_tensor *in, const ref_tensor *gt, int wrt, ref_picks *pk,
                             double alpha, int extra)
 {
     mm_geom g;
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
-    int64_t nb = ref_numel(&g.batch_out);
+    int64_t nb = ref_numel(&g.batch_out), na = ref_numel(&g.batch_a);
+    double *At = NULL, *Gt = NULL;
+    if (wrt == 1) {
+        At = malloc(sizeof(double) * (size_t)(na * g.m * g.k + 1));
+        Gt = malloc(sizeof(double) * (size_t)(nb * g.m * g.n + 1));
+        if (!At || !Gt) {
+            free(At), free(Gt);
+            return REF_ENOMEM;
+        }
+        for (int64_t a = 0; a < na; a++)
+            ref_transpose(in[0].v + a * g.m * g.k, g.m, g.k, At + a * g.m * g.k);
+        for (int64_t b = 0; b < nb; b++)
+            ref_transpose(gt->v + b * g.m * g.n, g.m, g.n, Gt + b * g.m * g.n);
+    }
     for (int64_t e = 0; e < pk->count; e++) {
         int64_t f = pk->at[e], uses = 0;
         double s = 0.0, s_abs = 0.0;
@@ -304,11 +329,12 @@ static ref_status mm_vjp_at(const ref_tensor *in, const ref_tensor *gt, int wrt,
             for (int64_t b = 0; b < nb; b++) {
                 if (batch_offset(&g.batch_out, &g.batch_b, b) != bb)
                     continue;
-                const double *A = in[0].v + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
-                const double *G = gt->v + b * g.m * g.n;
+                const double *Ak = At + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k +
+                                   k * g.m; /* column k of A */
+                const double *Gj = Gt + b * g.m * g.n + j * g.m; /* column j of g */
                 for (int64_t i = 0; i < g.m; i++) {
-                    s += A[i * g.k + k] * G[i * g.n + j];
-                    s_abs += fabs(A[i * g.k + k] * G[i * g.n + j]);
+                    s += Ak[i] * Gj[i];
+                    s_abs += fabs(Ak[i] * Gj[i]);
                 }
                 uses += g.m;
             }
@@ -317,6 +343,7 @@ static ref_status mm_vjp_at(const ref_tensor *in, const ref_tensor *gt, int wrt,
         if (pk->mag)
             pk->mag[e] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) * s_abs;
     }
+    free(At), free(Gt);
     return REF_OK;
 }
 
@@ -338,8 +365,7 @@ static double mm_work(const ref_shape *in, int wrt)
 static ref_status matmul_fwd_at(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk)
 {
     (void)p, (void)n;
-    mm_forward_at(in, pk, 1.0, 0);
-    return REF_OK;
+    return mm_forward_at(in, pk, 1.0, 0);
 }
 
 static ref_status matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
@@ -441,8 +467,7 @@ static ref_status scaled_matmul_fwd_at(const ref_params *p, int n, const ref_ten
                                        ref_picks *pk)
 {
     (void)n;
-    mm_forward_at(in, pk, p->alpha, 3);
-    return REF_OK;
+    return mm_forward_at(in, pk, p->alpha, 3);
 }
 
 static ref_status scaled_matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
@@ -966,33 +991,43 @@ static ref_status linear_fwd_at(const ref_params *p, int n, const ref_tensor *in
     return REF_OK;
 }
 
+/* Columns of W (dx), of g and x (dW, db) are read as rows of their transposes (made once). */
 static ref_status linear_vjp_at(const ref_params *p, int n, const ref_tensor *in,
                                 const ref_tensor *g, int wrt, ref_picks *pk)
 {
     (void)p, (void)n;
     linear_job t = linear_setup(in);
-    const double *x = in[0].v, *W = in[1].v, *G = g->v;
-    for (int64_t e = 0; e < pk->count; e++) {
+    const double *G = g->v;
+    double *Wt = NULL, *Gt = NULL, *xt = NULL;
+    int ok = 1;
+    if (wrt == 0 && (ok = (Wt = malloc(sizeof(double) * (size_t)(t.nout * t.nin + 1))) != NULL))
+        ref_transpose(in[1].v, t.nout, t.nin, Wt);
+    if (wrt > 0 && (ok = (Gt = malloc(sizeof(double) * (size_t)(t.L * t.nout + 1))) != NULL))
+        ref_transpose(G, t.L, t.nout, Gt);
+    if (wrt == 1 && ok && (ok = (xt = malloc(sizeof(double) * (size_t)(t.L * t.nin + 1))) != NULL))
+        ref_transpose(in[0].v, t.L, t.nin, xt);
+    for (int64_t e = 0; ok && e < pk->count; e++) {
         int64_t f = pk->at[e], terms;
         double s = 0.0, s_abs = 0.0;
         if (wrt == 0) { /* dx[l, i] over o */
-            int64_t l = f / t.nin, i = f % t.nin;
+            const double *Wi = Wt + f % t.nin * t.nout, *Gl = G + f / t.nin * t.nout;
             for (int64_t o = 0; o < t.nout; o++) {
-                s += W[o * t.nin + i] * G[l * t.nout + o];
-                s_abs += fabs(W[o * t.nin + i] * G[l * t.nout + o]);
+                s += Wi[o] * Gl[o];
+                s_abs += fabs(Wi[o] * Gl[o]);
             }
             terms = t.nout;
         } else if (wrt == 1) { /* dW[o, i] over l */
-            int64_t o = f / t.nin, i = f % t.nin;
+            const double *Go = Gt + f / t.nin * t.L, *xi = xt + f % t.nin * t.L;
             for (int64_t l = 0; l < t.L; l++) {
-                s += G[l * t.nout + o] * x[l * t.nin + i];
-                s_abs += fabs(G[l * t.nout + o] * x[l * t.nin + i]);
+                s += Go[l] * xi[l];
+                s_abs += fabs(Go[l] * xi[l]);
             }
             terms = t.L;
         } else { /* db[o] over l */
+            const double *Go = Gt + f * t.L;
             for (int64_t l = 0; l < t.L; l++) {
-                s += G[l * t.nout + f];
-                s_abs += fabs(G[l * t.nout + f]);
+                s += Go[l];
+                s_abs += fabs(Go[l]);
             }
             terms = t.L;
         }
@@ -1000,7 +1035,8 @@ static ref_status linear_vjp_at(const ref_params *p, int n, const ref_tensor *in
         if (pk->mag)
             pk->mag[e] = (double)(terms > 0 ? terms : 1) * s_abs;
     }
-    return REF_OK;
+    free(Wt), free(Gt), free(xt);
+    return ok ? REF_OK : REF_ENOMEM;
 }
 
 static double linear_work(const ref_params *p, int n, const ref_shape *in, int wrt)

@@ -2,6 +2,7 @@
  * case, or how long it takes per op.
  *
  *   capcheck_ref_digest [--time] [--inputs] [--op NAME] FILE...
+ *   capcheck_ref_digest --time-inputs [--op NAME] FILE...
  *
  * Each case is materialized as `capcheck run` does (same seeds, same rounded inputs); then the
  * reference forward runs with magnitudes and, unless the case is check=fwd, the VJP with the
@@ -14,7 +15,10 @@
  * clean (scripts/bench-reference). --inputs puts the materialized inputs into each digest first:
  * the dense float64 values both sides receive, the output cotangent, and the bytes of every
  * buffer the provider is handed (strided gaps included), so the digests also say whether two
- * builds draw, round and lay out the same inputs. --time prints instead, per op, the seconds spent in the
+ * builds draw, round and lay out the same inputs. --time-inputs times materializing alone: each
+ * case is materialized (and freed) again and again for at least 0.2 s, and the drawn elements
+ * (inputs and output cotangent) per second are printed per case and in total, so two builds'
+ * input paths compare side by side (scripts/bench). --time prints instead, per op, the seconds spent in the
  * reference's forward and VJP alone (materializing excluded), most expensive first.
  *
  * Uses only the public harness and reference API, so the same file also builds against an
@@ -23,6 +27,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -157,9 +164,55 @@ static int by_total_desc(const void *a, const void *b)
     return (tx < ty) - (tx > ty);
 }
 
+/* Elements drawn for case c: every input and the output cotangent. */
+static double drawn_elements(const cc_inputs *in)
+{
+    double n = (double)ref_numel(&in->g.shape);
+    for (int i = 0; i < in->n_in; i++)
+        n += (double)ref_numel(&in->ref_in[i].shape);
+    return n;
+}
+
+static int time_inputs(const cc_case_list *cases, const char *only_op)
+{
+#ifdef __GLIBC__
+    /* keep freed blocks (as capcheck's workers do): time the input path, not the kernel
+     * zeroing pages that glibc handed back after the previous repetition */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+    double total_elems = 0, total_s = 0;
+    for (size_t k = 0; k < cases->n; k++) {
+        const cc_case *c = &cases->v[k];
+        if (only_op && strcmp(c->op->name, only_op) != 0)
+            continue;
+        char line[CC_CASE_LINE_MAX], msg[256];
+        cc_case_print(c, line, sizeof line);
+        cc_inputs in;
+        double elems = 0, t0 = now_seconds(), t;
+        long reps = 0;
+        do {
+            if (cc_materialize(c, &in, msg, sizeof msg)) {
+                fprintf(stderr, "ref_digest: %s: %s\n", line, msg);
+                return 1;
+            }
+            elems += drawn_elements(&in);
+            cc_inputs_free(&in);
+            reps++;
+            t = now_seconds() - t0;
+        } while (t < 0.2);
+        printf("%10.1f M elements/s  %5ld reps  %s\n", elems / t / 1e6, reps, line);
+        total_elems += elems;
+        total_s += t;
+    }
+    printf("inputs: %.0f elements in %.3f s: %.1f M elements/s\n", total_elems, total_s,
+           total_s > 0 ? total_elems / total_s / 1e6 : 0.0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int timing = 0, inputs = 0;
+    int timing = 0, inputs = 0, time_only_inputs = 0;
     const char *only_op = NULL;
     cc_case_defaults def = {CC_CPU, 0};
     cc_case_list cases = {0};
@@ -169,10 +222,12 @@ int main(int argc, char **argv)
             timing = 1;
         } else if (strcmp(argv[a], "--inputs") == 0) {
             inputs = 1;
+        } else if (strcmp(argv[a], "--time-inputs") == 0) {
+            time_only_inputs = 1;
         } else if (strcmp(argv[a], "--op") == 0 && a + 1 < argc) {
             only_op = argv[++a];
         } else if (argv[a][0] == '-') {
-            fprintf(stderr, "ref_digest: unknown option %s (usage: [--time] [--inputs] [--op NAME] "
+            fprintf(stderr, "ref_digest: unknown option %s (usage: [--time | --time-inputs] [--inputs] [--op NAME] "
                             "FILE...)\n",
                     argv[a]);
             return 2;
@@ -187,11 +242,16 @@ int main(int argc, char **argv)
         }
     }
     if (!files) {
-        fprintf(stderr, "ref_digest: no case file given (usage: [--time] [--inputs] [--op NAME] "
+        fprintf(stderr, "ref_digest: no case file given (usage: [--time | --time-inputs] [--inputs] [--op NAME] "
                         "FILE...)\n");
         return 2;
     }
 
+    if (time_only_inputs) {
+        int rc = time_inputs(&cases, only_op);
+        cc_case_list_free(&cases);
+        return rc;
+    }
     static op_time times[MAX_OPS];
     int n_ops = 0;
     for (size_t k = 0; k < cases.n; k++) {

@@ -530,7 +530,10 @@ const cc_provider kProvider = {
 } // namespace
 } // namespace ccaten
 
-extern "C" const cc_provider *cc_aten_provider(void) { return &ccaten::kProvider; }
+/* The module's entry point (providers/aten_loader.c looks it up by this name). */
+extern "C" __attribute__((visibility("default"))) const cc_provider *capcheck_aten_entry(void) {
+    return &ccaten::kProvider;
+}
 
 extern "C" const char *cc_aten_note(const char *op) {
     const ccaten::OpEntry *e = ccaten::find_op(op);

@@ -1,0 +1,106 @@
+/* cc_aten_provider(): the ATen shim is a library of its own (libcapcheck_aten.so, built beside
+ * capcheck), loaded the first time a command asks for it. libtorch's start (its operator
+ * registrations: about 0.3 s and 165 MB here) is then paid only by runs on ATen, once, in the
+ * process that asks: `capcheck run` asks in the parent before it forks its workers, which
+ * share the loaded library. Loading registers libtorch's operators and nothing more: no CUDA
+ * context, and ATen's CPU dispatch level (ATEN_CPU_CAPABILITY) and oneDNN's ISA are read at
+ * their first kernel call, in each worker, so a worker may still set its own before its init.
+ *
+ * Where: $CAPCHECK_ATEN_LIB when set, else libcapcheck_aten.so in the folder of the running
+ * executable, else the build folder's (CAPCHECK_ATEN_MODULE). A build without ATen has none. */
+#define _GNU_SOURCE
+#include "providers/provider.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef CAPCHECK_ATEN_MODULE
+#define CAPCHECK_ATEN_MODULE "libcapcheck_aten.so"
+#endif
+
+typedef const cc_provider *(*aten_entry_fn)(void);
+
+/* The candidate paths in order; returns how many. */
+static int module_paths(char paths[3][PATH_MAX])
+{
+    int n = 0;
+    const char *env = getenv("CAPCHECK_ATEN_LIB");
+    if (env && *env)
+        snprintf(paths[n++], PATH_MAX, "%s", env);
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(paths[n++], PATH_MAX, "%.4000s/libcapcheck_aten.so", exe);
+        }
+    }
+    snprintf(paths[n++], PATH_MAX, "%s", CAPCHECK_ATEN_MODULE);
+    return n;
+}
+
+const cc_provider *cc_aten_provider_load(char *msg, size_t msg_len)
+{
+#if !CAPCHECK_HAVE_ATEN
+    snprintf(msg, msg_len, "this build has no ATen provider (configure with libtorch: run "
+                           "scripts/setup)");
+    return NULL;
+#else
+    char paths[3][PATH_MAX], why[512] = "";
+    int n = module_paths(paths);
+    for (int k = 0; k < n; k++) {
+        if (access(paths[k], F_OK) != 0)
+            continue;
+        /* never closed: the provider table lives as long as the library */
+        void *dl = dlopen(paths[k], RTLD_NOW | RTLD_LOCAL);
+        if (!dl) {
+            snprintf(why, sizeof why, "%s", dlerror());
+            continue;
+        }
+        void *sym = dlsym(dl, "capcheck_aten_entry");
+        aten_entry_fn entry;
+        memcpy(&entry, &sym, sizeof entry);
+        const cc_provider *p = entry ? entry() : NULL;
+        if (p)
+            return p;
+        snprintf(why, sizeof why, "%.400s has no ATen provider entry (capcheck_aten_entry)",
+                 paths[k]);
+    }
+    if (why[0])
+        snprintf(msg, msg_len, "cannot load the ATen provider: %s", why);
+    else
+        snprintf(msg, msg_len, "cannot find the ATen provider libcapcheck_aten.so (beside the "
+                               "capcheck executable, or set CAPCHECK_ATEN_LIB): rebuild capcheck");
+    return NULL;
+#endif
+}
+
+const cc_provider *cc_aten_provider(void)
+{
+    char msg[16];
+    return cc_aten_provider_load(msg, sizeof msg);
+}
+
+int cc_aten_loaded(void)
+{
+#if !CAPCHECK_HAVE_ATEN
+    return 0;
+#else
+    char paths[3][PATH_MAX];
+    int n = module_paths(paths);
+    for (int k = 0; k < n; k++) {
+        void *dl = dlopen(paths[k], RTLD_NOW | RTLD_NOLOAD);
+        if (dl) {
+            dlclose(dl); /* drops the count RTLD_NOLOAD added; the library stays */
+            return 1;
+        }
+    }
+    return 0;
+#endif
+}
