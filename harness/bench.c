@@ -24,10 +24,10 @@ typedef struct {
     ref_tensor y, grad[REF_MAX_INPUTS];
     double *mag, *gmag[REF_MAX_INPUTS];
     /* a case the run samples (harness/sample.h): the reference loop evaluates these picks of
-     * the output (plan[0]) and of each gradient (plan[1 + i]), into pick_v and pick_m */
+     * the output (plan[0]) and of each gradient (plan[1 + i]), values into picks[] */
     int sampled;
     cc_sample plan[1 + REF_MAX_INPUTS];
-    double *pick_v, *pick_m;
+    ref_picks picks[1 + REF_MAX_INPUTS];
 } prepared;
 
 typedef struct {
@@ -53,10 +53,11 @@ static void prepared_free(prepared *pc)
         free(pc->grad[i].v);
         free(pc->gmag[i]);
     }
-    for (int k = 0; k <= REF_MAX_INPUTS; k++)
+    for (int k = 0; k <= REF_MAX_INPUTS; k++) {
         cc_sample_free(&pc->plan[k]);
-    free(pc->pick_v);
-    free(pc->pick_m);
+        free(pc->picks[k].v);
+        free(pc->picks[k].mag);
+    }
 }
 
 static int is_data_input(const ref_op *op, int i)
@@ -87,13 +88,10 @@ static ref_status reference_calls(prepared *pc)
     const cc_case *c = pc->c;
     if (pc->sampled) {
         ref_status rs = REF_OK;
-        for (int k = 0; k <= c->n_in && rs == REF_OK; k++) {
-            ref_picks pk = {pc->plan[k].count, pc->plan[k].at, pc->pick_v, pc->pick_m};
-            if (k == 0 && pc->fwd)
-                rs = c->op->forward_at(&c->params, c->n_in, pc->in.ref_in, &pk);
-            else if (k > 0 && pc->vjp && pc->grads[k - 1].data)
-                rs = c->op->vjp_at(&c->params, c->n_in, pc->in.ref_in, &pc->in.g, k - 1, &pk);
-        }
+        if (pc->fwd)
+            rs = c->op->forward_at(&c->params, c->n_in, pc->in.ref_in, &pc->picks[0]);
+        if (rs == REF_OK && pc->vjp)
+            rs = c->op->vjp_at(&c->params, c->n_in, pc->in.ref_in, &pc->in.g, &pc->picks[1]);
         return rs;
     }
     ref_status rs = c->op->forward(&c->params, c->n_in, pc->in.ref_in, &pc->y, pc->mag);
@@ -106,7 +104,7 @@ static ref_status reference_calls(prepared *pc)
 /* Prepare case c; 0 when it takes part, 1 when it is too large, 2 when the provider or the
  * reference does not run it, -1 when out of memory. */
 static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t max_elements,
-                   const cc_run_opts *run, prepared *pc)
+                   const cc_run_opts *run, int ratio_only, prepared *pc)
 {
     memset(pc, 0, sizeof *pc);
     pc->c = c;
@@ -125,16 +123,17 @@ static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t
     if (!pc->y.v || !pc->mag || cc_alloc_output(c->dtype, &pc->in.out_shape, &pc->out))
         return -1;
     pc->sampled = cc_sampling_chosen(c, run->ref, &pc->in);
-    int64_t most = 1;
     for (int k = -1; pc->sampled && k < c->n_in; k++) {
-        if (cc_sample_plan(c, k, k < 0 ? &pc->in.out_shape : &c->shape[k], &pc->plan[k + 1]))
+        cc_sample *s = &pc->plan[k + 1];
+        if (k >= 0 && !is_data_input(c->op, k))
+            continue; /* no gradient: no picks */
+        if (cc_sample_plan(c, k, k < 0 ? &pc->in.out_shape : &c->shape[k], s))
             return -1;
-        most = pc->plan[k + 1].count > most ? pc->plan[k + 1].count : most;
+        pc->picks[k + 1] = (ref_picks){s->count, s->at, malloc(sizeof(double) * (size_t)(s->count + 1)),
+                                       malloc(sizeof(double) * (size_t)(s->count + 1))};
+        if (!pc->picks[k + 1].v || !pc->picks[k + 1].mag)
+            return -1;
     }
-    pc->pick_v = malloc(sizeof(double) * (size_t)most);
-    pc->pick_m = malloc(sizeof(double) * (size_t)most);
-    if (!pc->pick_v || !pc->pick_m)
-        return -1;
     for (int i = 0; pc->vjp && i < c->n_in; i++) {
         pc->grad[i].shape = c->shape[i];
         if (!is_data_input(c->op, i))
@@ -146,7 +145,8 @@ static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t
                                                                 &pc->grads[i]))
             return -1;
     }
-    if (provider_calls(p, pc, msg, sizeof msg) != CC_OK || reference_calls(pc) != REF_OK)
+    if (provider_calls(p, pc, msg, sizeof msg) != CC_OK ||
+        (!ratio_only && reference_calls(pc) != REF_OK))
         return 2;
     return 0;
 }
@@ -249,7 +249,8 @@ static int write_json(const char *path, const cc_provider *p, const cc_case *fir
             n_total, s->n, too_large, not_run, (long long)o->max_elements, o->min_seconds,
             o->repetitions, cc_ref_mode_names[s->run.ref], s->run.threads, sampled);
     for (int k = 0; k < LOOP_COUNT; k++)
-        fprintf(f, "%s\"%s\":%.6g", k ? "," : "", loop_names[k], rate[k]);
+        if (rate[k] > 0) /* a loop --ratio-only left out has none */
+            fprintf(f, "%s\"%s\":%.6g", k ? "," : "", loop_names[k], rate[k]);
     fprintf(f, "},\"ratio_capcheck_to_provider\":%.6g}\n",
             rate[LOOP_CAPCHECK] / rate[LOOP_PROVIDER]);
     int bad = fflush(f) || ferror(f);
@@ -287,7 +288,7 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
     char dir[] = "/tmp/capcheck-bench.XXXXXX";
     int have_dir = 0;
     for (size_t i = 0; i < n; i++) {
-        int k = prepare(p, &cases[i], i, o.max_elements, &s.run, &s.cases[s.n]);
+        int k = prepare(p, &cases[i], i, o.max_elements, &s.run, o.ratio_only, &s.cases[s.n]);
         if (k < 0) {
             prepared_free(&s.cases[s.n]);
             fprintf(log, "capcheck bench: out of memory preparing the cases\n");
@@ -330,14 +331,15 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
     fprintf(out, "       %d repetitions of >= %.2g s per loop, loops taking turns; medians\n",
             o.repetitions, o.min_seconds);
 
-    double samples[LOOP_COUNT][64], rate[LOOP_COUNT];
-    for (int k = 0; k < LOOP_COUNT; k++) /* warm-up: caches, allocator, lazy initialisation */
+    double samples[LOOP_COUNT][64], rate[LOOP_COUNT] = {0};
+    int loops = o.ratio_only ? LOOP_CAPCHECK + 1 : LOOP_COUNT; /* the first `loops` loops run */
+    for (int k = 0; k < loops && !o.ratio_only; k++) /* warm-up: caches, lazy initialisation */
         loop_rounds[k](&s);
     int tty = isatty(fileno(log));
     for (int rep = 0; rep < o.repetitions; rep++) {
         if (tty)
             fprintf(log, "bench: repetition %d/%d\r", rep + 1, o.repetitions);
-        for (int k = 0; k < LOOP_COUNT; k++)
+        for (int k = 0; k < loops; k++)
             samples[k][rep] = measure(&s, k, o.min_seconds);
     }
     if (tty)
@@ -349,7 +351,7 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
     }
     fprintf(out, "\n%-12s %12s %10s %12s  %s\n", "loop", "cases/s", "us/case", "vs provider",
             "what it times");
-    for (int k = 0; k < LOOP_COUNT; k++) {
+    for (int k = 0; k < loops; k++) {
         rate[k] = median(samples[k], o.repetitions);
         fprintf(out, "%-12s %12.0f %10.2f %12.3f  %s\n", loop_names[k], rate[k], 1e6 / rate[k],
                 rate[k] / rate[LOOP_PROVIDER], loop_what[k]);

@@ -31,6 +31,8 @@ typedef struct {
     const char *source;   /* where the cases came from, for the header */
     const char *json_path; /* NULL, or where to write the figures as JSON (capcheck-bench/1) */
     cc_run_opts run;       /* the capcheck loop's --ref and --ref-threads (threads 0: one) */
+    int ratio_only; /* --ratio-only: the provider and capcheck loops alone, no warm-up round
+                       (for cases too slow to run more than once or twice) */
 } cc_bench_opts;
 
 /* p initialised for the cases' device. Prints the table to out, progress and problems to log.

@@ -37,6 +37,7 @@ static void usage(FILE *f)
             "               [--out DIR] [--seed N] [--op NAME]\n"
             "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N]\n"
             "               [--witness P[,P...]] [--ref auto|full|sampled] [--ref-threads N]\n"
+            "               [--max-elements N]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
             "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out)\n"
             "      in N worker processes (default: one per CPU); a crash or a hang (limit:\n"
@@ -54,6 +55,8 @@ static void usage(FILE *f)
             "      ... cases above 1e8 multiply-adds), full (every element), sampled\n"
             "      --ref-threads: threads per worker for inputs and the reference (default:\n"
             "      the CPUs divided among the workers; repro: every CPU)\n"
+            "      --max-elements: leave out the cases with a tensor above N elements (a CPU\n"
+            "      nightly's cap on cases/realistic.cases)\n"
             "      Math modes, passed to the provider's workers as CAPCHECK_TF32=1|0,\n"
             "      CAPCHECK_DETERMINISTIC=1|0, CAPCHECK_ATTENTION=NAME and stated in the report:\n"
             "      --tf32 (default off: TF32 for f32 matmul and conv on CUDA; on, those f32\n"
@@ -69,10 +72,11 @@ static void usage(FILE *f)
             "      a standalone Python/torch reproducer (to FILE with --script)\n"
             "  capcheck bench [FILE...] [--provider ...|--provider-lib ...] [--device ...]\n"
             "               [--op NAME] [--max-elements N] [--min-time S] [--reps N]\n"
-            "               [--json FILE] [--ref ...] [--ref-threads N]\n"
+            "               [--json FILE] [--ref ...] [--ref-threads N] [--ratio-only]\n"
             "      time, side by side in this process, the provider's calls alone and capcheck's\n"
             "      whole per-case path on the cases of at most N elements (default 1024) of\n"
             "      the files (default: the embedded smoke cases); prints cases/s and the ratio\n"
+            "      --ratio-only: those two loops alone, no warm-up (cases too slow for more)\n"
             "  capcheck list ops\n"
             "      every op of the vocabulary with its forward/VJP status in the reference\n"
             "  capcheck list cases [FILE...] [--op NAME] [--seed N] [--device ...]\n"
@@ -101,6 +105,7 @@ typedef struct {
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
     int n_witnesses;
     int no_fork;        /* --no-fork */
+    int ratio_only;     /* bench --ratio-only */
     const char *files[64];
     int n_files;
     const char *line;
@@ -153,6 +158,9 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->ref_threads;
         else if (strcmp(a, "--no-fork") == 0) {
             o->no_fork = 1;
+            continue;
+        } else if (strcmp(a, "--ratio-only") == 0) {
+            o->ratio_only = 1;
             continue;
         } else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0 ||
                    (strncmp(a, "-j", 2) == 0 && a[2]) || strcmp(a, "--timeout") == 0) {
@@ -405,14 +413,48 @@ static int load_cases(const options *o, cc_device *device, cc_case_list *cases, 
     return 0;
 }
 
+/* A positive number from an option's text (NULL: dflt); -1 after one sentence when it is not. */
+static double positive_option(const char *name, const char *v, double dflt, int whole)
+{
+    if (!v)
+        return dflt;
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x > 0 && x < 1e15) || (whole && x != (double)(int64_t)x)) {
+        fprintf(stderr, "capcheck: %s wants a positive %s, not '%s'\n", name,
+                whole ? "whole number" : "number", v);
+        return -1;
+    }
+    return x;
+}
+
+/* The cases with no tensor above max_elements (0: every case). */
+static void keep_at_most(cc_case_list *cases, double max_elements)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < cases->n; i++) {
+        int64_t largest = cc_case_largest_tensor(&cases->v[i]);
+        if (max_elements <= 0 || (largest >= 0 && (double)largest <= max_elements))
+            cases->v[k++] = cases->v[i];
+    }
+    cases->n = k;
+}
+
 static int cmd_run(const options *o, int argc, char **argv)
 {
     cc_device device;
     cc_case_list cases;
     char files[512];
     cc_run_opts run;
-    if (run_options(o, &run) || load_cases(o, &device, &cases, files, sizeof files))
+    double max_elements = positive_option("--max-elements", o->max_elements, 0, 1);
+    if (max_elements < 0 || run_options(o, &run) ||
+        load_cases(o, &device, &cases, files, sizeof files))
         return 2;
+    size_t before = cases.n;
+    keep_at_most(&cases, max_elements);
+    if (cases.n < before)
+        fprintf(stderr, "capcheck: --max-elements %.0f leaves out %zu of %zu cases\n", max_elements,
+                before - cases.n, before);
     /* provenance: the case files' hashes, this build, this machine; and the shard */
     cc_provenance prov;
     char msg[512];
@@ -539,21 +581,6 @@ static int cmd_shrink(const options *o)
     return cc_shrink_command(p, &c, o->script, stdout, stderr);
 }
 
-/* A positive number from an option's text (NULL: dflt); -1 after one sentence when it is not. */
-static double positive_option(const char *name, const char *v, double dflt, int whole)
-{
-    if (!v)
-        return dflt;
-    char *end;
-    double x = strtod(v, &end);
-    if (!*v || *end || !(x > 0 && x < 1e15) || (whole && x != (double)(int64_t)x)) {
-        fprintf(stderr, "capcheck: %s wants a positive %s, not '%s'\n", name,
-                whole ? "whole number" : "number", v);
-        return -1;
-    }
-    return x;
-}
-
 static int cmd_bench(const options *o)
 {
     double min_time = positive_option("--min-time", o->min_time, 0.2, 0),
@@ -576,7 +603,8 @@ static int cmd_bench(const options *o)
     if (!cases.n)
         fprintf(stderr, "capcheck bench: no cases in %s\n", files);
     else if (p) {
-        cc_bench_opts bo = {min_time, (int)reps, (int64_t)max_elements, files, o->json, run};
+        cc_bench_opts bo = {min_time, (int)reps, (int64_t)max_elements, files, o->json, run,
+                             o->ratio_only};
         rc = cc_bench_command(p, cases.v, cases.n, &bo, stdout, stderr);
     }
     cc_case_list_free(&cases);
@@ -591,10 +619,8 @@ static int cmd_list_cases(const options *o)
     char files[512];
     if (max_elements < 0 || load_cases(o, &device, &cases, files, sizeof files))
         return 2;
+    keep_at_most(&cases, max_elements);
     for (size_t i = 0; i < cases.n; i++) {
-        int64_t largest = cc_case_largest_tensor(&cases.v[i]);
-        if (max_elements > 0 && !(largest >= 0 && (double)largest <= max_elements))
-            continue;
         char line[CC_CASE_LINE_MAX];
         cc_case_print(&cases.v[i], line, sizeof line);
         printf("%s\n", line);

@@ -141,35 +141,13 @@ static void judge(const cc_case *c, const cc_inputs *in, const char *what, const
 }
 
 /* A sampled check's picks of one output: its plan, every element where the provider wrote NaN
- * or Inf, and the element a probe asks about; then the reference there, on `threads` threads. */
-typedef struct {
-    const cc_case *c;
-    const ref_params *params;
-    const cc_inputs *in;
-    int wrt; /* -1: the forward */
-    ref_picks pk;
-    int failed;
-} picks_job;
-
-static void picks_range(void *ctx, int64_t lo, int64_t hi)
-{
-    picks_job *j = ctx;
-    ref_picks part = {hi - lo, j->pk.at + lo, j->pk.v + lo, j->pk.mag + lo};
-    const ref_op *op = j->c->op;
-    ref_status st = j->wrt < 0 ? op->forward_at(j->params, j->c->n_in, j->in->ref_in, &part)
-                               : op->vjp_at(j->params, j->c->n_in, j->in->ref_in, &j->in->g,
-                                            j->wrt, &part);
-    if (st != REF_OK)
-        j->failed = 1;
-}
-
+ * or Inf, and the element a probe asks about; room for the reference's values there. */
 #define MAX_NONFINITE_PICKS 4096 /* enough to judge; the first is already a failure */
 
-static int sampled_reference(const cc_case *c, const cc_inputs *in, int wrt, const ref_shape *s,
-                             const cc_view *got, const cc_probe *probe, const char *what,
-                             int threads, cc_sample *plan, double **v, double **mag)
+static int sample_picks(const cc_case *c, int wrt, const ref_shape *s, const cc_view *got,
+                        const cc_probe *probe, const char *what, cc_sample *plan, ref_picks *pk)
 {
-    *v = *mag = NULL;
+    memset(pk, 0, sizeof *pk);
     if (cc_sample_plan(c, wrt, s, plan))
         return -1;
     int64_t extra[MAX_NONFINITE_PICKS + 1], ne = 0;
@@ -186,14 +164,60 @@ static int sampled_reference(const cc_case *c, const cc_inputs *in, int wrt, con
         extra[ne++] = probe->index;
     if (cc_sample_add(plan, extra, ne))
         return -1;
-    *v = malloc(sizeof(double) * (size_t)(plan->count + 1));
-    *mag = malloc(sizeof(double) * (size_t)(plan->count + 1));
-    if (!*v || !*mag)
-        return -1;
+    *pk = (ref_picks){plan->count, plan->at, malloc(sizeof(double) * (size_t)(plan->count + 1)),
+                      malloc(sizeof(double) * (size_t)(plan->count + 1))};
+    return pk->v && pk->mag ? 0 : -1;
+}
+
+static void picks_free(ref_picks *pk)
+{
+    free(pk->v);
+    free(pk->mag);
+    memset(pk, 0, sizeof *pk);
+}
+
+/* The reference at the picks: the output's (vjp 0: pk[0]) or every gradient's at once (vjp 1:
+ * pk[i] for input i), the picks of each output dealt into `parts` ranges, one per thread. */
+typedef struct {
+    const cc_case *c;
+    const ref_params *params;
+    const cc_inputs *in;
+    int vjp, parts;
+    ref_picks *pk;
+    int failed;
+} picks_job;
+
+static void picks_part(void *ctx, int64_t lo, int64_t hi)
+{
+    picks_job *j = ctx;
+    const ref_op *op = j->c->op;
+    int outputs = j->vjp ? j->c->n_in : 1;
+    for (int64_t t = lo; t < hi; t++) {
+        ref_picks part[REF_MAX_INPUTS];
+        for (int k = 0; k < outputs; k++) {
+            const ref_picks *w = &j->pk[k];
+            int64_t a = w->count * t / j->parts, b = w->count * (t + 1) / j->parts;
+            part[k] = (ref_picks){b - a, w->at ? w->at + a : NULL, w->v ? w->v + a : NULL,
+                                  w->mag ? w->mag + a : NULL};
+        }
+        ref_status st = j->vjp ? op->vjp_at(j->params, j->c->n_in, j->in->ref_in, &j->in->g, part)
+                               : op->forward_at(j->params, j->c->n_in, j->in->ref_in, part);
+        if (st != REF_OK)
+            j->failed = 1;
+    }
+}
+
+static int evaluate_picks(const cc_case *c, const cc_inputs *in, int vjp, int threads,
+                          ref_picks *pk)
+{
     ref_params params = c->params;
     params.threads = 1;
-    picks_job j = {c, &params, in, wrt, {plan->count, plan->at, *v, *mag}, 0};
-    ref_parallel_for(threads, plan->count, 64, picks_range, &j);
+    int64_t most = 0;
+    for (int k = 0; k < (vjp ? c->n_in : 1); k++)
+        most = pk[k].count > most ? pk[k].count : most;
+    int parts = threads < 1 ? 1 : (int64_t)threads > most / 64 + 1 ? (int)(most / 64 + 1) : threads;
+    picks_job j = {c, &params, in, vjp, parts, pk, 0};
+    ref_parallel_for(parts, parts, 1, picks_part, &j);
     return j.failed ? -1 : 0;
 }
 
@@ -225,14 +249,14 @@ static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *c
         cc_bound_model bm = case_bound(c, cu, c->op->c_fwd);
         expected_values ev = {y->v, mag, NULL, 0};
         cc_sample plan = {0};
-        double *sv = NULL, *sm = NULL;
+        ref_picks pk = {0};
         if (sampled) {
-            if (sampled_reference(c, in, -1, &in->out_shape, &out, probe, "y", threads, &plan,
-                                  &sv, &sm)) {
+            if (sample_picks(c, -1, &in->out_shape, &out, probe, "y", &plan, &pk) ||
+                evaluate_picks(c, in, 0, threads, &pk)) {
                 r->status = CC_RES_ERROR;
                 snprintf(r->message, sizeof r->message, "sampled reference forward failed");
             }
-            ev = (expected_values){sv, sm, plan.at, plan.count};
+            ev = (expected_values){pk.v, pk.mag, plan.at, plan.count};
             note_sample(r, &plan);
         }
         if (r->status == CC_RES_PASS) {
@@ -241,7 +265,7 @@ static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *c
                   probe, r, zt, zt_len);
         }
         cc_sample_free(&plan);
-        free(sv), free(sm);
+        picks_free(&pk);
     }
     free(out.data);
 }
@@ -255,8 +279,12 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call,
     ref_tensor grad[REF_MAX_INPUTS];
     double *gmag[REF_MAX_INPUTS] = {0};
     cc_view got[REF_MAX_INPUTS];
+    cc_sample plans[REF_MAX_INPUTS];
+    ref_picks picks[REF_MAX_INPUTS];
     memset(grad, 0, sizeof grad);
     memset(got, 0, sizeof got);
+    memset(plans, 0, sizeof plans);
+    memset(picks, 0, sizeof picks);
     int fail = 0;
     for (int i = 0; i < c->n_in; i++) {
         grad[i].shape = c->shape[i];
@@ -289,30 +317,35 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call,
         goto done;
     cc_bound_model bm = case_bound(c, cu, op->c_vjp);
     r->checked_vjp = 1;
+    char what[REF_MAX_INPUTS][32];
+    for (int i = 0; i < c->n_in; i++)
+        snprintf(what[i], sizeof what[i], "grad:%s", input_name(op, i));
+    if (sampled) { /* every gradient's picks, then the reference at all of them at once */
+        for (int i = 0; i < c->n_in && !fail; i++)
+            fail = got[i].data && sample_picks(c, i, &c->shape[i], &got[i], probe, what[i],
+                                               &plans[i], &picks[i]);
+        if (fail || evaluate_picks(c, in, 1, threads, picks)) {
+            r->status = CC_RES_ERROR;
+            snprintf(r->message, sizeof r->message, "sampled reference VJP failed");
+            goto done;
+        }
+    }
     for (int i = 0; i < c->n_in && r->status == CC_RES_PASS; i++) {
         if (!got[i].data)
             continue;
-        char what[32];
-        snprintf(what, sizeof what, "grad:%s", input_name(op, i));
         expected_values ev = {grad[i].v, gmag[i], NULL, 0};
-        cc_sample plan = {0};
-        double *sv = NULL, *sm = NULL;
         if (sampled) {
-            if (sampled_reference(c, in, i, &c->shape[i], &got[i], probe, what, threads, &plan,
-                                  &sv, &sm)) {
-                r->status = CC_RES_ERROR;
-                snprintf(r->message, sizeof r->message, "sampled reference VJP failed");
-            }
-            ev = (expected_values){sv, sm, plan.at, plan.count};
-            note_sample(r, &plan);
+            ev = (expected_values){picks[i].v, picks[i].mag, plans[i].at, plans[i].count};
+            note_sample(r, &plans[i]);
         }
-        if (r->status == CC_RES_PASS)
-            judge(c, in, what, &c->shape[i], &got[i], &ev, &bm, op->c_vjp, 1, &r->vjp_ratio,
-                  probe, r, zt, zt_len);
-        cc_sample_free(&plan);
-        free(sv), free(sm);
+        judge(c, in, what[i], &c->shape[i], &got[i], &ev, &bm, op->c_vjp, 1, &r->vjp_ratio,
+              probe, r, zt, zt_len);
     }
 done:
+    for (int i = 0; i < REF_MAX_INPUTS; i++) {
+        cc_sample_free(&plans[i]);
+        picks_free(&picks[i]);
+    }
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
         free(grad[i].v);
         free(gmag[i]);

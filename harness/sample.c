@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LATTICE_SHARE 256 /* the lattice holds about 1/256 of the output */
+#define LATTICE_SHARE 1024 /* the lattice holds about 1/1024 of the output */
 #define RANDOM_PICKS 256
 
 static int is_data_input(const ref_op *op, int i)

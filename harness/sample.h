@@ -10,7 +10,7 @@
  *   every row and every column: element (t mod R, t mod C) for t < max(R, C);
  *   a lattice: the rows r = rho (mod Tr), in each such row the columns c = gamma_r (mod Tc) with
  *     its own offset gamma_r: every Tr x Tc window of the matrix, aligned or not, holds one
- *     (Tr, Tc powers of two from 8, doubled until the lattice holds about n/256 elements);
+ *     (Tr, Tc powers of two from 8, doubled until the lattice holds about n/1024 elements);
  *   the boundaries: rows and columns 0, 1, the last two, and both sides of the first and the
  *     last tile boundary of every tile size 4..128 (the vector widths and blockings of
  *     kernels), every such row with every such column;

@@ -197,13 +197,14 @@ typedef struct ref_op {
     ref_status (*sample)(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                          ref_shape *in);
     /* Optional, for ops whose elements are each a long sum (matmul, conv, attention...): the
-     * elements `pk` names of the output (forward_at) or of input wrt's gradient (vjp_at), equal
-     * to what forward and vjp write there; and the work of one element of that output (wrt < 0)
-     * or gradient in multiply-adds, which decides when the harness samples (harness/sample.h).
-     * The three come together. */
+     * elements `pk` names of the output (forward_at), or pk[i] of input i's gradient for every
+     * input at once (vjp_at; count 0 where none is asked: gradients may share their work),
+     * equal to what forward and vjp write there; and the work of one element of that output
+     * (wrt < 0) or gradient in multiply-adds, which decides when the harness samples
+     * (harness/sample.h). The three come together. */
     ref_status (*forward_at)(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk);
     ref_status (*vjp_at)(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *g,
-                         int wrt, ref_picks *pk);
+                         ref_picks *pk);
     double (*work)(const ref_params *p, int n, const ref_shape *in, int wrt);
 } ref_op;
 

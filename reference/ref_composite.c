@@ -604,13 +604,19 @@ static ref_status fft_fno_fwd_at(const ref_params *p, int n, const ref_tensor *i
     return fft_rows_at(p, in, in[0].v, 0, pk);
 }
 
-static ref_status fft_fno_vjp_at(const ref_params *p, int n, const ref_tensor *in,
-                                 const ref_tensor *g, int wrt, ref_picks *pk)
+static ref_status fft_fno_vjp_at_one(const ref_params *p, int n, const ref_tensor *in,
+                                     const ref_tensor *g, int wrt, ref_picks *pk)
 {
     (void)n;
     if (p->variant == 0)
         return spectral_conv_vjp_at(p, in, g, wrt, pk);
     return fft_rows_at(p, in, g->v, 1, pk);
+}
+
+static ref_status fft_fno_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                 const ref_tensor *g, ref_picks *pk)
+{
+    return ref_vjp_at_each(fft_fno_vjp_at_one, p, n, in, g, pk);
 }
 
 /* Work of one element: a length-n sum (rfft, irfft and their adjoints; spectralConv's inverse),
@@ -941,24 +947,45 @@ static ref_status attn_shape(const ref_params *p, int n, const ref_shape *in, re
     return REF_OK;
 }
 
-/* Scores, weights and error factors of query row i of batch b (arrays of length nK). */
+/* Scores, weights and error factors of query row i of batch b (arrays of length nK), and the
+ * transposes of batch `batch`'s K and V: each score and each dA entry of a row is a dot product
+ * along d (dv), formed for all keys at once with d (dv) outer, so every one keeps its own
+ * left fold from 0 in increasing l (j) while the keys go side by side. */
 typedef struct {
     double *S, *sig, *A, *Fp;
+    double *Kt, *Vt; /* [d, nK], [dv, nK] */
+    int64_t batch;   /* whose transposes Kt and Vt hold; -1: none yet */
 } attn_row_buf;
+
+static void attn_transposes(const ref_tensor *in, const attn_geom *g, int64_t b,
+                            attn_row_buf *w)
+{
+    if (w->batch == b)
+        return;
+    ref_transpose(in[1].v + b * g->nK * g->d, g->nK, g->d, w->Kt);
+    ref_transpose(in[2].v + b * g->nK * g->dv, g->nK, g->dv, w->Vt);
+    w->batch = b;
+}
 
 static void attn_row(const ref_params *p, int n, const ref_tensor *in, const attn_geom *g,
                      int64_t b, int64_t i, attn_row_buf *w)
 {
-    const double *Q = in[0].v + (b * g->nQ + i) * g->d, *K = in[1].v + b * g->nK * g->d;
+    const double *Q = in[0].v + (b * g->nQ + i) * g->d;
+    attn_transposes(in, g, b, w);
+    double *restrict S = w->S, *restrict S_abs = w->sig; /* sum Q K, sum |Q K| until scaled */
+    for (int64_t k = 0; k < g->nK; k++)
+        S[k] = S_abs[k] = 0.0;
+    for (int64_t l = 0; l < g->d; l++) {
+        const double q = Q[l], *restrict Kl = w->Kt + l * g->nK; /* K[k, l] for every k */
+        for (int64_t k = 0; k < g->nK; k++) {
+            S[k] += q * Kl[k];
+            S_abs[k] += fabs(q * Kl[k]);
+        }
+    }
     int64_t first = -1, allowed = 0;
     for (int64_t k = 0; k < g->nK; k++) {
-        double s = 0.0, s_abs = 0.0;
-        for (int64_t l = 0; l < g->d; l++) {
-            s += Q[l] * K[k * g->d + l];
-            s_abs += fabs(Q[l] * K[k * g->d + l]);
-        }
-        w->S[k] = s * g->scale;
-        w->sig[k] = g->scale * (double)(g->d + 3) * s_abs;
+        w->S[k] = w->S[k] * g->scale;
+        w->sig[k] = g->scale * (double)(g->d + 3) * w->sig[k];
         int ok = (n < 4 || in[3].v[i * g->nK + k] != 0.0) && (!p->causal || k <= i);
         w->A[k] = ok ? 1.0 : 0.0; /* allowed flag until the weights are computed */
         if (ok && first < 0)
@@ -989,18 +1016,27 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
                                   : 0.0;
 }
 
-static ref_status attn_row_alloc(int64_t nK, int extra, attn_row_buf *w, double **more)
+static void attn_row_free(attn_row_buf *w, int extra, double **more)
 {
-    size_t len = (size_t)(nK + 1);
+    free(w->S), free(w->sig), free(w->A), free(w->Fp), free(w->Kt), free(w->Vt);
+    for (int i = 0; i < extra; i++)
+        free(more[i]);
+}
+
+/* The row buffers, and `extra` more arrays of length nK. */
+static ref_status attn_row_alloc(const attn_geom *g, int extra, attn_row_buf *w, double **more)
+{
+    size_t len = (size_t)(g->nK + 1);
     w->S = malloc(sizeof(double) * len), w->sig = malloc(sizeof(double) * len);
     w->A = malloc(sizeof(double) * len), w->Fp = malloc(sizeof(double) * len);
-    int ok = w->S && w->sig && w->A && w->Fp;
+    w->Kt = malloc(sizeof(double) * (len * (size_t)g->d + 1));
+    w->Vt = malloc(sizeof(double) * (len * (size_t)g->dv + 1));
+    w->batch = -1;
+    int ok = w->S && w->sig && w->A && w->Fp && w->Kt && w->Vt;
     for (int i = 0; i < extra; i++)
         ok = (more[i] = malloc(sizeof(double) * len)) != NULL && ok;
     if (!ok) {
-        free(w->S), free(w->sig), free(w->A), free(w->Fp);
-        for (int i = 0; i < extra; i++)
-            free(more[i]);
+        attn_row_free(w, extra, more);
         return REF_ENOMEM;
     }
     return REF_OK;
@@ -1036,7 +1072,7 @@ static void attn_forward_rows(void *ctx, int64_t lo, int64_t hi)
     attn_job *t = ctx;
     const attn_geom *g = &t->g;
     attn_row_buf w;
-    if (attn_row_alloc(g->nK, 0, &w, NULL) != REF_OK) {
+    if (attn_row_alloc(g, 0, &w, NULL) != REF_OK) {
         t->failed = 1;
         return;
     }
@@ -1046,7 +1082,7 @@ static void attn_forward_rows(void *ctx, int64_t lo, int64_t hi)
             attn_out_elem(g, t->in[2].v + bi / g->nQ * g->nK * g->dv, &w, j,
                           &t->out->v[bi * g->dv + j], t->mag ? &t->mag[bi * g->dv + j] : NULL);
     }
-    free(w.S), free(w.sig), free(w.A), free(w.Fp);
+    attn_row_free(&w, 0, NULL);
 }
 
 static ref_status attn_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
@@ -1063,15 +1099,20 @@ static void attn_vjp_row(const ref_params *p, int n, const ref_tensor *in, const
                          const attn_geom *g, int64_t b, int64_t i, attn_row_buf *w, double *dA,
                          double *Gabs, double *dS, double *mdS)
 {
-    const double *V = in[2].v + b * g->nK * g->dv, *G = gt->v + (b * g->nQ + i) * g->dv;
-    attn_row(p, n, in, g, b, i, w);
+    const double *G = gt->v + (b * g->nQ + i) * g->dv;
+    attn_row(p, n, in, g, b, i, w); /* and batch b's transposes */
+    double *restrict dAr = dA, *restrict Gabr = Gabs;
+    for (int64_t k = 0; k < g->nK; k++)
+        dAr[k] = Gabr[k] = 0.0;
+    for (int64_t j = 0; j < g->dv; j++) { /* dA[k] = sum_j g[j] V[k, j], every k side by side */
+        const double gj = G[j], *restrict Vj = w->Vt + j * g->nK;
+        for (int64_t k = 0; k < g->nK; k++) {
+            dAr[k] += gj * Vj[k];
+            Gabr[k] += fabs(gj * Vj[k]);
+        }
+    }
     double r = 0.0, R = 0.0;
     for (int64_t k = 0; k < g->nK; k++) {
-        dA[k] = Gabs[k] = 0.0;
-        for (int64_t j = 0; j < g->dv; j++) {
-            dA[k] += G[j] * V[k * g->dv + j];
-            Gabs[k] += fabs(G[j] * V[k * g->dv + j]);
-        }
         r += w->A[k] * dA[k];
         R += ref_mag_prod(w->A[k], ((double)(g->nK + g->dv) + w->Fp[k]) * Gabs[k]);
     }
@@ -1095,7 +1136,7 @@ static void attn_vjp_batches(void *ctx, int64_t lo, int64_t hi)
     double *const *m = t->m;
     attn_row_buf w;
     double *more[4]; /* dA, Gabs, dS, m(dS) */
-    if (attn_row_alloc(g->nK, 4, &w, more) != REF_OK) {
+    if (attn_row_alloc(g, 4, &w, more) != REF_OK) {
         t->failed = 1;
         return;
     }
@@ -1131,9 +1172,7 @@ static void attn_vjp_batches(void *ctx, int64_t lo, int64_t hi)
             }
         }
     }
-    free(w.S), free(w.sig), free(w.A), free(w.Fp);
-    for (int k = 0; k < 4; k++)
-        free(more[k]);
+    attn_row_free(&w, 4, more);
 }
 
 static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
@@ -1160,7 +1199,7 @@ static ref_status attn_fwd_at(const ref_params *p, int n, const ref_tensor *in, 
 {
     attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
     attn_row_buf w;
-    if (attn_row_alloc(g.nK, 0, &w, NULL) != REF_OK)
+    if (attn_row_alloc(&g, 0, &w, NULL) != REF_OK)
         return REF_ENOMEM;
     int64_t have = -1;
     for (int64_t e = 0; e < pk->count; e++) {
@@ -1171,69 +1210,72 @@ static ref_status attn_fwd_at(const ref_params *p, int n, const ref_tensor *in, 
         attn_out_elem(&g, in[2].v + bi / g.nQ * g.nK * g.dv, &w, pk->at[e] % g.dv, &pk->v[e],
                       pk->mag ? &pk->mag[e] : NULL);
     }
-    free(w.S), free(w.sig), free(w.A), free(w.Fp);
+    attn_row_free(&w, 0, NULL);
     return REF_OK;
 }
 
 static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
-                              const ref_tensor *gt, int wrt, ref_picks *pk)
+                              const ref_tensor *gt, ref_picks *pk)
 {
     attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
-    size_t row = (size_t)(g.nK + 1), rows = wrt > 0 && g.nQ > 0 ? (size_t)g.nQ : 1;
+    size_t row = (size_t)(g.nK + 1), rows = g.nQ > 0 ? (size_t)g.nQ : 1;
     attn_row_buf w;
     double *more[4], *keep[4] = {0}; /* dA, Gabs, dS, m(dS); kept per row: dS, m(dS), A, Fp */
-    if (attn_row_alloc(g.nK, 4, &w, more) != REF_OK)
+    if (attn_row_alloc(&g, 4, &w, more) != REF_OK)
         return REF_ENOMEM;
     int ok = 1;
     for (int k = 0; k < 4; k++)
         ok = (keep[k] = malloc(sizeof(double) * row * rows)) != NULL && ok;
-    int64_t have = -1;
-    for (int64_t e = 0; ok && e < pk->count; e++) {
-        int64_t f = pk->at[e];
-        double s = 0.0, s_mag = 0.0;
-        if (wrt == 0) { /* dQ[b, i, l]: row (b, i) */
-            int64_t bi = f / g.d, l = f % g.d;
-            const double *K = in[1].v + bi / g.nQ * g.nK * g.d;
-            if (bi != have)
-                attn_vjp_row(p, n, in, gt, &g, bi / g.nQ, bi % g.nQ, &w, more[0], more[1],
-                             more[2], more[3]);
-            have = bi;
-            for (int64_t k = 0; k < g.nK; k++) {
-                s += more[2][k] * K[k * g.d + l];
-                s_mag += fabs(K[k * g.d + l]) * ((double)(g.nK + 2) * fabs(more[2][k]) + more[3][k]);
-            }
-        } else { /* dK[b, k, l] or dV[b, k, j]: every row of batch b */
-            int64_t cols = wrt == 1 ? g.d : g.dv, b = f / (g.nK * cols);
-            int64_t k = f % (g.nK * cols) / cols, c = f % cols;
-            if (b != have)
-                for (int64_t i = 0; i < g.nQ; i++) {
-                    attn_vjp_row(p, n, in, gt, &g, b, i, &w, more[0], more[1], more[2], more[3]);
-                    memcpy(keep[0] + (size_t)i * row, more[2], sizeof(double) * (size_t)g.nK);
-                    memcpy(keep[1] + (size_t)i * row, more[3], sizeof(double) * (size_t)g.nK);
-                    memcpy(keep[2] + (size_t)i * row, w.A, sizeof(double) * (size_t)g.nK);
-                    memcpy(keep[3] + (size_t)i * row, w.Fp, sizeof(double) * (size_t)g.nK);
-                }
-            have = b;
-            for (int64_t i = 0; i < g.nQ; i++) {
-                size_t at = (size_t)i * row + (size_t)k;
-                if (wrt == 1) {
-                    double q = in[0].v[(b * g.nQ + i) * g.d + c];
-                    s += keep[0][at] * q;
-                    s_mag += fabs(q) * ((double)(g.nQ + 2) * fabs(keep[0][at]) + keep[1][at]);
-                } else {
-                    double gij = gt->v[(b * g.nQ + i) * g.dv + c];
-                    s += keep[2][at] * gij;
-                    s_mag += ref_mag_prod(keep[2][at], fabs(gij) * ((double)g.nQ + keep[3][at]));
-                }
-            }
+    /* per output, its picks' next position, and the element count of one batch of it */
+    int64_t next[3] = {0, 0, 0}, per[3] = {g.nQ * g.d, g.nK * g.d, g.nK * g.dv};
+    for (int64_t b = 0; ok && b < g.batch; b++) {
+        int any = 0;
+        for (int t = 0; t < 3 && t < n; t++)
+            any |= next[t] < pk[t].count && pk[t].at[next[t]] / per[t] == b;
+        if (!any)
+            continue;
+        for (int64_t i = 0; i < g.nQ; i++) { /* every row of batch b: its dS, m(dS), A, Fp */
+            attn_vjp_row(p, n, in, gt, &g, b, i, &w, more[0], more[1], more[2], more[3]);
+            memcpy(keep[0] + (size_t)i * row, more[2], sizeof(double) * (size_t)g.nK);
+            memcpy(keep[1] + (size_t)i * row, more[3], sizeof(double) * (size_t)g.nK);
+            memcpy(keep[2] + (size_t)i * row, w.A, sizeof(double) * (size_t)g.nK);
+            memcpy(keep[3] + (size_t)i * row, w.Fp, sizeof(double) * (size_t)g.nK);
         }
-        pk->v[e] = s;
-        if (pk->mag)
-            pk->mag[e] = s_mag;
+        for (int t = 0; t < 3 && t < n; t++)
+            for (; next[t] < pk[t].count && pk[t].at[next[t]] / per[t] == b; next[t]++) {
+                int64_t e = next[t], f = pk[t].at[e] % per[t];
+                double s = 0.0, s_mag = 0.0;
+                if (t == 0) { /* dQ[b, i, l] = sum_k dS[i, k] K[k, l] */
+                    int64_t i = f / g.d, l = f % g.d;
+                    const double *K = in[1].v + b * g.nK * g.d, *dS = keep[0] + (size_t)i * row,
+                                 *mdS = keep[1] + (size_t)i * row;
+                    for (int64_t k = 0; k < g.nK; k++) {
+                        s += dS[k] * K[k * g.d + l];
+                        s_mag += fabs(K[k * g.d + l]) * ((double)(g.nK + 2) * fabs(dS[k]) + mdS[k]);
+                    }
+                } else { /* dK[b, k, l] = sum_i dS[i, k] Q[i, l]; dV[b, k, j] = sum_i A[i, k] g[i, j] */
+                    int64_t cols = t == 1 ? g.d : g.dv, k = f / cols, c = f % cols;
+                    for (int64_t i = 0; i < g.nQ; i++) {
+                        size_t at = (size_t)i * row + (size_t)k;
+                        if (t == 1) {
+                            double q = in[0].v[(b * g.nQ + i) * g.d + c];
+                            s += keep[0][at] * q;
+                            s_mag += fabs(q) * ((double)(g.nQ + 2) * fabs(keep[0][at]) + keep[1][at]);
+                        } else {
+                            double gij = gt->v[(b * g.nQ + i) * g.dv + c];
+                            s += keep[2][at] * gij;
+                            s_mag += ref_mag_prod(keep[2][at], fabs(gij) * ((double)g.nQ + keep[3][at]));
+                        }
+                    }
+                }
+                pk[t].v[e] = s;
+                if (pk[t].mag)
+                    pk[t].mag[e] = s_mag;
+            }
     }
-    free(w.S), free(w.sig), free(w.A), free(w.Fp);
+    attn_row_free(&w, 4, more);
     for (int k = 0; k < 4; k++)
-        free(more[k]), free(keep[k]);
+        free(keep[k]);
     return ok ? REF_OK : REF_ENOMEM;
 }
 

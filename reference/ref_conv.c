@@ -631,16 +631,28 @@ static ref_status conv_t_fwd_at(const ref_params *p, int n, const ref_tensor *in
     return cv_forward_at(p, n, in, pk, 1);
 }
 
-static ref_status conv_vjp_at(const ref_params *p, int n, const ref_tensor *in,
-                              const ref_tensor *g, int wrt, ref_picks *pk)
+static ref_status conv_vjp_at_one(const ref_params *p, int n, const ref_tensor *in,
+                                  const ref_tensor *g, int wrt, ref_picks *pk)
 {
     return cv_vjp_at(p, n, in, g, wrt, pk, 0);
 }
 
-static ref_status conv_t_vjp_at(const ref_params *p, int n, const ref_tensor *in,
-                                const ref_tensor *g, int wrt, ref_picks *pk)
+static ref_status conv_t_vjp_at_one(const ref_params *p, int n, const ref_tensor *in,
+                                    const ref_tensor *g, int wrt, ref_picks *pk)
 {
     return cv_vjp_at(p, n, in, g, wrt, pk, 1);
+}
+
+static ref_status conv_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                              const ref_tensor *g, ref_picks *pk)
+{
+    return ref_vjp_at_each(conv_vjp_at_one, p, n, in, g, pk);
+}
+
+static ref_status conv_t_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                const ref_tensor *g, ref_picks *pk)
+{
+    return ref_vjp_at_each(conv_t_vjp_at_one, p, n, in, g, pk);
 }
 
 static double conv_work(const ref_params *p, int n, const ref_shape *in, int wrt)

@@ -86,6 +86,16 @@ int64_t ref_extent_cap(const ref_shape *s, int axis, int64_t budget)
     return budget / rest > 1 ? budget / rest : 1;
 }
 
+ref_status ref_vjp_at_each(ref_vjp_at_one one, const ref_params *p, int n, const ref_tensor *in,
+                           const ref_tensor *g, ref_picks *pk)
+{
+    ref_status st = REF_OK;
+    for (int i = 0; i < n && st == REF_OK; i++)
+        if (pk[i].count > 0)
+            st = one(p, n, in, g, i, &pk[i]);
+    return st;
+}
+
 void ref_transpose(const double *a, int64_t rows, int64_t cols, double *out)
 {
     enum { TILE = 32 };

@@ -64,6 +64,12 @@ int64_t ref_sample_budget(const ref_sample_req *req);
  * least 1, and INT64_MAX when another axis of s is 0 (s is empty whatever the extent). */
 int64_t ref_extent_cap(const ref_shape *s, int axis, int64_t budget);
 
+/* vjp_at of an op whose gradients share no work: `one` for each input with picks. */
+typedef ref_status (*ref_vjp_at_one)(const ref_params *p, int n, const ref_tensor *in,
+                                     const ref_tensor *g, int wrt, ref_picks *pk);
+ref_status ref_vjp_at_each(ref_vjp_at_one one, const ref_params *p, int n, const ref_tensor *in,
+                           const ref_tensor *g, ref_picks *pk);
+
 /* out[c * rows + r] = a[r * cols + c]: a matrix's transpose, in tiles (the sampled forms read
  * columns as rows through it). A transpose moves values and computes nothing, so sums over
  * its rows are the sums the full loops form over the columns, bit for bit. */

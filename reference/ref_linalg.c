@@ -139,34 +139,48 @@ static void mm_forward(const ref_params *p, const ref_tensor *in, ref_tensor *ou
     ref_parallel_for(p->threads, ref_numel(&t.g.batch_out) * t.g.m, 1, mm_forward_rows, &t);
 }
 
-/* The same at the picked elements alone: out[b, i, j] as one sum over k, B's column j read as
- * a row of its transpose (made once per batch of B). */
+/* Picked elements whose sums run down columns (matmul's output, dB; linear's gradients) are
+ * formed with the summation index outermost and the picks side by side: each pick's sum still
+ * takes its terms in increasing order from 0, while the operands are read along their rows. */
+
+/* The picks at[lo .. hi) of one output batch of `per` elements: the range of the batch `b`. */
+static void batch_range(const ref_picks *pk, int64_t per, int64_t b, int64_t *lo, int64_t *hi)
+{
+    int64_t e = *lo = *hi;
+    while (e < pk->count && pk->at[e] / per == b)
+        e++;
+    *hi = e;
+}
+
+/* The same at the picked elements alone: out[b, i, j] as one sum over k. */
 static ref_status mm_forward_at(const ref_tensor *in, ref_picks *pk, double alpha, int extra)
 {
     mm_geom g;
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
-    double *Bt = malloc(sizeof(double) * (size_t)(g.k * g.n + 1));
-    if (!Bt)
+    double *abs_sum = malloc(sizeof(double) * (size_t)(pk->count + 1));
+    if (!abs_sum)
         return REF_ENOMEM;
-    int64_t have = -1;
-    for (int64_t e = 0; e < pk->count; e++) {
-        int64_t f = pk->at[e], j = f % g.n, bi = f / g.n, b = bi / g.m, i = bi % g.m;
+    int64_t lo = 0, hi = 0;
+    while (hi < pk->count) {
+        int64_t b = pk->at[hi] / (g.m * g.n);
+        batch_range(pk, g.m * g.n, b, &lo, &hi);
         const double *A = in[0].v + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
-        int64_t bb = batch_offset(&g.batch_out, &g.batch_b, b);
-        if (bb != have)
-            ref_transpose(in[1].v + bb * g.k * g.n, g.k, g.n, Bt);
-        have = bb;
-        const double *Bj = Bt + j * g.k;
-        double s = 0.0, s_abs = 0.0;
-        for (int64_t k = 0; k < g.k; k++) {
-            s += A[i * g.k + k] * Bj[k];
-            s_abs += fabs(A[i * g.k + k] * Bj[k]);
+        const double *B = in[1].v + batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
+        for (int64_t e = lo; e < hi; e++)
+            pk->v[e] = abs_sum[e] = 0.0;
+        for (int64_t k = 0; k < g.k; k++) /* out[i, j] += A[i, k] B[k, j] for every pick */
+            for (int64_t e = lo; e < hi; e++) {
+                int64_t i = pk->at[e] % (g.m * g.n) / g.n, j = pk->at[e] % g.n;
+                pk->v[e] += A[i * g.k + k] * B[k * g.n + j];
+                abs_sum[e] += fabs(A[i * g.k + k] * B[k * g.n + j]);
+            }
+        for (int64_t e = lo; e < hi; e++) {
+            pk->v[e] = alpha * pk->v[e];
+            if (pk->mag)
+                pk->mag[e] = fabs(alpha) * (double)((g.k > 0 ? g.k : 1) + extra) * abs_sum[e];
         }
-        pk->v[e] = alpha * s;
-        if (pk->mag)
-            pk->mag[e] = fabs(alpha) * (double)((g.k > 0 ? g.k : 1) + extra) * s_abs;
     }
-    free(Bt);
+    free(abs_sum);
     return REF_OK;
 }
 
@@ -287,63 +301,74 @@ static ref_status mm_vjp(const ref_params *p, const ref_tensor *in, const ref_te
     return REF_OK;
 }
 
-/* The same at picked elements of dA (wrt 0) or dB (wrt 1): each one sum, batches outer. dB's
- * terms run down columns of A and g: read as rows of their transposes (made once). */
-static ref_status mm_vjp_at(const ref_tensor *in, const ref_tensor *gt, int wrt, ref_picks *pk,
-                            double alpha, int extra)
+/* The same at picked elements of dA (wrt 0; each a sum along rows of g and B) or dB (wrt 1:
+ * sums down columns of A and g, formed with the batches and i outermost). */
+static ref_status mm_vjp_dB_at(const ref_tensor *in, const ref_tensor *gt, ref_picks *pk,
+                               double alpha, int extra)
 {
     mm_geom g;
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
-    int64_t nb = ref_numel(&g.batch_out), na = ref_numel(&g.batch_a);
-    double *At = NULL, *Gt = NULL;
-    if (wrt == 1) {
-        At = malloc(sizeof(double) * (size_t)(na * g.m * g.k + 1));
-        Gt = malloc(sizeof(double) * (size_t)(nb * g.m * g.n + 1));
-        if (!At || !Gt) {
-            free(At), free(Gt);
-            return REF_ENOMEM;
-        }
-        for (int64_t a = 0; a < na; a++)
-            ref_transpose(in[0].v + a * g.m * g.k, g.m, g.k, At + a * g.m * g.k);
-        for (int64_t b = 0; b < nb; b++)
-            ref_transpose(gt->v + b * g.m * g.n, g.m, g.n, Gt + b * g.m * g.n);
+    int64_t nb = ref_numel(&g.batch_out);
+    double *abs_sum = malloc(sizeof(double) * (size_t)(pk->count + 1));
+    int64_t *uses = calloc((size_t)(pk->count + 1), sizeof(int64_t));
+    if (!abs_sum || !uses) {
+        free(abs_sum), free(uses);
+        return REF_ENOMEM;
+    }
+    for (int64_t e = 0; e < pk->count; e++)
+        pk->v[e] = abs_sum[e] = 0.0;
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t bb = batch_offset(&g.batch_out, &g.batch_b, b), lo = 0, hi = 0;
+        while (hi < pk->count && pk->at[hi] / (g.k * g.n) < bb) /* the picks of batch bb */
+            hi++;
+        batch_range(pk, g.k * g.n, bb, &lo, &hi);
+        const double *A = in[0].v + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
+        const double *G = gt->v + b * g.m * g.n;
+        for (int64_t i = 0; i < g.m; i++) /* dB[k, j] += A[i, k] g[i, j] for every pick */
+            for (int64_t e = lo; e < hi; e++) {
+                int64_t k = pk->at[e] % (g.k * g.n) / g.n, j = pk->at[e] % g.n;
+                pk->v[e] += A[i * g.k + k] * G[i * g.n + j];
+                abs_sum[e] += fabs(A[i * g.k + k] * G[i * g.n + j]);
+            }
+        for (int64_t e = lo; e < hi; e++)
+            uses[e] += g.m;
     }
     for (int64_t e = 0; e < pk->count; e++) {
+        pk->v[e] = pk->v[e] * alpha;
+        if (pk->mag)
+            pk->mag[e] = fabs(alpha) * (double)((uses[e] > 0 ? uses[e] : 1) + extra) * abs_sum[e];
+    }
+    free(abs_sum), free(uses);
+    return REF_OK;
+}
+
+static ref_status mm_vjp_at(const ref_tensor *in, const ref_tensor *gt, int wrt, ref_picks *pk,
+                            double alpha, int extra)
+{
+    if (wrt == 1)
+        return mm_vjp_dB_at(in, gt, pk, alpha, extra);
+    mm_geom g;
+    mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
+    int64_t nb = ref_numel(&g.batch_out);
+    for (int64_t e = 0; e < pk->count; e++) { /* dA[ba, i, k] */
         int64_t f = pk->at[e], uses = 0;
+        int64_t ba = f / (g.m * g.k), i = f % (g.m * g.k) / g.k, k = f % g.k;
         double s = 0.0, s_abs = 0.0;
-        if (wrt == 0) { /* dA[ba, i, k] */
-            int64_t ba = f / (g.m * g.k), i = f % (g.m * g.k) / g.k, k = f % g.k;
-            for (int64_t b = 0; b < nb; b++) {
-                if (batch_offset(&g.batch_out, &g.batch_a, b) != ba)
-                    continue;
-                const double *B = in[1].v + batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
-                const double *G = gt->v + b * g.m * g.n;
-                for (int64_t j = 0; j < g.n; j++) {
-                    s += G[i * g.n + j] * B[k * g.n + j];
-                    s_abs += fabs(G[i * g.n + j] * B[k * g.n + j]);
-                }
-                uses += g.n;
+        for (int64_t b = 0; b < nb; b++) {
+            if (batch_offset(&g.batch_out, &g.batch_a, b) != ba)
+                continue;
+            const double *B = in[1].v + batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
+            const double *G = gt->v + b * g.m * g.n;
+            for (int64_t j = 0; j < g.n; j++) {
+                s += G[i * g.n + j] * B[k * g.n + j];
+                s_abs += fabs(G[i * g.n + j] * B[k * g.n + j]);
             }
-        } else { /* dB[bb, k, j] */
-            int64_t bb = f / (g.k * g.n), k = f % (g.k * g.n) / g.n, j = f % g.n;
-            for (int64_t b = 0; b < nb; b++) {
-                if (batch_offset(&g.batch_out, &g.batch_b, b) != bb)
-                    continue;
-                const double *Ak = At + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k +
-                                   k * g.m; /* column k of A */
-                const double *Gj = Gt + b * g.m * g.n + j * g.m; /* column j of g */
-                for (int64_t i = 0; i < g.m; i++) {
-                    s += Ak[i] * Gj[i];
-                    s_abs += fabs(Ak[i] * Gj[i]);
-                }
-                uses += g.m;
-            }
+            uses += g.n;
         }
         pk->v[e] = s * alpha;
         if (pk->mag)
             pk->mag[e] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) * s_abs;
     }
-    free(At), free(Gt);
     return REF_OK;
 }
 
@@ -368,11 +393,17 @@ static ref_status matmul_fwd_at(const ref_params *p, int n, const ref_tensor *in
     return mm_forward_at(in, pk, 1.0, 0);
 }
 
-static ref_status matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
-                                const ref_tensor *gt, int wrt, ref_picks *pk)
+static ref_status matmul_vjp_at_one(const ref_params *p, int n, const ref_tensor *in,
+                                    const ref_tensor *gt, int wrt, ref_picks *pk)
 {
     (void)p, (void)n;
     return mm_vjp_at(in, gt, wrt, pk, 1.0, 0);
+}
+
+static ref_status matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                const ref_tensor *gt, ref_picks *pk)
+{
+    return ref_vjp_at_each(matmul_vjp_at_one, p, n, in, gt, pk);
 }
 
 static double matmul_work(const ref_params *p, int n, const ref_shape *in, int wrt)
@@ -470,11 +501,17 @@ static ref_status scaled_matmul_fwd_at(const ref_params *p, int n, const ref_ten
     return mm_forward_at(in, pk, p->alpha, 3);
 }
 
-static ref_status scaled_matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
-                                       const ref_tensor *gt, int wrt, ref_picks *pk)
+static ref_status scaled_matmul_vjp_at_one(const ref_params *p, int n, const ref_tensor *in,
+                                           const ref_tensor *gt, int wrt, ref_picks *pk)
 {
     (void)n;
     return mm_vjp_at(in, gt, wrt, pk, p->alpha, 3);
+}
+
+static ref_status scaled_matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                       const ref_tensor *gt, ref_picks *pk)
+{
+    return ref_vjp_at_each(scaled_matmul_vjp_at_one, p, n, in, gt, pk);
 }
 
 static ref_status sample_scaled_matmul(ref_rng *r, const ref_sample_req *req, ref_params *p,
@@ -625,12 +662,13 @@ static void smm_vjp_row(const smm_geom *g, const ref_tensor *in, const ref_tenso
     sm_row(in[0].v + bi * g->m, g->m, P, F);
     double r = 0.0;
     for (int64_t k = 0; k < g->m; k++) {
-        dP[k] = 0.0;
-        Gabs[k] = 0.0;
+        double s = 0.0, s_abs = 0.0; /* in registers: dP and V may alias, as far as C knows */
         for (int64_t j = 0; j < g->d; j++) {
-            dP[k] += G[j] * V[k * g->d + j];
-            Gabs[k] += fabs(G[j] * V[k * g->d + j]);
+            s += G[j] * V[k * g->d + j];
+            s_abs += fabs(G[j] * V[k * g->d + j]);
         }
+        dP[k] = s;
+        Gabs[k] = s_abs;
         r += P[k] * dP[k];
     }
     double R = 0.0;
@@ -722,8 +760,8 @@ static ref_status softmax_matmul_fwd_at(const ref_params *p, int n, const ref_te
     return REF_OK;
 }
 
-static ref_status softmax_matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
-                                        const ref_tensor *gt, int wrt, ref_picks *pk)
+static ref_status softmax_matmul_vjp_at_one(const ref_params *p, int n, const ref_tensor *in,
+                                            const ref_tensor *gt, int wrt, ref_picks *pk)
 {
     (void)p, (void)n;
     smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
@@ -766,6 +804,12 @@ static ref_status softmax_matmul_vjp_at(const ref_params *p, int n, const ref_te
     }
     free(P), free(F), free(buf);
     return REF_OK;
+}
+
+static ref_status softmax_matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                        const ref_tensor *gt, ref_picks *pk)
+{
+    return ref_vjp_at_each(softmax_matmul_vjp_at_one, p, n, in, gt, pk);
 }
 
 /* Work of one element: a softmax row and a length-m dot (output), a row of dP (dS), the
@@ -991,52 +1035,39 @@ static ref_status linear_fwd_at(const ref_params *p, int n, const ref_tensor *in
     return REF_OK;
 }
 
-/* Columns of W (dx), of g and x (dW, db) are read as rows of their transposes (made once). */
-static ref_status linear_vjp_at(const ref_params *p, int n, const ref_tensor *in,
-                                const ref_tensor *g, int wrt, ref_picks *pk)
+/* dx picks sum over o (W's rows), dW and db picks over l (rows of g and x): that index
+ * outermost, the picks side by side. */
+static ref_status linear_vjp_at_one(const ref_params *p, int n, const ref_tensor *in,
+                                    const ref_tensor *g, int wrt, ref_picks *pk)
 {
     (void)p, (void)n;
     linear_job t = linear_setup(in);
-    const double *G = g->v;
-    double *Wt = NULL, *Gt = NULL, *xt = NULL;
-    int ok = 1;
-    if (wrt == 0 && (ok = (Wt = malloc(sizeof(double) * (size_t)(t.nout * t.nin + 1))) != NULL))
-        ref_transpose(in[1].v, t.nout, t.nin, Wt);
-    if (wrt > 0 && (ok = (Gt = malloc(sizeof(double) * (size_t)(t.L * t.nout + 1))) != NULL))
-        ref_transpose(G, t.L, t.nout, Gt);
-    if (wrt == 1 && ok && (ok = (xt = malloc(sizeof(double) * (size_t)(t.L * t.nin + 1))) != NULL))
-        ref_transpose(in[0].v, t.L, t.nin, xt);
-    for (int64_t e = 0; ok && e < pk->count; e++) {
-        int64_t f = pk->at[e], terms;
-        double s = 0.0, s_abs = 0.0;
-        if (wrt == 0) { /* dx[l, i] over o */
-            const double *Wi = Wt + f % t.nin * t.nout, *Gl = G + f / t.nin * t.nout;
-            for (int64_t o = 0; o < t.nout; o++) {
-                s += Wi[o] * Gl[o];
-                s_abs += fabs(Wi[o] * Gl[o]);
-            }
-            terms = t.nout;
-        } else if (wrt == 1) { /* dW[o, i] over l */
-            const double *Go = Gt + f / t.nin * t.L, *xi = xt + f % t.nin * t.L;
-            for (int64_t l = 0; l < t.L; l++) {
-                s += Go[l] * xi[l];
-                s_abs += fabs(Go[l] * xi[l]);
-            }
-            terms = t.L;
-        } else { /* db[o] over l */
-            const double *Go = Gt + f * t.L;
-            for (int64_t l = 0; l < t.L; l++) {
-                s += Go[l];
-                s_abs += fabs(Go[l]);
-            }
-            terms = t.L;
+    const double *x = in[0].v, *W = in[1].v, *G = g->v;
+    double *abs_sum = malloc(sizeof(double) * (size_t)(pk->count + 1));
+    if (!abs_sum)
+        return REF_ENOMEM;
+    for (int64_t e = 0; e < pk->count; e++)
+        pk->v[e] = abs_sum[e] = 0.0;
+    int64_t terms = wrt == 0 ? t.nout : t.L;
+    for (int64_t r = 0; r < terms; r++) /* o for dx, l for dW and db */
+        for (int64_t e = 0; e < pk->count; e++) {
+            int64_t f = pk->at[e];
+            double term = wrt == 0   ? W[r * t.nin + f % t.nin] * G[f / t.nin * t.nout + r]
+                          : wrt == 1 ? G[r * t.nout + f / t.nin] * x[r * t.nin + f % t.nin]
+                                     : G[r * t.nout + f];
+            pk->v[e] += term;
+            abs_sum[e] += fabs(term);
         }
-        pk->v[e] = s;
-        if (pk->mag)
-            pk->mag[e] = (double)(terms > 0 ? terms : 1) * s_abs;
-    }
-    free(Wt), free(Gt), free(xt);
-    return ok ? REF_OK : REF_ENOMEM;
+    for (int64_t e = 0; pk->mag && e < pk->count; e++)
+        pk->mag[e] = (double)(terms > 0 ? terms : 1) * abs_sum[e];
+    free(abs_sum);
+    return REF_OK;
+}
+
+static ref_status linear_vjp_at(const ref_params *p, int n, const ref_tensor *in,
+                                const ref_tensor *g, ref_picks *pk)
+{
+    return ref_vjp_at_each(linear_vjp_at_one, p, n, in, g, pk);
 }
 
 static double linear_work(const ref_params *p, int n, const ref_shape *in, int wrt)
