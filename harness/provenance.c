@@ -289,6 +289,10 @@ static void digest_num(cc_sha256_ctx *d, double x)
 void cc_results_digest_add(cc_sha256_ctx *d, const cc_result *r)
 {
     cc_sha256_update(d, r->provider, strlen(r->provider));
+    if (r->platform[0]) { /* only where stamped: digests of results without one unchanged */
+        cc_sha256_update(d, "\tP\t", 3);
+        cc_sha256_update(d, r->platform, strlen(r->platform));
+    }
     cc_sha256_update(d, "\t", 1);
     cc_sha256_update(d, r->line, strlen(r->line));
     const char *st = cc_result_status_name(r->status);

@@ -55,6 +55,10 @@ void cc_result_write_json(FILE *f, const cc_result *r)
     fprintf(f, ",\"dtype\":\"%s\",\"device\":\"%s\",\"layout\":\"%s\",\"provider\":",
             cc_dtype_name(r->dtype), cc_device_name(r->device), cc_layout_name(r->layout));
     cc_json_write_string(f, r->provider);
+    if (r->platform[0]) {
+        fputs(",\"platform\":", f);
+        cc_json_write_string(f, r->platform);
+    }
     fputs(",\"vjp_mode\":", f);
     cc_json_write_string(f, r->vjp_mode);
     fprintf(f, ",\"status\":\"%s\",\"checked_fwd\":%s,\"checked_vjp\":%s,\"fwd_ratio\":",
