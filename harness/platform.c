@@ -252,7 +252,18 @@ int cc_levels_parse(const char *spec, const char *cpu_flags, int *levels, int ma
 {
     int n = 0;
     if (strcmp(spec, "all") == 0) {
-        for (int i = 0; i < N_LEVELS && n < max; i++)
+        /* native only where no level of the table already gives its tier (a CPU beyond the
+         * table, or not x86): the rest would repeat a platform */
+        const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+        const onednn_isa *native = effective_isa(cpu_flags ? cpu_flags : "",
+                                                 cap && *cap ? cap : getenv("DNNL_MAX_CPU_ISA"));
+        int covered = 0;
+        for (int i = 1; i < N_LEVELS; i++)
+            covered |= native && cc_level_supported(i, cpu_flags) &&
+                       strcmp(LEVELS[i].name, native->tier) == 0;
+        if (!covered)
+            levels[n++] = 0;
+        for (int i = 1; i < N_LEVELS && n < max; i++)
             if (cc_level_supported(i, cpu_flags))
                 levels[n++] = i;
         return n;

@@ -46,7 +46,7 @@
 
 #define CC_PLATFORM_KEY_MAX 48
 #define CC_MAX_LEVELS 8    /* levels of one run */
-#define CC_MAX_PLATFORMS 8 /* platforms one report lists */
+#define CC_MAX_PLATFORMS 16 /* platforms one report lists (levels x devices) */
 
 typedef struct {
     char key[CC_PLATFORM_KEY_MAX];
@@ -70,9 +70,10 @@ int cc_level_find(const char *name);     /* -1 when unknown */
 const char *const *cc_level_env(int level);
 /* Whether a CPU with these flags (cc_cpu_flags) can run the level. */
 int cc_level_supported(int level, const char *cpu_flags);
-/* "--cpu-capability LIST|all": LIST is comma-separated level names. all = native and every
- * level this CPU supports. Returns the count (>= 1) into levels[max], or -1 with one sentence
- * (an unknown name, a level this CPU cannot run, a name given twice). */
+/* "--cpu-capability LIST|all": LIST is comma-separated level names; all = every level this CPU
+ * supports. Returns the count (>= 1) into levels[max], or -1 with one sentence
+ * (an unknown name, a level this CPU cannot run, a name given twice). native is in `all` only
+ * where no supported level gives the tier the CPU has (it would repeat that level's platform). */
 int cc_levels_parse(const char *spec, const char *cpu_flags, int *levels, int max, char *msg,
                     size_t len);
 /* Apply a level's settings to this process's environment (a worker before init). */

@@ -97,6 +97,29 @@ void cc_describe_item(const char *desc, const char *key, char *buf, size_t n)
     }
 }
 
+void cc_describe_without_platform(const char *desc, char *buf, size_t n)
+{
+    static const char *const dropped[] = {"cpu_capability", "platform"};
+    size_t used = 0;
+    buf[0] = 0;
+    for (const char *s = desc ? desc : ""; *s;) {
+        while (*s == ' ' || *s == ';')
+            s++;
+        size_t item = strcspn(s, ";");
+        int drop = 0;
+        for (size_t k = 0; k < sizeof dropped / sizeof dropped[0]; k++) {
+            size_t kl = strlen(dropped[k]);
+            drop |= item > kl && strncmp(s, dropped[k], kl) == 0 && s[kl] == ' ';
+        }
+        while (item && s[item - 1] == ' ')
+            item--;
+        if (!drop && item && used < n)
+            used += (size_t)snprintf(buf + used, n - used, "%s%.*s", used ? "; " : "", (int)item,
+                                     s);
+        s += strcspn(s, ";");
+    }
+}
+
 static void jstr_or_null(FILE *f, const char *s)
 {
     if (s[0])
@@ -141,7 +164,12 @@ void cc_provenance_write_json(FILE *f, const cc_provenance *p, const char *desc,
             cc_json_write_string(f, p->files[i].path);
             fprintf(f, ", \"sha256\": \"%s\"}", p->files[i].sha256);
         }
-        fputs("]},\n", f);
+        fputs("]", f);
+        if (p->n_platforms) {
+            fputs(",\n    \"platforms\": ", f);
+            cc_platforms_write_json(f, p->platforms, p->n_platforms);
+        }
+        fputs("},\n", f);
         const cc_shard_info *s = &p->shard;
         if (s->present) {
             fprintf(f,
@@ -232,6 +260,10 @@ int cc_provenance_from_json(const cc_json *rep, cc_provenance *p, char *msg, siz
             copy_str(e, "sha256", pf->sha256, sizeof pf->sha256, 1, msg, len))
             return -1;
     }
+    const cc_json *pl = cc_json_get(o, "platforms");
+    if (pl && cc_platforms_from_json(pl, p->platforms, CC_MAX_PLATFORMS, &p->n_platforms, msg,
+                                     len))
+        return -1;
     const cc_json *s = cc_json_get(rep, "shard");
     if (s) {
         cc_shard_info *si = &p->shard;

@@ -112,7 +112,7 @@ static cc_report_row *find_row(cc_report *rep, const cc_result *r)
     for (size_t i = 0; i < rep->n; i++) {
         cc_report_row *row = &rep->rows[i];
         if (strcmp(row->op, r->op) == 0 && row->dtype == r->dtype && row->device == r->device &&
-            strcmp(row->provider, r->provider) == 0)
+            strcmp(row->provider, r->provider) == 0 && strcmp(row->platform, r->platform) == 0)
             return row;
     }
     if (rep->n == rep->cap) {
@@ -127,6 +127,7 @@ static cc_report_row *find_row(cc_report *rep, const cc_result *r)
     memset(row, 0, sizeof *row);
     snprintf(row->op, sizeof row->op, "%s", r->op);
     snprintf(row->provider, sizeof row->provider, "%s", r->provider);
+    memcpy(row->platform, r->platform, sizeof row->platform);
     snprintf(row->vjp_mode, sizeof row->vjp_mode, "%s", r->vjp_mode);
     row->dtype = r->dtype;
     row->device = r->device;
@@ -258,6 +259,10 @@ static void write_json(const cc_report *rep, FILE *f)
                 op ? op->report_name : row->op, cc_dtype_name(row->dtype),
                 cc_device_name(row->device));
         cc_json_write_string(f, row->provider);
+        if (row->platform[0]) {
+            fputs(", \"platform\": ", f);
+            cc_json_write_string(f, row->platform);
+        }
         fputs(", \"vjp_mode\": ", f);
         cc_json_write_string(f, row->vjp_mode);
         fprintf(f, ", \"cases\": %ld", row->cases);
@@ -374,6 +379,11 @@ static void write_markdown(const cc_report *rep, FILE *f)
     if (rep->provenance.present)
         fprintf(f, "- built from commit %s; cpu %s\n", rep->provenance.git_commit,
                 rep->provenance.cpu_model);
+    for (int i = 0; i < rep->provenance.n_platforms; i++) {
+        char facts[1024];
+        cc_platform_summary(&rep->provenance.platforms[i], facts, sizeof facts);
+        fprintf(f, "- platform **%s**: %s\n", rep->provenance.platforms[i].key, facts);
+    }
     fprintf(f, "\nThe bound ratio is error / (c_op * u(dtype) * m_i + floor): at most 1 passes.\n");
     size_t *order = malloc((rep->n ? rep->n : 1) * sizeof *order);
     if (!order)
@@ -386,18 +396,20 @@ static void write_markdown(const cc_report *rep, FILE *f)
             continue;
         if (!any++)
             fprintf(f, "\n## Not passing (first case of each row; rerun with capcheck repro)\n\n");
-        fprintf(f, "- %s %s: %s\n  `capcheck repro '%s'`\n", row->op, cc_dtype_name(row->dtype),
+        fprintf(f, "- %s %s%s%s: %s\n  `capcheck repro '%s'`\n", row->op,
+                cc_dtype_name(row->dtype), row->platform[0] ? " on " : "", row->platform,
                 row->first_failure_msg, row->first_failure);
     }
     write_witnessed_markdown(rep, f);
     fprintf(f, "\n## Rows, worst first\n\n");
-    fprintf(f, "| op | dtype | device | provider | vjpMode | cases | passed | failed | "
+    fprintf(f, "| op | dtype | device | platform | provider | vjpMode | cases | passed | failed | "
                "unsupported | errors | worst ratio | worst case |\n");
-    fprintf(f, "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+    fprintf(f, "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
     for (size_t k = 0; k < rep->n; k++) {
         const cc_report_row *row = &rep->rows[order[k]];
-        fprintf(f, "| %s | %s | %s | %s | %s | %ld | %ld | %ld | %ld | %ld | %.3g | `%s` |\n",
-                row->op, cc_dtype_name(row->dtype), cc_device_name(row->device), row->provider,
+        fprintf(f, "| %s | %s | %s | %s | %s | %s | %ld | %ld | %ld | %ld | %ld | %.3g | `%s` |\n",
+                row->op, cc_dtype_name(row->dtype), cc_device_name(row->device),
+                row->platform[0] ? row->platform : "-", row->provider,
                 row->vjp_mode, row->cases, row->counts[CC_RES_PASS], row->counts[CC_RES_FAIL],
                 row->counts[CC_RES_UNSUPPORTED],
                 row->counts[CC_RES_ERROR] + row->counts[CC_RES_CRASH] +

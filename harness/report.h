@@ -14,11 +14,14 @@
 
 void cc_result_write_json(FILE *f, const cc_result *r);
 
+/* One row per op x dtype x device x provider x platform (harness/platform.h; "" for results
+ * that name none). */
 typedef struct {
     char op[32];
     cc_dtype dtype;
     cc_device device;
     char provider[32];
+    char platform[48];
     char vjp_mode[24];
     long counts[CC_RES_COUNT];
     long cases;
