@@ -12,6 +12,7 @@
 #include "harness/bench.h"
 #include "harness/case.h"
 #include "harness/commands.h"
+#include "harness/expect.h"
 #include "harness/dtype.h"
 #include "harness/merge.h"
 #include "harness/platform.h"
@@ -39,6 +40,7 @@ static void usage(FILE *f)
             "               [--out DIR] [--seed N] [--op NAME]\n"
             "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N]\n"
             "               [--witness P[,P...]] [--cpu-capability LEVEL[,LEVEL...]|all]\n"
+            "               [--expect]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
             "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out)\n"
             "      in N worker processes (default: one per CPU); a crash or a hang (limit:\n"
@@ -55,6 +57,10 @@ static void usage(FILE *f)
             "      amx, avx512-fp16, avx512-bf16, avx512, avx2, default; all: every level this\n"
             "      CPU supports), each set in the workers before ATen and oneDNN start; results\n"
             "      and rows per platform key (capcheck list platforms shows this machine's)\n"
+            "      --expect: judge each result by the files' '#! seen STATUS on KEY...' lines\n"
+            "      (a known deviation must still fail on the platforms it was seen on; a pass\n"
+            "      elsewhere is reported 'did not reproduce'); exit 1 only for a broken\n"
+            "      expectation, a crash or an unexpected result\n"
             "      Math modes, passed to the provider's workers as CAPCHECK_TF32=1|0,\n"
             "      CAPCHECK_DETERMINISTIC=1|0, CAPCHECK_ATTENTION=NAME and stated in the report:\n"
             "      --tf32 (default off: TF32 for f32 matmul and conv on CUDA; on, those f32\n"
@@ -107,6 +113,7 @@ typedef struct {
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
     int n_witnesses;
     int no_fork;        /* --no-fork */
+    int expect;         /* --expect: judge results by the files' "#! seen" directives */
     const char *files[64];
     int n_files;
     const char *line;
@@ -157,6 +164,9 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->json;
         else if (strcmp(a, "--no-fork") == 0) {
             o->no_fork = 1;
+            continue;
+        } else if (strcmp(a, "--expect") == 0) {
+            o->expect = 1;
             continue;
         } else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0 ||
                    (strncmp(a, "-j", 2) == 0 && a[2]) || strcmp(a, "--timeout") == 0) {
@@ -423,8 +433,23 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_session_opts so = {p, cases.v, cases.n, device, o->resume ? o->resume : o->out,
                           o->resume != NULL, o->jobs, o->timeout, o->no_fork, files, o->seed,
                           command, stderr, isatty(STDERR_FILENO), &prov, o->witnesses,
-                          o->n_witnesses, o->cpu_levels, o->n_cpu_levels};
+                          o->n_witnesses, o->cpu_levels, o->n_cpu_levels, NULL};
+    cc_expectations expect = {0};
+    cc_case_defaults def = {device, o->seed};
+    for (int i = 0; o->expect && i < o->n_files; i++) {
+        cc_parse_error err;
+        if (cc_expect_load(o->files[i], &def, &expect, &err)) {
+            print_parse_error(&err);
+            cc_expect_free(&expect);
+            cc_case_list_free(&cases);
+            free(prov.shard.global);
+            return 2;
+        }
+    }
+    if (o->expect)
+        so.expect = &expect;
     int rc = cc_session_run(&so);
+    cc_expect_free(&expect);
     cc_case_list_free(&cases);
     free(prov.shard.global);
     return rc;
@@ -745,7 +770,9 @@ int main(int argc, char **argv)
         }
     }
     int rc = 2;
-    if (o.witness && !is_run && !is_repro)
+    if (o.expect && !is_run)
+        fprintf(stderr, "capcheck: --expect applies to run only\n");
+    else if (o.witness && !is_run && !is_repro)
         fprintf(stderr, "capcheck: --witness applies to run and repro only\n");
     else if (is_list_cases)
         rc = cmd_list_cases(&o);

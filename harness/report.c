@@ -104,6 +104,7 @@ void cc_report_free(cc_report *rep)
 {
     free(rep->rows);
     free(rep->witnessed);
+    free(rep->judged);
     memset(rep, 0, sizeof *rep);
 }
 
@@ -134,8 +135,34 @@ static cc_report_row *find_row(cc_report *rep, const cc_result *r)
     return row;
 }
 
+static int judge(cc_report *rep, const cc_result *r)
+{
+    char msg[1024];
+    cc_expect_outcome o = cc_expect_judge(cc_expect_find(rep->expect, r->line), r, msg,
+                                          sizeof msg);
+    rep->expect_counts[o]++;
+    if (o == CC_EXPECT_NONE)
+        return 0;
+    if (rep->n_judged == rep->cap_judged) {
+        size_t cap = rep->cap_judged ? 2 * rep->cap_judged : 16;
+        cc_report_judged *j = realloc(rep->judged, cap * sizeof *j);
+        if (!j)
+            return -1;
+        rep->judged = j;
+        rep->cap_judged = cap;
+    }
+    cc_report_judged *j = &rep->judged[rep->n_judged++];
+    memcpy(j->line, r->line, sizeof j->line);
+    memcpy(j->platform, r->platform, sizeof j->platform);
+    j->outcome = o;
+    snprintf(j->msg, sizeof j->msg, "%s", msg);
+    return 0;
+}
+
 int cc_report_add(cc_report *rep, const cc_result *r)
 {
+    if (rep->expect && judge(rep, r))
+        return -1;
     cc_report_row *row = find_row(rep, r);
     if (!row)
         return -1;
@@ -365,6 +392,30 @@ static void write_witnessed_markdown(const cc_report *rep, FILE *f)
                 rep->n_witnessed - MD_WITNESSED_ROWS);
 }
 
+/* The cases judged against the case files' "#! seen" directives (harness/expect.h). */
+static void write_expectations_markdown(const cc_report *rep, FILE *f)
+{
+    if (!rep->expect)
+        return;
+    fprintf(f, "\n## Expectations (\"#! seen\" in the case files)\n\n");
+    for (int o = 1; o < CC_EXPECT_COUNT; o++)
+        fprintf(f, "%s%s %ld%s", o == 1 ? "Outcomes: " : "",
+                cc_expect_outcome_name((cc_expect_outcome)o), rep->expect_counts[o],
+                o + 1 < CC_EXPECT_COUNT ? ", " : ". ");
+    fprintf(f, "Broken, crash and unexpected are failures; did-not-reproduce (an expected deviation "
+               "passed on a platform where it was never seen) and also-seen are news, not "
+               "failures.\n\n");
+    if (!rep->n_judged)
+        return;
+    fprintf(f, "| outcome | platform | case | what |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < rep->n_judged; i++) {
+        const cc_report_judged *j = &rep->judged[i];
+        fprintf(f, "| %s%s%s | %s | `%s` | %s |\n", cc_expect_is_failure(j->outcome) ? "**" : "",
+                cc_expect_outcome_name(j->outcome), cc_expect_is_failure(j->outcome) ? "**" : "",
+                j->platform[0] ? j->platform : "-", j->line, j->msg);
+    }
+}
+
 static void write_markdown(const cc_report *rep, FILE *f)
 {
     fprintf(f, "# capcheck report\n\n");
@@ -401,6 +452,7 @@ static void write_markdown(const cc_report *rep, FILE *f)
                 row->first_failure_msg, row->first_failure);
     }
     write_witnessed_markdown(rep, f);
+    write_expectations_markdown(rep, f);
     fprintf(f, "\n## Rows, worst first\n\n");
     fprintf(f, "| op | dtype | device | platform | provider | vjpMode | cases | passed | failed | "
                "unsupported | errors | worst ratio | worst case |\n");

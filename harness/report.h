@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "harness/expect.h"
 #include "harness/provenance.h"
 #include "harness/runner.h"
 #include "harness/sha256.h"
@@ -31,6 +32,14 @@ typedef struct {
     char first_failure_msg[384];
 } cc_report_row;
 
+/* One result judged against its expectation. */
+typedef struct {
+    char line[CC_CASE_LINE_MAX];
+    char platform[48];
+    cc_expect_outcome outcome;
+    char msg[1024];
+} cc_report_judged;
+
 typedef struct {
     cc_report_row *rows;
     size_t n, cap;
@@ -52,6 +61,12 @@ typedef struct {
     cc_result *witnessed;
     size_t n_witnessed, cap_witnessed;
     long verdicts[CC_VERDICT_COUNT];
+    /* expectations (harness/expect.h; NULL: none): every added result is judged against
+     * them; report.md lists each judged case that has an expectation or did not pass */
+    const cc_expectations *expect;
+    long expect_counts[CC_EXPECT_COUNT];
+    cc_report_judged *judged;
+    size_t n_judged, cap_judged;
 } cc_report;
 
 void cc_report_init(cc_report *rep);

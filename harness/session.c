@@ -43,7 +43,16 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
     s->level_passed += r->status == CC_RES_PASS;
     if (!log)
         return;
-    if (r->status != CC_RES_PASS) {
+    char said[1024];
+    cc_expect_outcome judged = CC_EXPECT_NONE;
+    if (s->o->expect)
+        judged = cc_expect_judge(cc_expect_find(s->o->expect, r->line), r, said, sizeof said);
+    if (s->o->expect && judged != CC_EXPECT_NONE && judged != CC_EXPECT_REPRODUCED) {
+        if (s->o->tty)
+            fprintf(log, "\r\033[K");
+        fprintf(log, "%s: %s\n  capcheck repro '%s'%s%s\n", cc_expect_outcome_name(judged), said,
+                r->line, s->level ? " --cpu-capability " : "", s->level ? s->level : "");
+    } else if (r->status != CC_RES_PASS && !s->o->expect) {
         if (s->o->tty)
             fprintf(log, "\r\033[K");
         if (s->level)
@@ -54,7 +63,6 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
             fprintf(log, "%s: %s\n  capcheck repro '%s'\n", cc_result_status_name(r->status),
                     r->message, r->line);
         if (r->n_witnesses) {
-            char said[1024];
             cc_witness_summary(r, said, sizeof said);
             fprintf(log, "  witnesses: %s\n", said);
         }
@@ -348,6 +356,7 @@ int cc_session_run(const cc_session_opts *o)
     }
     cc_report rep;
     cc_report_init(&rep);
+    rep.expect = o->expect;
     if (cc_journal_report(o->out_dir, &scan, &rep, msg, sizeof msg)) {
         cc_report_free(&rep);
         goto out;
@@ -375,12 +384,21 @@ int cc_session_run(const cc_session_opts *o)
            rep.counts[CC_RES_FAIL], rep.counts[CC_RES_UNSUPPORTED],
            rep.counts[CC_RES_ERROR] + rep.counts[CC_RES_CRASH] + rep.counts[CC_RES_TIMEOUT],
            rep.counts[CC_RES_CRASH], rep.counts[CC_RES_TIMEOUT]);
+    long broken = 0;
+    if (o->expect) {
+        printf("capcheck: expectations:");
+        for (int k = 1; k < CC_EXPECT_COUNT; k++) {
+            printf(" %s %ld%s", cc_expect_outcome_name((cc_expect_outcome)k),
+                   rep.expect_counts[k], k + 1 < CC_EXPECT_COUNT ? "," : "\n");
+            broken += cc_expect_is_failure((cc_expect_outcome)k) ? rep.expect_counts[k] : 0;
+        }
+    }
     printf("capcheck: report in %s (report.md, report.json, report.junit.xml, results.jsonl)\n",
            o->out_dir);
     cc_report_free(&rep);
     if (!wrote)
         goto out;
-    rc = not_passed ? 1 : 0;
+    rc = (o->expect ? broken : not_passed) ? 1 : 0;
     goto out;
 
 lost_pool:

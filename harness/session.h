@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "harness/case.h"
+#include "harness/expect.h"
 #include "harness/provenance.h"
 #include "harness/runner.h"
 
@@ -47,9 +48,14 @@ typedef struct {
     int n_witnesses;
     const int *cpu_levels; /* --cpu-capability (harness/platform.h levels), in run order */
     int n_cpu_levels;      /* 0: the machine as it is (one pass, no level set) */
+    /* --expect: judge every result against the case files' "#! seen" directives
+     * (harness/expect.h): the log names what is news, report.md lists the outcomes, and the
+     * exit code is 1 only for a broken expectation, a crash or an unexpected result */
+    const cc_expectations *expect;
 } cc_session_opts;
 
-/* Exit code: 0 every case passed, 1 some case did not, 2 bad input or environment (one
+/* Exit code: 0 every case passed (with expect: every result met its expectation), 1 some case
+ * did not, 2 bad input or environment (one
  * sentence on log: a provider that cannot run, a run.json or journal of another run, an
  * unwritable folder). */
 int cc_session_run(const cc_session_opts *o);
