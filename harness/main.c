@@ -697,8 +697,13 @@ static int cmd_list_platforms(const options *o)
         int in_all = 0;
         for (int k = 0; k < n_all; k++)
             in_all |= all[k] == lv;
+        char why[128];
         if (!cc_level_supported(lv, flags)) {
             printf("%-12s %-4s %-3s this CPU cannot run it\n", cc_level_name(lv), "-", "no");
+            continue;
+        }
+        if (!cc_level_within_environment(lv, why, sizeof why)) {
+            printf("%-12s %-4s %-3s %s\n", cc_level_name(lv), "-", "no", why);
             continue;
         }
         cc_pool_config pc = {p, 1, 1u << device, 0, 0, o->no_fork, NULL, 0, lv};

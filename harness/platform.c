@@ -237,6 +237,44 @@ int cc_level_supported(int level, const char *cpu_flags)
     return 0;
 }
 
+/* A level's value of one of its variables ("" when it sets none). */
+static const char *level_value(int level, const char *var)
+{
+    size_t vl = strlen(var);
+    for (const char *const *e = cc_level_env(level); *e; e++)
+        if (strncmp(*e, var, vl) == 0 && (*e)[vl] == '=')
+            return *e + vl + 1;
+    return "";
+}
+
+static int aten_rank(const char *cap)
+{
+    static const char *const order[] = {"default", "avx2", "avx512"};
+    for (int i = 0; i < 3; i++)
+        if (!strcasecmp(cap, order[i]))
+            return i;
+    return 3; /* unset or another architecture's: no cap */
+}
+
+int cc_level_within_environment(int level, char *why, size_t n)
+{
+    const char *dnn = getenv("ONEDNN_MAX_CPU_ISA"), *aten = getenv("ATEN_CPU_CAPABILITY");
+    if (!dnn || !*dnn)
+        dnn = getenv("DNNL_MAX_CPU_ISA");
+    unsigned within = cap_bits(dnn);
+    unsigned wants = cap_bits(level_value(level, "ONEDNN_MAX_CPU_ISA"));
+    if (level > 0 && (wants & ~within)) {
+        snprintf(why, n, "this environment caps oneDNN at %s", dnn);
+        return 0;
+    }
+    if (level > 0 && aten && *aten &&
+        aten_rank(level_value(level, "ATEN_CPU_CAPABILITY")) > aten_rank(aten)) {
+        snprintf(why, n, "this environment caps ATen at ATEN_CPU_CAPABILITY=%s", aten);
+        return 0;
+    }
+    return 1;
+}
+
 void cc_level_apply(int level)
 {
     for (const char *const *e = cc_level_env(level); *e; e++) {
@@ -257,14 +295,16 @@ int cc_levels_parse(const char *spec, const char *cpu_flags, int *levels, int ma
         const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
         const onednn_isa *native = effective_isa(cpu_flags ? cpu_flags : "",
                                                  cap && *cap ? cap : getenv("DNNL_MAX_CPU_ISA"));
+        char why[128];
         int covered = 0;
         for (int i = 1; i < N_LEVELS; i++)
             covered |= native && cc_level_supported(i, cpu_flags) &&
+                       cc_level_within_environment(i, why, sizeof why) &&
                        strcmp(LEVELS[i].name, native->tier) == 0;
         if (!covered)
             levels[n++] = 0;
         for (int i = 1; i < N_LEVELS && n < max; i++)
-            if (cc_level_supported(i, cpu_flags))
+            if (cc_level_supported(i, cpu_flags) && cc_level_within_environment(i, why, sizeof why))
                 levels[n++] = i;
         return n;
     }
@@ -290,6 +330,13 @@ int cc_levels_parse(const char *spec, const char *cpu_flags, int *levels, int ma
             snprintf(msg, len, "--cpu-capability: this CPU cannot run level %s (it needs oneDNN's "
                                "%s; this CPU has: %s)",
                      item, LEVELS[lv].needs_isa, cpu_flags && *cpu_flags ? cpu_flags : "no flags");
+            return -1;
+        }
+        char why[128];
+        if (!cc_level_within_environment(lv, why, sizeof why)) {
+            snprintf(msg, len, "--cpu-capability: level %s is above what %s (unset it to run "
+                               "the level)",
+                     item, why);
             return -1;
         }
         for (int k = 0; k < n; k++)

@@ -34,7 +34,8 @@
  * runs the kernels of a lesser one. Level names equal the tier of the key they give:
  *   native       nothing set: the machine as it is (and whatever the environment says)
  *   amx-fp16 amx avx512-fp16 avx512-bf16 avx512 avx2 default
- * A level is usable where the CPU has what it names. */
+ * A level is usable where the CPU has what it names and the environment's own
+ * ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY (a simulated lesser machine) do not cap it. */
 #ifndef CAPCHECK_PLATFORM_H
 #define CAPCHECK_PLATFORM_H
 
@@ -70,9 +71,13 @@ int cc_level_find(const char *name);     /* -1 when unknown */
 const char *const *cc_level_env(int level);
 /* Whether a CPU with these flags (cc_cpu_flags) can run the level. */
 int cc_level_supported(int level, const char *cpu_flags);
+/* Whether this process's ONEDNN_MAX_CPU_ISA (DNNL_MAX_CPU_ISA) and ATEN_CPU_CAPABILITY allow
+ * the level: a lesser machine simulated with them keeps to its own levels. 0 with the reason. */
+int cc_level_within_environment(int level, char *why, size_t n);
 /* "--cpu-capability LIST|all": LIST is comma-separated level names; all = every level this CPU
  * supports. Returns the count (>= 1) into levels[max], or -1 with one sentence
- * (an unknown name, a level this CPU cannot run, a name given twice). native is in `all` only
+ * (an unknown name, a level this CPU cannot run or the environment caps, a name given twice);
+ * `all` leaves out the levels the environment caps. native is in `all` only
  * where no supported level gives the tier the CPU has (it would repeat that level's platform). */
 int cc_levels_parse(const char *spec, const char *cpu_flags, int *levels, int max, char *msg,
                     size_t len);
