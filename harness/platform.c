@@ -437,8 +437,19 @@ void cc_platform_derive(const char *desc, cc_device dev, const char *cpu_flags,
                                     sizeof p->onednn_isa);
         cpu_key(p, p->cpu_flags, onednn_cap, p->key, sizeof p->key);
     }
-    if (stated[0])
-        snprintf(p->key, sizeof p->key, "%s", stated);
+    if (stated[0]) { /* the provider's own key, in the key alphabet: kind:name, lower case */
+        char *colon = strchr(stated, ':');
+        if (!colon || colon == stated || !colon[1]) /* no kind: it is the provider's */
+            snprintf(p->key, sizeof p->key, "provider:%.38s", stated);
+        else
+            snprintf(p->key, sizeof p->key, "%s", stated);
+        lower(p->key);
+        colon = strchr(p->key, ':');
+        for (char *c = p->key; *c; c++)
+            if (c != colon && !((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+                                strchr("+._-", *c)))
+                *c = '-';
+    }
 }
 
 void cc_platform_detect(const char *desc, cc_device dev, const char *level, cc_platform *p)

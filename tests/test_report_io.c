@@ -196,14 +196,17 @@ static void test_diff_catches_a_planted_regression(void **state)
     snprintf(path, sizeof path, "%s/report.json", good);
     snprintf(edited, sizeof edited, "%s/edited.json", tmp);
     char *t = cc_t_slurp(path, NULL);
-    cc_t_write(edited, t);
+    /* the row of softmax f32 (its platform key is this machine's) */
+    char *sm = strstr(t, "{\"op\": \"softmax\", \"report_name\": \"softmax\", \"dtype\": \"f32\", "
+                         "\"device\": \"cpu\", \"provider\": \"mutants\", \"platform\": \"cpu:");
+    assert_non_null(sm);
+    char *counts = strstr(sm, "\"cases\": 8, \"pass\": 8, \"fail\": 0");
+    assert_non_null(counts);
+    FILE *ef = fopen(edited, "w");
+    fprintf(ef, "%.*s\"cases\": 8, \"pass\": 6, \"fail\": 2%s", (int)(counts - t), t,
+            counts + strlen("\"cases\": 8, \"pass\": 8, \"fail\": 0"));
+    fclose(ef);
     free(t);
-    cc_t_edit(edited, "\"op\": \"softmax\", \"report_name\": \"softmax\", \"dtype\": \"f32\", "
-                      "\"device\": \"cpu\", \"provider\": \"mutants\", \"vjp_mode\": "
-                      "\"torchLeanTape\", \"cases\": 8, \"pass\": 8, \"fail\": 0",
-              "\"op\": \"softmax\", \"report_name\": \"softmax\", \"dtype\": \"f32\", "
-              "\"device\": \"cpu\", \"provider\": \"mutants\", \"vjp_mode\": "
-              "\"torchLeanTape\", \"cases\": 8, \"pass\": 6, \"fail\": 2");
     snprintf(args, sizeof args, "diff %s %s", good, edited);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
     expect_in(out, "(unsealed, 17 cases)");
@@ -261,7 +264,8 @@ static void test_markdown_and_junit(void **state)
     snprintf(path, sizeof path, "%s/report.junit.xml", bad);
     char *x = cc_t_slurp(path, NULL);
     expect_in(x, "<testsuites name=\"capcheck\" tests=\"3\" failures=\"1\" errors=\"0\"");
-    expect_in(x, "<testcase classname=\"mutants.cpu.softmax\" name=\"softmax f32 cpu\">");
+    expect_in(x, "<testcase classname=\"mutants.cpu.softmax\" name=\"softmax f32 cpu on cpu:");
+    expect_in(x, "<property name=\"platform cpu:");
     expect_in(x, "<failure type=\"fail\" message=\"");
     expect_in(x, "capcheck repro 'softmax dtype=f32 device=cpu");
     assert_int_equal(cc_t_count(x, "<testcase "), 3);
