@@ -371,6 +371,76 @@ static void test_run_expect_cli(void **state)
     cc_t_remove_dir(dir);
 }
 
+/* A run at two levels: one report with rows per platform; cut short and resumed it writes the
+ * same report; a resume with other levels is refused. (x86 with AVX2 only: elsewhere native
+ * and default may be one platform.) */
+static void test_levels_run_and_resume(void **state)
+{
+    (void)state;
+    char flags[256];
+    cc_cpu_flags(flags, sizeof flags);
+    if (!cc_level_supported(cc_level_find("avx2"), flags)) { /* native then differs from default */
+        printf("skipped: this CPU has no two dispatch levels with different platforms\n");
+        return;
+    }
+    char dir[] = "/tmp/capcheck_levels_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cases[256], cmd[1024], out[16384], path[512];
+    snprintf(cases, sizeof cases, "%s/l.cases", dir);
+    cc_t_write(cases, "relu count=4 dtype=f32,f64 size=tiny\nadd dtype=f32 in=[3],[3] seed=1\n");
+    snprintf(cmd, sizeof cmd,
+             "run %s --provider reference --cpu-capability native,default -j 2 --out %s/a", cases,
+             dir);
+    int rc = cc_t_run(NULL, cmd, out, sizeof out);
+    if (rc)
+        fail_msg("exit %d:\n%s", rc, out);
+    expect_in(out, "capcheck: level native (platform cpu:");
+    expect_in(out, "capcheck: level default (platform cpu:default): 9 cases, 9 passed");
+    expect_in(out, "18 cases on reference");
+    snprintf(path, sizeof path, "%s/a/report.json", dir);
+    char *a = cc_t_slurp(path, NULL);
+    expect_in(a, "\"platform\": \"cpu:default\"");
+    expect_in(a, "\"key\": \"cpu:default\", \"device\": \"cpu\", \"level\": \"default\"");
+    expect_in(a, "\"overrides\": \"ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41");
+    assert_int_equal(cc_t_count(a, "\"op\": \"relu\""), 4); /* 2 dtypes x 2 platforms */
+    /* cut the journal to its first 5 records and resume: the same report but for timing */
+    snprintf(cmd, sizeof cmd,
+             "cp -r %s/a %s/b && head -n 5 %s/a/results.jsonl > %s/b/results.jsonl", dir, dir,
+             dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd,
+             "run %s --provider reference --cpu-capability native,default -j 2 --resume %s/b",
+             cases, dir);
+    rc = cc_t_run(NULL, cmd, out, sizeof out);
+    if (rc)
+        fail_msg("resume: exit %d:\n%s", rc, out);
+    expect_in(out, "5 of 18 cases already recorded");
+    snprintf(path, sizeof path, "%s/b/report.json", dir);
+    char *b = cc_t_slurp(path, NULL);
+    char *a1 = cc_t_without_lines(a, "\"timing\""), *b1 = cc_t_without_lines(b, "\"timing\"");
+    assert_string_equal(a1, b1);
+    free(a1);
+    free(b1);
+    free(a);
+    free(b);
+    /* other levels than the run's: refused */
+    snprintf(cmd, sizeof cmd, "run %s --provider reference --cpu-capability default --resume %s/b",
+             cases, dir);
+    assert_int_equal(cc_t_run(NULL, cmd, out, sizeof out), 2);
+    expect_in(out, "is a run at --cpu-capability 'native,default'; this command asks for "
+                   "'default'");
+    /* --no-fork takes one level; --shard one level */
+    snprintf(cmd, sizeof cmd, "run %s --provider reference --cpu-capability native,default "
+                              "--no-fork --out %s/c", cases, dir);
+    assert_int_equal(cc_t_run(NULL, cmd, out, sizeof out), 2);
+    expect_in(out, "give --cpu-capability one level");
+    snprintf(cmd, sizeof cmd, "run %s --provider reference --cpu-capability native,default "
+                              "--shard 1/2 --out %s/c", cases, dir);
+    assert_int_equal(cc_t_run(NULL, cmd, out, sizeof out), 2);
+    expect_in(out, "--shard takes one --cpu-capability level");
+    cc_t_remove_dir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -381,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_directives),
         cmocka_unit_test(test_judging_across_platforms),
         cmocka_unit_test(test_run_expect_cli),
+        cmocka_unit_test(test_levels_run_and_resume),
     };
     return cmocka_run_group_tests_name("platform", tests, NULL, NULL);
 }
