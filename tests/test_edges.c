@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/case.h"
-#include "harness/dtype.h"
-#include "harness/materialize.h"
+#include "harness/case/case.h"
+#include "core/dtype.h"
+#include "harness/case/materialize.h"
 
 static const cc_case_defaults defaults = {CC_CPU, 0};
 

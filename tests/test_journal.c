@@ -15,10 +15,10 @@
 
 #include <cmocka.h>
 
-#include "harness/journal.h"
-#include "harness/json.h"
-#include "harness/report.h"
-#include "harness/results_read.h"
+#include "harness/session/journal.h"
+#include "core/json.h"
+#include "harness/report/report.h"
+#include "harness/report/results_read.h"
 
 static char tmpdir[256];
 

@@ -16,10 +16,10 @@
 
 #include <cmocka.h>
 
-#include "harness/case.h"
-#include "harness/clock.h"
-#include "harness/pool.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "core/clock.h"
+#include "harness/run/pool.h"
+#include "harness/run/runner.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1 /* ASan turns a SIGSEGV into exit(1) after its report */

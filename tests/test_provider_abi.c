@@ -16,11 +16,11 @@
 
 #include <math.h>
 
-#include "harness/case.h"
-#include "harness/compare.h"
-#include "harness/dtype.h"
-#include "harness/plugin.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "harness/run/compare.h"
+#include "core/dtype.h"
+#include "harness/run/plugin.h"
+#include "harness/run/runner.h"
 
 static void test_bound_model(void **state)
 {

@@ -19,12 +19,12 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "harness/dtype.h"
-#include "harness/jschema.h"
-#include "harness/pool.h"
-#include "harness/report.h"
-#include "harness/results_read.h"
-#include "harness/witness.h"
+#include "core/dtype.h"
+#include "harness/report/jschema.h"
+#include "harness/run/pool.h"
+#include "harness/report/report.h"
+#include "harness/report/results_read.h"
+#include "harness/run/witness.h"
 
 #ifndef CAPCHECK_HAVE_OPENBLAS
 #define CAPCHECK_HAVE_OPENBLAS 0

@@ -12,10 +12,10 @@
 
 #include <cmocka.h>
 
-#include "harness/case.h"
-#include "harness/dtype.h"
-#include "harness/runner.h"
-#include "harness/zero_trust.h"
+#include "harness/case/case.h"
+#include "core/dtype.h"
+#include "harness/run/runner.h"
+#include "harness/run/zero_trust.h"
 #include "test_util.h"
 
 /* ---- the check on its own ----------------------------------------------------------------- */

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/json.h"
-#include "harness/report.h"
-#include "harness/results_read.h"
+#include "core/json.h"
+#include "harness/report/report.h"
+#include "harness/report/results_read.h"
 
 /* cc_result_write_json's line for r (caller frees); NULL when out of memory. */
 static char *write_line(const cc_result *r, size_t *len)
