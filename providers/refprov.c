@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
-#include "harness/case/materialize.h"
+#include "core/view.h"
 #include "providers/provider.h"
 
 static void store_dense(const double *x, cc_view *out)

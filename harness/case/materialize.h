@@ -4,6 +4,7 @@
 #ifndef CAPCHECK_MATERIALIZE_H
 #define CAPCHECK_MATERIALIZE_H
 
+#include "core/view.h"
 #include "harness/case/case.h"
 
 typedef struct {
@@ -25,9 +26,6 @@ void cc_inputs_free(cc_inputs *in);
 /* A dense output buffer of the given shape/dtype, prefilled with NaN so an unwritten element
  * can never pass. */
 int cc_alloc_output(cc_dtype t, const ref_shape *s, cc_view *out);
-/* Dense float64 copy of a strided view (caller frees); NULL when out of memory. */
-double *cc_view_to_dense(const cc_view *v, ref_shape *shape);
-/* Dense view strides for a shape. */
-void cc_dense_strides(const ref_shape *s, int64_t *strides);
+/* cc_view_to_dense and cc_dense_strides: core/view.h */
 
 #endif

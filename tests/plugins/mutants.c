@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
-#include "harness/case/materialize.h"
+#include "core/view.h"
 #include "providers/provider.h"
 
 #define EXPORT __attribute__((visibility("default")))
