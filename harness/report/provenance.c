@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/report/report.h"
 #include "harness/run/witness.h"
 
 #if __has_include("capcheck_git.h")

@@ -21,6 +21,7 @@
 #include "harness/run/runner.h"
 #include "core/sha256.h"
 
+#define CC_VERSION "0.1.0" /* the capcheck version every report and run.json carries */
 #define CC_PROV_MAX_FILES 64
 
 typedef struct {

@@ -9,7 +9,6 @@
 #include "harness/run/runner.h"
 #include "core/sha256.h"
 
-#define CC_VERSION "0.1.0"
 #define CC_REPORT_SCHEMA "capcheck-report/2" /* reports/schema.json */
 
 void cc_result_write_json(FILE *f, const cc_result *r);
@@ -56,8 +55,20 @@ void cc_report_free(cc_report *rep);
 int cc_report_add(cc_report *rep, const cc_result *r);
 void cc_report_write_json_stream(const cc_report *rep, FILE *f);
 /* Written to a temporary file beside `path`, then renamed: never half a report. The JSON
- * report is then sealed: PATH.sha256 holds its hash (report_out.h). */
+ * report is then sealed: PATH.sha256 holds its hash (cc_report_seal). */
 int cc_report_write_json(const cc_report *rep, const char *path);
 int cc_report_write_markdown(const cc_report *rep, const char *path);
+
+/* The rows worst first: rows with a case that did not pass (fail, error, crash, timeout) before
+ * the others, then by worst bound ratio (NaN first), ties in report order. order[] gets
+ * rep->n row indices. */
+void cc_report_order_worst(const cc_report *rep, size_t *order);
+
+/* Write PATH.sha256 for the file at path. Returns 0, or -1. */
+int cc_report_seal(const char *path);
+/* Check PATH against PATH.sha256. Returns 0 when they match (hex receives the digest), 1 when
+ * there is no sidecar (hex still receives the file's digest), -1 with a sentence in msg when
+ * the file cannot be read or does not match. */
+int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len);
 
 #endif

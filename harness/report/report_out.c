@@ -2,103 +2,13 @@
 #include "harness/report/report_out.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/report/capsules.h"
 #include "core/dtype.h"
-#include "core/sha256.h"
 
 #include <sys/stat.h>
-
-/* ---- the sidecar hash ---------------------------------------------------------------------- */
-
-static const char *base_name(const char *path)
-{
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
-int cc_report_seal(const char *path)
-{
-    char hex[65], side[1100], tmp[1200];
-    if (cc_sha256_file(path, hex))
-        return -1;
-    snprintf(side, sizeof side, "%s.sha256", path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", side);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -1;
-    fprintf(f, "%s  %s\n", hex, base_name(path));
-    int bad = ferror(f);
-    if (fclose(f) || bad || rename(tmp, side)) {
-        remove(tmp);
-        return -1;
-    }
-    return 0;
-}
-
-int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len)
-{
-    if (cc_sha256_file(path, hex)) {
-        snprintf(msg, len, "cannot read %s: %s", path, strerror(errno));
-        return -1;
-    }
-    char side[1100], line[256];
-    snprintf(side, sizeof side, "%s.sha256", path);
-    FILE *f = fopen(side, "r");
-    if (!f)
-        return 1;
-    int got = fgets(line, sizeof line, f) != NULL;
-    fclose(f);
-    if (!got || strlen(line) < 64 || strspn(line, "0123456789abcdef") != 64) {
-        snprintf(msg, len, "%s is not a sha256 line (\"<64 hex digits>  %s\")", side,
-                 base_name(path));
-        return -1;
-    }
-    if (strncmp(line, hex, 64) != 0) {
-        snprintf(msg, len,
-                 "%s does not match its hash: its content has sha256 %.16s..., %s says "
-                 "%.16s...; the report was changed after it was written",
-                 path, hex, side, line);
-        return -1;
-    }
-    return 0;
-}
-
-/* ---- ordering ------------------------------------------------------------------------------ */
-
-static int row_bad(const cc_report_row *r)
-{
-    return r->counts[CC_RES_FAIL] + r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] +
-               r->counts[CC_RES_TIMEOUT] >
-           0;
-}
-
-/* a before b? */
-static int worse(const cc_report_row *a, const cc_report_row *b)
-{
-    if (row_bad(a) != row_bad(b))
-        return row_bad(a);
-    int na = isnan(a->worst_ratio) != 0, nb = isnan(b->worst_ratio) != 0;
-    if (na != nb)
-        return na;
-    return !na && a->worst_ratio > b->worst_ratio;
-}
-
-void cc_report_order_worst(const cc_report *rep, size_t *order)
-{
-    /* insertion sort: stable, and reports have tens to hundreds of rows */
-    for (size_t i = 0; i < rep->n; i++) {
-        size_t j = i;
-        while (j > 0 && worse(&rep->rows[i], &rep->rows[order[j - 1]])) {
-            order[j] = order[j - 1];
-            j--;
-        }
-        order[j] = i;
-    }
-}
 
 /* ---- JUnit XML ----------------------------------------------------------------------------- */
 

@@ -18,18 +18,6 @@
 int cc_report_write_outputs(const cc_report *rep, const char *dir, char *msg, size_t len);
 int cc_report_write_junit(const cc_report *rep, const char *path);
 
-/* The rows worst first: rows with a case that did not pass (fail, error, crash, timeout) before
- * the others, then by worst bound ratio (NaN first), ties in report order. order[] gets
- * rep->n row indices. */
-void cc_report_order_worst(const cc_report *rep, size_t *order);
-
-/* Write PATH.sha256 for the file at path. Returns 0, or -1. */
-int cc_report_seal(const char *path);
-/* Check PATH against PATH.sha256. Returns 0 when they match (hex receives the digest), 1 when
- * there is no sidecar (hex still receives the file's digest), -1 with a sentence in msg when
- * the file cannot be read or does not match. */
-int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len);
-
 /* mkdir -p: 0 when path is (now) a directory, else -1 with errno. */
 int cc_make_dir(const char *path);
 
