@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "core/dtype.h"
+#include "core/files.h"
 #include "core/json.h"
 #include "harness/report/report_out.h"
 
@@ -238,22 +239,20 @@ int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *d
         if (!first_of_capsule(g, i))
             continue;
         size_t nv = capsule_verdicts(g, g->v[i].capsule.name, v, sizeof v / sizeof v[0]);
-        char sub[1200], path[1300], tmp[1400];
+        char sub[1200], path[1300];
         snprintf(sub, sizeof sub, "%s/%s", dir, g->v[i].capsule.name);
         snprintf(path, sizeof path, "%s/evidence.json", sub);
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
         if (cc_make_dir(sub)) {
             snprintf(msg, len, "cannot create %s: %s", sub, strerror(errno));
             return -1;
         }
-        FILE *f = fopen(tmp, "w");
+        cc_write_atomic w;
+        FILE *f = cc_write_atomic_open(&w, path);
         if (!f) {
-            snprintf(msg, len, "cannot write %s: %s", tmp, strerror(errno));
+            snprintf(msg, len, "cannot write %s: %s", w.tmp, strerror(errno));
             return -1;
         }
-        int bad = write_one(g, pol, v, nv, f);
-        if (fclose(f) || bad || rename(tmp, path)) {
-            remove(tmp);
+        if (cc_write_atomic_close(&w, write_one(g, pol, v, nv, f), 0)) {
             snprintf(msg, len, "cannot write %s", path);
             return -1;
         }

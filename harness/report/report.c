@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/files.h"
 #include "core/json.h"
 #include "core/sha256.h"
 #include "harness/run/witness.h"
@@ -170,18 +171,12 @@ typedef void (*writer_fn)(const cc_report *rep, FILE *f);
 
 static int write_atomically(const char *path, writer_fn fn, const cc_report *rep)
 {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    cc_write_atomic w;
+    FILE *f = cc_write_atomic_open(&w, path);
     if (!f)
         return -1;
     fn(rep, f);
-    int bad = ferror(f);
-    if (fclose(f) || bad || rename(tmp, path)) {
-        remove(tmp);
-        return -1;
-    }
-    return 0;
+    return cc_write_atomic_close(&w, 0, 0);
 }
 
 /* "witnessed": the verdict counts and, per witnessed case in case order, the primary's worst
@@ -442,21 +437,16 @@ static const char *base_name(const char *path)
 
 int cc_report_seal(const char *path)
 {
-    char hex[65], side[1100], tmp[1200];
+    char hex[65], side[1100];
     if (cc_sha256_file(path, hex))
         return -1;
     snprintf(side, sizeof side, "%s.sha256", path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", side);
-    FILE *f = fopen(tmp, "w");
+    cc_write_atomic w;
+    FILE *f = cc_write_atomic_open(&w, side);
     if (!f)
         return -1;
     fprintf(f, "%s  %s\n", hex, base_name(path));
-    int bad = ferror(f);
-    if (fclose(f) || bad || rename(tmp, side)) {
-        remove(tmp);
-        return -1;
-    }
-    return 0;
+    return cc_write_atomic_close(&w, 0, 0);
 }
 
 int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len)

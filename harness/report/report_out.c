@@ -7,6 +7,7 @@
 
 #include "harness/report/capsules.h"
 #include "core/dtype.h"
+#include "core/files.h"
 
 #include <sys/stat.h>
 
@@ -95,16 +96,12 @@ int cc_report_write_junit(const cc_report *rep, const char *path)
     char msg[256];
     if (cc_catalog_load(NULL, &cat, msg, sizeof msg))
         memset(&cat, 0, sizeof cat); /* every row then gets its ad-hoc capsule name */
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    cc_write_atomic w;
+    FILE *f = cc_write_atomic_open(&w, path);
     int rc = -1;
     if (f) {
         write_junit(rep, &cat, f);
-        int bad = ferror(f);
-        rc = fclose(f) || bad || rename(tmp, path) ? -1 : 0;
-        if (rc)
-            remove(tmp);
+        rc = cc_write_atomic_close(&w, 0, 0);
     }
     cc_catalog_free(&cat);
     return rc;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/files.h"
 #include "core/json.h"
 #include "harness/report/results_read.h"
 
@@ -54,12 +55,12 @@ uint64_t cc_case_list_hash(const cc_case *cases, size_t n)
 
 int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t msg_len)
 {
-    char path[1024], tmp[1100];
+    char path[1024];
     path_in(dir, "run.json", path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    cc_write_atomic w;
+    FILE *f = cc_write_atomic_open(&w, path);
     if (!f) {
-        snprintf(msg, msg_len, "cannot write %s: %s", tmp, strerror(errno));
+        snprintf(msg, msg_len, "cannot write %s: %s", w.tmp, strerror(errno));
         return -1;
     }
     fprintf(f, "{\n  \"schema\": \"%s\",\n  \"capcheck_version\": \"%s\",\n", RUN_SCHEMA,
@@ -79,10 +80,8 @@ int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t 
         cc_json_write_string(f, ri->witnesses);
     }
     fputs("\n}\n", f);
-    int bad = fflush(f) || ferror(f) || fsync(fileno(f));
-    if (fclose(f) || bad || rename(tmp, path)) {
+    if (cc_write_atomic_close(&w, 0, CC_WRITE_SYNC)) {
         snprintf(msg, msg_len, "cannot write %s: %s", path, strerror(errno));
-        remove(tmp);
         return -1;
     }
     sync_dir(dir);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/files.h"
 #include "harness/session/journal.h"
 #include "core/json.h"
 #include "harness/case/materialize.h"
@@ -198,11 +199,10 @@ static int write_json(const char *path, const cc_provider *p, const cc_case *fir
                       const bench_state *s, size_t n_total, size_t too_large, size_t not_run,
                       const cc_bench_opts *o, const double *rate, FILE *log)
 {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    cc_write_atomic w;
+    FILE *f = cc_write_atomic_open(&w, path);
     if (!f) {
-        fprintf(log, "capcheck bench: cannot write %s: %s\n", tmp, strerror(errno));
+        fprintf(log, "capcheck bench: cannot write %s: %s\n", w.tmp, strerror(errno));
         return -1;
     }
     fprintf(f, "{\"schema\":\"capcheck-bench/1\",\"provider\":");
@@ -218,11 +218,8 @@ static int write_json(const char *path, const cc_provider *p, const cc_case *fir
         fprintf(f, "%s\"%s\":%.6g", k ? "," : "", loop_names[k], rate[k]);
     fprintf(f, "},\"ratio_capcheck_to_provider\":%.6g}\n",
             rate[LOOP_CAPCHECK] / rate[LOOP_PROVIDER]);
-    int bad = fflush(f) || ferror(f);
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path)) {
+    if (cc_write_atomic_close(&w, 0, 0)) {
         fprintf(log, "capcheck bench: cannot write %s: %s\n", path, strerror(errno));
-        remove(tmp);
         return -1;
     }
     return 0;
