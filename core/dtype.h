@@ -1,3 +1,5 @@
+/* Room core/ (dtype, view, files, clock, json, sha256): the common layer; knows no case.
+ * May call providers/provider.h (the ABI types) and reference/ only. */
 /* Floating formats: rounding a float64 master value to a case dtype, storing and loading
  * elements of a provider buffer, and the constants of the error model. */
 #ifndef CAPCHECK_DTYPE_H

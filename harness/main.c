@@ -1,3 +1,5 @@
+/* Room harness/ (top): only the CLI, main.c and commands.c: the command line,
+ * calling into every room (README "Layout"; scripts/check-layers). */
 /* capcheck command line: run, repro, list. Exit codes: 0 all passed, 1 some case did not pass,
  * 2 bad input or environment (unknown op, malformed line, missing file, absent device). */
 #define _POSIX_C_SOURCE 200809L

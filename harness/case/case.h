@@ -1,3 +1,5 @@
+/* Room harness/case/: a case line becomes a case (case, edges), then its inputs
+ * (values, materialize). May call core/, providers/provider.h and reference/. */
 /* Case lines: one line of text names a whole case and reproduces it exactly.
  *
  *   <op> dtype=<f64|f32|f16|bf16> device=<cpu|cuda> in=[d,...],[d,...] <params...>

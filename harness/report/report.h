@@ -1,3 +1,5 @@
+/* Room harness/report/: results as records and files (result lines, report.json/.md,
+ * junit, seal), provenance, capsule names, jschema. May call harness/run/ and below. */
 /* Results as evidence: one JSON line per case (results.jsonl), and the aggregate report
  * (report.json, report.md) per op x dtype x device x provider. */
 #ifndef CAPCHECK_REPORT_H

@@ -1,3 +1,5 @@
+/* Room harness/run/: one case through a provider to a cc_result: runner, compare,
+ * zero_trust, pool (workers), witness, plugin. May call harness/case/ and below. */
 /* Run one case end to end: materialize, reference, provider, compare. */
 #ifndef CAPCHECK_RUNNER_H
 #define CAPCHECK_RUNNER_H

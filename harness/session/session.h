@@ -1,3 +1,5 @@
+/* Room harness/session/: a whole `capcheck run`: its journal (run.json, results.jsonl)
+ * and the session driving the pool. May call harness/report/ and below. */
 /* `capcheck run` as a resumable session: the cases go through the worker pool (pool.h), every
  * result is journaled as it finishes (journal.h), and the report is built from the complete
  * journal in case-index order, so an interrupted run finished with --resume reports exactly

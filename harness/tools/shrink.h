@@ -1,3 +1,5 @@
+/* Room harness/tools/: tools around the pipeline: shrink (minimize a failing case),
+ * bench. May call harness/evidence/ and below. */
 /* Shrinking a failing case: greedy reduction of the case line while the failure persists.
  *
  * A candidate is the current case with one change: an axis dropped (alone, on every input of
