@@ -81,7 +81,7 @@ static void usage(FILE *f)
 
 typedef struct {
     const char *provider, *device, *out, *op_filter;
-    const char *provider_lib; /* --provider-lib: a plugin (harness/plugin.h) instead of --provider */
+    const char *provider_lib; /* --provider-lib: a plugin (harness/run/plugin.h), not --provider */
     const char *script;       /* shrink --script: where the Python reproducer goes */
     cc_plugin *plugin;        /* loaded by main() from provider_lib, closed there */
     unsigned long long seed;
@@ -240,7 +240,7 @@ static void print_parse_error(const cc_parse_error *e)
 
 /* Pick the provider (the plugin main() loaded, else --provider by name), not initialised;
  * NULL (after one clear sentence) when there is none. run and repro hand it to worker
- * processes, which initialise it themselves (harness/pool.h). */
+ * processes, which initialise it themselves (harness/run/pool.h). */
 static const cc_provider *provider_named(const char *name, char *msg, size_t len)
 {
     return name && !strcmp(name, "openblas") ? cc_openblas_provider(msg, len)

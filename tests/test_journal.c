@@ -1,4 +1,4 @@
-/* The journal and its reader (harness/journal.h, results_read.h, json.h): a result survives
+/* The journal and its reader (harness/session/journal.h, results_read.h, json.h): a result survives
  * write -> read exactly (NaN, +-Inf, -0, escapes); records appended in any order give the
  * report of case-index order; a torn tail is dropped and cut off; run.json round-trips. */
 #define _POSIX_C_SOURCE 200809L

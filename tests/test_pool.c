@@ -1,4 +1,4 @@
-/* The worker pool (harness/pool.h): a provider that segfaults on one op, aborts on another and
+/* The worker pool (harness/run/pool.h): a provider that segfaults on one op, aborts on another and
  * hangs on a third leaves every other result intact; the three become crash (with the signal
  * name) and timeout results carrying the case's repro line; dead workers are replaced and the
  * run goes on. Provider init and every provider call happen in a worker, never here. */

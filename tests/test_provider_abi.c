@@ -1,5 +1,5 @@
 /* Provider ABI version 2 and the declared compute roundoff (providers/provider.h,
- * compute_roundoff; harness/compare.h, cc_bound_for_compute).
+ * compute_roundoff; harness/run/compare.h, cc_bound_for_compute).
  *
  *   - the bound model: u = max(declared, u(dtype)) + 2^-53; nothing declared (0) or a finer
  *     declaration is the dtype's bound; the usable range is 0 .. 2^-8;

@@ -1,4 +1,4 @@
-/* The three-way report (harness/witness.h): witnesses run a case the primary did not pass, on
+/* The three-way report (harness/run/witness.h): witnesses run a case the primary did not pass, on
  * the same inputs, and the verdict says who is wrong.
  *   - the verdict rules, one by one;
  *   - the planted matmul bug (mutants plugin, matmul_drop_last_k) as the primary, reference and

@@ -1,4 +1,4 @@
-/* Zero-trust checks (harness/zero_trust.h): an all-zeros, constant or copied output fails with
+/* Zero-trust checks (harness/run/zero_trust.h): an all-zeros, constant or copied output fails with
  * its own message even where the bound would let it through (long bf16 reductions, a scale
  * close to 1), and the reference provider raises no false alarm on the smoke suite nor on
  * every op of the vocabulary in all four dtypes and layouts. */

@@ -33,7 +33,7 @@ typedef enum {
 typedef enum { CC_CHECK_BOTH = 0, CC_CHECK_FWD, CC_CHECK_VJP } cc_check;
 
 /* Edge-value classes (DESIGN.md, Materialize): a case may name one, and its inputs then carry
- * those values at positions fixed by the seed (harness/materialize.c says which and where).
+ * those values at positions fixed by the seed (harness/case/materialize.c says which and where).
  * A case's `edges` is a bit mask of classes (1u << CC_EDGE_NAN ...); 0 is an ordinary case. */
 enum {
     CC_EDGE_NAN,         /* NaN */

@@ -1,4 +1,4 @@
-/* Edge-value classes (harness/case.h, CC_EDGE_*): which inputs of a case take a class's values,
+/* Edge-value classes (case.h, CC_EDGE_*): which inputs of a case take a class's values,
  * and where. Part of materializing a case: the positions and values depend only on (seed, input,
  * element), like every other drawn value, so an edge case reproduces alone.
  *

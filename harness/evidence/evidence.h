@@ -9,7 +9,7 @@
  *                   and empty (any input or the output has a zero-size dimension; a case is
  *                   then also counted under its rank's class);
  *   layout classes  the case's layout: contig, transpose, stride2, bcast;
- *   edge classes    the case's edge=<class> (harness/case.h): nan, inf, signed-zero,
+ *   edge classes    the case's edge=<class> (harness/case/case.h): nan, inf, signed-zero,
  *                   subnormal, huge, ties, masked-row;
  *
  * Written out as evidence.json per capsule in TorchLean's vocabulary (ContractClaim,

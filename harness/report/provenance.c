@@ -298,7 +298,7 @@ void cc_results_digest_add(cc_sha256_ctx *d, const cc_result *r)
     digest_num(d, r->fwd_ratio);
     digest_num(d, r->vjp_ratio);
     digest_num(d, r->worst_ratio);
-    /* witnesses (harness/witness.h) only where they ran: digests of other results unchanged */
+    /* witnesses (harness/run/witness.h) only where they ran: digests of other results unchanged */
     for (int k = 0; k < r->n_witnesses; k++) {
         const cc_witness *w = &r->witnesses[k];
         const char *ws = cc_result_status_name(w->status);

@@ -45,7 +45,7 @@ typedef struct {
     char command[512];
     cc_provenance provenance; /* written as "provenance"/"shard" when present (provenance.h) */
     cc_sha256_ctx digest;     /* "results_digest": every added result, in the order added */
-    /* the added results whose witnesses ran (harness/witness.h), in the order added: written
+    /* the added results whose witnesses ran (harness/run/witness.h), in the order added: written
      * as "witnessed" and a Markdown table only when there is one */
     cc_result *witnessed;
     size_t n_witnessed, cap_witnessed;

@@ -58,7 +58,7 @@ static int get_num(const cc_json *o, const char *key, double *x, char *msg, size
     return 0;
 }
 
-/* "witnesses" and "verdict" (harness/witness.h): both or neither; 1 .. CC_MAX_WITNESSES. */
+/* "witnesses" and "verdict" (harness/run/witness.h): both or neither; 1 .. CC_MAX_WITNESSES. */
 static int get_witnesses(const cc_json *o, cc_result *r, char *msg, size_t len)
 {
     const cc_json *list = cc_json_get(o, "witnesses"), *v = cc_json_get(o, "verdict");

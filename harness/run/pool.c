@@ -226,7 +226,7 @@ static int push_result(cc_pool *pool, uint64_t tag, const cc_result *r)
     return 0;
 }
 
-/* ---- witnesses (harness/witness.h) --------------------------------------------------------- */
+/* ---- witnesses (harness/run/witness.h) ----------------------------------------------------- */
 
 static void init_witnesses(const cc_pool_config *cfg, witness_readiness *ready)
 {

@@ -16,7 +16,7 @@
  * A worker runs the whole case (materialize, reference, provider, compare: cc_run_case) and
  * writes one result per job.
  *
- * Witnesses (harness/witness.h; cfg.witnesses): each worker also initialises every witness on
+ * Witnesses (harness/run/witness.h; cfg.witnesses): each worker also initialises every witness on
  * every device (a witness that cannot run there answers `unsupported` for that device's cases;
  * it never stops the pool). A primary result that wants witnesses is held by the parent, which
  * queues one witness job per witness {tag, witness k, the primary's worst element as a probe,

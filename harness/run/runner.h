@@ -18,7 +18,7 @@ typedef enum {
     CC_RES_COUNT
 } cc_result_status;
 
-/* Witnesses (harness/witness.h): other providers run on a case the primary did not pass, so a
+/* Witnesses (harness/run/witness.h): other providers run on a case the primary did not pass, so a
  * reader sees who is wrong. At most CC_MAX_WITNESSES per run. */
 #define CC_MAX_WITNESSES 4
 

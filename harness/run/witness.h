@@ -3,7 +3,7 @@
  * same materialized inputs, so a reader sees at once who is wrong.
  *
  * A witness runs only on a case whose primary result is fail, error, crash or timeout (not pass,
- * not unsupported: nothing disagrees there), in a worker like the primary's (harness/pool.h: a
+ * not unsupported: nothing disagrees there), in a worker like the primary's (harness/run/pool.h: a
  * witness that crashes or hangs is recorded as such and never changes the primary's result).
  * Each witness records its own status and worst bound ratio against the reference, and its value
  * at the primary's worst element (same output, same index) with the ratio of its difference from

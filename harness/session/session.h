@@ -38,7 +38,7 @@ typedef struct {
     FILE *log;           /* failures and progress (stderr) */
     int tty;             /* log is a terminal: a live progress line */
     const cc_provenance *provenance; /* what produced the run, for the report (NULL: none) */
-    const cc_provider *const *witnesses; /* --witness (harness/witness.h); not initialised */
+    const cc_provider *const *witnesses; /* --witness (harness/run/witness.h); not initialised */
     int n_witnesses;
 } cc_session_opts;
 

@@ -5,7 +5,8 @@
  *   provider     the provider's forward and VJP calls alone, on inputs and output buffers
  *                prepared beforehand: the floor, what a bare loop of ATen calls costs
  *   capcheck     the full per-case path of `capcheck run`: materialize, reference, provider,
- *                compare, zero-trust, and the result appended to a journal (harness/journal.h)
+ *                compare, zero-trust, and the result appended to a journal
+ *                (harness/session/journal.h)
  *   materialize  drawing and laying out the inputs alone
  *   reference    the float64 reference forward and VJP alone
  * Each loop runs whole rounds over the cases until min_seconds have passed; the loops take
