@@ -17,10 +17,10 @@
 #include <cmocka.h>
 #include <dirent.h>
 
-#include "harness/case.h"
-#include "harness/expect.h"
-#include "harness/platform.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "harness/report/expect.h"
+#include "harness/run/platform.h"
+#include "harness/run/runner.h"
 #include "test_util.h"
 
 static cc_case_list smoke;
@@ -176,7 +176,7 @@ static void test_exp_64_ulp_is_caught(void **state)
 /* ---- known deviations, crashes and unsupported combinations, on this machine's platform ---- */
 
 /* Run every case of `path` here, on this machine's platform, and judge each result against the
- * file's "#! seen" directives (harness/expect.h); counts[outcome] += 1 per case. Every case
+ * file's "#! seen" directives (harness/report/expect.h); counts[outcome] += 1 per case. Every case
  * must have a directive. */
 static void judge_file(const char *path, long *total, long counts[CC_EXPECT_COUNT])
 {

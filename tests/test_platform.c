@@ -15,9 +15,9 @@
 
 #include <cmocka.h>
 
-#include "harness/expect.h"
-#include "harness/platform.h"
-#include "harness/runner.h"
+#include "harness/report/expect.h"
+#include "harness/run/platform.h"
+#include "harness/run/runner.h"
 
 /* CPU flags of real machines, as cc_cpu_flags lists them. */
 #define HASWELL "sse4_1 avx avx2 fma f16c"

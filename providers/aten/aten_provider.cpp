@@ -473,7 +473,7 @@ std::string word_after(const std::string &text, const char *marker, const char *
     return text.substr(at, text.find_first_of(stops, at) - at);
 }
 
-// What selects ATen's CPU kernels (harness/platform.h reads these items): the capability ATen
+// What selects ATen's CPU kernels (harness/run/platform.h reads these items): the capability ATen
 // dispatches its own kernels to, as it reports it ("AVX512"; ATEN_CPU_CAPABILITY lowers it), the
 // oneDNN version (its ISA is derived from the CPU and ONEDNN_MAX_CPU_ISA by the harness: this
 // libtorch exports no oneDNN query) and the BLAS.
@@ -503,7 +503,7 @@ void aten_describe(void *, char *buf, size_t len) {
 #endif
     } catch (...) {
     }
-    /* "key value" items (harness/provenance.h reads them into the report's provenance) */
+    /* "key value" items (harness/report/provenance.h reads them into the report's provenance) */
     const char *tf32;
 #if CAPCHECK_ATEN_CUDA
     const char *devices = "cpu,cuda";
