@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/files.h"
 #include "harness/report/results_read.h"
 
 static const char *const OUTCOME_NAMES[CC_EXPECT_COUNT] = {
@@ -172,31 +173,13 @@ int cc_expect_parse_text(const char *text, const char *name, const cc_case_defau
 int cc_expect_load(const char *path, const cc_case_defaults *def, cc_expectations *out,
                    cc_parse_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    char *text = cc_read_file(path, NULL);
+    if (!text) {
         memset(err, 0, sizeof *err);
         snprintf(err->file, sizeof err->file, "%s", path);
         snprintf(err->msg, sizeof err->msg, "cannot read: %s", strerror(errno));
         return -1;
     }
-    size_t cap = 1 << 16, n = 0, got;
-    char *text = malloc(cap + 1);
-    while (text && (got = fread(text + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *t = realloc(text, (cap *= 2) + 1);
-            if (!t)
-                free(text);
-            text = t;
-        }
-    }
-    fclose(f);
-    if (!text) {
-        memset(err, 0, sizeof *err);
-        snprintf(err->msg, sizeof err->msg, "out of memory");
-        return -1;
-    }
-    text[n] = 0;
     int rc = cc_expect_parse_text(text, path, def, out, err);
     free(text);
     return rc;

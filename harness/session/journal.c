@@ -96,48 +96,15 @@ int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t 
     return 0;
 }
 
-static char *read_whole(const char *path, size_t *len, int *missing)
-{
-    *missing = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *missing = errno == ENOENT;
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap)
-            break;
-        char *b = realloc(buf, cap *= 2);
-        if (!b) {
-            free(buf);
-            buf = NULL;
-        } else
-            buf = b;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 int cc_run_info_read(const char *dir, cc_run_info *ri, char *msg, size_t msg_len)
 {
     memset(ri, 0, sizeof *ri);
     char path[1024];
     path_in(dir, "run.json", path, sizeof path);
     size_t len = 0;
-    int missing;
-    char *text = read_whole(path, &len, &missing);
+    char *text = cc_read_file(path, &len);
     if (!text) {
-        if (missing)
+        if (errno == ENOENT)
             return 1;
         snprintf(msg, msg_len, "cannot read %s: %s", path, strerror(errno));
         return -1;
