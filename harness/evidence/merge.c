@@ -299,8 +299,20 @@ bad:
 
 /* ---- merging ------------------------------------------------------------------------------- */
 
+/* "cpu:amx cpu:avx2": the platform keys a run's provenance lists, in order. */
+static void platform_keys(const cc_provenance *p, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < p->n_platforms && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? " " : "", p->platforms[i].key);
+}
+
 static int same_setup(const cc_run *a, const cc_run *b, char *msg, size_t len)
 {
+    char ka[CC_MAX_PLATFORMS * 50], kb[CC_MAX_PLATFORMS * 50];
+    platform_keys(&a->prov, ka, sizeof ka);
+    platform_keys(&b->prov, kb, sizeof kb);
     const char *what = NULL, *va = "", *vb = "";
 #define CMP(field, name)                                                                     \
     if (!what && strcmp(a->field, b->field) != 0) {                                          \
@@ -312,6 +324,8 @@ static int same_setup(const cc_run *a, const cc_run *b, char *msg, size_t len)
     CMP(case_files, "case files")
     CMP(prov.git_commit, "capcheck commit")
     CMP(prov.capcheck_version, "capcheck version")
+    if (!what && strcmp(ka, kb) != 0) /* shards of one run run on the same platforms */
+        what = "platforms", va = ka, vb = kb;
 #undef CMP
     if (!what && a->base_seed != b->base_seed)
         what = "base seed", va = "", vb = "";
