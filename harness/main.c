@@ -19,6 +19,7 @@
 #include "harness/report.h"
 #include "harness/runner.h"
 #include "harness/session.h"
+#include "harness/shard_auto.h"
 #include "harness/shrink.h"
 #include "harness/witness.h"
 #include "providers/cuda/cuda_providers.h"
@@ -35,7 +36,7 @@ static void usage(FILE *f)
             "               [--device cpu|cuda] [--tf32 on|off] [--deterministic on|off]\n"
             "               [--attention composed|math|flash|efficient|cudnn]\n"
             "               [--out DIR] [--seed N] [--op NAME]\n"
-            "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N]\n"
+            "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N|auto]\n"
             "               [--witness P[,P...]]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
             "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out)\n"
@@ -44,7 +45,9 @@ static void usage(FILE *f)
             "      Results are journaled as they finish: --resume DIR with the same\n"
             "      arguments runs only what is missing and writes the same report.\n"
             "      --no-fork runs in this process (for a debugger; no crash isolation)\n"
-            "      --shard I/N runs shard I of N (cases dealt by cost; capcheck merge joins them)\n"
+            "      --shard I/N runs shard I of N (cases dealt by cost; capcheck merge joins them);\n"
+            "      --shard auto takes I and N from GitLab parallel, a Kubernetes Indexed Job,\n"
+            "      a Slurm array, Buildkite or CAPCHECK_SHARD_INDEX/COUNT (README: Sharding)\n"
             "      Lines without device= take --device (default cpu).\n"
             "      --witness: each case that does not pass runs again, same inputs, on up to 4\n"
             "      other providers (names, or plugin paths containing a '/'); the report says\n"
@@ -365,6 +368,19 @@ static int load_cases(const options *o, cc_device *device, cc_case_list *cases, 
     return 0;
 }
 
+/* --shard I/N, or --shard auto: from the engine that launched the job (harness/shard_auto.h),
+ * which is named on stderr. */
+static int shard_of(const char *spec, int *index, int *count, char *msg, size_t len)
+{
+    if (strcmp(spec, "auto") != 0)
+        return cc_shard_parse(spec, index, count, msg, len);
+    char source[256];
+    if (cc_shard_auto(cc_shard_auto_getenv, NULL, index, count, source, sizeof source, msg, len))
+        return -1;
+    fprintf(stderr, "capcheck: --shard auto: shard %d/%d (%s)\n", *index, *count, source);
+    return 0;
+}
+
 static int cmd_run(const options *o, int argc, char **argv)
 {
     cc_device device;
@@ -379,8 +395,8 @@ static int cmd_run(const options *o, int argc, char **argv)
     if (cc_provenance_collect(&prov, o->n_files ? o->n_files : 1,
                               o->n_files ? o->files : &embedded_path,
                               o->n_files ? NULL : &embedded_text, msg, sizeof msg) ||
-        (o->shard && (cc_shard_parse(o->shard, &prov.shard.index, &prov.shard.count, msg,
-                                     sizeof msg) ||
+        (o->shard && (shard_of(o->shard, &prov.shard.index, &prov.shard.count, msg,
+                               sizeof msg) ||
                       cc_shard_select(&cases, prov.shard.index, prov.shard.count, &prov.shard,
                                       msg, sizeof msg)))) {
         fprintf(stderr, "capcheck: %s\n", msg);
