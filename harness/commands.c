@@ -9,8 +9,9 @@
 #include "harness/gate.h"
 #include "harness/jschema.h"
 #include "harness/merge.h"
+#include "harness/report_html.h"
 
-#define DEFAULT_POLICY "reports/policy.conf"
+#define DEFAULT_POLICY CC_DEFAULT_POLICY
 #define DEFAULT_SCHEMA "reports/schema.json"
 
 const char cc_commands_usage[] =
@@ -26,13 +27,16 @@ const char cc_commands_usage[] =
     "  capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
     "      regressions, fixes, new failures and bound-ratio drift beyond F (default 4) between\n"
     "      two reports; exit 1 on a regression or a new failure\n"
-    "  capcheck merge DIR... --out DIR\n"
+    "  capcheck merge DIR... --out DIR [--policy F]\n"
     "      join the folders of a --shard I/N run into the report an unsharded run writes\n"
+    "  capcheck report DIR [--policy F]\n"
+    "      write DIR/report.html again from the run in DIR, with the gate's verdicts under F\n"
+    "      (default " DEFAULT_POLICY " when it exists)\n"
     "  capcheck validate FILE [--schema F]\n"
     "      check a JSON file against a JSON Schema (default " DEFAULT_SCHEMA ")\n";
 
-static const char *const COMMANDS[] = {"gate", "evidence", "emit-lean", "diff", "merge",
-                                       "validate", NULL};
+static const char *const COMMANDS[] = {"gate",   "evidence", "emit-lean", "diff",
+                                       "merge",  "report",   "validate",  NULL};
 
 int cc_is_evidence_command(const char *name)
 {
@@ -44,6 +48,7 @@ int cc_is_evidence_command(const char *name)
 
 typedef struct {
     const char *policy, *catalog, *out, *evidence, *schema;
+    int policy_given; /* --policy on the command line (else the default) */
     double drift;
     int fail_on_drift;
     const char *pos[256];
@@ -59,8 +64,10 @@ static int parse(int argc, char **argv, opts *o)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char **slot = NULL;
-        if (strcmp(a, "--policy") == 0)
+        if (strcmp(a, "--policy") == 0) {
             slot = &o->policy;
+            o->policy_given = 1;
+        }
         else if (strcmp(a, "--catalog") == 0)
             slot = &o->catalog;
         else if (strcmp(a, "--out") == 0)
@@ -180,7 +187,21 @@ int cc_evidence_command(int argc, char **argv)
             fprintf(stderr, "capcheck merge: give the shard folders and --out DIR\n");
             return 2;
         }
-        return cc_merge_command(o.n_pos, o.pos, o.out, stderr);
+        int rc = cc_merge_command(o.n_pos, o.pos, o.out, stderr);
+        if (rc != 2 && cc_write_report_html(o.out, o.policy_given ? o.policy : NULL,
+                                            "capcheck merge", stdout, stderr))
+            rc = 2;
+        return rc;
+    }
+    if (strcmp(cmd, "report") == 0) {
+        if (o.n_pos != 1 || o.out) {
+            fprintf(stderr, "capcheck report: give one run folder (it gets report.html)\n");
+            return 2;
+        }
+        return cc_write_report_html(o.pos[0], o.policy_given ? o.policy : NULL,
+                                    "capcheck report", stdout, stderr)
+                   ? 2
+                   : 0;
     }
     if (strcmp(cmd, "validate") == 0) {
         if (o.n_pos != 1) {
@@ -196,4 +217,18 @@ int cc_evidence_command(int argc, char **argv)
         return rc;
     }
     return gate_family(cmd, &o);
+}
+
+int cc_write_report_html(const char *dir, const char *policy, const char *who, FILE *out,
+                         FILE *err)
+{
+    char msg[1024], gate[512];
+    long bytes = 0;
+    if (cc_report_html_write(dir, policy ? policy : CC_DEFAULT_POLICY, policy != NULL, &bytes,
+                             gate, sizeof gate, msg, sizeof msg)) {
+        fprintf(err, "%s: report.html: %s\n", who, msg);
+        return -1;
+    }
+    fprintf(out, "%s: report.html in %s (%ld KB; %s)\n", who, dir, (bytes + 1023) / 1024, gate);
+    return 0;
 }

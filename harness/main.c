@@ -17,6 +17,7 @@
 #include "harness/plugin.h"
 #include "harness/provenance.h"
 #include "harness/report.h"
+#include "harness/report_html.h"
 #include "harness/runner.h"
 #include "harness/session.h"
 #include "harness/shard_auto.h"
@@ -37,9 +38,11 @@ static void usage(FILE *f)
             "               [--attention composed|math|flash|efficient|cudnn]\n"
             "               [--out DIR] [--seed N] [--op NAME]\n"
             "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N|auto]\n"
-            "               [--witness P[,P...]]\n"
+            "               [--witness P[,P...]] [--policy F]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
-            "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out)\n"
+            "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out) and\n"
+            "      DIR/report.html, with the gate's verdicts under F (default\n"
+            "      " CC_DEFAULT_POLICY " when it exists)\n"
             "      in N worker processes (default: one per CPU); a crash or a hang (limit:\n"
             "      S seconds, default 10, + 1 us per element per input) is that case's result.\n"
             "      Results are journaled as they finish: --resume DIR with the same\n"
@@ -92,6 +95,7 @@ typedef struct {
     const char *shard;  /* --shard I/N */
     const char *tf32, *deterministic, *attention; /* math modes (apply_math_modes) */
     const char *min_time, *reps, *max_elements, *json; /* bench (parsed by cmd_bench) */
+    const char *policy;  /* --policy F: the gate's verdicts in report.html */
     const char *witness; /* --witness LIST, resolved by open_witnesses into: */
     const cc_provider *witnesses[CC_MAX_WITNESSES];
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
@@ -135,6 +139,8 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->attention;
         else if (strcmp(a, "--witness") == 0)
             slot = &o->witness;
+        else if (strcmp(a, "--policy") == 0)
+            slot = &o->policy;
         else if (strcmp(a, "--min-time") == 0)
             slot = &o->min_time;
         else if (strcmp(a, "--reps") == 0)
@@ -428,6 +434,8 @@ static int cmd_run(const options *o, int argc, char **argv)
     int rc = cc_session_run(&so);
     cc_case_list_free(&cases);
     free(prov.shard.global);
+    if (rc != 2 && cc_write_report_html(so.out_dir, o->policy, "capcheck", stdout, stderr))
+        rc = 2;
     return rc;
 }
 
