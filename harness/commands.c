@@ -7,6 +7,7 @@
 #include "harness/capsules.h"
 #include "harness/diff.h"
 #include "harness/gate.h"
+#include "harness/history.h"
 #include "harness/jschema.h"
 #include "harness/merge.h"
 #include "harness/report_html.h"
@@ -32,11 +33,16 @@ const char cc_commands_usage[] =
     "  capcheck report DIR [--policy F]\n"
     "      write DIR/report.html again from the run in DIR, with the gate's verdicts under F\n"
     "      (default " DEFAULT_POLICY " when it exists)\n"
+    "  capcheck history DIR... --out DIR [--drift F]\n"
+    "      the trend over a series of sealed runs (nightlies, oldest first): per capsule x\n"
+    "      dtype the worst and median bound ratio per night, the night each failure first\n"
+    "      appeared, drift beyond F (default 4) from the first night, where the stack\n"
+    "      changed; DIR/history.html and DIR/history.json\n"
     "  capcheck validate FILE [--schema F]\n"
     "      check a JSON file against a JSON Schema (default " DEFAULT_SCHEMA ")\n";
 
-static const char *const COMMANDS[] = {"gate",   "evidence", "emit-lean", "diff",
-                                       "merge",  "report",   "validate",  NULL};
+static const char *const COMMANDS[] = {"gate",   "evidence", "emit-lean", "diff",    "merge",
+                                       "report", "history",  "validate",  NULL};
 
 int cc_is_evidence_command(const char *name)
 {
@@ -192,6 +198,13 @@ int cc_evidence_command(int argc, char **argv)
                                             "capcheck merge", stdout, stderr))
             rc = 2;
         return rc;
+    }
+    if (strcmp(cmd, "history") == 0) {
+        if (o.n_pos < 1 || !o.out) {
+            fprintf(stderr, "capcheck history: give the run folders, oldest first, and --out DIR\n");
+            return 2;
+        }
+        return cc_history_command(o.n_pos, o.pos, o.out, o.drift, stdout, stderr);
     }
     if (strcmp(cmd, "report") == 0) {
         if (o.n_pos != 1 || o.out) {
