@@ -411,8 +411,8 @@ static void sparkline(FILE *f, const history *h, const series *e)
             fprintf(f, "<path stroke=\"#9aa3ad\" d=\"M%d 0v%d\"/>", 3 + k * step - step / 2,
                     SPARK_H);
     fprintf(f, "<path stroke=\"#333\" stroke-dasharray=\"2 2\" d=\"M0 %.1fH%d\"/>", spark_y(1), w);
+    spark_line(f, h, e, 1, "#e07b00"); /* the median over the worst where they meet */
     spark_line(f, h, e, 0, "#2b6cb0");
-    spark_line(f, h, e, 1, "#e07b00");
     for (int k = 0; k < h->n_nights; k++)
         if (e->pts[k].bad)
             fprintf(f, "<circle fill=\"#c62828\" cx=\"%d\" cy=\"3\" r=\"2.5\"/>", 3 + k * step);

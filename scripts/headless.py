@@ -50,15 +50,21 @@ class Page:
             raise BrowserError("%s: %s" % (expression, reply["exceptionDetails"]))
         return reply["result"].get("value")
 
-    def screenshot(self, path, width=1366, height=900, full=False):
-        """A PNG of the page at width x height CSS pixels (full: the whole page's height)."""
+    def screenshot(self, path, width=1366, height=900, full=False, at=None):
+        """A PNG of the page at width x height CSS pixels: from the top, from the element the CSS
+        selector `at` names, or (full) the whole page."""
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
                   deviceScaleFactor=1, mobile=False)
         if full:
             height = int(self.eval("document.documentElement.scrollHeight"))
             self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
                       deviceScaleFactor=1, mobile=False)
-        shot = self.call("Page.captureScreenshot", format="png")
+        top = 0
+        if at:
+            top = self.eval("document.querySelector(%s).getBoundingClientRect().top + scrollY"
+                            % json.dumps(at))
+        shot = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                         clip={"x": 0, "y": top, "width": width, "height": height, "scale": 1})
         with open(path, "wb") as f:
             f.write(base64.b64decode(shot["data"]))
 
