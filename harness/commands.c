@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/capsules.h"
-#include "harness/diff.h"
-#include "harness/gate.h"
-#include "harness/history.h"
-#include "harness/jschema.h"
-#include "harness/merge.h"
-#include "harness/report_html.h"
+#include "harness/report/capsules.h"
+#include "harness/evidence/diff.h"
+#include "harness/evidence/gate.h"
+#include "harness/report/jschema.h"
+#include "harness/evidence/merge.h"
+#include "harness/evidence/history.h"
+#include "harness/evidence/report_html.h"
 
 #define DEFAULT_POLICY CC_DEFAULT_POLICY
 #define DEFAULT_SCHEMA "reports/schema.json"

@@ -17,8 +17,8 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "harness/json.h"
-#include "harness/merge.h"
+#include "core/json.h"
+#include "harness/evidence/merge.h"
 
 static char tmp[256], nights[512];
 static char out[1 << 16];

@@ -7,7 +7,7 @@
 
 #include <sys/stat.h>
 
-#include "harness/shard_auto.h"
+#include "harness/evidence/shard_auto.h"
 
 /* A fake environment: NAME=VALUE strings, NULL-terminated. */
 static const char *lookup(const char *name, void *ctx)
