@@ -70,7 +70,7 @@ void cc_html_text(FILE *f, const char *s)
         case '>': fputs("&gt;", f); break;
         case '"': fputs("&quot;", f); break;
         case '\'': fputs("&#39;", f); break;
-        default: fputc(c < 0x20 ? ' ' : c, f);
+        default: fputc(c < 0x20 && c != '\n' && c != '\t' ? ' ' : c, f);
         }
     }
 }

@@ -12,7 +12,8 @@ void cc_html_begin(FILE *f, const char *title);
 /* The closing tags, and the one inline script: before printing, every <details> opens. */
 void cc_html_end(FILE *f);
 
-/* Text and attribute values, escaped (& < > " '); control characters become spaces. */
+/* Text and attribute values of HTML and XML (report.junit.xml too), escaped (& < > " ');
+ * control characters but newline and tab become spaces. */
 void cc_html_text(FILE *f, const char *s);
 
 /* A bound ratio as a short string ("0", "4.2e-05", "0.031", "0.42", "17", "NaN"). */
