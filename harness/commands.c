@@ -1,8 +1,10 @@
 #include "harness/commands.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness/report/capsules.h"
 #include "harness/evidence/diff.h"
@@ -191,6 +193,10 @@ int cc_evidence_command(int argc, char **argv)
     if (strcmp(cmd, "merge") == 0) {
         if (o.n_pos < 1 || !o.out) {
             fprintf(stderr, "capcheck merge: give the shard folders and --out DIR\n");
+            return 2;
+        }
+        if (o.policy_given && access(o.policy, R_OK)) {
+            fprintf(stderr, "capcheck merge: --policy %s: %s\n", o.policy, strerror(errno));
             return 2;
         }
         int rc = cc_merge_command(o.n_pos, o.pos, o.out, stderr);

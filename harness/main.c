@@ -394,6 +394,10 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_device device;
     cc_case_list cases;
     char files[512];
+    if (o->policy && access(o->policy, R_OK)) { /* report.html's gate: refused before the run */
+        fprintf(stderr, "capcheck: --policy %s: %s\n", o->policy, strerror(errno));
+        return 2;
+    }
     if (load_cases(o, &device, &cases, files, sizeof files))
         return 2;
     /* provenance: the case files' hashes, this build, this machine; and the shard */

@@ -5,7 +5,8 @@
  * repro lines under each, every one a failing case of results.jsonl; the gate section holds the
  * verdicts under a policy and says why there are none without one; fields other writers add to
  * results.jsonl ("platform", "vacuous") become column groups and counts; capcheck report
- * rewrites the same page, and refuses a missing folder or policy with one sentence (exit 2). */
+ * rewrites the same page, and refuses a missing folder or policy with one sentence (exit 2), as
+ * capcheck run refuses a policy it cannot read before it runs a case. */
 #include "cli_util.h"
 
 #include <sys/stat.h>
@@ -159,6 +160,14 @@ static void test_report_command(void **state)
     assert_non_null(strstr(out, "no such report or folder"));
     assert_int_equal(cc_t_run(NULL, "report", out, sizeof out), 2);
     assert_non_null(strstr(out, "give one run folder"));
+    /* run refuses a policy it cannot read before running anything */
+    snprintf(args, sizeof args, "run --provider reference --op add --out %s/never --policy %s/nope",
+             tmp, tmp);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
+    assert_non_null(strstr(out, "capcheck: --policy "));
+    snprintf(path, sizeof path, "%s/never", tmp);
+    struct stat st;
+    assert_int_not_equal(stat(path, &st), 0);
 }
 
 int main(void)
