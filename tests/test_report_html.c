@@ -114,9 +114,16 @@ static void test_fields_of_other_writers(void **state)
     char *t = cc_t_slurp(path, NULL);
     FILE *f = fopen(path, "w");
     int k = 0;
-    for (char *line = strtok(t, "\n"); line; line = strtok(NULL, "\n"), k++)
+    for (char *line = strtok(t, "\n"); line; line = strtok(NULL, "\n"), k++) {
+        /* a platform the writer already put there (issue 12) gives way to the planted one */
+        char *own = strstr(line, ",\"platform\":\"");
+        if (own) {
+            char *end = strchr(own + 13, '"') + 1;
+            memmove(own, end, strlen(end) + 1);
+        }
         fprintf(f, "%.*s,\"platform\":\"%s\"%s}\n", (int)strlen(line) - 1, line,
                 k % 2 ? "cpu:avx2" : "cpu:avx512", k == 3 ? ",\"vacuous\":true" : "");
+    }
     fclose(f);
     free(t);
     snprintf(cmd, sizeof cmd, "report %s --policy %s/policy.conf", copy, tmp);
