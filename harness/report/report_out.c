@@ -6,31 +6,13 @@
 #include <string.h>
 
 #include "harness/report/capsules.h"
+#include "harness/report/html.h"
 #include "core/dtype.h"
 #include "core/files.h"
 
 #include <sys/stat.h>
 
 /* ---- JUnit XML ----------------------------------------------------------------------------- */
-
-static void xml(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        switch (ch) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default:
-            if (ch < 0x20 && ch != '\n' && ch != '\t')
-                fputc(' ', f);
-            else
-                fputc(ch, f);
-        }
-    }
-}
 
 static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
 {
@@ -49,19 +31,19 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
                "skipped=\"%ld\">\n",
             rep->n, failures, errors, skipped);
     fprintf(f, "  <testsuite name=\"capcheck ");
-    xml(f, rep->case_files);
+    cc_html_text(f, rep->case_files);
     fprintf(f, "\" tests=\"%zu\" failures=\"%ld\" errors=\"%ld\" skipped=\"%ld\">\n", rep->n,
             failures, errors, skipped);
     fprintf(f, "    <properties>\n      <property name=\"provider\" value=\"");
-    xml(f, rep->provider_description);
+    cc_html_text(f, rep->provider_description);
     fprintf(f, "\"/>\n      <property name=\"base_seed\" value=\"%llu\"/>\n", rep->base_seed);
     for (int i = 0; i < rep->provenance.n_platforms; i++) {
         char facts[1024];
         cc_platform_summary(&rep->provenance.platforms[i], facts, sizeof facts);
         fputs("      <property name=\"platform ", f);
-        xml(f, rep->provenance.platforms[i].key);
+        cc_html_text(f, rep->provenance.platforms[i].key);
         fputs("\" value=\"", f);
-        xml(f, facts);
+        cc_html_text(f, facts);
         fputs("\"/>\n", f);
     }
     fputs("    </properties>\n", f);
@@ -71,12 +53,12 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
         const cc_capsule *cap = cc_catalog_resolve(cat, r->provider, cc_device_name(r->device),
                                                    r->op, r->vjp_mode, &adhoc);
         fprintf(f, "    <testcase classname=\"");
-        xml(f, cap->name);
+        cc_html_text(f, cap->name);
         fprintf(f, "\" name=\"%s %s %s", r->op, cc_dtype_name(r->dtype),
                 cc_device_name(r->device));
         if (r->platform[0]) {
             fputs(" on ", f);
-            xml(f, r->platform);
+            cc_html_text(f, r->platform);
         }
         fputs("\">\n", f);
         long errs = r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] + r->counts[CC_RES_TIMEOUT];
@@ -87,9 +69,9 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
                     tag, errs ? "error" : "fail", r->cases - r->counts[CC_RES_PASS], r->cases,
                     r->counts[CC_RES_FAIL], r->counts[CC_RES_ERROR], r->counts[CC_RES_CRASH],
                     r->counts[CC_RES_TIMEOUT], r->worst_ratio);
-            xml(f, r->first_failure_msg);
+            cc_html_text(f, r->first_failure_msg);
             fputs("\ncapcheck repro '", f);
-            xml(f, r->first_failure);
+            cc_html_text(f, r->first_failure);
             fprintf(f, "'</%s>\n", tag);
         } else if (r->counts[CC_RES_PASS] == 0) {
             fprintf(f, "      <skipped message=\"%ld cases unsupported by the provider\"/>\n",
@@ -98,7 +80,7 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
         fprintf(f, "      <system-out>%ld cases, %ld passed, %ld unsupported; worst bound ratio "
                    "%.4g: capcheck repro '",
                 r->cases, r->counts[CC_RES_PASS], r->counts[CC_RES_UNSUPPORTED], r->worst_ratio);
-        xml(f, r->worst_line);
+        cc_html_text(f, r->worst_line);
         fprintf(f, "'</system-out>\n    </testcase>\n");
     }
     fprintf(f, "  </testsuite>\n</testsuites>\n");
