@@ -19,10 +19,10 @@
 
 #include <cmocka.h>
 
-#include "harness/dtype.h"
-#include "harness/materialize.h"
-#include "harness/plugin.h"
-#include "harness/sample.h"
+#include "core/dtype.h"
+#include "harness/case/materialize.h"
+#include "harness/run/plugin.h"
+#include "harness/run/sample.h"
 #include "test_util.h"
 
 static int same_bits(const double *a, const double *b, int64_t n, int64_t *where)

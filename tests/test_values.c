@@ -17,11 +17,11 @@
 
 #include <cmocka.h>
 
-#include "harness/dtype.h"
-#include "harness/edges.h"
-#include "harness/materialize.h"
-#include "harness/sha256.h"
-#include "harness/values.h"
+#include "core/dtype.h"
+#include "harness/case/edges.h"
+#include "harness/case/materialize.h"
+#include "core/sha256.h"
+#include "harness/case/values.h"
 #include "test_util.h"
 
 /* ---- the simple path ------------------------------------------------------------------------ */
