@@ -6,8 +6,9 @@
  * context, and ATen's CPU dispatch level (ATEN_CPU_CAPABILITY) and oneDNN's ISA are read at
  * their first kernel call, in each worker, so a worker may still set its own before its init.
  *
- * Where: $CAPCHECK_ATEN_LIB when set, else libcapcheck_aten.so in the folder of the running
- * executable, else the build folder's (CAPCHECK_ATEN_MODULE). A build without ATen has none. */
+ * Where: $CAPCHECK_ATEN_LIB when set (and then nowhere else), else libcapcheck_aten.so in the
+ * folder of the running executable, else the build folder's (CAPCHECK_ATEN_MODULE). A build
+ * without ATen has none. */
 #define _GNU_SOURCE
 #include "providers/provider.h"
 
@@ -29,8 +30,10 @@ static int module_paths(char paths[3][PATH_MAX])
 {
     int n = 0;
     const char *env = getenv("CAPCHECK_ATEN_LIB");
-    if (env && *env)
+    if (env && *env) {
         snprintf(paths[n++], PATH_MAX, "%s", env);
+        return n;
+    }
     char exe[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (len > 0) {
@@ -75,8 +78,9 @@ const cc_provider *cc_aten_provider_load(char *msg, size_t msg_len)
     if (why[0])
         snprintf(msg, msg_len, "cannot load the ATen provider: %s", why);
     else
-        snprintf(msg, msg_len, "cannot find the ATen provider libcapcheck_aten.so (beside the "
-                               "capcheck executable, or set CAPCHECK_ATEN_LIB): rebuild capcheck");
+        snprintf(msg, msg_len, "cannot find the ATen provider %.300s (libcapcheck_aten.so beside "
+                               "the capcheck executable, or CAPCHECK_ATEN_LIB): rebuild capcheck",
+                 n == 1 ? paths[0] : "libcapcheck_aten.so");
     return NULL;
 #endif
 }

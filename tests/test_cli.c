@@ -163,6 +163,53 @@ static void test_bench_prints_the_loops_and_the_ratio(void **state)
     assert_non_null(strstr(out, "none of the 3 cases can be measured (3 larger than 2"));
 }
 
+/* libtorch is loaded by the commands that run ATen only: with the shim pointed at nothing,
+ * everything else still works, and a run on ATen says in one sentence what is missing. */
+static void test_only_aten_runs_load_the_shim(void **state)
+{
+    (void)state;
+    char path[512], args[1024], out[16384];
+    const char *none = "CAPCHECK_ATEN_LIB=/nonexistent/libcapcheck_aten.so ";
+    write_file("few.cases", "relu in=[4,7] seed=1\nmatmul in=[8,16],[16,4] seed=2\n", path,
+               sizeof path);
+    assert_int_equal(cc_t_run(none, "list ops", out, sizeof out), 0);
+    snprintf(args, sizeof args, "run %s --provider reference --out %s/few -j 1", path, tmpdir);
+    assert_int_equal(cc_t_run(none, args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "run %s --out %s/few-aten -j 1", path, tmpdir);
+    assert_int_equal(cc_t_run(none, args, out, sizeof out), 2);
+#if CAPCHECK_HAVE_ATEN
+    assert_non_null(strstr(out, "cannot find the ATen provider /nonexistent/libcapcheck_aten.so"));
+#else
+    assert_non_null(strstr(out, "this build has no ATen provider"));
+#endif
+}
+
+/* --ref and --ref-threads: a sampled repro says what it checked; bad values are one sentence;
+ * --max-elements on run leaves out the large cases and says how many. */
+static void test_ref_options(void **state)
+{
+    (void)state;
+    char path[512], args[1024], out[16384];
+    assert_int_equal(cc_t_run(NULL,
+                              "repro 'matmul in=[40,50],[50,30] seed=4' --provider reference "
+                              "--ref sampled --ref-threads 2",
+                              out, sizeof out),
+                     0);
+    assert_non_null(strstr(out, "sampled:  "));
+    assert_non_null(strstr(out, "\"sampled\":{\"fraction\":"));
+    assert_int_equal(cc_t_run(NULL, "repro 'relu in=[4]' --ref most", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--ref wants auto, full or sampled, not 'most'"));
+    assert_int_equal(cc_t_run(NULL, "repro 'relu in=[4]' --ref-threads 0", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--ref-threads wants a number of threads from 1 to 256"));
+    write_file("two.cases", "relu in=[4,7] seed=1\nrelu in=[400,700] seed=2\n", path,
+               sizeof path);
+    snprintf(args, sizeof args, "run %s --provider reference --max-elements 100 --out %s/two",
+             path, tmpdir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "--max-elements 100 leaves out 1 of 2 cases"));
+    assert_non_null(strstr(out, "capcheck: 1 cases on reference"));
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/capcheck-cli-XXXXXX");
@@ -175,6 +222,8 @@ int main(void)
         cmocka_unit_test(test_list_ops_names_the_vocabulary),
         cmocka_unit_test(test_list_cases_prints_what_run_runs),
         cmocka_unit_test(test_bench_prints_the_loops_and_the_ratio),
+        cmocka_unit_test(test_only_aten_runs_load_the_shim),
+        cmocka_unit_test(test_ref_options),
     };
     int rc = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
     if (cc_t_remove_dir(tmpdir) != 0)
