@@ -159,6 +159,31 @@ static void test_softmax_wrong_axis_is_caught(void **state)
     expect_caught(&bad, "softmax");
 }
 
+/* Sampled checks give the full checks' verdicts on ATen's kernels too: every smoke case of an
+ * op with a sampled form, checked on its sample, passes as it does in full (and cases/realistic
+ * is sampled by default: tests/test_sampled.c covers planted bugs). */
+static void test_sampled_checks_pass_on_aten_cpu(void **state)
+{
+    (void)state;
+    cc_run_opts sampled = {1, CC_REF_SAMPLED};
+    long cases = 0, was_sampled = 0;
+    for (size_t i = 0; i < smoke.n; i++) {
+        if (!smoke.v[i].op->forward_at)
+            continue;
+        cc_result r;
+        cc_run_case_opts(aten, &smoke.v[i], &sampled, NULL, &r);
+        if (r.status != CC_RES_PASS)
+            fail_msg("sampled on ATen: %s (%s): %s", cc_result_status_name(r.status), r.message,
+                     r.line);
+        cases++;
+        was_sampled += r.sampled;
+    }
+    printf("smoke cases of the sampled ops on ATen CPU, checked on samples: %ld passed (%ld "
+           "sampled; the rest have non-finite inputs)\n",
+           cases, was_sampled);
+    assert_true(cases > 0 && was_sampled > cases / 2);
+}
+
 static void test_linear_dropped_bias_gradient_is_caught(void **state)
 {
     (void)state;
@@ -331,6 +356,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_smoke_passes_on_aten_cpu),
+        cmocka_unit_test(test_sampled_checks_pass_on_aten_cpu),
         cmocka_unit_test(test_softmax_wrong_axis_is_caught),
         cmocka_unit_test(test_linear_dropped_bias_gradient_is_caught),
         cmocka_unit_test(test_exp_64_ulp_is_caught),
