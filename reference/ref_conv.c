@@ -257,16 +257,23 @@ typedef struct {
     int failed; /* a thread's scratch could not be allocated */
 } cv_job;
 
+/* A thread's list of sources for one output (cv_sources), or NULL with the job failed. */
+static int64_t *cv_src_scratch(cv_job *t)
+{
+    int64_t *src = malloc(sizeof(int64_t) * (size_t)(ref_sp_count(&t->g.k) + 1));
+    if (!src)
+        t->failed = 1;
+    return src;
+}
+
 /* Output elements (oc, o), flattened, split over threads. */
 static void cv_forward_range(void *ctx, int64_t lo, int64_t hi)
 {
     cv_job *t = ctx;
     int64_t nk = ref_sp_count(&t->g.k), nout = ref_sp_count(&t->g.out);
-    int64_t *src = malloc(sizeof(int64_t) * (size_t)(nk + 1));
-    if (!src) {
-        t->failed = 1;
+    int64_t *src = cv_src_scratch(t);
+    if (!src)
         return;
-    }
     for (int64_t f = lo; f < hi; f++) {
         cv_sources(&t->g, f % nout, nk, src);
         cv_out_elem(&t->g, t->in, f / nout, src, &t->out->v[f], t->mag ? &t->mag[f] : NULL);
@@ -370,11 +377,9 @@ static void cv_vjp_dx(void *ctx, int64_t lo, int64_t hi)
     cv_job *t = ctx;
     const cv_geom *g = &t->g;
     int64_t nin = ref_sp_count(&g->in), nk = ref_sp_count(&g->k), nout = ref_sp_count(&g->out);
-    int64_t *src = malloc(sizeof(int64_t) * (size_t)(nk + 1));
-    if (!src) {
-        t->failed = 1;
+    int64_t *src = cv_src_scratch(t);
+    if (!src)
         return;
-    }
     const double *W = t->in[1].v, *G = t->gt->v;
     double *dx = t->grad[0].v;
     for (int64_t oc = 0; oc < g->cout; oc++) {
@@ -407,11 +412,9 @@ static void cv_vjp_dw(void *ctx, int64_t lo, int64_t hi)
     cv_job *t = ctx;
     const cv_geom *g = &t->g;
     int64_t nin = ref_sp_count(&g->in), nk = ref_sp_count(&g->k), nout = ref_sp_count(&g->out);
-    int64_t *src = malloc(sizeof(int64_t) * (size_t)(nk + 1));
-    if (!src) {
-        t->failed = 1;
+    int64_t *src = cv_src_scratch(t);
+    if (!src)
         return;
-    }
     const double *x = t->in[0].v, *G = t->gt->v;
     double *dW = t->grad[1].v, *db = t->grad[2].v;
     for (int64_t oc = lo; oc < hi; oc++) {

@@ -98,6 +98,31 @@ static inline double small_int_to_double(uint64_t v)
     return bits_to_double(0x4330000000000000ULL | v) - 0x1p52;
 }
 
+/* c[0] x^(n-1) + c[1] x^(n-2) + ... + c[n-1] by Horner's rule, left to right. */
+static inline double horner(const double *c, int n, double x)
+{
+    double p = c[0];
+    for (int k = 1; k < n; k++)
+        p = p * x + c[k];
+    return p;
+}
+
+/* The polynomials of stream 2 (Taylor coefficients; written once, fixed forever) */
+static const double atanh_odd[] = {1.0 / 17, 1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9,
+                                   1.0 / 7,  1.0 / 5,  1.0 / 3,  1.0};  /* in s^2 */
+static const double sin_tail[] = {-1.0 / 1307674368000, 1.0 / 6227020800, -1.0 / 39916800,
+                                  1.0 / 362880,         -1.0 / 5040,      1.0 / 120,
+                                  -1.0 / 6}; /* (sin x - x) / x^3 in x^2 */
+static const double cos_tail[] = {1.0 / 20922789888000, -1.0 / 87178291200, 1.0 / 479001600,
+                                  -1.0 / 3628800,       1.0 / 40320,        -1.0 / 720,
+                                  1.0 / 24,             -0.5}; /* (cos x - 1) / x^2 in x^2 */
+static const double exp_all[] = {1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800,
+                                 1.0 / 3628800,    1.0 / 362880,    1.0 / 40320,
+                                 1.0 / 5040,       1.0 / 720,       1.0 / 120,
+                                 1.0 / 24,         1.0 / 6,         0.5,
+                                 1.0,              1.0}; /* e^r to r^13 */
+#define COUNT(a) ((int)(sizeof a / sizeof a[0]))
+
 /* Pair p of stream 2: one draw h = splitmix64(key + p); u1 = (2 (h >> 32) + 1) 2^-33 in (0, 1),
  * the angle 2 pi (h mod 2^32) / 2^32. z0 = rho cos(angle) is element 2p, z1 = rho sin(angle)
  * element 2p + 1, rho = sqrt(-2 ln u1).
@@ -118,38 +143,15 @@ static inline void normal2_pair(uint64_t h, double *z0, double *z1)
     double big = m > 1.4142135623730951 ? 1.0 : 0.0;
     m = m * (1.0 - 0.5 * big);
     e = e + big - 33.0;
-    double s = (m - 1.0) / (m + 1.0), s2 = s * s;
-    double p = 1.0 / 17;
-    p = p * s2 + 1.0 / 15;
-    p = p * s2 + 1.0 / 13;
-    p = p * s2 + 1.0 / 11;
-    p = p * s2 + 1.0 / 9;
-    p = p * s2 + 1.0 / 7;
-    p = p * s2 + 1.0 / 5;
-    p = p * s2 + 1.0 / 3;
-    p = p * s2 + 1.0;
-    double rho = sqrt(-2.0 * (e * 0.6931471805599453 + 2.0 * s * p));
+    double s = (m - 1.0) / (m + 1.0);
+    double rho = sqrt(-2.0 * (e * 0.6931471805599453 +
+                              2.0 * s * horner(atanh_odd, COUNT(atanh_odd), s * s)));
 
     uint64_t lo = h & 0xffffffffULL, q = lo >> 30;
     double x = (small_int_to_double(lo & 0x3fffffffULL) * 0x1p-30 - 0.5) * 1.5707963267948966;
     double x2 = x * x;
-    double ps = -1.0 / 1307674368000;
-    ps = ps * x2 + 1.0 / 6227020800;
-    ps = ps * x2 - 1.0 / 39916800;
-    ps = ps * x2 + 1.0 / 362880;
-    ps = ps * x2 - 1.0 / 5040;
-    ps = ps * x2 + 1.0 / 120;
-    ps = ps * x2 - 1.0 / 6;
-    double sin_x = x + x * x2 * ps;
-    double pc = 1.0 / 20922789888000;
-    pc = pc * x2 - 1.0 / 87178291200;
-    pc = pc * x2 + 1.0 / 479001600;
-    pc = pc * x2 - 1.0 / 3628800;
-    pc = pc * x2 + 1.0 / 40320;
-    pc = pc * x2 - 1.0 / 720;
-    pc = pc * x2 + 1.0 / 24;
-    pc = pc * x2 - 0.5;
-    double cos_x = 1.0 + x2 * pc;
+    double sin_x = x + x * x2 * horner(sin_tail, COUNT(sin_tail), x2);
+    double cos_x = 1.0 + x2 * horner(cos_tail, COUNT(cos_tail), x2);
     double sin_phi = (sin_x + cos_x) * 0.7071067811865476; /* phi = pi/4 + x */
     double cos_phi = (cos_x - sin_x) * 0.7071067811865476;
     /* angle = q pi/2 + phi: odd quadrants swap sine and cosine; the cosine is negative in
@@ -191,20 +193,7 @@ static double exp_portable(double y)
 {
     double k = floor(y * 1.4426950408889634 + 0.5);
     double r = (y - k * 0x1.62e42feep-1) - k * 0x1.a39ef35793c76p-33;
-    double p = 1.0 / 6227020800;
-    p = p * r + 1.0 / 479001600;
-    p = p * r + 1.0 / 39916800;
-    p = p * r + 1.0 / 3628800;
-    p = p * r + 1.0 / 362880;
-    p = p * r + 1.0 / 40320;
-    p = p * r + 1.0 / 5040;
-    p = p * r + 1.0 / 720;
-    p = p * r + 1.0 / 120;
-    p = p * r + 1.0 / 24;
-    p = p * r + 1.0 / 6;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
+    double p = horner(exp_all, COUNT(exp_all), r);
     return p * bits_to_double((uint64_t)((int64_t)k + 1023) << 52);
 }
 
