@@ -272,6 +272,7 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
         o.repetitions = 64;
     if (o.max_elements <= 0)
         o.max_elements = 1024;
+    cc_runner_keep_memory(); /* as the workers of a run do */
     bench_state s = {.p = p, .run = o.run, .cases = calloc(n ? n : 1, sizeof(prepared))};
     if (s.run.threads <= 0)
         s.run.threads = 1;

@@ -1,0 +1,189 @@
+/* The sampled forms (ref_op.forward_at, vjp_at) and the reference on threads
+ * (reference/ref_parallel.h) against the serial full reference: on every element of every case
+ * of the smoke suite and the edge files and every 8th nightly case of the ops that have sampled
+ * forms, plus hand-written cases for their geometries (broadcast batches, 1-D operands, groups,
+ * dilation 0, masks, every fftFno variant), the values and magnitudes are the same bits (NaN
+ * equals NaN: its sign is not a result). scripts/coverage counts this test's reach into
+ * reference/. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness/case/materialize.h"
+#include "test_util.h"
+
+static int same_bits(const double *a, const double *b, int64_t n, int64_t *where)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!(isnan(a[i]) && isnan(b[i])) && memcmp(&a[i], &b[i], sizeof(double)) != 0) {
+            *where = i;
+            return 0;
+        }
+    return 1;
+}
+
+static int is_data(const ref_op *op, int i)
+{
+    int k = i < op->max_inputs ? i : op->max_inputs - 1;
+    return op->input_kind[k < REF_MAX_INPUTS ? k : REF_MAX_INPUTS - 1] == REF_IN_DATA;
+}
+
+typedef struct {
+    ref_tensor y;
+    double *mag;
+    ref_tensor grad[REF_MAX_INPUTS];
+    double *gmag[REF_MAX_INPUTS];
+} full_ref;
+
+static void full_free(full_ref *f)
+{
+    free(f->y.v), free(f->mag);
+    for (int i = 0; i < REF_MAX_INPUTS; i++)
+        free(f->grad[i].v), free(f->gmag[i]);
+}
+
+/* The full reference of c on `threads` threads; -1 when the reference refuses the case. */
+static int full_run(const cc_case *c, const cc_inputs *in, int threads, full_ref *f)
+{
+    memset(f, 0, sizeof *f);
+    ref_params p = c->params;
+    p.threads = threads;
+    int64_t ny = ref_numel(&in->out_shape);
+    f->y = (ref_tensor){in->out_shape, calloc((size_t)ny + 1, sizeof(double))};
+    f->mag = calloc((size_t)ny + 1, sizeof(double));
+    if (c->op->forward(&p, c->n_in, in->ref_in, &f->y, f->mag) != REF_OK)
+        return -1;
+    for (int i = 0; i < c->n_in; i++) {
+        f->grad[i].shape = c->shape[i];
+        if (!is_data(c->op, i))
+            continue;
+        int64_t n = ref_numel(&c->shape[i]);
+        f->grad[i].v = calloc((size_t)n + 1, sizeof(double));
+        f->gmag[i] = calloc((size_t)n + 1, sizeof(double));
+    }
+    return c->op->vjp(&p, c->n_in, in->ref_in, &f->y, &in->g, f->grad, f->gmag) == REF_OK ? 0
+                                                                                         : -1;
+}
+
+static void expect_same(const char *what, const char *line, const double *a, const double *b,
+                        int64_t n)
+{
+    int64_t at;
+    if (!same_bits(a, b, n, &at))
+        fail_msg("%s differs at flat element %lld (%a against %a): %s", what, (long long)at,
+                 a[at], b[at], line);
+}
+
+/* forward_at and vjp_at at every element, and 3 threads, against the serial full reference. */
+static long check_case(const cc_case *c)
+{
+    const ref_op *op = c->op;
+    if (!op->forward_at || !op->vjp)
+        return 0;
+    cc_inputs in;
+    char msg[256], line[CC_CASE_LINE_MAX];
+    if (cc_materialize(c, &in, msg, sizeof msg))
+        return 0;
+    cc_case_print(c, line, sizeof line);
+    full_ref serial, threaded;
+    int ok = full_run(c, &in, 1, &serial) == 0;
+    if (ok && full_run(c, &in, 3, &threaded) == 0) {
+        int64_t ny = ref_numel(&in.out_shape);
+        expect_same("y on 3 threads", line, serial.y.v, threaded.y.v, ny);
+        expect_same("m(y) on 3 threads", line, serial.mag, threaded.mag, ny);
+        int64_t *all = malloc(sizeof(int64_t) * (size_t)(ny + 1));
+        double *v = malloc(sizeof(double) * (size_t)(ny + 1)), *m = malloc(sizeof(double) * (size_t)(ny + 1));
+        for (int64_t k = 0; k < ny; k++)
+            all[k] = k;
+        ref_picks pk = {ny, all, v, m};
+        assert_int_equal(op->forward_at(&c->params, c->n_in, in.ref_in, &pk), REF_OK);
+        expect_same("forward_at", line, serial.y.v, v, ny);
+        expect_same("forward_at's magnitude", line, serial.mag, m, ny);
+        free(all), free(v), free(m);
+        ref_picks gpk[REF_MAX_INPUTS];
+        memset(gpk, 0, sizeof gpk);
+        for (int i = 0; i < c->n_in; i++) {
+            if (!serial.grad[i].v)
+                continue;
+            int64_t n = ref_numel(&c->shape[i]);
+            expect_same("a gradient on 3 threads", line, serial.grad[i].v, threaded.grad[i].v, n);
+            expect_same("a gradient magnitude on 3 threads", line, serial.gmag[i],
+                        threaded.gmag[i], n);
+            gpk[i] = (ref_picks){n, malloc(sizeof(int64_t) * (size_t)(n + 1)),
+                                 malloc(sizeof(double) * (size_t)(n + 1)),
+                                 malloc(sizeof(double) * (size_t)(n + 1))};
+            for (int64_t k = 0; k < n; k++)
+                ((int64_t *)gpk[i].at)[k] = k;
+        }
+        assert_int_equal(op->vjp_at(&c->params, c->n_in, in.ref_in, &in.g, gpk), REF_OK);
+        for (int i = 0; i < c->n_in; i++) {
+            if (!gpk[i].at)
+                continue;
+            char what[64];
+            snprintf(what, sizeof what, "vjp_at of input %d", i);
+            expect_same(what, line, serial.grad[i].v, gpk[i].v, gpk[i].count);
+            expect_same(what, line, serial.gmag[i], gpk[i].mag, gpk[i].count);
+            free((int64_t *)gpk[i].at), free(gpk[i].v), free(gpk[i].mag);
+        }
+        full_free(&threaded);
+    } else if (ok) {
+        fail_msg("the threaded reference refused a case the serial one ran: %s", line);
+    }
+    full_free(&serial);
+    cc_inputs_free(&in);
+    return ok;
+}
+
+static void check_file(const char *path, size_t every)
+{
+    cc_case_list l = {0};
+    assert_int_equal(cc_t_load_cases(path, &l), 0);
+    long checked = 0;
+    for (size_t k = 0; k < l.n; k++)
+        if (l.v[k].op->forward_at && (k % every == 0))
+            checked += check_case(&l.v[k]);
+    fprintf(stderr, "%s: %ld cases of the sampled ops, sampled forms and 3 threads bit-identical\n",
+            path, checked);
+    assert_true(checked > 0);
+    cc_case_list_free(&l);
+}
+
+static void test_sampled_forms_and_threads_equal_the_serial_reference(void **state)
+{
+    (void)state;
+    check_file(CAPCHECK_SOURCE_DIR "/cases/smoke.cases", 1);
+    check_file(CAPCHECK_SOURCE_DIR "/cases/edge/shapes.cases", 1);
+    check_file(CAPCHECK_SOURCE_DIR "/cases/edge/params.cases", 1);
+    check_file(CAPCHECK_SOURCE_DIR "/cases/nightly.cases", 8);
+    static const char *const lines[] = {
+        "matmul in=[3,1,40,70],[5,70,30] seed=1",
+        "scaledMatmul in=[70],[2,70,9] alpha=-1.5 seed=2",
+        "linear in=[2,33,100],[45,100],[45] layout=transpose seed=3",
+        "conv in=[6,17,19],[4,3,3,2],[4] kernel=[3,2] stride=[2,1] pad=[1,1] dil=[1,2] groups=2 seed=4",
+        "conv in=[2,9,8,7],[2,2,2,3,2],[2] kernel=[2,3,2] stride=[1,2,1] pad=[1,0,1] dil=[0,1,2] groups=1 seed=5",
+        "convTranspose in=[4,9,11],[4,3,3,4],[6] kernel=[3,4] stride=[2,3] pad=[1,2] dil=[2,1] groups=2 seed=6",
+        "attention in=[3,20,8],[3,24,8],[3,24,5],[20,24] causal=1 seed=7",
+        "softmaxMatmul in=[2,3,9,14],[2,3,14,6] seed=8",
+        "fftFno in=[64,6],[17,6,6],[17,6,6] modes=17 variant=0 length=0 seed=9",
+        "fftFno in=[5,96] modes=0 variant=1 length=0 seed=10",
+        "fftFno in=[5,50,2] modes=0 variant=2 length=99 seed=11",
+    };
+    for (size_t k = 0; k < sizeof lines / sizeof lines[0]; k++) {
+        cc_case c = cc_t_parse_case(lines[k]);
+        assert_int_equal(check_case(&c), 1);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sampled_forms_and_threads_equal_the_serial_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
