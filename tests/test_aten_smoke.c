@@ -285,11 +285,14 @@ static void test_known_aten_crashes_still_crash(void **state)
 {
     (void)state;
     const char *path = CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases";
-    char out[16384];
-    int rc = cc_t_run(NULL, "run " CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases "
-                            "-j 1 --expect --out /tmp/capcheck_aten_crashes",
-                      out, sizeof out);
-    cc_t_remove_dir("/tmp/capcheck_aten_crashes");
+    char out[16384], args[1024], dir[64];
+    snprintf(dir, sizeof dir, "/tmp/capcheck_aten_crashes.%d", (int)getpid()); /* tests of other
+                                                                                checkouts run too */
+    snprintf(args, sizeof args,
+             "run " CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases "
+             "-j 1 --expect --out %s", dir);
+    int rc = cc_t_run(NULL, args, out, sizeof out);
+    cc_t_remove_dir(dir);
     if (rc != 0)
         fail_msg("the crash expectations do not hold on %s:\n%s", here.key, out);
     expect_in(out, "2 cases on aten");
@@ -324,9 +327,11 @@ static void test_every_dispatch_level(void **state)
     int n = cc_levels_parse("all", flags, levels, CC_MAX_LEVELS, msg, sizeof msg);
     assert_true(n >= 1);
     static char out[1 << 16];
-    int rc = cc_t_run(NULL, "run --cpu-capability all -j 2 --out /tmp/capcheck_levels_smoke", out,
-                      sizeof out);
-    cc_t_remove_dir("/tmp/capcheck_levels_smoke");
+    char args[2048], dir[64];
+    snprintf(dir, sizeof dir, "/tmp/capcheck_levels.%d", (int)getpid()); /* one per process */
+    snprintf(args, sizeof args, "run --cpu-capability all -j 2 --out %s/smoke", dir);
+    int rc = cc_t_run(NULL, args, out, sizeof out);
+    cc_t_remove_dir(dir);
     if (rc != 0)
         fail_msg("the smoke suite does not pass at every level:\n%.4000s", out);
     for (int k = 0; k < n; k++) {
@@ -334,13 +339,13 @@ static void test_every_dispatch_level(void **state)
         snprintf(want, sizeof want, "level %s (platform ", cc_level_name(levels[k]));
         expect_in(out, want);
     }
-    rc = cc_t_run(NULL,
-                  "run " CAPCHECK_SOURCE_DIR "/cases/regressions/*.cases " CAPCHECK_SOURCE_DIR
-                  "/cases/regressions/crashes/*.cases " CAPCHECK_SOURCE_DIR
-                  "/cases/aten_unsupported.cases --cpu-capability all --expect -j 2 "
-                  "--out /tmp/capcheck_levels_expect",
-                  out, sizeof out);
-    cc_t_remove_dir("/tmp/capcheck_levels_expect");
+    snprintf(args, sizeof args,
+             "run " CAPCHECK_SOURCE_DIR "/cases/regressions/*.cases " CAPCHECK_SOURCE_DIR
+             "/cases/regressions/crashes/*.cases " CAPCHECK_SOURCE_DIR
+             "/cases/aten_unsupported.cases --cpu-capability all --expect -j 2 --out %s/expect",
+             dir);
+    rc = cc_t_run(NULL, args, out, sizeof out);
+    cc_t_remove_dir(dir);
     if (rc != 0)
         fail_msg("the regression expectations do not hold at every level:\n%.6000s", out);
     expect_in(out, "broken 0, crash 0, unexpected 0");
