@@ -346,6 +346,63 @@ void cc_load_array(cc_dtype t, const void *buf, int64_t off, int64_t stride, dou
     }
 }
 
+/* Elements [lo, hi) of a float format held in `type` whose exponent field is `mask`: any with
+ * the exponent all ones? (no branch per element: the loop vectorizes) */
+#define CC_ANY_NONFINITE(type, mask)                                                               \
+    static int any_nonfinite_##type(const void *buf, int64_t lo, int64_t hi)                       \
+    {                                                                                              \
+        const unsigned char *s = buf;                                                              \
+        type bad = 0;                                                                              \
+        for (int64_t i = lo; i < hi; i++) {                                                        \
+            type bits;                                                                             \
+            memcpy(&bits, s + (size_t)i * sizeof bits, sizeof bits);                               \
+            bad |= (type)((bits & (mask)) == (mask));                                              \
+        }                                                                                          \
+        return bad != 0;                                                                           \
+    }
+CC_ANY_NONFINITE(uint64_t, UINT64_C(0x7ff0000000000000))
+CC_ANY_NONFINITE(uint32_t, UINT32_C(0x7f800000))
+CC_ANY_NONFINITE(uint16_t, 0x7c00) /* f16 (bf16: its own mask below) */
+#undef CC_ANY_NONFINITE
+
+static int any_nonfinite(cc_dtype t, const void *buf, int64_t lo, int64_t hi)
+{
+    switch (t) {
+    case CC_F64:
+        return any_nonfinite_uint64_t(buf, lo, hi);
+    case CC_F32:
+        return any_nonfinite_uint32_t(buf, lo, hi);
+    case CC_F16:
+        return any_nonfinite_uint16_t(buf, lo, hi);
+    case CC_BF16: {
+        const unsigned char *s = buf;
+        uint16_t bad = 0;
+        for (int64_t i = lo; i < hi; i++) {
+            uint16_t bits;
+            memcpy(&bits, s + (size_t)i * 2, 2);
+            bad |= (uint16_t)((bits & 0x7f80) == 0x7f80);
+        }
+        return bad != 0;
+    }
+    default:
+        return 0; /* integers are always finite */
+    }
+}
+
+int64_t cc_find_nonfinite(cc_dtype t, const void *buf, int64_t off, int64_t n)
+{
+    enum { BLOCK = 4096 };
+    for (int64_t lo = off; lo < off + n; lo += BLOCK) {
+        int64_t hi = off + n - lo < BLOCK ? off + n : lo + BLOCK;
+        if (!any_nonfinite(t, buf, lo, hi))
+            continue;
+        for (int64_t i = lo; i < hi; i++) /* the block that has one: which */
+            if (!isfinite(cc_load(t, buf, i)))
+                return i;
+    }
+    return -1;
+}
+
 void cc_fill_nan(cc_dtype t, void *buf, int64_t n)
 {
     switch (t) {

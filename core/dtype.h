@@ -25,6 +25,9 @@ void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t stride, const do
 void cc_load_array(cc_dtype t, const void *buf, int64_t off, int64_t stride, double *x,
                    int64_t n);
 void cc_fill_nan(cc_dtype t, void *buf, int64_t n);
+/* The flat index of the first NaN or Inf among the dense elements buf[off .. off + n), or -1:
+ * read as bits, a block at a time, without converting (a large output scanned at memory speed). */
+int64_t cc_find_nonfinite(cc_dtype t, const void *buf, int64_t off, int64_t n);
 /* Unit roundoff u of a compute format: f64 2^-53, f32 2^-24, f16 and TF32 2^-11, bf16 2^-8. */
 double cc_unit_roundoff(cc_dtype t);
 double cc_smallest_normal(cc_dtype t);

@@ -226,7 +226,10 @@ void ref_default_domain(const ref_op *op, const ref_params *p, int n, const ref_
 int ref_norm_axis(int axis, int rank); /* -1 -> rank-1; returns -1 if out of range */
 /* a * b for error magnitudes: a term that is exactly zero carries no error whatever its other
  * factor, so 0 * Inf (an exactly-zero weight beside an infinite input) is 0, not NaN. */
-double ref_mag_prod(double a, double b);
+static inline double ref_mag_prod(double a, double b)
+{
+    return a == 0.0 || b == 0.0 ? 0.0 : a * b;
+}
 
 /* Sampling helpers: a random shape of the given rank within max_elems. */
 void ref_sample_shape(ref_rng *r, int rank, int64_t max_elems, int zero_dim, ref_shape *s);

@@ -973,15 +973,12 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
     const double *Q = in[0].v + (b * g->nQ + i) * g->d;
     attn_transposes(in, g, b, w);
     double *restrict S = w->S, *restrict S_abs = w->sig; /* sum Q K, sum |Q K| until scaled */
-    for (int64_t k = 0; k < g->nK; k++)
+    /* a causal row's scores past i are never read (their weights are 0, and a zero weight
+     * makes every product with them 0 below): left at 0, not formed */
+    int64_t formed = p->causal && i + 1 < g->nK ? i + 1 : g->nK;
+    ref_row_times(Q, g->d, w->Kt, g->nK, formed, S, S_abs); /* sum_l Q[l] K[k, l], every k */
+    for (int64_t k = formed; k < g->nK; k++)
         S[k] = S_abs[k] = 0.0;
-    for (int64_t l = 0; l < g->d; l++) {
-        const double q = Q[l], *restrict Kl = w->Kt + l * g->nK; /* K[k, l] for every k */
-        for (int64_t k = 0; k < g->nK; k++) {
-            S[k] += q * Kl[k];
-            S_abs[k] += fabs(q * Kl[k]);
-        }
-    }
     int64_t first = -1, allowed = 0;
     for (int64_t k = 0; k < g->nK; k++) {
         w->S[k] = w->S[k] * g->scale;
@@ -1101,16 +1098,7 @@ static void attn_vjp_row(const ref_params *p, int n, const ref_tensor *in, const
 {
     const double *G = gt->v + (b * g->nQ + i) * g->dv;
     attn_row(p, n, in, g, b, i, w); /* and batch b's transposes */
-    double *restrict dAr = dA, *restrict Gabr = Gabs;
-    for (int64_t k = 0; k < g->nK; k++)
-        dAr[k] = Gabr[k] = 0.0;
-    for (int64_t j = 0; j < g->dv; j++) { /* dA[k] = sum_j g[j] V[k, j], every k side by side */
-        const double gj = G[j], *restrict Vj = w->Vt + j * g->nK;
-        for (int64_t k = 0; k < g->nK; k++) {
-            dAr[k] += gj * Vj[k];
-            Gabr[k] += fabs(gj * Vj[k]);
-        }
-    }
+    ref_row_times(G, g->dv, w->Vt, g->nK, g->nK, dA, Gabs); /* dA[k] = sum_j g[j] V[k, j] */
     double r = 0.0, R = 0.0;
     for (int64_t k = 0; k < g->nK; k++) {
         r += w->A[k] * dA[k];
@@ -1226,6 +1214,12 @@ static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
     int ok = 1;
     for (int k = 0; k < 4; k++)
         ok = (keep[k] = malloc(sizeof(double) * row * rows)) != NULL && ok;
+    int64_t most = 1; /* the most picks of one output */
+    for (int t = 0; t < 3 && t < n; t++)
+        most = pk[t].count > most ? pk[t].count : most;
+    int64_t *kk = malloc(sizeof(int64_t) * (size_t)most), *cc = malloc(sizeof(int64_t) * (size_t)most);
+    double *smag = malloc(sizeof(double) * (size_t)most);
+    ok = ok && kk && cc && smag;
     /* per output, its picks' next position, and the element count of one batch of it */
     int64_t next[3] = {0, 0, 0}, per[3] = {g.nQ * g.d, g.nK * g.d, g.nK * g.dv};
     for (int64_t b = 0; ok && b < g.batch; b++) {
@@ -1241,41 +1235,59 @@ static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
             memcpy(keep[2] + (size_t)i * row, w.A, sizeof(double) * (size_t)g.nK);
             memcpy(keep[3] + (size_t)i * row, w.Fp, sizeof(double) * (size_t)g.nK);
         }
-        for (int t = 0; t < 3 && t < n; t++)
-            for (; next[t] < pk[t].count && pk[t].at[next[t]] / per[t] == b; next[t]++) {
-                int64_t e = next[t], f = pk[t].at[e] % per[t];
-                double s = 0.0, s_mag = 0.0;
-                if (t == 0) { /* dQ[b, i, l] = sum_k dS[i, k] K[k, l] */
-                    int64_t i = f / g.d, l = f % g.d;
-                    const double *K = in[1].v + b * g.nK * g.d, *dS = keep[0] + (size_t)i * row,
-                                 *mdS = keep[1] + (size_t)i * row;
-                    for (int64_t k = 0; k < g.nK; k++) {
-                        s += dS[k] * K[k * g.d + l];
-                        s_mag += fabs(K[k * g.d + l]) * ((double)(g.nK + 2) * fabs(dS[k]) + mdS[k]);
-                    }
-                } else { /* dK[b, k, l] = sum_i dS[i, k] Q[i, l]; dV[b, k, j] = sum_i A[i, k] g[i, j] */
-                    int64_t cols = t == 1 ? g.d : g.dv, k = f / cols, c = f % cols;
-                    for (int64_t i = 0; i < g.nQ; i++) {
-                        size_t at = (size_t)i * row + (size_t)k;
-                        if (t == 1) {
-                            double q = in[0].v[(b * g.nQ + i) * g.d + c];
-                            s += keep[0][at] * q;
-                            s_mag += fabs(q) * ((double)(g.nQ + 2) * fabs(keep[0][at]) + keep[1][at]);
-                        } else {
-                            double gij = gt->v[(b * g.nQ + i) * g.dv + c];
-                            s += keep[2][at] * gij;
-                            s_mag += ref_mag_prod(keep[2][at], fabs(gij) * ((double)g.nQ + keep[3][at]));
-                        }
-                    }
-                }
-                pk[t].v[e] = s;
-                if (pk[t].mag)
-                    pk[t].mag[e] = s_mag;
+        for (int t = 0; t < 3 && t < n; t++) {
+            int64_t lo = next[t], hi = lo, cols = t == 2 ? g.dv : g.d;
+            while (hi < pk[t].count && pk[t].at[hi] / per[t] == b)
+                hi++;
+            next[t] = hi;
+            for (int64_t e = lo; e < hi; e++) { /* the pick's row (or key) and column */
+                int64_t f = pk[t].at[e] % per[t];
+                kk[e - lo] = f / cols, cc[e - lo] = f % cols;
+                pk[t].v[e] = 0.0;
+                smag[e - lo] = 0.0;
             }
+            if (t == 0) { /* dQ[b, i, l] = sum_k dS[i, k] K[k, l] (K[k, l] = Kt[l, k]) */
+                for (int64_t e = lo; e < hi; e++) {
+                    const double *dS = keep[0] + (size_t)kk[e - lo] * row,
+                                 *mdS = keep[1] + (size_t)kk[e - lo] * row,
+                                 *Kl = w.Kt + cc[e - lo] * g.nK;
+                    double s = 0.0, s_mag = 0.0;
+                    for (int64_t k = 0; k < g.nK; k++) {
+                        s += dS[k] * Kl[k];
+                        s_mag += fabs(Kl[k]) * ((double)(g.nK + 2) * fabs(dS[k]) + mdS[k]);
+                    }
+                    pk[t].v[e] = s, smag[e - lo] = s_mag;
+                }
+            } else { /* dK[b, k, l] = sum_i dS[i, k] Q[i, l]; dV[b, k, j] = sum_i A[i, k] g[i, j]:
+                      * i outermost, the picks side by side (each still sums in increasing i) */
+                for (int64_t i = 0; i < g.nQ; i++) {
+                    const double *k0 = keep[t == 1 ? 0 : 2] + (size_t)i * row,
+                                 *k1 = keep[t == 1 ? 1 : 3] + (size_t)i * row;
+                    const double *xr = t == 1 ? in[0].v + (b * g.nQ + i) * g.d
+                                              : gt->v + (b * g.nQ + i) * g.dv;
+                    double *v = pk[t].v + lo;
+                    if (t == 1)
+                        for (int64_t e = 0; e < hi - lo; e++) {
+                            double q = xr[cc[e]], dsk = k0[kk[e]];
+                            v[e] += dsk * q;
+                            smag[e] += fabs(q) * ((double)(g.nQ + 2) * fabs(dsk) + k1[kk[e]]);
+                        }
+                    else
+                        for (int64_t e = 0; e < hi - lo; e++) {
+                            double gij = xr[cc[e]], a = k0[kk[e]];
+                            v[e] += a * gij;
+                            smag[e] += ref_mag_prod(a, fabs(gij) * ((double)g.nQ + k1[kk[e]]));
+                        }
+                }
+            }
+            for (int64_t e = lo; pk[t].mag && e < hi; e++)
+                pk[t].mag[e] = smag[e - lo];
+        }
     }
     attn_row_free(&w, 4, more);
     for (int k = 0; k < 4; k++)
         free(keep[k]);
+    free(kk), free(cc), free(smag);
     return ok ? REF_OK : REF_ENOMEM;
 }
 

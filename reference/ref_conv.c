@@ -521,6 +521,46 @@ static int cv_dx_taps(const cv_geom *g, int64_t i, cv_tap *taps)
     return count;
 }
 
+/* The output positions that read a cell through tap ki, per spatial axis: the coordinates o_a
+ * whose source i_a exists (cv_source's rule on that axis alone), as their parts of the flat
+ * output and input indices (os[a][], is[a][], count[a]); axes past the spatial rank get the one
+ * entry 0. The positions are then the row-major product of the axes, in increasing flat o, so
+ * a walk over it visits exactly the positions cv_source accepts, in the same order, without
+ * testing every output position. buf holds 2 (out[0] + out[1] + out[2] + 3) entries. */
+static void cv_tap_axes(const cv_geom *g, const int64_t ki[3], int64_t *buf, int64_t *os[3],
+                        int64_t *is[3], int64_t count[3])
+{
+    int64_t so = 1, si = 1;
+    for (int a = 2; a >= 0; a--) {
+        int64_t ext = a < g->sr ? g->out.d[a] : 1;
+        os[a] = buf, is[a] = buf + ext, buf += 2 * ext + 2;
+        count[a] = 0;
+        if (a >= g->sr) {
+            os[a][0] = is[a][0] = 0;
+            count[a] = 1;
+            continue;
+        }
+        for (int64_t o = 0; o < ext; o++) {
+            int64_t i;
+            if (!g->transposed) {
+                i = o * g->s[a] + ki[a] * g->d[a] - g->p[a];
+            } else {
+                int64_t num = o + g->p[a] - ki[a] * g->d[a];
+                if (num < 0 || num % g->s[a] != 0)
+                    continue;
+                i = num / g->s[a];
+            }
+            if (i < 0 || i >= g->in.d[a])
+                continue;
+            os[a][count[a]] = o * so;
+            is[a][count[a]] = i * si;
+            count[a]++;
+        }
+        so *= g->out.d[a];
+        si *= g->in.d[a];
+    }
+}
+
 static ref_status cv_vjp_at(const ref_params *p, int n, const ref_tensor *in,
                             const ref_tensor *gt, int wrt, ref_picks *pk, int transposed)
 {
@@ -531,8 +571,11 @@ static ref_status cv_vjp_at(const ref_params *p, int n, const ref_tensor *in,
     int64_t nin = ref_sp_count(&g.in), nk = ref_sp_count(&g.k), nout = ref_sp_count(&g.out);
     const double *x = in[0].v, *W = in[1].v, *G = gt->v;
     cv_tap *taps = malloc(sizeof(cv_tap) * (size_t)(nk + 1));
-    if (!taps)
+    int64_t *axes = malloc(sizeof(int64_t) * (size_t)(2 * (g.out.d[0] + g.out.d[1] + g.out.d[2]) + 8));
+    if (!taps || !axes) {
+        free(taps), free(axes);
         return REF_ENOMEM;
+    }
     for (int64_t e = 0; e < pk->count; e++) {
         int64_t f = pk->at[e], uses = 0;
         double s = 0.0, s_abs = 0.0;
@@ -563,17 +606,20 @@ static ref_status cv_vjp_at(const ref_params *p, int n, const ref_tensor *in,
                 ic = row / g.cout_g;
                 oc = ic / g.cin_g * g.cout_g + row % g.cout_g;
             }
-            int64_t ki[3], oi[3] = {0, 0, 0};
+            int64_t ki[3], *os[3], *is[3], cnt[3];
             ref_sp_unravel(&g.k, kk, ki);
-            for (int64_t o = 0; o < nout; o++, ref_sp_next(&g.out, oi)) {
-                int64_t src = cv_source(&g, oi, ki);
-                if (src < 0)
-                    continue;
-                double term = x[ic * nin + src] * G[oc * nout + o];
-                s += term;
-                s_abs += fabs(term);
-                uses++;
-            }
+            cv_tap_axes(&g, ki, axes, os, is, cnt);
+            const double *xc = x + ic * nin, *Gc = G + oc * nout;
+            for (int64_t t0 = 0; t0 < cnt[0]; t0++) /* the outputs reading through tap kk */
+                for (int64_t t1 = 0; t1 < cnt[1]; t1++) {
+                    int64_t o01 = os[0][t0] + os[1][t1], i01 = is[0][t0] + is[1][t1];
+                    for (int64_t t2 = 0; t2 < cnt[2]; t2++) {
+                        double term = xc[i01 + is[2][t2]] * Gc[o01 + os[2][t2]];
+                        s += term;
+                        s_abs += fabs(term);
+                    }
+                }
+            uses = cnt[0] * cnt[1] * cnt[2];
             if (transposed) {
                 int64_t ii[3] = {0, 0, 0};
                 for (int64_t i = 0; i < nin; i++, ref_sp_next(&g.in, ii))
@@ -591,7 +637,7 @@ static ref_status cv_vjp_at(const ref_params *p, int n, const ref_tensor *in,
         if (pk->mag)
             pk->mag[e] = (double)(uses > 0 ? uses : 1) * s_abs;
     }
-    free(taps);
+    free(taps), free(axes);
     return REF_OK;
 }
 

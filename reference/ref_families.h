@@ -75,6 +75,20 @@ ref_status ref_vjp_at_each(ref_vjp_at_one one, const ref_params *p, int n, const
  * its rows are the sums the full loops form over the columns, bit for bit. */
 void ref_transpose(const double *a, int64_t rows, int64_t cols, double *out);
 
+/* out[k] = sum_l x[l] M[l ld + k] and out_abs[k] = sum_l |x[l] M[l ld + k]| for k < count: a
+ * row vector times a matrix, each sum a left fold over l from 0 (0 + the first term, then the
+ * next, ...), as a loop `for l: for k: out[k] += x[l] M[l ld + k]` forms them; eight k at a
+ * time are kept in registers over the whole l loop, so out is written once, not once per l. */
+void ref_row_times(const double *x, int64_t L, const double *M, int64_t ld, int64_t count,
+                   double *out, double *out_abs);
+
+/* Dot products of picked rows: for e < count, v[e] += sum_i P[po[e] + i] Q[qo[e] + i] and
+ * v_abs[e] += sum_i |P[po[e] + i] Q[qo[e] + i]| over i < len, each added term by term in
+ * increasing i onto the value v[e] holds (0 for a fresh sum), exactly as one loop per pick
+ * forms them; four picks go side by side so their additions overlap. */
+void ref_dots(int64_t len, const double *P, const int64_t *po, const double *Q, const int64_t *qo,
+              int64_t count, double *v, double *v_abs);
+
 /* Row-major index arithmetic over the 1..3 spatial axes of conv and pool. */
 typedef struct {
     int rank;

@@ -143,6 +143,24 @@ static void mm_forward(const ref_params *p, const ref_tensor *in, ref_tensor *ou
  * formed with the summation index outermost and the picks side by side: each pick's sum still
  * takes its terms in increasing order from 0, while the operands are read along their rows. */
 
+/* sum_r P[r sp + po[e]] Q[r sq + qo[e]] for the picks e in [0, count), r from 0 up to terms,
+ * the picks side by side with r outermost, into v[e] and sum|terms| into abs_sum[e] (both
+ * added to). Each pick's operand offsets are worked out once beforehand (po, qo), not divided
+ * out of its flat index again for every term. */
+static void picked_sums(int64_t terms, const double *P, int64_t sp, const int64_t *po,
+                        const double *Q, int64_t sq, const int64_t *qo, int64_t count,
+                        double *restrict v, double *restrict abs_sum)
+{
+    for (int64_t r = 0; r < terms; r++) {
+        const double *Pr = P + r * sp, *Qr = Q + r * sq;
+        for (int64_t e = 0; e < count; e++) {
+            double term = Pr[po[e]] * Qr[qo[e]];
+            v[e] += term;
+            abs_sum[e] += fabs(term);
+        }
+    }
+}
+
 /* The picks at[lo .. hi) of one output batch of `per` elements: the range of the batch `b`. */
 static void batch_range(const ref_picks *pk, int64_t per, int64_t b, int64_t *lo, int64_t *hi)
 {
@@ -157,30 +175,33 @@ static ref_status mm_forward_at(const ref_tensor *in, ref_picks *pk, double alph
 {
     mm_geom g;
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
-    double *abs_sum = malloc(sizeof(double) * (size_t)(pk->count + 1));
-    if (!abs_sum)
+    size_t len = (size_t)(pk->count + 1);
+    double *abs_sum = malloc(sizeof(double) * len);
+    int64_t *ao = malloc(sizeof(int64_t) * len), *bo = malloc(sizeof(int64_t) * len);
+    if (!abs_sum || !ao || !bo) {
+        free(abs_sum), free(ao), free(bo);
         return REF_ENOMEM;
+    }
     int64_t lo = 0, hi = 0;
     while (hi < pk->count) {
         int64_t b = pk->at[hi] / (g.m * g.n);
         batch_range(pk, g.m * g.n, b, &lo, &hi);
         const double *A = in[0].v + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
         const double *B = in[1].v + batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
-        for (int64_t e = lo; e < hi; e++)
+        for (int64_t e = lo; e < hi; e++) {
             pk->v[e] = abs_sum[e] = 0.0;
-        for (int64_t k = 0; k < g.k; k++) /* out[i, j] += A[i, k] B[k, j] for every pick */
-            for (int64_t e = lo; e < hi; e++) {
-                int64_t i = pk->at[e] % (g.m * g.n) / g.n, j = pk->at[e] % g.n;
-                pk->v[e] += A[i * g.k + k] * B[k * g.n + j];
-                abs_sum[e] += fabs(A[i * g.k + k] * B[k * g.n + j]);
-            }
+            ao[e] = pk->at[e] % (g.m * g.n) / g.n * g.k; /* A[i, 0] */
+            bo[e] = pk->at[e] % g.n;                      /* B[0, j] */
+        }
+        /* out[i, j] += A[i, k] B[k, j] for every pick, k outermost */
+        picked_sums(g.k, A, 1, ao + lo, B, g.n, bo + lo, hi - lo, pk->v + lo, abs_sum + lo);
         for (int64_t e = lo; e < hi; e++) {
             pk->v[e] = alpha * pk->v[e];
             if (pk->mag)
                 pk->mag[e] = fabs(alpha) * (double)((g.k > 0 ? g.k : 1) + extra) * abs_sum[e];
         }
     }
-    free(abs_sum);
+    free(abs_sum), free(ao), free(bo);
     return REF_OK;
 }
 
@@ -309,14 +330,19 @@ static ref_status mm_vjp_dB_at(const ref_tensor *in, const ref_tensor *gt, ref_p
     mm_geom g;
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
     int64_t nb = ref_numel(&g.batch_out);
-    double *abs_sum = malloc(sizeof(double) * (size_t)(pk->count + 1));
-    int64_t *uses = calloc((size_t)(pk->count + 1), sizeof(int64_t));
-    if (!abs_sum || !uses) {
-        free(abs_sum), free(uses);
+    size_t len = (size_t)(pk->count + 1);
+    double *abs_sum = malloc(sizeof(double) * len);
+    int64_t *uses = calloc(len, sizeof(int64_t));
+    int64_t *ao = malloc(sizeof(int64_t) * len), *go = malloc(sizeof(int64_t) * len);
+    if (!abs_sum || !uses || !ao || !go) {
+        free(abs_sum), free(uses), free(ao), free(go);
         return REF_ENOMEM;
     }
-    for (int64_t e = 0; e < pk->count; e++)
+    for (int64_t e = 0; e < pk->count; e++) {
         pk->v[e] = abs_sum[e] = 0.0;
+        ao[e] = pk->at[e] % (g.k * g.n) / g.n; /* A[0, k] */
+        go[e] = pk->at[e] % g.n;               /* g[0, j] */
+    }
     for (int64_t b = 0; b < nb; b++) {
         int64_t bb = batch_offset(&g.batch_out, &g.batch_b, b), lo = 0, hi = 0;
         while (hi < pk->count && pk->at[hi] / (g.k * g.n) < bb) /* the picks of batch bb */
@@ -324,12 +350,8 @@ static ref_status mm_vjp_dB_at(const ref_tensor *in, const ref_tensor *gt, ref_p
         batch_range(pk, g.k * g.n, bb, &lo, &hi);
         const double *A = in[0].v + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
         const double *G = gt->v + b * g.m * g.n;
-        for (int64_t i = 0; i < g.m; i++) /* dB[k, j] += A[i, k] g[i, j] for every pick */
-            for (int64_t e = lo; e < hi; e++) {
-                int64_t k = pk->at[e] % (g.k * g.n) / g.n, j = pk->at[e] % g.n;
-                pk->v[e] += A[i * g.k + k] * G[i * g.n + j];
-                abs_sum[e] += fabs(A[i * g.k + k] * G[i * g.n + j]);
-            }
+        /* dB[k, j] += A[i, k] g[i, j] for every pick, i outermost */
+        picked_sums(g.m, A, g.k, ao + lo, G, g.n, go + lo, hi - lo, pk->v + lo, abs_sum + lo);
         for (int64_t e = lo; e < hi; e++)
             uses[e] += g.m;
     }
@@ -338,7 +360,7 @@ static ref_status mm_vjp_dB_at(const ref_tensor *in, const ref_tensor *gt, ref_p
         if (pk->mag)
             pk->mag[e] = fabs(alpha) * (double)((uses[e] > 0 ? uses[e] : 1) + extra) * abs_sum[e];
     }
-    free(abs_sum), free(uses);
+    free(abs_sum), free(uses), free(ao), free(go);
     return REF_OK;
 }
 
@@ -350,25 +372,37 @@ static ref_status mm_vjp_at(const ref_tensor *in, const ref_tensor *gt, int wrt,
     mm_geom g;
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
     int64_t nb = ref_numel(&g.batch_out);
-    for (int64_t e = 0; e < pk->count; e++) { /* dA[ba, i, k] */
-        int64_t f = pk->at[e], uses = 0;
-        int64_t ba = f / (g.m * g.k), i = f % (g.m * g.k) / g.k, k = f % g.k;
-        double s = 0.0, s_abs = 0.0;
+    size_t len = (size_t)(pk->count + 1);
+    int64_t *go = malloc(sizeof(int64_t) * len), *bo = malloc(sizeof(int64_t) * len);
+    double *s_abs = malloc(sizeof(double) * len);
+    if (!go || !bo || !s_abs) {
+        free(go), free(bo), free(s_abs);
+        return REF_ENOMEM;
+    }
+    for (int64_t e = 0; e < pk->count; e++) { /* dA[ba, i, k]: rows i of g and k of B */
+        go[e] = pk->at[e] % (g.m * g.k) / g.k * g.n, bo[e] = pk->at[e] % g.k * g.n;
+        pk->v[e] = s_abs[e] = 0.0;
+    }
+    /* the picks of each batch ba of A, then every output batch b reading ba in increasing b */
+    int64_t lo = 0, hi = 0;
+    while (hi < pk->count) {
+        int64_t ba = pk->at[hi] / (g.m * g.k), uses = 0;
+        batch_range(pk, g.m * g.k, ba, &lo, &hi);
         for (int64_t b = 0; b < nb; b++) {
             if (batch_offset(&g.batch_out, &g.batch_a, b) != ba)
                 continue;
             const double *B = in[1].v + batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
-            const double *G = gt->v + b * g.m * g.n;
-            for (int64_t j = 0; j < g.n; j++) {
-                s += G[i * g.n + j] * B[k * g.n + j];
-                s_abs += fabs(G[i * g.n + j] * B[k * g.n + j]);
-            }
+            ref_dots(g.n, gt->v + b * g.m * g.n, go + lo, B, bo + lo, hi - lo, pk->v + lo,
+                     s_abs + lo);
             uses += g.n;
         }
-        pk->v[e] = s * alpha;
-        if (pk->mag)
-            pk->mag[e] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) * s_abs;
+        for (int64_t e = lo; e < hi; e++) {
+            pk->v[e] = pk->v[e] * alpha;
+            if (pk->mag)
+                pk->mag[e] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) * s_abs[e];
+        }
     }
+    free(go), free(bo), free(s_abs);
     return REF_OK;
 }
 
@@ -600,13 +634,14 @@ static ref_status softmax_matmul_shape(const ref_params *p, int n, const ref_sha
 }
 
 /* Output row (b, i) given its softmax row P, F: out[b, i, j] and its magnitude. */
-static void smm_out_elem(const smm_geom *g, const double *V, const double *P, const double *F,
-                         int64_t j, double *y, double *mag)
+/* out[b, i, j] from row (b, i)'s P and F and Vj = V[b, :, j] (a row of V transposed). */
+static void smm_out_elem(const smm_geom *g, const double *Vj, const double *P, const double *F,
+                         double *y, double *mag)
 {
     double s = 0.0, s_mag = 0.0;
     for (int64_t k = 0; k < g->m; k++) {
-        s += P[k] * V[k * g->d + j];
-        s_mag += ref_mag_prod(P[k], fabs(V[k * g->d + j]) * ((double)g->m + F[k]));
+        s += P[k] * Vj[k];
+        s_mag += ref_mag_prod(P[k], fabs(Vj[k]) * ((double)g->m + F[k]));
     }
     *y = s;
     if (mag)
@@ -621,6 +656,19 @@ typedef struct {
     int failed;
 } smm_job;
 
+/* Batch b's V transposed into Vt [d, m] (its columns read along rows), unless *have is b. */
+static void smm_vt(const smm_geom *g, const ref_tensor *in, int64_t b, double *Vt, int64_t *have)
+{
+    if (*have != b)
+        ref_transpose(in[1].v + b * g->m * g->d, g->m, g->d, Vt);
+    *have = b;
+}
+
+static double *smm_vt_alloc(const smm_geom *g)
+{
+    return malloc(sizeof(double) * (size_t)(g->m * g->d + 1));
+}
+
 /* Rows (b, i), flattened, split over threads. */
 static void smm_forward_rows(void *ctx, int64_t lo, int64_t hi)
 {
@@ -628,19 +676,21 @@ static void smm_forward_rows(void *ctx, int64_t lo, int64_t hi)
     const smm_geom *g = &t->g;
     double *P = malloc(sizeof(double) * (size_t)(g->m + 1));
     double *F = malloc(sizeof(double) * (size_t)(g->m + 1));
-    if (!P || !F) {
-        free(P), free(F);
+    double *Vt = smm_vt_alloc(g);
+    int64_t have = -1;
+    if (!P || !F || !Vt) {
+        free(P), free(F), free(Vt);
         t->failed = 1;
         return;
     }
     for (int64_t bi = lo; bi < hi; bi++) {
-        const double *V = t->in[1].v + bi / g->n * g->m * g->d;
+        smm_vt(g, t->in, bi / g->n, Vt, &have);
         sm_row(t->in[0].v + bi * g->m, g->m, P, F);
         for (int64_t j = 0; j < g->d; j++)
-            smm_out_elem(g, V, P, F, j, &t->out->v[bi * g->d + j],
+            smm_out_elem(g, Vt + j * g->m, P, F, &t->out->v[bi * g->d + j],
                          t->mag ? &t->mag[bi * g->d + j] : NULL);
     }
-    free(P), free(F);
+    free(P), free(F), free(Vt);
 }
 
 static ref_status softmax_matmul_fwd(const ref_params *p, int n, const ref_tensor *in,
@@ -654,23 +704,15 @@ static ref_status softmax_matmul_fwd(const ref_params *p, int n, const ref_tenso
 }
 
 /* One row of the VJP: P, F, dP and Gabs of row (b, i), its r and R, and dS' with its
- * magnitude at every k (dS and mdS may be NULL). */
-static void smm_vjp_row(const smm_geom *g, const ref_tensor *in, const ref_tensor *gt, int64_t bi,
-                        double *P, double *F, double *dP, double *Gabs, double *dS, double *mdS)
+ * magnitude at every k (dS and mdS may be NULL). Vt is batch b's V transposed (smm_vt): dP[k]
+ * = sum_j g[j] V[k, j] is formed for every k side by side, j outermost. */
+static void smm_vjp_from_p(const smm_geom *g, const double *Vt, const double *G, const double *P,
+                           const double *F, double *dP, double *Gabs, double *dS, double *mdS)
 {
-    const double *V = in[1].v + bi / g->n * g->m * g->d, *G = gt->v + bi * g->d;
-    sm_row(in[0].v + bi * g->m, g->m, P, F);
+    ref_row_times(G, g->d, Vt, g->m, g->m, dP, Gabs);
     double r = 0.0;
-    for (int64_t k = 0; k < g->m; k++) {
-        double s = 0.0, s_abs = 0.0; /* in registers: dP and V may alias, as far as C knows */
-        for (int64_t j = 0; j < g->d; j++) {
-            s += G[j] * V[k * g->d + j];
-            s_abs += fabs(G[j] * V[k * g->d + j]);
-        }
-        dP[k] = s;
-        Gabs[k] = s_abs;
+    for (int64_t k = 0; k < g->m; k++)
         r += P[k] * dP[k];
-    }
     double R = 0.0;
     for (int64_t k = 0; k < g->m; k++)
         R += ref_mag_prod(P[k], ((double)(g->m + g->d) + F[k]) * Gabs[k]);
@@ -682,14 +724,24 @@ static void smm_vjp_row(const smm_geom *g, const ref_tensor *in, const ref_tenso
     }
 }
 
+static void smm_vjp_row(const smm_geom *g, const ref_tensor *in, const double *Vt,
+                        const ref_tensor *gt, int64_t bi, double *P, double *F, double *dP,
+                        double *Gabs, double *dS, double *mdS)
+{
+    sm_row(in[0].v + bi * g->m, g->m, P, F);
+    smm_vjp_from_p(g, Vt, gt->v + bi * g->d, P, F, dP, Gabs, dS, mdS);
+}
+
 /* Batches b split over threads (dV sums over the rows of its batch). */
 static void smm_vjp_batches(void *ctx, int64_t lo, int64_t hi)
 {
     smm_job *t = ctx;
     const smm_geom *g = &t->g;
     size_t row = (size_t)(g->m + 1);
-    double *buf = malloc(sizeof(double) * row * 6);
-    if (!buf) {
+    double *buf = malloc(sizeof(double) * row * 6), *Vt = smm_vt_alloc(g);
+    int64_t have = -1;
+    if (!buf || !Vt) {
+        free(buf), free(Vt);
         t->failed = 1;
         return;
     }
@@ -698,7 +750,8 @@ static void smm_vjp_batches(void *ctx, int64_t lo, int64_t hi)
         for (int64_t i = 0; i < g->n; i++) {
             int64_t bi = b * g->n + i, srow = bi * g->m;
             const double *G = t->gt->v + bi * g->d;
-            smm_vjp_row(g, t->in, t->gt, bi, P, F, dP, Gabs, dS, mdS);
+            smm_vt(g, t->in, b, Vt, &have);
+            smm_vjp_row(g, t->in, Vt, t->gt, bi, P, F, dP, Gabs, dS, mdS);
             for (int64_t k = 0; k < g->m; k++) {
                 if (t->grad[0].v)
                     t->grad[0].v[srow + k] = dS[k];
@@ -713,7 +766,7 @@ static void smm_vjp_batches(void *ctx, int64_t lo, int64_t hi)
                     }
             }
         }
-    free(buf);
+    free(buf), free(Vt);
 }
 
 static ref_status softmax_matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
@@ -743,73 +796,90 @@ static ref_status softmax_matmul_fwd_at(const ref_params *p, int n, const ref_te
     smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
     double *P = malloc(sizeof(double) * (size_t)(g.m + 1));
     double *F = malloc(sizeof(double) * (size_t)(g.m + 1));
-    if (!P || !F) {
-        free(P), free(F);
+    double *Vt = smm_vt_alloc(&g);
+    if (!P || !F || !Vt) {
+        free(P), free(F), free(Vt);
         return REF_ENOMEM;
     }
-    int64_t have = -1;
+    int64_t have = -1, have_b = -1;
     for (int64_t e = 0; e < pk->count; e++) {
         int64_t bi = pk->at[e] / g.d, j = pk->at[e] % g.d;
+        smm_vt(&g, in, bi / g.n, Vt, &have_b);
         if (bi != have)
             sm_row(in[0].v + bi * g.m, g.m, P, F);
         have = bi;
-        smm_out_elem(&g, in[1].v + bi / g.n * g.m * g.d, P, F, j, &pk->v[e],
-                     pk->mag ? &pk->mag[e] : NULL);
+        smm_out_elem(&g, Vt + j * g.m, P, F, &pk->v[e], pk->mag ? &pk->mag[e] : NULL);
     }
-    free(P), free(F);
+    free(P), free(F), free(Vt);
     return REF_OK;
 }
 
-static ref_status softmax_matmul_vjp_at_one(const ref_params *p, int n, const ref_tensor *in,
-                                            const ref_tensor *gt, int wrt, ref_picks *pk)
-{
-    (void)p, (void)n;
-    smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
-    size_t row = (size_t)(g.m + 1), rows = wrt == 1 && g.n > 0 ? (size_t)g.n : 1;
-    double *P = malloc(sizeof(double) * row * rows), *F = malloc(sizeof(double) * row * rows);
-    double *buf = malloc(sizeof(double) * row * 4);
-    if (!P || !F || !buf) {
-        free(P), free(F), free(buf);
-        return REF_ENOMEM;
-    }
-    double *dP = buf, *Gabs = dP + row, *dS = Gabs + row, *mdS = dS + row;
-    int64_t have = -1;
-    for (int64_t e = 0; e < pk->count; e++) {
-        int64_t f = pk->at[e];
-        if (wrt == 0) { /* dS[b, i, k] */
-            int64_t bi = f / g.m;
-            if (bi != have)
-                smm_vjp_row(&g, in, gt, bi, P, F, dP, Gabs, dS, mdS);
-            have = bi;
-            pk->v[e] = dS[f % g.m];
-            if (pk->mag)
-                pk->mag[e] = mdS[f % g.m];
-            continue;
-        }
-        int64_t b = f / (g.m * g.d), k = f % (g.m * g.d) / g.d, j = f % g.d; /* dV[b, k, j] */
-        if (b != have)
-            for (int64_t i = 0; i < g.n; i++)
-                sm_row(in[0].v + (b * g.n + i) * g.m, g.m, P + (size_t)i * row, F + (size_t)i * row);
-        have = b;
-        double s = 0.0, s_mag = 0.0;
-        for (int64_t i = 0; i < g.n; i++) {
-            double Pik = P[(size_t)i * row + (size_t)k], Fik = F[(size_t)i * row + (size_t)k];
-            double Gij = gt->v[(b * g.n + i) * g.d + j];
-            s += Pik * Gij;
-            s_mag += ref_mag_prod(Pik, fabs(Gij) * ((double)g.n + Fik));
-        }
-        pk->v[e] = s;
-        if (pk->mag)
-            pk->mag[e] = s_mag;
-    }
-    free(P), free(F), free(buf);
-    return REF_OK;
-}
-
+/* Picked gradients, a batch at a time: the softmax rows (P, F) of a batch with picks are made
+ * once for both gradients: dS's rows add dP, r and R to their row's P and F (smm_vjp_from_p);
+ * a dV entry sums over every row of its batch, formed with the rows outermost and the batch's
+ * picks side by side (each still sums in increasing i). */
 static ref_status softmax_matmul_vjp_at(const ref_params *p, int n, const ref_tensor *in,
                                         const ref_tensor *gt, ref_picks *pk)
 {
-    return ref_vjp_at_each(softmax_matmul_vjp_at_one, p, n, in, gt, pk);
+    (void)p, (void)n;
+    smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
+    ref_picks none = {0}, *pS = &pk[0], *pV = n > 1 ? &pk[1] : &none;
+    size_t row = (size_t)(g.m + 1), rows = g.n > 0 ? (size_t)g.n : 1;
+    int64_t most = pS->count > pV->count ? pS->count : pV->count;
+    double *P = malloc(sizeof(double) * row * rows), *F = malloc(sizeof(double) * row * rows);
+    double *buf = malloc(sizeof(double) * row * 4), *Vt = smm_vt_alloc(&g);
+    int64_t *kk = malloc(sizeof(int64_t) * (size_t)(most + 1));
+    int64_t *jj = malloc(sizeof(int64_t) * (size_t)(most + 1));
+    double *smag = malloc(sizeof(double) * (size_t)(most + 1));
+    ref_status st = P && F && buf && Vt && kk && jj && smag ? REF_OK : REF_ENOMEM;
+    double *dP = buf, *Gabs = dP + row, *dS = Gabs + row, *mdS = dS + row;
+    int64_t perS = g.n * g.m, perV = g.m * g.d, loS = 0, hiS = 0, loV = 0, hiV = 0;
+    for (int64_t b = 0; st == REF_OK && b < g.batch && (hiS < pS->count || hiV < pV->count); b++) {
+        for (loS = hiS; hiS < pS->count && pS->at[hiS] / perS == b;)
+            hiS++;
+        for (loV = hiV; hiV < pV->count && pV->at[hiV] / perV == b;)
+            hiV++;
+        if (loV < hiV) /* dV reads every row of the batch */
+            for (int64_t i = 0; i < g.n; i++)
+                sm_row(in[0].v + (b * g.n + i) * g.m, g.m, P + (size_t)i * row,
+                       F + (size_t)i * row);
+        int64_t have = -1, have_b = -1;
+        for (int64_t e = loS; e < hiS; e++) { /* dS[b, i, k] */
+            int64_t i = pS->at[e] % perS / g.m, k = pS->at[e] % g.m;
+            double *Pi = P + (size_t)i * row, *Fi = F + (size_t)i * row;
+            if (i != have) {
+                smm_vt(&g, in, b, Vt, &have_b);
+                if (loV == hiV)
+                    sm_row(in[0].v + (b * g.n + i) * g.m, g.m, Pi, Fi);
+                smm_vjp_from_p(&g, Vt, gt->v + (b * g.n + i) * g.d, Pi, Fi, dP, Gabs, dS, mdS);
+            }
+            have = i;
+            pS->v[e] = dS[k];
+            if (pS->mag)
+                pS->mag[e] = mdS[k];
+        }
+        if (loV == hiV)
+            continue;
+        int64_t cnt = hiV - loV;
+        double *v = pV->v + loV;
+        for (int64_t e = 0; e < cnt; e++) { /* dV[b, k, j] = sum_i P[i, k] g[i, j] */
+            kk[e] = pV->at[loV + e] % perV / g.d, jj[e] = pV->at[loV + e] % g.d;
+            v[e] = smag[e] = 0.0;
+        }
+        for (int64_t i = 0; i < g.n; i++) {
+            const double *Pi = P + (size_t)i * row, *Fi = F + (size_t)i * row;
+            const double *Gi = gt->v + (b * g.n + i) * g.d;
+            for (int64_t e = 0; e < cnt; e++) {
+                double Pik = Pi[kk[e]], Fik = Fi[kk[e]], Gij = Gi[jj[e]];
+                v[e] += Pik * Gij;
+                smag[e] += ref_mag_prod(Pik, fabs(Gij) * ((double)g.n + Fik));
+            }
+        }
+        for (int64_t e = 0; pV->mag && e < cnt; e++)
+            pV->mag[loV + e] = smag[e];
+    }
+    free(P), free(F), free(buf), free(Vt), free(kk), free(jj), free(smag);
+    return st;
 }
 
 /* Work of one element: a softmax row and a length-m dot (output), a row of dP (dS), the
@@ -1021,17 +1091,25 @@ static ref_status linear_fwd_at(const ref_params *p, int n, const ref_tensor *in
     (void)p, (void)n;
     linear_job t = linear_setup(in);
     const double *x = in[0].v, *W = in[1].v, *b = in[2].v;
-    for (int64_t e = 0; e < pk->count; e++) {
-        int64_t l = pk->at[e] / t.nout, o = pk->at[e] % t.nout;
-        double s = 0.0, s_abs = 0.0;
-        for (int64_t i = 0; i < t.nin; i++) {
-            s += W[o * t.nin + i] * x[l * t.nin + i];
-            s_abs += fabs(W[o * t.nin + i] * x[l * t.nin + i]);
-        }
-        pk->v[e] = s + b[o];
-        if (pk->mag)
-            pk->mag[e] = (double)(t.nin + 1) * (s_abs + fabs(b[o]));
+    size_t len = (size_t)(pk->count + 1);
+    int64_t *wo = malloc(sizeof(int64_t) * len), *xo = malloc(sizeof(int64_t) * len);
+    double *s_abs = malloc(sizeof(double) * len);
+    if (!wo || !xo || !s_abs) {
+        free(wo), free(xo), free(s_abs);
+        return REF_ENOMEM;
     }
+    for (int64_t e = 0; e < pk->count; e++) { /* W's row o and x's row l */
+        wo[e] = pk->at[e] % t.nout * t.nin, xo[e] = pk->at[e] / t.nout * t.nin;
+        pk->v[e] = s_abs[e] = 0.0;
+    }
+    ref_dots(t.nin, W, wo, x, xo, pk->count, pk->v, s_abs);
+    for (int64_t e = 0; e < pk->count; e++) {
+        double bo = b[pk->at[e] % t.nout];
+        pk->v[e] = pk->v[e] + bo;
+        if (pk->mag)
+            pk->mag[e] = (double)(t.nin + 1) * (s_abs[e] + fabs(bo));
+    }
+    free(wo), free(xo), free(s_abs);
     return REF_OK;
 }
 
@@ -1043,24 +1121,35 @@ static ref_status linear_vjp_at_one(const ref_params *p, int n, const ref_tensor
     (void)p, (void)n;
     linear_job t = linear_setup(in);
     const double *x = in[0].v, *W = in[1].v, *G = g->v;
-    double *abs_sum = malloc(sizeof(double) * (size_t)(pk->count + 1));
-    if (!abs_sum)
+    size_t len = (size_t)(pk->count + 1);
+    double *abs_sum = malloc(sizeof(double) * len);
+    int64_t *po = malloc(sizeof(int64_t) * len), *qo = malloc(sizeof(int64_t) * len);
+    if (!abs_sum || !po || !qo) {
+        free(abs_sum), free(po), free(qo);
         return REF_ENOMEM;
-    for (int64_t e = 0; e < pk->count; e++)
-        pk->v[e] = abs_sum[e] = 0.0;
+    }
     int64_t terms = wrt == 0 ? t.nout : t.L;
-    for (int64_t r = 0; r < terms; r++) /* o for dx, l for dW and db */
-        for (int64_t e = 0; e < pk->count; e++) {
-            int64_t f = pk->at[e];
-            double term = wrt == 0   ? W[r * t.nin + f % t.nin] * G[f / t.nin * t.nout + r]
-                          : wrt == 1 ? G[r * t.nout + f / t.nin] * x[r * t.nin + f % t.nin]
-                                     : G[r * t.nout + f];
-            pk->v[e] += term;
-            abs_sum[e] += fabs(term);
-        }
+    for (int64_t e = 0; e < pk->count; e++) {
+        int64_t f = pk->at[e];
+        pk->v[e] = abs_sum[e] = 0.0;
+        po[e] = wrt == 0 ? f % t.nin : wrt == 1 ? f / t.nin : f; /* W[0, i]; g[0, o]; g[0, o] */
+        qo[e] = wrt == 0 ? f / t.nin * t.nout : wrt == 1 ? f % t.nin : 0; /* g[l, 0]; x[0, i] */
+    }
+    /* o outermost for dx (W[o, i] g[l, o]), l for dW (g[l, o] x[l, i]) and db (g[l, o]) */
+    if (wrt == 0)
+        picked_sums(terms, W, t.nin, po, G, 1, qo, pk->count, pk->v, abs_sum);
+    else if (wrt == 1)
+        picked_sums(terms, G, t.nout, po, x, t.nin, qo, pk->count, pk->v, abs_sum);
+    else
+        for (int64_t r = 0; r < terms; r++)
+            for (int64_t e = 0; e < pk->count; e++) {
+                double term = G[r * t.nout + po[e]];
+                pk->v[e] += term;
+                abs_sum[e] += fabs(term);
+            }
     for (int64_t e = 0; pk->mag && e < pk->count; e++)
         pk->mag[e] = (double)(terms > 0 ? terms : 1) * abs_sum[e];
-    free(abs_sum);
+    free(abs_sum), free(po), free(qo);
     return REF_OK;
 }
 

@@ -94,11 +94,6 @@ void ref_default_domain(const ref_op *op, const ref_params *p, int n, const ref_
         op->domain(p, n, in, i, d);
 }
 
-double ref_mag_prod(double a, double b)
-{
-    return a == 0.0 || b == 0.0 ? 0.0 : a * b;
-}
-
 void ref_sample_shape(ref_rng *r, int rank, int64_t max_elems, int zero_dim, ref_shape *s)
 {
     int64_t budget = max_elems < 1 ? 1 : max_elems;

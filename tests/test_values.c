@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "core/bulk.h"
 #include "core/dtype.h"
 #include "harness/case/edges.h"
 #include "harness/case/materialize.h"
@@ -260,6 +261,66 @@ static void test_stream2_bits_are_fixed(void **state)
 }
 
 /* The array conversions equal the one-element ones on every kind of value. */
+/* cc_find_nonfinite reads bits a block at a time: it finds every NaN and Inf (in order, in the
+ * first block, at block edges, at the end) and nothing else, in every format. */
+static void test_find_nonfinite(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    static const int64_t at[] = {0, 4095, 4096, 4097, 8191, 12345, N - 1};
+    static const cc_dtype types[] = {CC_F64, CC_F32, CC_F16, CC_BF16, CC_I64, CC_U8};
+    void *buf = malloc(8 * (size_t)N);
+    assert_non_null(buf);
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        cc_dtype t = types[k];
+        for (int j = 0; j < N; j++) /* finite, up to the largest finite value of t */
+            cc_store(t, buf, j, j % 3 == 0 ? cc_max_finite(t) : -(double)(j % 97) * 0.25);
+        assert_int_equal(cc_find_nonfinite(t, buf, 0, N), -1);
+        if (!cc_dtype_is_float(t))
+            continue;
+        for (size_t a = 0; a < sizeof at / sizeof at[0]; a++)
+            cc_store(t, buf, at[a], a % 3 == 0 ? NAN : a % 3 == 1 ? INFINITY : -INFINITY);
+        int64_t from = 0;
+        for (size_t a = 0; a < sizeof at / sizeof at[0]; a++) {
+            from = cc_find_nonfinite(t, buf, from, N - from);
+            assert_int_equal(from, at[a]);
+            from++;
+        }
+        assert_int_equal(cc_find_nonfinite(t, buf, from, N - from), -1);
+        assert_int_equal(cc_find_nonfinite(t, buf, 1, 4094), -1); /* a range between two */
+        assert_int_equal(cc_find_nonfinite(t, buf, 12340, 10), 12345);
+    }
+    free(buf);
+}
+
+/* core/bulk.h: large regions are kept and handed out again (no new pages for the next case of
+ * the same size), small ones are malloc's, and everything reads and writes in full. */
+static void test_bulk_regions(void **state)
+{
+    (void)state;
+    cc_bulk_trim(); /* none kept from the tests before */
+    size_t big = (size_t)9 << 20, small = 1000;
+    unsigned char *a = cc_alloc_big(big), *b = cc_alloc_big(small);
+    assert_non_null(a);
+    assert_non_null(b);
+    memset(a, 1, big), memset(b, 2, small);
+    assert_int_equal(a[big - 1] + b[small - 1], 3);
+    cc_free_big(a);
+    cc_free_big(b);
+    cc_free_big(NULL);
+#ifdef __linux__
+    unsigned char *c = cc_alloc_big(big - 4096); /* fits the kept region: the same one back */
+    assert_ptr_equal(c, a);
+    assert_int_equal(c[0], 1);
+    unsigned char *d = cc_alloc_big(big * 3); /* a larger one: new */
+    assert_ptr_not_equal(d, a);
+    memset(d, 3, big * 3);
+    cc_free_big(c);
+    cc_free_big(d);
+    cc_bulk_trim();
+#endif
+}
+
 static void test_array_conversions_match_scalar_ones(void **state)
 {
     (void)state;
@@ -356,6 +417,8 @@ int main(void)
         cmocka_unit_test(test_bulk_draws_match_their_definition),
         cmocka_unit_test(test_stream2_bits_are_fixed),
         cmocka_unit_test(test_array_conversions_match_scalar_ones),
+        cmocka_unit_test(test_find_nonfinite),
+        cmocka_unit_test(test_bulk_regions),
         cmocka_unit_test(test_smoke_inputs_are_bit_identical),
         cmocka_unit_test(test_nightly_and_edge_inputs_are_bit_identical),
         cmocka_unit_test(test_threaded_inputs_are_bit_identical),

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bulk.h"
 #include "core/dtype.h"
 #include "core/view.h"
 #include "harness/case/edges.h"
@@ -31,7 +32,7 @@ cc_dtype cc_input_dtype(const cc_case *c, int i)
 /* Every buffer of a provider's: written in full by whoever asks for it. */
 static void *alloc_elems(cc_dtype t, int64_t n)
 {
-    return malloc((size_t)(n > 0 ? n : 1) * cc_dtype_size(t));
+    return cc_alloc_big((size_t)(n > 0 ? n : 1) * cc_dtype_size(t));
 }
 
 int cc_alloc_output(cc_dtype t, const ref_shape *s, cc_view *out)
@@ -207,7 +208,7 @@ int cc_materialize_threads(const cc_case *c, int threads, cc_inputs *in, char *m
         ref_domain d;
         ref_default_domain(c->op, &c->params, c->n_in, c->shape, i, &d);
         in->ref_in[i].shape = *s;
-        in->ref_in[i].v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+        in->ref_in[i].v = cc_alloc_big(sizeof(double) * (size_t)(n > 0 ? n : 1));
         cc_dtype t = cc_input_dtype(c, i);
         int kind = in->ref_in[i].v ? plan_layout(c->layout, t, s, &in->view[i], &in->storage[i])
                                    : -1;
@@ -218,7 +219,7 @@ int cc_materialize_threads(const cc_case *c, int threads, cc_inputs *in, char *m
     }
     int64_t ny = ref_numel(&in->out_shape);
     in->g.shape = in->out_shape;
-    in->g.v = malloc(sizeof(double) * (size_t)(ny > 0 ? ny : 1));
+    in->g.v = cc_alloc_big(sizeof(double) * (size_t)(ny > 0 ? ny : 1));
     if (!in->g.v ||
         plan_layout(CC_LAYOUT_CONTIG, c->dtype, &in->out_shape, &in->g_view, &in->g_storage) < 0)
         goto oom;
@@ -234,10 +235,10 @@ oom:
 void cc_inputs_free(cc_inputs *in)
 {
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
-        free(in->ref_in[i].v);
-        free(in->storage[i]);
+        cc_free_big(in->ref_in[i].v);
+        cc_free_big(in->storage[i]);
     }
-    free(in->g.v);
-    free(in->g_storage);
+    cc_free_big(in->g.v);
+    cc_free_big(in->g_storage);
     memset(in, 0, sizeof *in);
 }

@@ -23,10 +23,12 @@ cc_dtype cc_input_dtype(const cc_case *c, int i);
 int cc_materialize(const cc_case *c, cc_inputs *in, char *msg, size_t msg_len);
 /* The same, drawing large inputs on up to `threads` threads (the values do not depend on it). */
 int cc_materialize_threads(const cc_case *c, int threads, cc_inputs *in, char *msg,
-                           size_t msg_len);void cc_inputs_free(cc_inputs *in);
+                           size_t msg_len);
+/* The buffers above are core/bulk.h's (cc_alloc_big): released with cc_inputs_free. */
+void cc_inputs_free(cc_inputs *in);
 
 /* A dense output buffer of the given shape/dtype, prefilled with NaN so an unwritten element
- * can never pass. */
+ * can never pass; its data is released with cc_free_big (core/bulk.h). */
 int cc_alloc_output(cc_dtype t, const ref_shape *s, cc_view *out);
 /* cc_view_to_dense and cc_dense_strides: core/view.h */
 

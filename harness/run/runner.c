@@ -10,6 +10,7 @@
 #include <malloc.h>
 #endif
 
+#include "core/bulk.h"
 #include "core/clock.h"
 #include "harness/run/compare.h"
 #include "core/dtype.h"
@@ -151,13 +152,11 @@ static int sample_picks(const cc_case *c, int wrt, const ref_shape *s, const cc_
     if (cc_sample_plan(c, wrt, s, plan))
         return -1;
     int64_t extra[MAX_NONFINITE_PICKS + 1], ne = 0;
-    double buf[256];
-    for (int64_t i0 = 0; i0 < plan->total && ne < MAX_NONFINITE_PICKS; i0 += 256) {
-        int64_t len = plan->total - i0 < 256 ? plan->total - i0 : 256;
-        cc_load_array(got->dtype, got->data, i0, 1, buf, len);
-        for (int64_t k = 0; k < len && ne < MAX_NONFINITE_PICKS; k++)
-            if (!isfinite(buf[k]))
-                extra[ne++] = i0 + k;
+    for (int64_t i = 0; i < plan->total && ne < MAX_NONFINITE_PICKS; i++) {
+        i = cc_find_nonfinite(got->dtype, got->data, i, plan->total - i);
+        if (i < 0)
+            break;
+        extra[ne++] = i;
     }
     if (probe && strcmp(probe->output, what) == 0 && probe->index >= 0 &&
         probe->index < plan->total)
@@ -267,7 +266,7 @@ static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *c
         cc_sample_free(&plan);
         picks_free(&pk);
     }
-    free(out.data);
+    cc_free_big(out.data);
 }
 
 static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call, cc_inputs *in,
@@ -349,7 +348,7 @@ done:
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
         free(grad[i].v);
         free(gmag[i]);
-        free(got[i].data);
+        cc_free_big(got[i].data);
     }
 }
 

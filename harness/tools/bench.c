@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/bulk.h"
 #include "core/clock.h"
 #include "core/files.h"
 #include "harness/session/journal.h"
@@ -46,11 +47,11 @@ typedef struct {
 static void prepared_free(prepared *pc)
 {
     cc_inputs_free(&pc->in);
-    free(pc->out.data);
+    cc_free_big(pc->out.data);
     free(pc->y.v);
     free(pc->mag);
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
-        free(pc->grads[i].data);
+        cc_free_big(pc->grads[i].data);
         free(pc->grad[i].v);
         free(pc->gmag[i]);
     }
