@@ -25,6 +25,7 @@
 
 typedef const cc_provider *(*aten_entry_fn)(void);
 
+#if CAPCHECK_HAVE_ATEN
 /* The candidate paths in order; returns how many. */
 static int module_paths(char paths[3][PATH_MAX])
 {
@@ -47,6 +48,7 @@ static int module_paths(char paths[3][PATH_MAX])
     snprintf(paths[n++], PATH_MAX, "%s", CAPCHECK_ATEN_MODULE);
     return n;
 }
+#endif
 
 const cc_provider *cc_aten_provider_load(char *msg, size_t msg_len)
 {
