@@ -250,11 +250,22 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe,
                  "(none) .. 2^-8 (bf16)",
                  p->name, cu, c->op->name, cc_dtype_name(c->dtype), cc_device_name(c->device));
     } else {
+        cc_result_status vjp_status = CC_RES_PASS;
         char zt[384] = ""; /* the first zero-trust verdict, if any */
         if (c->check != CC_CHECK_VJP)
             run_forward(p, c, &call, &in, &y, mag, cu, probe, r, zt, sizeof zt);
+        int forward_failed = r->status == CC_RES_PASS && r->checked_fwd &&
+                             (zt[0] || r->fwd_ratio > 1.0);
         if (r->status == CC_RES_PASS && c->check != CC_CHECK_FWD && c->op->vjp)
             run_vjp(p, c, &call, &in, &y, cu, probe, r, zt, sizeof zt);
+        /* a wrong forward is a fail whatever the VJP then said: a provider without a VJP (or
+         * whose VJP raised an error) does not hide it behind `unsupported` or `error` */
+        char vjp_said[sizeof r->message] = "";
+        if (forward_failed && r->status != CC_RES_PASS) {
+            snprintf(vjp_said, sizeof vjp_said, "%s", r->message);
+            vjp_status = r->status;
+            r->status = CC_RES_PASS;
+        }
         if (r->status == CC_RES_PASS && zt[0]) {
             r->status = CC_RES_FAIL;
             snprintf(r->message, sizeof r->message, "%s", zt);
@@ -264,6 +275,11 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe,
                      "%s%s exceeds its bound: expected %.9g, got %.9g, bound %.3g (ratio %.3g)",
                      r->worst_output, r->worst_index, r->expected, r->got, r->bound,
                      r->worst_ratio);
+        }
+        if (vjp_said[0]) {
+            size_t used = strlen(r->message);
+            snprintf(r->message + used, sizeof r->message - used, "; and the VJP was %s (%s)",
+                     cc_result_status_name(vjp_status), vjp_said);
         }
     }
     free(y.v);
