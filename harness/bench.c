@@ -11,6 +11,7 @@
 #include "harness/json.h"
 #include "harness/materialize.h"
 #include "harness/runner.h"
+#include "harness/text.h"
 
 /* One case made ready for every loop: inputs, the provider's output buffers, the reference's. */
 typedef struct {
@@ -67,6 +68,8 @@ static cc_status provider_calls(const cc_provider *p, prepared *pc, char *msg, s
         st = p->forward(p->ctx, &pc->call, &pc->out, msg, len);
     if (st == CC_OK && pc->vjp)
         st = p->vjp(p->ctx, &pc->call, &pc->in.g_view, pc->grads, msg, len);
+    if (st != CC_OK)
+        cc_text_clean(msg, len);
     return st;
 }
 
@@ -279,11 +282,11 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
         fprintf(log, "capcheck bench: %s\n", s.msg);
         goto done;
     }
-    char desc[256] = "";
-    if (p->describe)
-        p->describe(p->ctx, desc, sizeof desc);
+    char desc[256];
+    cc_provider_describe(p, desc, sizeof desc);
+    int own = strcmp(desc, p->name) != 0; /* it describes itself */
     fprintf(out, "bench: %zu of %zu cases from %s on %s %s%s%s%s\n", s.n, n, o.source, p->name,
-            cc_device_name(cases[0].device), desc[0] ? " (" : "", desc, desc[0] ? ")" : "");
+            cc_device_name(cases[0].device), own ? " (" : "", own ? desc : "", own ? ")" : "");
     fprintf(out, "       left out: %zu larger than %lld elements, %zu not run by the provider\n",
             too_large, (long long)o.max_elements, not_run);
     fprintf(out, "       %d repetitions of >= %.2g s per loop, loops taking turns; medians\n",

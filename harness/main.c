@@ -310,8 +310,8 @@ static const cc_provider *open_provider(const options *o, cc_device device)
     const cc_provider *p = select_provider(o);
     if (!p)
         return NULL;
-    char msg[512] = "";
-    if (p->init && p->init(p->ctx, device, msg, sizeof msg) != CC_OK) {
+    char msg[512];
+    if (cc_provider_init(p, device, msg, sizeof msg) != CC_OK) {
         fprintf(stderr, "capcheck: provider %s cannot run on %s: %s\n", p->name,
                 cc_device_name(device), msg);
         return NULL;

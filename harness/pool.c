@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness/clock.h"
+#include "harness/text.h"
 #include "harness/witness.h"
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -234,15 +235,13 @@ static void init_witnesses(const cc_pool_config *cfg, witness_readiness *ready)
     for (int k = 0; k < cfg->n_witnesses; k++)
         for (int d = 0; d < CC_DEVICE_COUNT; d++) {
             const cc_provider *w = cfg->witnesses[k];
-            if (!(cfg->devices & (1u << d)) || !w->init)
+            if (!(cfg->devices & (1u << d)))
                 continue;
-            char msg[200] = "";
-            cc_status st = w->init(w->ctx, (cc_device)d, msg, sizeof msg);
-            if (st != CC_OK)
+            char msg[200];
+            if (cc_provider_init(w, (cc_device)d, msg, sizeof msg) != CC_OK)
                 snprintf(ready->why[k][d], sizeof ready->why[k][d],
                          "witness %s cannot run on %s: %s", w->name,
-                         cc_device_name((cc_device)d),
-                         msg[0] ? msg : st == CC_UNSUPPORTED ? "unsupported" : "init failed");
+                         cc_device_name((cc_device)d), msg);
         }
 }
 
@@ -365,19 +364,17 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
     m.kind = MSG_HELLO;
     m.init_ok = 1;
     for (int d = 0; d < CC_DEVICE_COUNT && m.init_ok; d++) {
-        if (!(pool->cfg.devices & (1u << d)) || !p->init)
+        if (!(pool->cfg.devices & (1u << d)))
             continue;
-        char msg[384] = "";
-        cc_status st = p->init(p->ctx, (cc_device)d, msg, sizeof msg);
-        if (st != CC_OK) {
+        char msg[384];
+        if (cc_provider_init(p, (cc_device)d, msg, sizeof msg) != CC_OK) {
             m.init_ok = 0;
             snprintf(m.text, sizeof m.text, "provider %s cannot run on %s: %s", p->name,
-                     cc_device_name((cc_device)d),
-                     msg[0] ? msg : st == CC_UNSUPPORTED ? "unsupported" : "init failed");
+                     cc_device_name((cc_device)d), msg);
         }
     }
-    if (m.init_ok && p->describe)
-        p->describe(p->ctx, m.description, sizeof m.description);
+    if (m.init_ok)
+        cc_provider_describe(p, m.description, sizeof m.description);
     witness_readiness ready;
     if (m.init_ok)
         init_witnesses(&pool->cfg, &ready);
@@ -598,7 +595,7 @@ static void handle_message(cc_pool *pool, int k)
     w->have = 0;
     if (m->magic == MSG_MAGIC && m->kind == MSG_HELLO && w->state == W_STARTING) {
         if (!m->init_ok) {
-            m->text[sizeof m->text - 1] = 0;
+            cc_text_clean(m->text, sizeof m->text);
             set_fatal(pool, "%s", m->text);
             kill_worker(w);
             while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
@@ -608,7 +605,7 @@ static void handle_message(cc_pool *pool, int k)
             return;
         }
         if (!pool->description[0]) {
-            m->description[sizeof m->description - 1] = 0;
+            cc_text_clean(m->description, sizeof m->description);
             snprintf(pool->description, sizeof pool->description, "%s",
                      m->description[0] ? m->description : pool->cfg.provider->name);
         }
@@ -623,7 +620,8 @@ static void handle_message(cc_pool *pool, int k)
         /* a result is plain data from another process: keep its strings ended */
         r->line[sizeof r->line - 1] = r->op[sizeof r->op - 1] = 0;
         r->provider[sizeof r->provider - 1] = r->vjp_mode[sizeof r->vjp_mode - 1] = 0;
-        r->message[sizeof r->message - 1] = r->worst_output[sizeof r->worst_output - 1] = 0;
+        r->worst_output[sizeof r->worst_output - 1] = 0;
+        cc_text_clean(r->message, sizeof r->message);
         r->worst_index[sizeof r->worst_index - 1] = r->worst_inputs[sizeof r->worst_inputs - 1] = 0;
         r->n_witnesses = 0;
         primary_done(pool, w->tag, &w->c, r);
@@ -633,7 +631,8 @@ static void handle_message(cc_pool *pool, int k)
     cc_witness *wit = &m->witness;
     if (m->magic == MSG_MAGIC && m->kind == MSG_WITNESS && w->state == W_BUSY &&
         w->witness != PRIMARY_JOB && m->tag == w->tag && (unsigned)wit->status < CC_RES_COUNT) {
-        wit->provider[sizeof wit->provider - 1] = wit->message[sizeof wit->message - 1] = 0;
+        wit->provider[sizeof wit->provider - 1] = 0;
+        cc_text_clean(wit->message, sizeof wit->message);
         witness_done(pool, w->tag, w->witness, wit);
         w->state = W_IDLE;
         return;
@@ -837,23 +836,18 @@ int cc_pool_start(const cc_pool_config *cfg, cc_pool **out, char *msg, size_t ms
     const cc_provider *p = cfg->provider;
     if (pool->cfg.in_process) {
         for (int d = 0; d < CC_DEVICE_COUNT; d++) {
-            if (!(pool->cfg.devices & (1u << d)) || !p->init)
+            if (!(pool->cfg.devices & (1u << d)))
                 continue;
-            char why[384] = "";
-            cc_status st = p->init(p->ctx, (cc_device)d, why, sizeof why);
-            if (st != CC_OK) {
+            char why[384];
+            if (cc_provider_init(p, (cc_device)d, why, sizeof why) != CC_OK) {
                 snprintf(msg, msg_len, "provider %s cannot run on %s: %s", p->name,
-                         cc_device_name((cc_device)d),
-                         why[0] ? why : st == CC_UNSUPPORTED ? "unsupported" : "init failed");
+                         cc_device_name((cc_device)d), why);
                 free(pool);
                 return -1;
             }
         }
         init_witnesses(&pool->cfg, &pool->ready);
-        if (p->describe)
-            p->describe(p->ctx, pool->description, sizeof pool->description);
-        if (!pool->description[0])
-            snprintf(pool->description, sizeof pool->description, "%s", p->name);
+        cc_provider_describe(p, pool->description, sizeof pool->description);
         *out = pool;
         return 0;
     }

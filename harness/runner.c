@@ -11,6 +11,7 @@
 #include "harness/compare.h"
 #include "harness/dtype.h"
 #include "harness/materialize.h"
+#include "harness/text.h"
 #include "harness/zero_trust.h"
 
 static const char *const status_names[CC_RES_COUNT] = {"pass",  "fail",  "unsupported",
@@ -76,10 +77,36 @@ static void read_probe(cc_probe *pr, const char *what, const cc_view *got, int64
     pr->ratio = cc_element_ratio(pr->compare_with, pr->got, mag[pr->index], got->dtype, bm, NULL);
 }
 
-static int provider_failed(cc_status st, const char *msg, const char *phase, cc_result *r)
+cc_status cc_provider_init(const cc_provider *p, cc_device d, char *msg, size_t len)
+{
+    if (!p->init)
+        return CC_OK;
+    memset(msg, 0, len);
+    cc_status st = p->init(p->ctx, d, msg, len);
+    cc_text_clean(msg, len);
+    if (st != CC_OK && !msg[0])
+        snprintf(msg, len, "%s", st == CC_UNSUPPORTED ? "unsupported" : "init failed");
+    return st;
+}
+
+void cc_provider_describe(const cc_provider *p, char *buf, size_t len)
+{
+    memset(buf, 0, len);
+    if (p->describe)
+        p->describe(p->ctx, buf, len);
+    cc_text_clean(buf, len);
+    if (!buf[0])
+        snprintf(buf, len, "%s", p->name);
+}
+
+/* A forward or VJP call's status: 0 for CC_OK, else 1 with the result's status and message
+ * (the provider's text made a bounded sentence first). */
+static int provider_failed(cc_status st, char *msg, size_t msg_len, const char *phase,
+                           cc_result *r)
 {
     if (st == CC_OK)
         return 0;
+    cc_text_clean(msg, msg_len);
     r->status = st == CC_UNSUPPORTED ? CC_RES_UNSUPPORTED : CC_RES_ERROR;
     snprintf(r->message, sizeof r->message, "%s: %s", phase, msg[0] ? msg : "no message");
     return 1;
@@ -118,7 +145,7 @@ static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *c
     }
     char msg[256] = "";
     cc_status st = p->forward(p->ctx, call, &out, msg, sizeof msg);
-    if (!provider_failed(st, msg, "forward", r)) {
+    if (!provider_failed(st, msg, sizeof msg, "forward", r)) {
         cc_bound_model bm = case_bound(c, cu, c->op->c_fwd);
         cc_comparison cmp;
         cc_compare(y->v, mag, &out, &bm, &cmp);
@@ -168,7 +195,7 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call,
     }
     char msg[256] = "";
     cc_status st = p->vjp(p->ctx, call, &in->g_view, got, msg, sizeof msg);
-    if (provider_failed(st, msg, "vjp", r))
+    if (provider_failed(st, msg, sizeof msg, "vjp", r))
         goto done;
     cc_bound_model bm = case_bound(c, cu, op->c_vjp);
     r->checked_vjp = 1;

@@ -76,6 +76,14 @@ typedef struct {
 } cc_probe;
 
 const char *cc_result_status_name(cc_result_status s);
+
+/* The provider calls whose text capcheck keeps. Every message and description a provider writes
+ * is made a bounded one-line UTF-8 sentence (harness/text.h) before anything reads it.
+ * cc_provider_init: init on one device (CC_OK when the provider has none); an empty message
+ * becomes "unsupported" or "init failed". cc_provider_describe: describe() into buf, or the
+ * provider's name when it states nothing. */
+cc_status cc_provider_init(const cc_provider *p, cc_device d, char *msg, size_t len);
+void cc_provider_describe(const cc_provider *p, char *buf, size_t len);
 /* The identity part of a result (canonical line, op, dtype, device, layout, provider,
  * vjp_mode), everything else zero and status pass: what cc_run_case starts from, and what the
  * worker pool fills in for a case whose worker crashed or timed out. */
