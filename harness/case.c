@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "harness/dtype.h"
 #include "harness/edges.h"
@@ -237,6 +238,11 @@ static int tokenize(const char *line, tokens *t, cc_parse_error *err)
             t->key[i] = start;
             t->val[i] = eq + 1;
             t->val_col[i] = t->col[i] + (int)(eq + 1 - start);
+            /* every key once: a second value would silently win (dtype=f32 dtype=f64) */
+            for (int k = 0; k < i; k++)
+                if (t->key[k] && strcmp(t->key[k], start) == 0)
+                    return fail(err, t->col[i], "'%s' is given twice (first at column %d)",
+                                start, t->col[k]);
         } else {
             t->key[i] = NULL;
             t->val[i] = start;
@@ -331,6 +337,26 @@ static int set_param(const ref_op *op, const param_spec *ps, const char *val, in
     return -1;
 }
 
+/* Keys that share one op parameter bit (lo/hi, start/len) are given together or not at all:
+ * one alone would run with the other's default, a meaning the line does not state. The window
+ * lists are the exception: stride, pad and dil have documented defaults (1, 0, 1). */
+static int params_given_in_part(const tokens *t, const ref_op *op, cc_parse_error *err)
+{
+    for (size_t i = 0; i < N_PARAM_SPECS; i++) {
+        const param_spec *a = &param_specs[i];
+        int at = find_token(t, a->key);
+        if (at < 0 || a->kind == PK_WINDOW || !(op->params & a->bit))
+            continue;
+        for (size_t j = 0; j < N_PARAM_SPECS; j++)
+            if (j != i && param_specs[j].bit == a->bit && find_token(t, param_specs[j].key) < 0)
+                return fail(err, t->col[at], "%s takes '%s' and '%s' together: the line gives "
+                                             "'%s' alone",
+                            op->name, i < j ? a->key : param_specs[j].key,
+                            i < j ? param_specs[j].key : a->key, a->key);
+    }
+    return 0;
+}
+
 /* ---- explicit case lines ------------------------------------------------------------------- */
 
 static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c,
@@ -403,8 +429,13 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
     if (c->n_in < c->op->min_inputs || c->n_in > c->op->max_inputs)
         return fail(err, in_col, "%s takes %d to %d inputs, the line gives %d", c->op->name,
                     c->op->min_inputs, c->op->max_inputs, c->n_in);
-    if ((c->check == CC_CHECK_VJP || c->check == CC_CHECK_BOTH) && !c->op->vjp)
-        c->check = CC_CHECK_FWD;
+    int check_tok = find_token(t, "check");
+    if (c->check != CC_CHECK_FWD && !c->op->vjp)
+        return fail(err, check_tok >= 0 ? t->val_col[check_tok] : t->col[0],
+                    "%s has no VJP: check=%s cannot be run (write check=fwd)", c->op->name,
+                    check_names[c->check]);
+    if (params_given_in_part(t, c->op, err))
+        return -1;
     ref_shape out;
     ref_err e = {{0}};
     if (c->op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
@@ -632,6 +663,7 @@ typedef struct {
     int rank, zero;
     uint64_t seed;
     int check; /* -1: the op's default */
+    int check_col;
 } gen_spec;
 
 static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spec *g,
@@ -656,8 +688,9 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
         if (!k)
             return fail(err, t->col[i], "expected key=value, got '%s'", v);
         if (strcmp(k, "count") == 0) {
-            if (parse_i64(v, &g->count) || g->count < 0 || g->count > 100000000)
-                return fail(err, col, "'count' wants a whole number, got '%s'", v);
+            if (parse_i64(v, &g->count) || g->count < 1 || g->count > CC_CASES_MAX)
+                return fail(err, col, "'count' wants a whole number from 1 to %d, got '%s'",
+                            CC_CASES_MAX, v);
         } else if (strcmp(k, "dtype") == 0) {
             if ((g->n_dtypes = parse_name_list(v, parse_dtype_name, g->dtypes, CC_DTYPE_COUNT)) < 1)
                 return fail(err, col, "bad dtype list '%s' (f64,f32,f16,bf16)", v);
@@ -703,6 +736,7 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
         } else if (strcmp(k, "check") == 0) {
             if ((g->check = parse_named(v, check_names, 3)) < 0)
                 return fail(err, col, "unknown check '%s' (both, fwd, vjp)", v);
+            g->check_col = col;
         } else {
             return fail(err, t->col[i], "unknown key '%s' in a generator line", k);
         }
@@ -770,12 +804,35 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
     const ref_op *one = all ? NULL : ref_op_find(t->val[0]);
     if (!all && !one)
         return fail(err, t->col[0], "unknown op '%s' (capcheck list ops shows them)", t->val[0]);
+    if (one && !one->vjp && g.check >= 0 && g.check != CC_CHECK_FWD)
+        return fail(err, g.check_col, "%s has no VJP: check=%s cannot be run (write check=fwd)",
+                    one->name, check_names[g.check]);
+    /* bound the expansion before drawing anything: a line can ask for more cases than memory
+     * holds (each case is about 1 KiB) */
+    double would = (double)g.count * g.n_dtypes * g.n_devices * g.n_layouts * g.n_edges *
+                   (all ? ref_op_count() : 1);
+    if ((double)out->n + would > CC_CASES_MAX) {
+        char how[160];
+        int used = snprintf(how, sizeof how, "count %lld", (long long)g.count);
+        const int factor[] = {g.n_dtypes, g.n_devices, g.n_layouts, g.n_edges};
+        const char *const what[] = {"dtypes", "devices", "layouts", "edge classes"};
+        for (int k = 0; k < 4; k++)
+            if (factor[k] > 1 && used < (int)sizeof how)
+                used += snprintf(how + used, sizeof how - (size_t)used, " x %d %s", factor[k],
+                                 what[k]);
+        if (all && used < (int)sizeof how)
+            snprintf(how + used, sizeof how - (size_t)used, " x %d ops", ref_op_count());
+        return fail(err, 1,
+                    "this generator line expands to %.0f cases (%s)%s; a run holds at most %d: "
+                    "lower count or split the cases into files run one at a time",
+                    would, how, out->n ? " after the cases before it" : "", CC_CASES_MAX);
+    }
     /* the edge class varies slowest, so a line without edge= numbers its combinations (and
      * seeds its cases) as before edge classes existed */
     int per_edge = g.n_dtypes * g.n_devices * g.n_layouts;
     for (int k = 0; k < (all ? ref_op_count() : 1); k++) {
         const ref_op *op = all ? ref_op_at(k) : one;
-        if (!op->sample)
+        if (!op->sample || (!op->vjp && g.check == CC_CHECK_VJP)) /* '* check=vjp': VJP ops */
             continue;
         for (int e = 0; e < g.n_edges; e++) {
             int64_t made = 0;
@@ -783,8 +840,10 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
                 for (int64_t i = 0; i < g.count; i++) {
                     cc_case c;
                     int rc = generate_one(op, &g, combo, i, &c, err);
-                    if (rc < 0 || (rc == 0 && list_push(out, &c)))
+                    if (rc < 0)
                         return -1;
+                    if (rc == 0 && list_push(out, &c))
+                        return fail(err, 1, "out of memory after %zu cases", out->n);
                     made += rc == 0;
                 }
             if (made == 0 && g.count > 0 && g.edges[e] >= 0 && g.edges_listed && !all)
@@ -795,22 +854,26 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
     return 0;
 }
 
-int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaults *def,
-                        cc_case_list *out, cc_parse_error *err)
+/* The lines of text[0..len): a NUL byte is an error (the rest of its line would be lost). */
+static int parse_lines(const char *text, size_t len, const char *name,
+                       const cc_case_defaults *def, cc_case_list *out, cc_parse_error *err)
 {
     int line_no = 0;
-    const char *p = text;
-    while (*p) {
+    const char *p = text, *stop = text + len;
+    while (p < stop) {
         line_no++;
-        const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        const char *eol = memchr(p, '\n', (size_t)(stop - p));
+        size_t n = eol ? (size_t)(eol - p) : (size_t)(stop - p);
+        const char *nul = memchr(p, 0, n);
         char line[CC_CASE_LINE_MAX + 1];
         int rc = 0;
-        if (len > CC_CASE_LINE_MAX) {
+        if (nul) {
+            rc = fail(err, (int)(nul - p) + 1, "a NUL byte: a case file is text");
+        } else if (n > CC_CASE_LINE_MAX) {
             rc = fail(err, 1, "line is longer than %d characters", CC_CASE_LINE_MAX);
         } else {
-            memcpy(line, p, len);
-            line[len] = 0;
+            memcpy(line, p, n);
+            line[n] = 0;
             tokens t;
             rc = tokenize(line, &t, err);
             if (rc == 0 && t.n > 0) {
@@ -820,7 +883,9 @@ int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaul
                     cc_case c;
                     rc = parse_tokens(&t, def, &c, err);
                     if (rc == 0 && list_push(out, &c))
-                        rc = fail(err, 1, "out of memory");
+                        rc = fail(err, 1, "out of memory after %zu cases", out->n);
+                    else if (rc == 0 && out->n > CC_CASES_MAX)
+                        rc = fail(err, 1, "a run holds at most %d cases", CC_CASES_MAX);
                 }
             }
         }
@@ -831,34 +896,66 @@ int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaul
             }
             return -1;
         }
-        p = eol ? eol + 1 : p + len;
+        p = eol ? eol + 1 : stop;
     }
     return 0;
+}
+
+int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaults *def,
+                        cc_case_list *out, cc_parse_error *err)
+{
+    return parse_lines(text, strlen(text), name, def, out, err);
+}
+
+static int file_error(cc_parse_error *err, const char *path, const char *fmt, const char *what)
+{
+    if (err) {
+        snprintf(err->file, sizeof err->file, "%s", path);
+        err->line = 0;
+        err->column = 0;
+        snprintf(err->msg, sizeof err->msg, fmt, what);
+    }
+    return -1;
 }
 
 int cc_cases_parse_file(const char *path, const cc_case_defaults *def, cc_case_list *out,
                         cc_parse_error *err)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return file_error(err, path, "%s", "is a folder, not a case file (name the .cases "
+                                           "files in it, e.g. folder/*.cases)");
     FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (err) {
-            snprintf(err->file, sizeof err->file, "%s", path);
-            err->line = 0;
-            err->column = 0;
-            snprintf(err->msg, sizeof err->msg, "cannot open the case file: %s", strerror(errno));
+    if (!f)
+        return file_error(err, path, "cannot open the case file: %s", strerror(errno));
+    /* read to the end (a pipe or /dev/stdin has no size to ask for) */
+    size_t cap = 1 << 16, n = 0;
+    char *text = malloc(cap);
+    for (;;) {
+        if (!text)
+            break;
+        n += fread(text + n, 1, cap - n, f);
+        if (n < cap || ferror(f))
+            break;
+        if (cap >= ((size_t)1 << 31)) {
+            fclose(f);
+            free(text);
+            return file_error(err, path, "%s", "is larger than 2 GiB: not a case file");
         }
-        return -1;
+        char *t = realloc(text, cap *= 2);
+        if (!t)
+            free(text);
+        text = t;
     }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
-    size_t got = text ? fread(text, 1, (size_t)size, f) : 0;
+    int bad = !text || ferror(f);
+    int saved = errno;
     fclose(f);
-    if (!text)
-        return -1;
-    text[got] = 0;
-    int rc = cc_cases_parse_text(text, path, def, out, err);
+    if (bad) {
+        const char *why = text ? strerror(saved) : "out of memory";
+        free(text);
+        return file_error(err, path, "cannot read the case file: %s", why);
+    }
+    int rc = parse_lines(text, n, path, def, out, err);
     free(text);
     return rc;
 }

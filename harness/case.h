@@ -69,6 +69,10 @@ typedef struct {
  * buffer can be allocated, and int64 products of the extents could overflow. */
 #define CC_CASE_MAX_ELEMENTS (INT64_C(1) << 48)
 
+/* The most cases one list (one run) holds: a case is about 1 KiB in memory, and a generator line
+ * that would expand beyond this is refused before anything is drawn. */
+#define CC_CASES_MAX 2000000
+
 /* Defaults that a case line may omit (the CLI's --device, for instance). */
 typedef struct {
     cc_device device;

@@ -1,6 +1,7 @@
 /* capcheck command line: run, repro, list. Exit codes: 0 all passed, 1 some case did not pass,
  * 2 bad input or environment (unknown op, malformed line, missing file, absent device). */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,10 +150,11 @@ static int parse_options(int argc, char **argv, int first, options *o)
             const char *v = a[1] == 'j' && a[2] ? a + 2 : i + 1 < argc ? argv[++i] : "";
             char *end;
             double x = strtod(v, &end);
-            if (!*v || *end || (jobs ? !(x >= 0 && x <= 4096 && x == (int)x) : !(x > 0))) {
+            if (!*v || *end ||
+                (jobs ? !(x >= 0 && x <= 4096 && x == (int)x) : !(x > 0 && x < 1e6))) {
                 fprintf(stderr, "capcheck: %s wants %s\n", a,
                         jobs ? "a number of worker processes (0: one per CPU)"
-                             : "a positive number of seconds");
+                             : "a positive number of seconds (below 10^6)");
                 return -1;
             }
             if (jobs)
@@ -161,12 +163,16 @@ static int parse_options(int argc, char **argv, int first, options *o)
                 o->timeout = x;
             continue;
         } else if (strcmp(a, "--seed") == 0) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
             char *end;
-            if (i + 1 >= argc || (o->seed = strtoull(argv[i + 1], &end, 0), *end)) {
-                fprintf(stderr, "capcheck: --seed wants an unsigned integer\n");
+            errno = 0;
+            /* strtoull reads "-1" as 2^64 - 1: a sign is refused, not wrapped */
+            if (!isdigit((unsigned char)v[0]) || (o->seed = strtoull(v, &end, 0), *end) ||
+                errno) {
+                fprintf(stderr, "capcheck: --seed wants an unsigned integer below 2^64, not "
+                                "'%s'\n", v);
                 return -1;
             }
-            i++;
             continue;
         } else if (a[0] == '-' && a[1] == '-') {
             fprintf(stderr, "capcheck: unknown option %s\n", a);
@@ -347,8 +353,17 @@ static int load_cases(const options *o, cc_device *device, cc_case_list *cases, 
         }
     }
     for (int i = 0; i < o->n_files; i++) {
+        size_t before = cases->n;
         if (cc_cases_parse_file(o->files[i], &def, cases, &err)) {
             print_parse_error(&err);
+            cc_case_list_free(cases);
+            return -1;
+        }
+        /* a file that gives nothing to run is a mistake (the wrong file, an empty pipe), never
+         * a run that passes because nothing ran */
+        if (cases->n == before) {
+            fprintf(stderr, "%s: holds no case (only blank lines and comments, or nothing): "
+                            "nothing to run\n", o->files[i]);
             cc_case_list_free(cases);
             return -1;
         }
@@ -360,6 +375,12 @@ static int load_cases(const options *o, cc_device *device, cc_case_list *cases, 
         for (size_t i = 0; i < cases->n; i++)
             if (cases->v[i].op == want)
                 cases->v[k++] = cases->v[i];
+        if (k == 0) {
+            fprintf(stderr, "capcheck: --op %s matches none of the %zu cases of %s: nothing to "
+                            "run\n", want->name, cases->n, files);
+            cc_case_list_free(cases);
+            return -1;
+        }
         cases->n = k;
     }
     return 0;
