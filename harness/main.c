@@ -1,8 +1,11 @@
-/* capcheck command line: run, repro, list. Exit codes: 0 all passed, 1 some case did not pass,
- * 2 bad input or environment (unknown op, malformed line, missing file, absent device). */
+/* capcheck command line: run, repro, shrink, bench, list, help (the evidence commands are in
+ * commands.c; every command's help in help.c). Exit codes: 0 all passed, 1 some case did not
+ * pass, 2 bad input or environment (unknown op, malformed line, missing file, no case to run,
+ * absent device), 128 + N after signal N. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +17,12 @@
 #include "harness/case.h"
 #include "harness/commands.h"
 #include "harness/dtype.h"
+#include "harness/help.h"
 #include "harness/merge.h"
 #include "harness/plugin.h"
 #include "harness/provenance.h"
 #include "harness/report.h"
+#include "harness/repro.h"
 #include "harness/runner.h"
 #include "harness/session.h"
 #include "harness/shrink.h"
@@ -27,56 +32,6 @@
 #include "reference/ref_families.h"
 
 extern const char cc_embedded_smoke_cases[]; /* cases/smoke.cases, embedded at build time */
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage:\n"
-            "  capcheck run [FILE...] [--provider aten|reference | --provider-lib LIB.so]\n"
-            "               [--device cpu|cuda] [--tf32 on|off] [--deterministic on|off]\n"
-            "               [--attention composed|math|flash|efficient|cudnn]\n"
-            "               [--out DIR] [--seed N] [--op NAME]\n"
-            "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N]\n"
-            "               [--witness P[,P...]]\n"
-            "      run case files (default: the embedded smoke cases) and write\n"
-            "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out)\n"
-            "      in N worker processes (default: one per CPU); a crash or a hang (limit:\n"
-            "      S seconds, default 10, + 1 us per element per input) is that case's result.\n"
-            "      Results are journaled as they finish: --resume DIR with the same\n"
-            "      arguments runs only what is missing and writes the same report.\n"
-            "      --no-fork runs in this process (for a debugger; no crash isolation)\n"
-            "      --shard I/N runs shard I of N (cases dealt by cost; capcheck merge joins them)\n"
-            "      Lines without device= take --device (default cpu).\n"
-            "      --witness: each case that does not pass runs again, same inputs, on up to 4\n"
-            "      other providers (names, or plugin paths containing a '/'); the report says\n"
-            "      who is wrong: provider-outlier, reference-suspect, disputed or no-witness\n"
-            "      Math modes, passed to the provider's workers as CAPCHECK_TF32=1|0,\n"
-            "      CAPCHECK_DETERMINISTIC=1|0, CAPCHECK_ATTENTION=NAME and stated in the report:\n"
-            "      --tf32 (default off: TF32 for f32 matmul and conv on CUDA; on, those f32\n"
-            "      cases are judged at TF32's u = 2^-11), --deterministic (default off:\n"
-            "      deterministic algorithms), --attention (default composed: the ATen\n"
-            "      attention capsule is bmm + softmax; it calls no SDPA backend)\n"
-            "  capcheck repro 'CASE LINE' [--provider ...] [--device ...] [--tf32 ...]\n"
-            "               [--deterministic ...] [--attention ...] [--witness P[,P...]]\n"
-            "      rerun one case alone and show its worst element\n"
-            "  capcheck shrink 'CASE LINE' [--provider ...|--provider-lib ...] [--script FILE]\n"
-            "      reduce a failing case while it keeps failing; print the smallest line and\n"
-            "      a standalone Python/torch reproducer (to FILE with --script)\n"
-            "  capcheck bench [FILE...] [--provider ...|--provider-lib ...] [--device ...]\n"
-            "               [--op NAME] [--max-elements N] [--min-time S] [--reps N]\n"
-            "               [--json FILE]\n"
-            "      time, side by side in this process, the provider's calls alone and capcheck's\n"
-            "      whole per-case path on the cases of at most N elements (default 1024) of\n"
-            "      the files (default: the embedded smoke cases); prints cases/s and the ratio\n"
-            "  capcheck list ops\n"
-            "      every op of the vocabulary with its forward/VJP status in the reference\n"
-            "  capcheck list cases [FILE...] [--op NAME] [--seed N] [--device ...]\n"
-            "               [--max-elements N]\n"
-            "      the canonical line of every case the files expand to (generators drawn),\n"
-            "      one per line: what run would run, for scripts that run the same cases\n"
-            "%s",
-            cc_commands_usage);
-}
 
 typedef struct {
     const char *provider, *device, *out, *op_filter;
@@ -95,89 +50,79 @@ typedef struct {
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
     int n_witnesses;
     int no_fork;        /* --no-fork */
+    int force;          /* --force: run into a folder holding an earlier run */
+    cc_repro repro;     /* what reruns a case as this command runs it (harness/repro.h) */
+    const char *baseline; /* --baseline DIR */
     const char *files[64];
     int n_files;
     const char *line;
 } options;
 
-static int parse_options(int argc, char **argv, int first, options *o)
+/* The commands of this file, as bits: which options each takes. */
+enum { C_RUN = 1, C_REPRO = 2, C_SHRINK = 4, C_BENCH = 8, C_LIST = 16 };
+#define C_PROVIDER (C_RUN | C_REPRO | C_SHRINK | C_BENCH)
+
+typedef enum { V_TEXT, V_FLAG, V_JOBS, V_SECONDS, V_SEED } value_kind;
+
+typedef struct {
+    const char *name;
+    unsigned commands;
+    value_kind kind;
+    size_t field; /* offsetof(options, ...) */
+} option_spec;
+
+#define OPT(name, cmds, kind, field) {name, cmds, kind, offsetof(options, field)}
+static const option_spec OPTIONS[] = {
+    OPT("--provider", C_PROVIDER, V_TEXT, provider),
+    OPT("--provider-lib", C_PROVIDER, V_TEXT, provider_lib),
+    OPT("--device", C_PROVIDER | C_LIST, V_TEXT, device),
+    OPT("--out", C_RUN, V_TEXT, out),
+    OPT("--op", C_RUN | C_BENCH | C_LIST, V_TEXT, op_filter),
+    OPT("--script", C_SHRINK, V_TEXT, script),
+    OPT("--resume", C_RUN, V_TEXT, resume),
+    OPT("--shard", C_RUN, V_TEXT, shard),
+    OPT("--baseline", C_RUN, V_TEXT, baseline),
+    OPT("--force", C_RUN, V_FLAG, force),
+    OPT("--tf32", C_PROVIDER, V_TEXT, tf32),
+    OPT("--deterministic", C_PROVIDER, V_TEXT, deterministic),
+    OPT("--attention", C_PROVIDER, V_TEXT, attention),
+    OPT("--witness", C_RUN | C_REPRO, V_TEXT, witness),
+    OPT("--min-time", C_BENCH, V_TEXT, min_time),
+    OPT("--reps", C_BENCH, V_TEXT, reps),
+    OPT("--max-elements", C_BENCH | C_LIST, V_TEXT, max_elements),
+    OPT("--json", C_BENCH, V_TEXT, json),
+    OPT("--no-fork", C_RUN | C_REPRO, V_FLAG, no_fork),
+    OPT("-j", C_RUN, V_JOBS, jobs),
+    OPT("--jobs", C_RUN, V_JOBS, jobs),
+    OPT("--timeout", C_PROVIDER, V_SECONDS, timeout),
+    OPT("--seed", C_PROVIDER | C_LIST, V_SEED, seed),
+};
+#undef OPT
+
+/* Options after the command (argv[first...]); `command` is the command's bit and `name` its
+ * name. Every option once, and only where it applies: nothing is accepted with no effect. */
+static int parse_options(int argc, char **argv, int first, unsigned command, const char *name,
+                         options *o)
 {
     memset(o, 0, sizeof *o);
     o->provider = "aten";
     o->device = "cpu";
     o->out = "out";
+    const char *seen[sizeof OPTIONS / sizeof OPTIONS[0]] = {0};
     for (int i = first; i < argc; i++) {
-        const char *a = argv[i];
-        const char **slot = NULL;
-        if (strcmp(a, "--provider") == 0)
-            slot = &o->provider;
-        else if (strcmp(a, "--device") == 0)
-            slot = &o->device;
-        else if (strcmp(a, "--out") == 0)
-            slot = &o->out;
-        else if (strcmp(a, "--op") == 0)
-            slot = &o->op_filter;
-        else if (strcmp(a, "--provider-lib") == 0)
-            slot = &o->provider_lib;
-        else if (strcmp(a, "--script") == 0)
-            slot = &o->script;
-        else if (strcmp(a, "--resume") == 0)
-            slot = &o->resume;
-        else if (strcmp(a, "--shard") == 0)
-            slot = &o->shard;
-        else if (strcmp(a, "--tf32") == 0)
-            slot = &o->tf32;
-        else if (strcmp(a, "--deterministic") == 0)
-            slot = &o->deterministic;
-        else if (strcmp(a, "--attention") == 0)
-            slot = &o->attention;
-        else if (strcmp(a, "--witness") == 0)
-            slot = &o->witness;
-        else if (strcmp(a, "--min-time") == 0)
-            slot = &o->min_time;
-        else if (strcmp(a, "--reps") == 0)
-            slot = &o->reps;
-        else if (strcmp(a, "--max-elements") == 0)
-            slot = &o->max_elements;
-        else if (strcmp(a, "--json") == 0)
-            slot = &o->json;
-        else if (strcmp(a, "--no-fork") == 0) {
-            o->no_fork = 1;
-            continue;
-        } else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0 ||
-                   (strncmp(a, "-j", 2) == 0 && a[2]) || strcmp(a, "--timeout") == 0) {
-            int jobs = a[1] == 'j' || a[2] == 'j';
-            const char *v = a[1] == 'j' && a[2] ? a + 2 : i + 1 < argc ? argv[++i] : "";
-            char *end;
-            double x = strtod(v, &end);
-            if (!*v || *end ||
-                (jobs ? !(x >= 0 && x <= 4096 && x == (int)x) : !(x > 0 && x < 1e6))) {
-                fprintf(stderr, "capcheck: %s wants %s\n", a,
-                        jobs ? "a number of worker processes (0: one per CPU)"
-                             : "a positive number of seconds (below 10^6)");
+        const char *a = argv[i], *v = NULL;
+        size_t k = 0;
+        for (; k < sizeof OPTIONS / sizeof OPTIONS[0]; k++)
+            if (strcmp(a, OPTIONS[k].name) == 0 ||
+                (OPTIONS[k].kind == V_JOBS && !strcmp(OPTIONS[k].name, "-j") &&
+                 strncmp(a, "-j", 2) == 0 && isdigit((unsigned char)a[2])))
+                break;
+        if (k == sizeof OPTIONS / sizeof OPTIONS[0]) {
+            if (a[0] == '-' && a[1]) { /* a file whose name starts with '-': write ./-name */
+                fprintf(stderr, "capcheck %s: unknown option %s (capcheck help %s lists them)\n",
+                        name, a, name);
                 return -1;
             }
-            if (jobs)
-                o->jobs = (int)x;
-            else
-                o->timeout = x;
-            continue;
-        } else if (strcmp(a, "--seed") == 0) {
-            const char *v = i + 1 < argc ? argv[++i] : "";
-            char *end;
-            errno = 0;
-            /* strtoull reads "-1" as 2^64 - 1: a sign is refused, not wrapped */
-            if (!isdigit((unsigned char)v[0]) || (o->seed = strtoull(v, &end, 0), *end) ||
-                errno) {
-                fprintf(stderr, "capcheck: --seed wants an unsigned integer below 2^64, not "
-                                "'%s'\n", v);
-                return -1;
-            }
-            continue;
-        } else if (a[0] == '-' && a[1] == '-') {
-            fprintf(stderr, "capcheck: unknown option %s\n", a);
-            return -1;
-        } else {
             if (o->n_files >= 64) {
                 fprintf(stderr, "capcheck: at most 64 case files\n");
                 return -1;
@@ -185,11 +130,72 @@ static int parse_options(int argc, char **argv, int first, options *o)
             o->files[o->n_files++] = a;
             continue;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "capcheck: %s needs a value\n", a);
+        const option_spec *spec = &OPTIONS[k];
+        if (!(spec->commands & command)) {
+            fprintf(stderr, "capcheck %s: %s does not apply to %s (capcheck help %s lists its "
+                            "options)\n",
+                    name, spec->name, name, name);
             return -1;
         }
-        *slot = argv[++i];
+        const char *canonical = spec->kind == V_JOBS ? "-j" : spec->name;
+        for (size_t j = 0; j < k; j++) /* -j and --jobs are one option */
+            if (seen[j] && OPTIONS[j].field == spec->field)
+                canonical = NULL;
+        if (seen[k] || !canonical) {
+            fprintf(stderr, "capcheck %s: %s is given twice\n", name, spec->name);
+            return -1;
+        }
+        seen[k] = a;
+        char *field = (char *)o + spec->field;
+        if (spec->kind == V_FLAG) {
+            *(int *)field = 1;
+            continue;
+        }
+        if (spec->kind == V_JOBS && a[1] == 'j' && a[2])
+            v = a + 2;
+        else if (i + 1 < argc)
+            v = argv[++i];
+        else {
+            fprintf(stderr, "capcheck %s: %s needs a value\n", name, a);
+            return -1;
+        }
+        char *end;
+        errno = 0;
+        if (spec->kind == V_TEXT) {
+            *(const char **)field = v;
+        } else if (spec->kind == V_SEED) {
+            /* strtoull reads "-1" as 2^64 - 1: a sign is refused, not wrapped */
+            unsigned long long x = strtoull(v, &end, 0);
+            if (!isdigit((unsigned char)v[0]) || *end || errno) {
+                fprintf(stderr, "capcheck %s: --seed wants an unsigned integer below 2^64, not "
+                                "'%s'\n", name, v);
+                return -1;
+            }
+            *(unsigned long long *)field = x;
+        } else {
+            double x = strtod(v, &end);
+            int jobs = spec->kind == V_JOBS;
+            if (!*v || *end ||
+                (jobs ? !(x >= 0 && x <= 4096 && x == (int)x) : !(x > 0 && x < 1e6))) {
+                fprintf(stderr, "capcheck %s: %s wants %s, not '%s'\n", name, a,
+                        jobs ? "a number of worker processes (0: one per CPU)"
+                             : "a positive number of seconds (below 10^6)", v);
+                return -1;
+            }
+            if (jobs)
+                *(int *)field = (int)x;
+            else
+                *(double *)field = x;
+        }
+    }
+    if (o->force && o->resume) {
+        fprintf(stderr, "capcheck %s: --force starts over and --resume finishes: give one\n",
+                name);
+        return -1;
+    }
+    if (o->provider_lib && seen[0]) {
+        fprintf(stderr, "capcheck %s: give --provider or --provider-lib, not both\n", name);
+        return -1;
     }
     return 0;
 }
@@ -416,20 +422,38 @@ static int cmd_run(const options *o, int argc, char **argv)
         free(prov.shard.global);
         return 2;
     }
-    /* the command of the whole run: a shard's report says which shard it is in "shard" */
+    /* the command of the whole run: a shard's report says which shard it is in "shard";
+     * --force changes no result */
     char command[512] = "";
     for (int i = 0, used = 0; i < argc && used < (int)sizeof command - 1; i++) {
-        if (strcmp(argv[i], "--shard") == 0) {
-            i++;
+        if (strcmp(argv[i], "--shard") == 0 || strcmp(argv[i], "--force") == 0) {
+            i += argv[i][2] == 's';
             continue;
         }
         used += snprintf(command + used, sizeof command - (size_t)used, "%s%s", used ? " " : "",
                          argv[i]);
     }
-    cc_session_opts so = {p, cases.v, cases.n, device, o->resume ? o->resume : o->out,
-                          o->resume != NULL, o->jobs, o->timeout, o->no_fork, files, o->seed,
-                          command, stderr, isatty(STDERR_FILENO), &prov, o->witnesses,
-                          o->n_witnesses};
+    /* the command that finishes this run after an interrupt: the same words, --resume DIR
+     * in place of --out DIR and --force */
+    const char *dir = o->resume ? o->resume : o->out;
+    char resume[2048] = "", word[1100];
+    for (int i = 0, used = 0; i < argc && used < (int)sizeof resume - 1; i++) {
+        int value = i + 1 < argc && (!strcmp(argv[i], "--out") || !strcmp(argv[i], "--resume"));
+        if (value || !strcmp(argv[i], "--force")) {
+            i += value;
+            continue;
+        }
+        cc_shell_quote(argv[i], word, sizeof word);
+        used += snprintf(resume + used, sizeof resume - (size_t)used, "%s%s", used ? " " : "",
+                         word);
+    }
+    cc_shell_quote(dir, word, sizeof word);
+    size_t used = strlen(resume);
+    snprintf(resume + used, sizeof resume - used, " --resume %s", word);
+    cc_session_opts so = {p, cases.v, cases.n, device, dir, o->resume != NULL, o->jobs,
+                          o->timeout, o->no_fork, files, o->seed, command, stderr,
+                          isatty(STDERR_FILENO), &prov, o->witnesses, o->n_witnesses, o->force,
+                          &o->repro, o->baseline, resume};
     int rc = cc_session_run(&so);
     cc_case_list_free(&cases);
     free(prov.shard.global);
@@ -607,16 +631,39 @@ static int cmd_list_ops(void)
     return 0;
 }
 
+/* "--help" or "-h" anywhere after the command asks for its help. */
+static int asks_for_help(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
+        cc_help_print(argc < 2 ? stderr : stdout, NULL);
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("capcheck %s\n", CC_VERSION);
         return 0;
     }
+    if (strcmp(argv[1], "help") == 0) {
+        if (argc > 3 || (argc == 3 && cc_help_print(stdout, argv[2]))) {
+            fprintf(stderr, "capcheck help: %s: try capcheck help (the commands)\n",
+                    argc > 3 ? "one command at a time" : "no such command");
+            return 2;
+        }
+        return argc == 2 ? cc_help_print(stdout, NULL) : 0;
+    }
+    if (!cc_help_known(argv[1])) {
+        fprintf(stderr, "capcheck: unknown command '%s' (capcheck help lists them)\n", argv[1]);
+        return 2;
+    }
+    if (asks_for_help(argc, argv))
+        return cc_help_print(stdout, argv[1]) ? 2 : 0;
     if (cc_is_evidence_command(argv[1]))
         return cc_evidence_command(argc, argv);
     int is_list_cases = strcmp(argv[1], "list") == 0 && argc >= 3 && !strcmp(argv[2], "cases");
@@ -628,13 +675,14 @@ int main(int argc, char **argv)
     }
     int is_run = strcmp(argv[1], "run") == 0, is_repro = strcmp(argv[1], "repro") == 0,
         is_shrink = strcmp(argv[1], "shrink") == 0, is_bench = strcmp(argv[1], "bench") == 0;
-    if (!is_run && !is_repro && !is_shrink && !is_bench && !is_list_cases) {
-        fprintf(stderr, "capcheck: unknown command '%s'\n", argv[1]);
-        usage(stderr);
-        return 2;
-    }
+    unsigned command = is_run      ? C_RUN
+                       : is_repro  ? C_REPRO
+                       : is_shrink ? C_SHRINK
+                       : is_bench  ? C_BENCH
+                                   : C_LIST;
     options o;
-    if (parse_options(argc, argv, is_list_cases ? 3 : 2, &o) || apply_math_modes(&o))
+    if (parse_options(argc, argv, is_list_cases ? 3 : 2, command, argv[1], &o) ||
+        apply_math_modes(&o))
         return 2;
     if (o.provider_lib) { /* --provider-lib replaces --provider */
         char msg[1024];
@@ -643,10 +691,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* after the math modes: what the workers inherit is what a repro line names */
+    cc_repro_collect(&o.repro, o.provider, o.provider_lib, o.timeout);
     int rc = 2;
-    if (o.witness && !is_run && !is_repro)
-        fprintf(stderr, "capcheck: --witness applies to run and repro only\n");
-    else if (is_list_cases)
+    if (is_list_cases)
         rc = cmd_list_cases(&o);
     else if (is_bench)
         rc = cmd_bench(&o);

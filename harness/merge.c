@@ -296,6 +296,7 @@ int cc_run_load(const char *path, unsigned flags, cc_run *out, char *msg, size_t
         goto bad;
     }
     out->cases = (long)cases;
+    cc_repro_from_json(cc_json_get(out->json, "repro"), &out->repro);
     int64_t sc = 0;
     cc_json_double(timing, "wall_seconds", &out->wall_seconds);
     cc_json_i64(timing, "session_cases", &sc);
@@ -335,6 +336,8 @@ static int same_setup(const cc_run *a, const cc_run *b, char *msg, size_t len)
     }
     CMP(provider_description, "provider")
     CMP(case_files, "case files")
+    CMP(repro.args, "provider options")
+    CMP(repro.env, "environment")
     CMP(prov.git_commit, "capcheck commit")
     CMP(prov.capcheck_version, "capcheck version")
 #undef CMP
@@ -436,6 +439,7 @@ int cc_run_merge(cc_run *s, int n, cc_run *out, char *msg, size_t len)
     memcpy(out->provider_description, s[0].provider_description, sizeof out->provider_description);
     memcpy(out->case_files, s[0].case_files, sizeof out->case_files);
     memcpy(out->command, s[0].command, sizeof out->command);
+    out->repro = s[0].repro;
     out->base_seed = s[0].base_seed;
     out->prov = s[0].prov;
     memset(&out->prov.shard, 0, sizeof out->prov.shard);
@@ -470,6 +474,7 @@ int cc_run_report(const cc_run *r, cc_report *rep, char *msg, size_t len)
     memcpy(rep->provider_description, r->provider_description, sizeof rep->provider_description);
     memcpy(rep->case_files, r->case_files, sizeof rep->case_files);
     memcpy(rep->command, r->command, sizeof rep->command);
+    rep->repro = r->repro;
     rep->base_seed = r->base_seed;
     rep->wall_seconds = r->wall_seconds;
     rep->session_cases = r->session_cases;

@@ -23,6 +23,7 @@
 #include "harness/json.h"
 #include "harness/provenance.h"
 #include "harness/report.h"
+#include "harness/repro.h"
 
 /* "I/N" -> index, count. Returns 0, or -1 with a sentence in msg. */
 int cc_shard_parse(const char *spec, int *index, int *count, char *msg, size_t len);
@@ -40,6 +41,7 @@ typedef struct {
     cc_json *json;   /* the parsed report (NULL for a merge made in memory) */
     cc_provenance prov;
     char provider_description[256], case_files[512], command[512];
+    cc_repro repro; /* "repro" of the report (empty for a report written before it existed) */
     unsigned long long base_seed;
     long cases;
     double wall_seconds;

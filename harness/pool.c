@@ -16,6 +16,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/signalfd.h>
+#endif
 
 #include "harness/clock.h"
 #include "harness/text.h"
@@ -59,6 +62,7 @@ typedef struct {
     double started, deadline, limit;
     uint64_t tag;
     int witness; /* the job's witness index, or PRIMARY_JOB */
+    int retry;   /* the job is a case's second run (its first worker was killed from outside) */
     cc_case c;
     size_t have;
     res_msg in;
@@ -76,12 +80,14 @@ typedef struct {
     int outstanding;
 } held_item;
 
+/* A job waiting for a worker ahead of new cases: a witness job, or (witness == PRIMARY_JOB) the
+ * retry of a case whose worker was killed from outside. */
 typedef struct {
     uint64_t tag;
     int witness;
     cc_probe probe;
     cc_case c;
-} witness_job;
+} queued_job;
 
 /* Per witness and device: "" when it initialised, else the sentence saying why it cannot run. */
 typedef struct {
@@ -103,9 +109,10 @@ struct cc_pool {
     int pipe_saved;
     held_item *held;
     size_t n_held, cap_held;
-    witness_job *wq;
+    queued_job *wq; /* witness jobs and retries */
     size_t wq_head, wq_n, wq_cap;
     witness_readiness ready; /* --no-fork: the witnesses as this process initialised them */
+    int interrupted;         /* the signal read from cfg.interrupt_fd, or 0 */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -201,6 +208,26 @@ static void __attribute__((format(printf, 2, 3))) set_fatal(cc_pool *pool, const
     va_end(ap);
 }
 
+/* A signal on the caller's interrupt fd stops the pool (fatal, with the signal's name). */
+static void check_interrupt(cc_pool *pool)
+{
+#ifdef __linux__
+    struct signalfd_siginfo si;
+    if (pool->cfg.interrupt_fd > 0 && !pool->interrupted &&
+        read(pool->cfg.interrupt_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        pool->interrupted = (int)si.ssi_signo;
+        set_fatal(pool, "interrupted by %s", cc_signal_name(pool->interrupted));
+    }
+#else
+    (void)pool;
+#endif
+}
+
+int cc_pool_interrupted(const cc_pool *pool)
+{
+    return pool ? pool->interrupted : 0;
+}
+
 static int push_result(cc_pool *pool, uint64_t tag, const cc_result *r)
 {
     if (pool->q_head > 0 && pool->q_head == pool->q_n)
@@ -266,6 +293,28 @@ static void finish_witnessed(const cc_pool_config *cfg, cc_result *r)
     r->verdict = cc_witness_verdict(r);
 }
 
+/* Room for n more queued jobs: the first of them (the queue grows by n), or NULL (fatal). */
+static queued_job *queue_jobs(cc_pool *pool, size_t n)
+{
+    size_t need = pool->wq_n + n;
+    if (need > pool->wq_cap) {
+        size_t cap = pool->wq_cap ? 2 * pool->wq_cap : 16;
+        while (cap < need)
+            cap *= 2;
+        queued_job *q = realloc(pool->wq, cap * sizeof *q);
+        if (!q) {
+            set_fatal(pool, "out of memory queueing a job");
+            return NULL;
+        }
+        pool->wq = q;
+        pool->wq_cap = cap;
+    }
+    queued_job *first = &pool->wq[pool->wq_n];
+    memset(first, 0, n * sizeof *first);
+    pool->wq_n = need;
+    return first;
+}
+
 /* A primary result of case c: delivered now, or held while its witnesses run. */
 static void primary_done(cc_pool *pool, uint64_t tag, const cc_case *c, const cc_result *r)
 {
@@ -273,7 +322,6 @@ static void primary_done(cc_pool *pool, uint64_t tag, const cc_case *c, const cc
         push_result(pool, tag, r);
         return;
     }
-    size_t need_q = pool->wq_n + (size_t)pool->cfg.n_witnesses;
     if (pool->n_held == pool->cap_held) {
         size_t cap = pool->cap_held ? 2 * pool->cap_held : 8;
         held_item *h = realloc(pool->held, cap * sizeof *h);
@@ -284,18 +332,9 @@ static void primary_done(cc_pool *pool, uint64_t tag, const cc_case *c, const cc
         pool->held = h;
         pool->cap_held = cap;
     }
-    if (need_q > pool->wq_cap) {
-        size_t cap = pool->wq_cap ? 2 * pool->wq_cap : 16;
-        while (cap < need_q)
-            cap *= 2;
-        witness_job *q = realloc(pool->wq, cap * sizeof *q);
-        if (!q) {
-            set_fatal(pool, "out of memory queueing witness jobs");
-            return;
-        }
-        pool->wq = q;
-        pool->wq_cap = cap;
-    }
+    queued_job *jobs = queue_jobs(pool, pool->cfg.n_witnesses);
+    if (!jobs)
+        return;
     held_item *h = &pool->held[pool->n_held++];
     h->tag = tag;
     h->r = *r;
@@ -304,7 +343,7 @@ static void primary_done(cc_pool *pool, uint64_t tag, const cc_case *c, const cc
     cc_probe probe;
     cc_witness_probe_of(r, &probe);
     for (int k = 0; k < pool->cfg.n_witnesses; k++) {
-        witness_job *j = &pool->wq[pool->wq_n++];
+        queued_job *j = &jobs[k];
         j->tag = tag;
         j->witness = k;
         j->probe = probe;
@@ -441,6 +480,8 @@ static int spawn(cc_pool *pool, int k)
         for (int i = 0; i < pool->n; i++)
             if (i != k)
                 close_fds(&pool->w[i]);
+        if (pool->cfg.interrupt_fd > 0) /* the parent's signals are the parent's */
+            close(pool->cfg.interrupt_fd);
         close(jp[1]);
         close(rp[0]);
         worker_main(pool, jp[0], rp[1]);
@@ -469,9 +510,10 @@ static void kill_worker(const worker *w)
 
 /* Reap a worker whose result pipe closed and say how it ended; one that lingers after closing
  * it is killed. */
-static void reap(worker *w, char *why, size_t n)
+static void reap(worker *w, char *why, size_t n, int *signal_out)
 {
     int st = 0;
+    *signal_out = 0;
     for (int waited = 0;; waited++) {
         pid_t r = waitpid(w->pid, &st, WNOHANG);
         if (r < 0 && errno == EINTR)
@@ -491,9 +533,11 @@ static void reap(worker *w, char *why, size_t n)
         }
         sleep_ms(1);
     }
-    if (WIFSIGNALED(st))
+    if (WIFSIGNALED(st)) {
+        *signal_out = WTERMSIG(st);
         snprintf(why, n, "was killed by %s (%s)", cc_signal_name(WTERMSIG(st)),
                  strsignal(WTERMSIG(st)));
+    }
     else if (WIFEXITED(st))
         snprintf(why, n, "exited with status %d", WEXITSTATUS(st));
     else
@@ -523,9 +567,17 @@ static void made_up_result(const cc_pool *pool, const worker *w, cc_result_statu
     r->seconds = cc_monotonic_seconds() - w->started;
 }
 
-/* Worker k is gone (`why` says how, unless it timed out); its case becomes a crash or timeout
- * result and a replacement is forked. */
-static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
+/* A worker ended by SIGKILL or SIGTERM that the pool did not send was killed from outside (the
+ * OOM killer, an operator), not by its case: the case runs once more before it is a crash. */
+static int killed_from_outside(int sig)
+{
+    return sig == SIGKILL || sig == SIGTERM;
+}
+
+/* Worker k is gone (`why` says how, unless it timed out; `sig` the signal that ended it, 0 for
+ * none or one the pool sent); its case becomes a crash or timeout result, or runs again when an
+ * outside kill ended its first run, and a replacement is forked. */
+static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out, int sig)
 {
     worker *w = &pool->w[k];
     int was = w->state;
@@ -535,8 +587,9 @@ static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
         char names[256];
         provider_names(&pool->cfg, names, sizeof names);
         if (timed_out)
-            set_fatal(pool, "a worker did not finish initialising provider %s within %g s",
-                      names, pool->cfg.init_timeout);
+            set_fatal(pool, "a worker did not finish initialising provider %s within %g s (the "
+                            "limit is --timeout, %g s without it); it was killed",
+                      names, pool->cfg.init_timeout, CC_POOL_DEFAULT_INIT_TIMEOUT);
         else
             set_fatal(pool, "a worker initialising provider %s %s", names, why);
         return;
@@ -556,6 +609,13 @@ static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
         cc_witness wit;
         cc_witness_set_missing(&wit, name, timed_out ? CC_RES_TIMEOUT : CC_RES_CRASH, msg);
         witness_done(pool, w->tag, w->witness, &wit);
+    } else if (was == W_BUSY && !timed_out && killed_from_outside(sig) && !w->retry) {
+        queued_job *j = queue_jobs(pool, 1);
+        if (j) {
+            j->tag = w->tag;
+            j->witness = PRIMARY_JOB;
+            j->c = w->c;
+        }
     } else if (was == W_BUSY) {
         cc_result r;
         char msg[384];
@@ -567,10 +627,16 @@ static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
                      "elements x %d inputs); the worker was killed",
                      w->limit, pool->cfg.timeout_base, (long long)(in + out), w->c.n_in);
             made_up_result(pool, w, CC_RES_TIMEOUT, msg, &r);
+        } else if (w->retry && killed_from_outside(sig)) {
+            snprintf(msg, sizeof msg, "the worker running this case %s, and so was the worker "
+                                      "that ran it again: killed from outside twice (the OOM "
+                                      "killer?), not known to be the case's fault", why);
+            made_up_result(pool, w, CC_RES_CRASH, msg, &r);
         } else {
             snprintf(msg, sizeof msg, "the worker running this case %s", why);
             made_up_result(pool, w, CC_RES_CRASH, msg, &r);
         }
+        r.retried = w->retry;
         primary_done(pool, w->tag, &w->c, &r); /* a crashed case may still have witnesses */
     }
     if (!pool->fatal && spawn(pool, k))
@@ -585,7 +651,7 @@ static void kill_and_reap(cc_pool *pool, int k, int timed_out)
     while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
         ;
     worker_gone(pool, k, "sent a message the pool protocol does not allow (and was killed)",
-                timed_out);
+                timed_out, 0);
 }
 
 static void handle_message(cc_pool *pool, int k)
@@ -624,6 +690,7 @@ static void handle_message(cc_pool *pool, int k)
         cc_text_clean(r->message, sizeof r->message);
         r->worst_index[sizeof r->worst_index - 1] = r->worst_inputs[sizeof r->worst_inputs - 1] = 0;
         r->n_witnesses = 0;
+        r->retried = w->retry;
         primary_done(pool, w->tag, &w->c, r);
         w->state = W_IDLE;
         return;
@@ -659,8 +726,9 @@ static void handle_readable(cc_pool *pool, int k)
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         char why[256];
-        reap(w, why, sizeof why);
-        worker_gone(pool, k, why, 0);
+        int sig;
+        reap(w, why, sizeof why, &sig);
+        worker_gone(pool, k, why, 0, sig);
         return;
     }
 }
@@ -690,6 +758,7 @@ static int send_job(cc_pool *pool, int k, uint64_t tag, int witness, const cc_pr
     j.c = *c;
     w->tag = tag;
     w->witness = witness;
+    w->retry = 0;
     w->c = *c;
     w->started = cc_monotonic_seconds();
     w->limit = cc_case_timeout(c, pool->cfg.timeout_base);
@@ -698,23 +767,26 @@ static int send_job(cc_pool *pool, int k, uint64_t tag, int witness, const cc_pr
         kill_worker(w);
         while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
             ;
-        worker_gone(pool, k, "died while idle", 0);
+        worker_gone(pool, k, "died while idle", 0, 0);
         return -1;
     }
     w->state = W_BUSY;
     return 0;
 }
 
-/* Queued witness jobs go to idle workers before any new case: a held result waits on them. */
-static void dispatch_witnesses(cc_pool *pool)
+/* Queued jobs (witness jobs, retries) go to idle workers before any new case: a held result
+ * or a pending case waits on them. */
+static void dispatch_queued(cc_pool *pool)
 {
     while (pool->wq_head < pool->wq_n && !pool->fatal) {
         int k = idle_worker(pool);
         if (k < 0)
             return;
-        const witness_job *q = &pool->wq[pool->wq_head];
-        if (send_job(pool, k, q->tag, q->witness, &q->probe, &q->c) == 0)
+        const queued_job *q = &pool->wq[pool->wq_head];
+        if (send_job(pool, k, q->tag, q->witness, &q->probe, &q->c) == 0) {
+            pool->w[k].retry = q->witness == PRIMARY_JOB;
             pool->wq_head++;
+        }
     }
     if (pool->wq_head == pool->wq_n)
         pool->wq_head = pool->wq_n = 0;
@@ -723,8 +795,8 @@ static void dispatch_witnesses(cc_pool *pool)
 /* Wait for the next event (a message, a death, a deadline) and handle it. */
 static void pump(cc_pool *pool)
 {
-    struct pollfd *pf = calloc((size_t)pool->n, sizeof *pf);
-    int *idx = calloc((size_t)pool->n, sizeof *idx);
+    struct pollfd *pf = calloc((size_t)pool->n + 1, sizeof *pf);
+    int *idx = calloc((size_t)pool->n + 1, sizeof *idx);
     if (!pf || !idx) {
         free(pf);
         free(idx);
@@ -749,6 +821,12 @@ static void pump(cc_pool *pool)
         free(idx);
         return;
     }
+    int watched = nf; /* the workers; then the caller's interrupt fd, when there is one */
+    if (pool->cfg.interrupt_fd > 0) {
+        pf[nf].fd = pool->cfg.interrupt_fd;
+        pf[nf].events = POLLIN;
+        idx[nf++] = -1;
+    }
     int ms = -1;
     if (isfinite(next)) {
         double wait = (next - now) * 1000.0 + 1.0;
@@ -757,9 +835,11 @@ static void pump(cc_pool *pool)
     int rc = poll(pf, (nfds_t)nf, ms);
     if (rc < 0 && errno != EINTR)
         set_fatal(pool, "poll failed: %s", strerror(errno));
-    for (int i = 0; rc > 0 && i < nf; i++)
+    for (int i = 0; rc > 0 && i < watched; i++)
         if (pf[i].revents && pool->w[idx[i]].res_fd == pf[i].fd)
             handle_readable(pool, idx[i]);
+    if (rc > 0 && nf > watched && pf[watched].revents)
+        check_interrupt(pool);
     now = cc_monotonic_seconds();
     for (int k = 0; k < pool->n && !pool->fatal; k++) {
         worker *w = &pool->w[k];
@@ -768,7 +848,7 @@ static void pump(cc_pool *pool)
     }
     free(pf);
     free(idx);
-    dispatch_witnesses(pool);
+    dispatch_queued(pool);
 }
 
 /* ---- the API ------------------------------------------------------------------------------ */
@@ -905,6 +985,11 @@ size_t cc_pool_pending(const cc_pool *pool)
 int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, size_t msg_len)
 {
     if (pool->cfg.in_process) {
+        check_interrupt(pool);
+        if (pool->fatal) {
+            snprintf(msg, msg_len, "%s", pool->fatal_msg);
+            return -1;
+        }
         cc_result r;
         cc_run_case(pool->cfg.provider, c, &r);
         if (pool->cfg.n_witnesses && cc_witness_wanted(&r)) {
@@ -926,7 +1011,7 @@ int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, siz
             snprintf(msg, msg_len, "%s", pool->fatal_msg);
             return -1;
         }
-        dispatch_witnesses(pool);
+        dispatch_queued(pool);
         int k = idle_worker(pool);
         if (k < 0) {
             pump(pool);

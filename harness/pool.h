@@ -52,7 +52,7 @@
 #include "harness/runner.h"
 
 #define CC_POOL_DEFAULT_TIMEOUT 10.0
-#define CC_POOL_DEFAULT_INIT_TIMEOUT 300.0
+#define CC_POOL_DEFAULT_INIT_TIMEOUT 60.0
 
 typedef struct cc_pool cc_pool;
 
@@ -62,11 +62,15 @@ typedef struct {
     unsigned devices;            /* bit (1u << device) per device each worker initialises;
                                     0: CPU only */
     double timeout_base;         /* seconds; <= 0: CC_POOL_DEFAULT_TIMEOUT */
-    double init_timeout;         /* seconds for a worker's init; <= 0: the default */
+    double init_timeout;         /* seconds for a worker's init (capcheck passes --timeout);
+                                    <= 0: CC_POOL_DEFAULT_INIT_TIMEOUT */
     int in_process;              /* --no-fork: init and run in this process, one case at a
                                     time, no crash isolation (for debuggers) */
     const cc_provider *const *witnesses; /* not initialised; the array outlives the pool */
     int n_witnesses;                     /* 0 .. CC_MAX_WITNESSES */
+    int interrupt_fd; /* a signalfd the caller made for the signals that end a run (Ctrl-C),
+                         watched beside the workers; -1 (or 0 in a zeroed config): none.
+                         When it fires the pool stops: cc_pool_interrupted says which signal */
 } cc_pool_config;
 
 int cc_online_cpus(void);
@@ -97,6 +101,8 @@ int cc_pool_wait(cc_pool *pool, uint64_t *tag, cc_result *r, char *msg, size_t m
 int cc_pool_poll(cc_pool *pool, uint64_t *tag, cc_result *r);
 /* Submit one case and wait for it (for repro and shrink). */
 int cc_pool_run_one(cc_pool *pool, const cc_case *c, cc_result *r, char *msg, size_t msg_len);
+/* The signal that stopped the pool through cfg.interrupt_fd (SIGINT, ...), or 0. */
+int cc_pool_interrupted(const cc_pool *pool);
 /* Stop the workers (EOF on their job pipes; SIGKILL for any still busy) and reap them. */
 void cc_pool_close(cc_pool *pool);
 

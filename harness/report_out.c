@@ -69,18 +69,11 @@ int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len)
 
 /* ---- ordering ------------------------------------------------------------------------------ */
 
-static int row_bad(const cc_report_row *r)
-{
-    return r->counts[CC_RES_FAIL] + r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] +
-               r->counts[CC_RES_TIMEOUT] >
-           0;
-}
-
 /* a before b? */
 static int worse(const cc_report_row *a, const cc_report_row *b)
 {
-    if (row_bad(a) != row_bad(b))
-        return row_bad(a);
+    if (cc_report_row_failing(a) != cc_report_row_failing(b))
+        return cc_report_row_failing(a);
     int na = isnan(a->worst_ratio) != 0, nb = isnan(b->worst_ratio) != 0;
     if (na != nb)
         return na;
@@ -102,6 +95,22 @@ void cc_report_order_worst(const cc_report *rep, size_t *order)
 
 /* ---- JUnit XML ----------------------------------------------------------------------------- */
 
+/* Text for an XML text node: only &, < and > need escapes (a repro line keeps its quotes). */
+static void xml_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '&')
+            fputs("&amp;", f);
+        else if (*s == '<')
+            fputs("&lt;", f);
+        else if (*s == '>')
+            fputs("&gt;", f);
+        else
+            fputc((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t' ? ' ' : *s, f);
+    }
+}
+
+/* Text for an XML attribute value. */
 static void xml(FILE *f, const char *s)
 {
     for (; *s; s++) {
@@ -162,19 +171,24 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
                     tag, errs ? "error" : "fail", r->cases - r->counts[CC_RES_PASS], r->cases,
                     r->counts[CC_RES_FAIL], r->counts[CC_RES_ERROR], r->counts[CC_RES_CRASH],
                     r->counts[CC_RES_TIMEOUT], r->worst_ratio);
-            xml(f, r->first_failure_msg);
-            fputs("\ncapcheck repro '", f);
-            xml(f, r->first_failure);
-            fprintf(f, "'</%s>\n", tag);
+            char cmd[2600];
+            cc_repro_command(&rep->repro, r->worst_failure, cmd, sizeof cmd);
+            fprintf(f, "worst: %s: ", cc_result_status_name(r->worst_failure_status));
+            xml_text(f, r->worst_failure_msg);
+            fputc('\n', f);
+            xml_text(f, cmd);
+            fprintf(f, "</%s>\n", tag);
         } else if (r->counts[CC_RES_PASS] == 0) {
             fprintf(f, "      <skipped message=\"%ld cases unsupported by the provider\"/>\n",
                     r->counts[CC_RES_UNSUPPORTED]);
         }
+        char cmd[2600];
+        cc_repro_command(&rep->repro, r->worst_line, cmd, sizeof cmd);
         fprintf(f, "      <system-out>%ld cases, %ld passed, %ld unsupported; worst bound ratio "
-                   "%.4g: capcheck repro '",
+                   "%.4g: ",
                 r->cases, r->counts[CC_RES_PASS], r->counts[CC_RES_UNSUPPORTED], r->worst_ratio);
-        xml(f, r->worst_line);
-        fprintf(f, "'</system-out>\n    </testcase>\n");
+        xml_text(f, cmd);
+        fprintf(f, "</system-out>\n    </testcase>\n");
     }
     fprintf(f, "  </testsuite>\n</testsuites>\n");
 }

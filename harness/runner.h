@@ -58,6 +58,10 @@ typedef struct {
     double expected, got, bound;
     int64_t elements; /* output elements */
     double seconds;
+    /* 1: the case's first worker was killed from outside (SIGKILL or SIGTERM the pool did not
+     * send: the OOM killer, an operator) and this is its second run (harness/pool.h); the
+     * record then carries "retried":true */
+    int retried;
     /* flat row-major index of the worst element in worst_output; in memory only (witnesses are
      * asked about it before the record is written), not part of the record */
     int64_t worst_flat;

@@ -2,13 +2,22 @@
 #include "harness/session.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/signalfd.h>
+#endif
 
+#include "harness/capsules.h"
 #include "harness/clock.h"
+#include "harness/diff.h"
 #include "harness/journal.h"
+#include "harness/merge.h"
 #include "harness/pool.h"
 #include "harness/report.h"
 #include "harness/report_out.h"
@@ -23,12 +32,25 @@ static void remove_in(const char *dir, const char *name)
 
 typedef struct {
     const cc_session_opts *o;
+    const cc_repro *repro;
     cc_journal *journal;
     size_t done, total, passed;
-    double last_progress;
+    double started, last_progress;
     int failed; /* the journal could not be written */
     char msg[512];
 } run_state;
+
+/* "12 s", "3 min 20 s", "1 h 05 min": a duration for the progress line. */
+static void format_duration(double s, char *buf, size_t n)
+{
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t < 60)
+        snprintf(buf, n, "%ld s", t);
+    else if (t < 3600)
+        snprintf(buf, n, "%ld min %02ld s", t / 60, t % 60);
+    else
+        snprintf(buf, n, "%ld h %02ld min", t / 3600, t / 60 % 60);
+}
 
 static void on_result(run_state *s, size_t index, const cc_result *r)
 {
@@ -40,10 +62,12 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
     if (!log)
         return;
     if (r->status != CC_RES_PASS) {
+        char cmd[2600];
+        cc_repro_command(s->repro, r->line, cmd, sizeof cmd);
         if (s->o->tty)
             fprintf(log, "\r\033[K");
-        fprintf(log, "%s: %s\n  capcheck repro '%s'\n", cc_result_status_name(r->status),
-                r->message, r->line);
+        fprintf(log, "%s: %s%s\n  %s\n", cc_result_status_name(r->status), r->message,
+                r->retried ? " (its first worker was killed from outside: ran twice)" : "", cmd);
         if (r->n_witnesses) {
             char said[1024];
             cc_witness_summary(r, said, sizeof said);
@@ -52,8 +76,13 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
     }
     double t = cc_monotonic_seconds();
     if (s->o->tty && (t - s->last_progress > 0.1 || s->done == s->total)) {
-        fprintf(log, "\r\033[K[%zu/%zu] %s %s: %zu passed, %zu not", s->done, s->total, r->op,
-                cc_dtype_name(r->dtype), s->passed, s->done - s->passed);
+        char elapsed[32], eta[32];
+        format_duration(t - s->started, elapsed, sizeof elapsed);
+        format_duration((t - s->started) / (double)s->done * (double)(s->total - s->done), eta,
+                        sizeof eta);
+        fprintf(log, "\r\033[K[%zu/%zu] %s %s: %zu passed, %zu not; %s, ETA %s", s->done,
+                s->total, r->op, cc_dtype_name(r->dtype), s->passed, s->done - s->passed,
+                elapsed, eta);
         fflush(log);
         s->last_progress = t;
     }
@@ -101,6 +130,95 @@ static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint
     return 0;
 }
 
+/* A fresh run must not silently truncate another run's journal: a folder holding run.json or
+ * a non-empty results.jsonl is refused unless --force. 0, or -1 with msg. */
+static int check_fresh_folder(const cc_session_opts *o, char *msg, size_t len)
+{
+    char journal[1100], info[1100];
+    snprintf(journal, sizeof journal, "%s/results.jsonl", o->out_dir);
+    snprintf(info, sizeof info, "%s/run.json", o->out_dir);
+    struct stat st;
+    int has_journal = stat(journal, &st) == 0 && st.st_size > 0;
+    if (o->force || (!has_journal && access(info, F_OK) != 0))
+        return 0;
+    snprintf(msg, len,
+             "%s holds an earlier run (%s): --resume %s finishes it (or writes its report "
+             "again), --force starts over and discards it, or give another --out",
+             o->out_dir, has_journal ? "results.jsonl" : "run.json", o->out_dir);
+    return -1;
+}
+
+/* The signals that end a run (Ctrl-C, a scheduler's SIGTERM, a closed terminal) are blocked
+ * and read from a signalfd the pool watches, so the run stops between events and says how to
+ * finish it. Linux only; elsewhere they keep their default action. */
+typedef struct {
+    int fd;
+    sigset_t old;
+} interrupts;
+
+static void interrupts_open(interrupts *in)
+{
+    in->fd = -1;
+#ifdef __linux__
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, &set, &in->old) == 0) {
+        in->fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (in->fd < 0)
+            sigprocmask(SIG_SETMASK, &in->old, NULL);
+    }
+#endif
+}
+
+static void interrupts_close(interrupts *in)
+{
+    if (in->fd < 0)
+        return;
+    close(in->fd);
+    sigprocmask(SIG_SETMASK, &in->old, NULL); /* a signal still pending now acts as usual */
+    in->fd = -1;
+}
+
+/* report.md's "Since the baseline": capcheck diff BASELINE DIR, and its summary line. */
+static char *diff_with_baseline(const char *baseline, const char *dir, char *summary, size_t n)
+{
+    char *text = NULL, *errs = NULL, msg[256];
+    size_t len = 0, elen = 0;
+    cc_catalog cat;
+    summary[0] = 0;
+    if (cc_catalog_load(NULL, &cat, msg, sizeof msg)) {
+        snprintf(summary, n, "no comparison with the baseline: %s", msg);
+        return NULL;
+    }
+    FILE *out = open_memstream(&text, &len), *err = open_memstream(&errs, &elen);
+    if (out && err)
+        cc_diff_command(baseline, dir, CC_DIFF_DEFAULT_DRIFT, 0, &cat, out, err);
+    if (out)
+        fclose(out);
+    if (err)
+        fclose(err);
+    cc_catalog_free(&cat);
+    if (errs && errs[0]) {
+        snprintf(summary, n, "no comparison with the baseline: %s", errs);
+        summary[strcspn(summary, "\n")] = 0;
+        free(text);
+        text = NULL;
+    } else if (text) { /* the diff's last line is its summary */
+        size_t end = strlen(text);
+        while (end && text[end - 1] == '\n')
+            end--;
+        size_t start = end;
+        while (start && text[start - 1] != '\n')
+            start--;
+        snprintf(summary, n, "%.*s", (int)(end - start), text + start);
+    }
+    free(errs);
+    return text;
+}
+
 int cc_session_run(const cc_session_opts *o)
 {
     FILE *log = o->log ? o->log : stderr;
@@ -115,7 +233,19 @@ int cc_session_run(const cc_session_opts *o)
     cc_journal *journal = NULL;
     size_t *todo = NULL, n_todo = 0;
     int rc = 2;
+    interrupts intr;
+    interrupts_open(&intr);
 
+    if (o->baseline) { /* a baseline that cannot be read is refused before anything runs */
+        cc_run base;
+        if (cc_run_load(o->baseline, 0, &base, msg, sizeof msg)) {
+            char why[sizeof msg];
+            snprintf(why, sizeof why, "%s", msg);
+            snprintf(msg, sizeof msg, "--baseline: %.900s", why);
+            goto out;
+        }
+        cc_run_free(&base);
+    }
     if (o->resume) {
         int got = cc_run_info_read(o->out_dir, &info, msg, sizeof msg);
         if (got == 1)
@@ -125,11 +255,11 @@ int cc_session_run(const cc_session_opts *o)
         if (got || check_same_run(o, &info, hash, msg, sizeof msg) ||
             cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, &scan, msg, sizeof msg))
             goto out;
-    } else if (cc_make_dir(o->out_dir)) {
-        snprintf(msg, sizeof msg, "cannot create the output folder %s: %s", o->out_dir,
-                 strerror(errno));
+    } else if (check_fresh_folder(o, msg, sizeof msg))
         goto out;
-    }
+    /* a run.json written before repro lines named their provider: this command's */
+    if (!o->resume || !info.repro.args[0])
+        info.repro = o->repro ? *o->repro : info.repro;
     todo = malloc((o->n_cases ? o->n_cases : 1) * sizeof *todo);
     if (!todo) {
         snprintf(msg, sizeof msg, "out of memory");
@@ -137,7 +267,7 @@ int cc_session_run(const cc_session_opts *o)
     }
     unsigned devices = 0;
     for (size_t i = 0; i < o->n_cases; i++)
-        if (!o->resume || scan.offset[i] < 0) {
+        if (!o->resume || scan.offset[i] < 0 || scan.rerun[i]) {
             todo[n_todo++] = i;
             devices |= 1u << o->cases[i].device;
         }
@@ -145,10 +275,10 @@ int cc_session_run(const cc_session_opts *o)
         devices = 1u << o->default_device;
 
     /* the workers first: they initialise the provider, and a provider that cannot run
-     * leaves the folder as it was */
+     * leaves the folder as it was (a new folder is not even created) */
     if (devices) {
-        cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, 0,
-                             o->in_process, o->witnesses, o->n_witnesses};
+        cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, o->timeout_base,
+                             o->in_process, o->witnesses, o->n_witnesses, intr.fd};
         if (pc.workers <= 0)
             pc.workers = cc_online_cpus();
         if ((size_t)pc.workers > (n_todo ? n_todo : 1))
@@ -164,6 +294,24 @@ int cc_session_run(const cc_session_opts *o)
                  "--resume",
                  o->out_dir, info.provider, info.provider_description, desc);
         goto out;
+    }
+    if (!o->resume && cc_make_dir(o->out_dir)) {
+        snprintf(msg, sizeof msg, "cannot create the output folder %s: %s", o->out_dir,
+                 strerror(errno));
+        goto out;
+    }
+    /* a resumed journal keeps every good record: damaged lines and the records of crashes to
+     * run again go (the damaged file stays beside it), then it is read again */
+    int damaged = scan.damaged_lines, reruns = (int)scan.n_rerun;
+    long first_damaged = scan.first_damaged_line;
+    char damaged_why[256];
+    snprintf(damaged_why, sizeof damaged_why, "%s", scan.damaged_why);
+    if (o->resume && (damaged || reruns || scan.duplicates)) {
+        if (cc_journal_compact(o->out_dir, &scan, msg, sizeof msg))
+            goto out;
+        cc_journal_scan_free(&scan);
+        if (cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, &scan, msg, sizeof msg))
+            goto out;
     }
     if (cc_journal_open(o->out_dir, o->resume ? scan.valid_end : -1, &journal, msg, sizeof msg))
         goto out;
@@ -182,13 +330,22 @@ int cc_session_run(const cc_session_opts *o)
         witness_names(o, info.witnesses, sizeof info.witnesses);
         if (cc_run_info_write(o->out_dir, &info, msg, sizeof msg))
             goto out;
-    } else if (o->log && (scan.torn_lines || scan.n_done)) {
-        fprintf(log, "capcheck: resuming %s: %zu of %zu cases already recorded%s\n", o->out_dir,
-                scan.n_done, o->n_cases,
-                scan.torn_lines ? "; a torn last record was dropped and will be rerun" : "");
+    } else if (o->log) {
+        fprintf(log, "capcheck: resuming %s: %zu of %zu cases already recorded\n", o->out_dir,
+                scan.n_done, o->n_cases);
+        if (damaged)
+            fprintf(log, "capcheck: %d damaged line%s of its results.jsonl (the first, line %ld: "
+                         "%s) dropped; every good record around them kept, their cases run "
+                         "again (the damaged file is %s/results.jsonl.damaged)\n",
+                    damaged, damaged == 1 ? "" : "s", first_damaged, damaged_why, o->out_dir);
+        if (reruns)
+            fprintf(log, "capcheck: %d crash%s of workers killed from outside run again\n",
+                    reruns, reruns == 1 ? "" : "es");
+        if (scan.torn_lines)
+            fprintf(log, "capcheck: a torn last record was dropped and will be rerun\n");
     }
 
-    run_state st = {o, journal, 0, n_todo, 0, 0, 0, ""};
+    run_state st = {o, &info.repro, journal, 0, n_todo, 0, cc_monotonic_seconds(), 0, 0, ""};
     for (size_t k = 0; k < n_todo && !st.failed; k++) {
         if (cc_pool_submit(pool, todo[k], &o->cases[todo[k]], msg, sizeof msg))
             goto lost_pool;
@@ -209,7 +366,9 @@ int cc_session_run(const cc_session_opts *o)
     if (o->tty && n_todo && o->log)
         fprintf(log, "\n");
     if (st.failed) {
-        snprintf(msg, sizeof msg, "%s", st.msg);
+        snprintf(msg, sizeof msg, "%s; the results before it are in %s/results.jsonl: free the "
+                                  "space, then finish with --resume %s",
+                 st.msg, o->out_dir, o->out_dir);
         goto out;
     }
     cc_pool_close(pool);
@@ -241,6 +400,7 @@ int cc_session_run(const cc_session_opts *o)
              info.provider_description);
     snprintf(rep.case_files, sizeof rep.case_files, "%s", info.case_files);
     snprintf(rep.command, sizeof rep.command, "%s", info.command);
+    rep.repro = info.repro;
     rep.base_seed = info.base_seed;
     if (o->provenance)
         rep.provenance = *o->provenance;
@@ -248,6 +408,18 @@ int cc_session_run(const cc_session_opts *o)
     rep.session_cases = (long)n_todo;
     rep.resumed = o->resume;
     int wrote = cc_report_write_outputs(&rep, o->out_dir, msg, sizeof msg) == 0;
+    char since[512] = "";
+    char *diff_text = NULL;
+    if (wrote && o->baseline) {
+        diff_text = diff_with_baseline(o->baseline, o->out_dir, since, sizeof since);
+        rep.since_baseline = diff_text;
+        char md[1100];
+        snprintf(md, sizeof md, "%s/report.md", o->out_dir);
+        if (diff_text && cc_report_write_markdown(&rep, md)) {
+            snprintf(msg, sizeof msg, "cannot write %.900s: %s", md, strerror(errno));
+            wrote = 0;
+        }
+    }
     long not_passed = rep.cases - rep.counts[CC_RES_PASS];
     /* the rate counts the cases this session ran (a resume runs only the missing ones) */
     printf("capcheck: %ld cases on %s in %.2f s (%.0f cases/s): %ld passed, %ld failed, "
@@ -258,17 +430,46 @@ int cc_session_run(const cc_session_opts *o)
            rep.counts[CC_RES_FAIL], rep.counts[CC_RES_UNSUPPORTED],
            rep.counts[CC_RES_ERROR] + rep.counts[CC_RES_CRASH] + rep.counts[CC_RES_TIMEOUT],
            rep.counts[CC_RES_CRASH], rep.counts[CC_RES_TIMEOUT]);
-    printf("capcheck: report in %s (report.md, report.json, report.junit.xml, results.jsonl)\n",
-           o->out_dir);
+    if (rep.retried)
+        printf("capcheck: %ld cases ran twice: their first worker was killed from outside\n",
+               rep.retried);
+    if (since[0])
+        printf("capcheck: since the baseline %s: %s\n", o->baseline,
+               strncmp(since, "capcheck diff: ", 15) == 0 ? since + 15 : since);
+    if (wrote)
+        printf("capcheck: report in %s (report.md, report.json, report.junit.xml, "
+               "results.jsonl)\n",
+               o->out_dir);
+    free(diff_text);
     cc_report_free(&rep);
-    if (!wrote)
+    if (!wrote) {
+        size_t used = strlen(msg);
+        snprintf(msg + used, sizeof msg - used, "; no report: every result is in "
+                                                "%s/results.jsonl, and --resume %s writes the "
+                                                "report once the disk has room",
+                 o->out_dir, o->out_dir);
         goto out;
+    }
     rc = not_passed ? 1 : 0;
     goto out;
 
 lost_pool:
     if (o->tty && o->log)
         fprintf(log, "\n");
+    if (cc_pool_interrupted(pool)) {
+        int sig = cc_pool_interrupted(pool);
+        cc_pool_close(pool);
+        pool = NULL;
+        cc_journal_close(journal);
+        journal = NULL;
+        fprintf(log, "capcheck: interrupted by %s: %zu of %zu cases are recorded in "
+                     "%s/results.jsonl; finish the run with:\n  %s\n",
+                sig == SIGINT ? "Ctrl-C (SIGINT)" : cc_signal_name(sig),
+                o->n_cases - n_todo + st.done, o->n_cases, o->out_dir,
+                o->resume_command ? o->resume_command : "capcheck run ... --resume DIR");
+        rc = 128 + sig;
+        goto out;
+    }
     {
         char tail[256];
         snprintf(tail, sizeof tail, "; the results so far are in %s/results.jsonl: finish with "
@@ -282,6 +483,7 @@ out:
     cc_journal_close(journal);
     cc_journal_scan_free(&scan);
     free(todo);
+    interrupts_close(&intr);
     if (rc == 2)
         fprintf(log, "capcheck: %s\n", msg);
     return rc;
@@ -291,8 +493,8 @@ int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
                           cc_result *r, char *msg, size_t msg_len)
 {
-    cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, 0, in_process, witnesses,
-                         n_witnesses};
+    cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, timeout_base, in_process, witnesses,
+                         n_witnesses, -1};
     cc_pool *pool;
     if (cc_pool_start(&pc, &pool, msg, msg_len))
         return -1;

@@ -190,7 +190,8 @@ static void test_journal_order_and_torn_tail(void **state)
 
     /* run.json */
     cc_run_info ri = {n, cc_case_list_hash(l.v, n), "reference", "desc \"quoted\"", "a.cases",
-                      "capcheck run a.cases", 18446744073709551615ull, "openblas,reference"},
+                      "capcheck run a.cases", 18446744073709551615ull, "openblas,reference",
+                      {"CAPCHECK_MUTANT='a b'", "--provider-lib /p/x.so --tf32 off"}},
                 back;
     assert_int_equal(cc_run_info_write(dir, &ri, msg, sizeof msg), 0);
     assert_int_equal(cc_run_info_read(dir, &back, msg, sizeof msg), 0);

@@ -254,7 +254,7 @@ static void test_markdown_and_junit(void **state)
     assert_non_null(first_row);
     assert_non_null(other);
     assert_true(first_row < other);
-    char *np = strstr(md, "## Not passing");
+    char *np = strstr(md, "## Failures");
     assert_non_null(np);
     assert_true(np < table);
     free(md);
