@@ -316,21 +316,6 @@ static int open_witnesses(options *o)
     return 0;
 }
 
-/* ... and initialise it in this process; NULL (after one clear sentence) when it cannot run. */
-static const cc_provider *open_provider(const options *o, cc_device device)
-{
-    const cc_provider *p = select_provider(o);
-    if (!p)
-        return NULL;
-    char msg[512];
-    if (cc_provider_init(p, device, msg, sizeof msg) != CC_OK) {
-        fprintf(stderr, "capcheck: provider %s cannot run on %s: %s\n", p->name,
-                cc_device_name(device), msg);
-        return NULL;
-    }
-    return p;
-}
-
 /* The cases of the command's files (none: the embedded smoke cases), --op filtered, and the
  * files' names for the report. 0, or -1 after one sentence (the list is then empty). */
 static int load_cases(const options *o, cc_device *device, cc_case_list *cases, char *files,
@@ -531,10 +516,10 @@ static int cmd_shrink(const options *o)
     if (parse_case_argument(o, "capcheck shrink: give exactly one failing case line in quotes",
                             &c))
         return 2;
-    const cc_provider *p = open_provider(o, c.device);
+    const cc_provider *p = select_provider(o); /* initialised by the shrink's worker */
     if (!p)
         return 2;
-    return cc_shrink_command(p, &c, o->script, stdout, stderr);
+    return cc_shrink_command(p, &c, o->script, o->timeout, &o->repro, stdout, stderr);
 }
 
 /* A positive number from an option's text (NULL: dflt); -1 after one sentence when it is not. */
@@ -569,11 +554,10 @@ static int cmd_bench(const options *o)
     if (load_cases(o, &device, &cases, files, sizeof files))
         return 2;
     int rc = 2;
-    const cc_provider *p = cases.n ? open_provider(o, device) : NULL;
-    if (!cases.n)
-        fprintf(stderr, "capcheck bench: no cases in %s\n", files);
-    else if (p) {
-        cc_bench_opts bo = {min_time, (int)reps, (int64_t)max_elements, files, o->json};
+    const cc_provider *p = select_provider(o); /* initialised in the bench's watched child */
+    if (p) {
+        cc_bench_opts bo = {min_time, (int)reps, (int64_t)max_elements, files, o->json,
+                            o->timeout};
         rc = cc_bench_command(p, cases.v, cases.n, &bo, stdout, stderr);
     }
     cc_case_list_free(&cases);

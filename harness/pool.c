@@ -370,6 +370,32 @@ static void witness_done(cc_pool *pool, uint64_t tag, int k, const cc_witness *w
 
 /* ---- the worker process ------------------------------------------------------------------- */
 
+#ifdef __GLIBC__
+int on_exit(void (*fn)(int, void *), void *arg); /* glibc; not declared under strict POSIX */
+static void leave_now(int status, void *arg)
+{
+    (void)arg;
+    _exit(status);
+}
+#else
+static void leave_now(void)
+{
+    _exit(0); /* the status exit() was given is not known here */
+}
+#endif
+
+void cc_exit_leaves_at_once(void)
+{
+    /* registered last, so it runs first: exit() in a provider ends the process with its
+     * status at once, instead of running the destructors of everything this process inherited
+     * (libtorch's take seconds, and may wait for threads a forked child does not have) */
+#ifdef __GLIBC__
+    on_exit(leave_now, NULL);
+#else
+    atexit(leave_now);
+#endif
+}
+
 static _Noreturn void worker_exit(int code)
 {
 #ifdef CAPCHECK_COVERAGE
@@ -396,6 +422,7 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    cc_exit_leaves_at_once();
     const cc_provider *p = pool->cfg.provider;
     res_msg m;
     memset(&m, 0, sizeof m);

@@ -79,6 +79,10 @@ double cc_case_timeout(const cc_case *c, double base);
 /* "SIGSEGV", "SIGABRT", ... or "signal N". */
 const char *cc_signal_name(int sig);
 
+/* In a process forked to run provider code: make exit() (a provider that calls it) end the
+ * process at once with its status, as _exit would. */
+void cc_exit_leaves_at_once(void);
+
 /* Fork the workers and wait until each has initialised the provider on every device. Returns
  * 0, or -1 with one sentence in msg ("provider aten cannot run on cuda: ...", a worker that
  * crashed or hung in init, fork failures); no worker is left behind then. */
