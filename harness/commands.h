@@ -3,8 +3,6 @@
 #ifndef CAPCHECK_COMMANDS_H
 #define CAPCHECK_COMMANDS_H
 
-extern const char cc_commands_usage[];
-
 int cc_is_evidence_command(const char *name);
 /* argv[1] is the command. Returns the exit code. */
 int cc_evidence_command(int argc, char **argv);

@@ -12,7 +12,7 @@ typedef struct {
     char op[32], dtype[8], device[8], provider[32];
     long cases, pass, bad, unsupported;
     double worst;
-    char first_failure[CC_CASE_LINE_MAX];
+    char first_failure[CC_CASE_LINE_MAX]; /* its worst failing case (older reports: first) */
     int seen; /* matched in the other report */
 } diff_row;
 
@@ -61,7 +61,8 @@ static int load_rows(const cc_run *run, const cc_catalog *cat, diff_row **out, s
             return -1;
         }
         cc_json_string(o, "vjp_mode", &vjp);
-        cc_json_string(o, "first_failure", &ff);
+        if (cc_json_string(o, "worst_failure", &ff)) /* a report before worst_failure: first */
+            cc_json_string(o, "first_failure", &ff);
         cc_capsule adhoc;
         const cc_capsule *c = cc_catalog_resolve(cat, provider, device, op, vjp, &adhoc);
         snprintf(r->capsule, sizeof r->capsule, "%s", c->name);
@@ -122,7 +123,7 @@ int cc_diff_command(const char *base_path, const char *new_path, double drift, i
         fprintf(out, "capcheck diff: the provider changed: '%s' -> '%s'\n",
                 base.provider_description, neu.provider_description);
     int regressions = 0, fixed = 0, new_failures = 0, drifts = 0, added = 0;
-    char was[128], now[128];
+    char was[128], now[128], cmd[2600];
     for (size_t i = 0; i < nb; i++) {
         diff_row *b = &br[i], *m = NULL;
         for (size_t j = 0; j < nn && !m; j++)
@@ -136,8 +137,10 @@ int cc_diff_command(const char *base_path, const char *new_path, double drift, i
         if (bs == ROW_PASSING && ns != ROW_PASSING && ns != ROW_UNSUPPORTED) {
             regressions++;
             fprintf(out, "regression   %s %s: %s -> %s", b->capsule, b->dtype, was, now);
-            if (m && m->first_failure[0])
-                fprintf(out, "; first: capcheck repro '%s'", m->first_failure);
+            if (m && m->first_failure[0]) {
+                cc_repro_command(&neu.repro, m->first_failure, cmd, sizeof cmd);
+                fprintf(out, "; worst: %s", cmd);
+            }
             fputc('\n', out);
         } else if (bs == ROW_PASSING && ns == ROW_UNSUPPORTED) {
             regressions++;
@@ -147,8 +150,9 @@ int cc_diff_command(const char *base_path, const char *new_path, double drift, i
             fprintf(out, "fixed        %s %s: %s -> %s\n", b->capsule, b->dtype, was, now);
         } else if (bs != ROW_FAILING && ns == ROW_FAILING) {
             new_failures++;
-            fprintf(out, "new failure  %s %s: %s -> %s; first: capcheck repro '%s'\n", b->capsule,
-                    b->dtype, was, now, m->first_failure);
+            cc_repro_command(&neu.repro, m->first_failure, cmd, sizeof cmd);
+            fprintf(out, "new failure  %s %s: %s -> %s; worst: %s\n", b->capsule, b->dtype, was,
+                    now, cmd);
         } else if (bs == ROW_PASSING && ns == ROW_PASSING) {
             double x = fmax(b->worst, CC_DIFF_RATIO_FLOOR), y = fmax(m->worst, CC_DIFF_RATIO_FLOOR);
             double factor = y > x ? y / x : x / y;
@@ -167,8 +171,9 @@ int cc_diff_command(const char *base_path, const char *new_path, double drift, i
         describe(now, sizeof now, &nr[j]);
         if (row_state(&nr[j]) == ROW_FAILING) {
             new_failures++;
-            fprintf(out, "new failure  %s %s: no cases -> %s; first: capcheck repro '%s'\n",
-                    nr[j].capsule, nr[j].dtype, now, nr[j].first_failure);
+            cc_repro_command(&neu.repro, nr[j].first_failure, cmd, sizeof cmd);
+            fprintf(out, "new failure  %s %s: no cases -> %s; worst: %s\n", nr[j].capsule,
+                    nr[j].dtype, now, cmd);
         } else {
             added++;
             fprintf(out, "new          %s %s: %s\n", nr[j].capsule, nr[j].dtype, now);

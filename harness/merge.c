@@ -502,7 +502,39 @@ int cc_report_json_sha256(const cc_report *rep, char hex[65])
     return 0;
 }
 
-int cc_merge_command(int n, const char *const *dirs, const char *out_dir, FILE *log)
+/* merge writes OUT whole: never into one of the shards it reads, and into a folder holding a
+ * run only with --force. 0, or -1 with msg. */
+static int check_merge_out(int n, const char *const *dirs, const char *out_dir, int force,
+                           char *msg, size_t len)
+{
+    struct stat o;
+    if (stat(out_dir, &o) != 0)
+        return 0; /* a new folder */
+    for (int i = 0; i < n; i++) {
+        struct stat s;
+        char dir[1100];
+        snprintf(dir, sizeof dir, "%s", dirs[i]);
+        size_t l = strlen(dir); /* a shard given as its report.json: its folder */
+        if (l > 12 && strcmp(dir + l - 12, "/report.json") == 0)
+            dir[l - 12] = 0;
+        if (stat(dir, &s) == 0 && s.st_dev == o.st_dev && s.st_ino == o.st_ino) {
+            snprintf(msg, len,
+                     "--out %s is the shard folder %s: merging into one of its inputs would "
+                     "overwrite that shard; give another --out",
+                     out_dir, dirs[i]);
+            return -1;
+        }
+    }
+    const char *held = cc_dir_holds_run(out_dir);
+    if (held && !force) {
+        snprintf(msg, len, "--out %s holds a run (%s): --force replaces it, or give another --out",
+                 out_dir, held);
+        return -1;
+    }
+    return 0;
+}
+
+int cc_merge_command(int n, const char *const *dirs, const char *out_dir, int force, FILE *log)
 {
     char msg[1024] = "";
     int rc = 2, loaded = 0;
@@ -516,6 +548,8 @@ int cc_merge_command(int n, const char *const *dirs, const char *out_dir, FILE *
         snprintf(msg, sizeof msg, "out of memory");
         goto out;
     }
+    if (check_merge_out(n, dirs, out_dir, force, msg, sizeof msg))
+        goto out;
     for (; loaded < n; loaded++)
         if (cc_run_load(dirs[loaded], CC_LOAD_SEAL | CC_LOAD_RESULTS | CC_LOAD_PROVENANCE,
                         &s[loaded], msg, sizeof msg))
@@ -529,6 +563,9 @@ int cc_merge_command(int n, const char *const *dirs, const char *out_dir, FILE *
     }
     if (cc_journal_open(out_dir, -1, &j, msg, sizeof msg))
         goto out;
+    char old_run[1100]; /* a replaced run's run.json would describe another run */
+    snprintf(old_run, sizeof old_run, "%s/run.json", out_dir);
+    remove(old_run);
     for (size_t i = 0; i < m.n_results; i++)
         if (cc_journal_append(j, i, &m.results[i], msg, sizeof msg))
             goto out;

@@ -68,7 +68,8 @@ int cc_run_report(const cc_run *r, cc_report *rep, char *msg, size_t len);
 /* sha256 of the report.json text that rep writes. */
 int cc_report_json_sha256(const cc_report *rep, char hex[65]);
 
-/* capcheck merge: returns the exit code (0 merged, 2 refused or unwritable). */
-int cc_merge_command(int n, const char *const *dirs, const char *out_dir, FILE *log);
+/* capcheck merge: returns the exit code (0 merged, every case passed; 1 merged, some case did
+ * not; 2 refused or unwritable: out_dir is one of the shards, or holds a run and !force). */
+int cc_merge_command(int n, const char *const *dirs, const char *out_dir, int force, FILE *log);
 
 #endif

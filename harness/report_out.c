@@ -233,6 +233,19 @@ int cc_report_write_outputs(const cc_report *rep, const char *dir, char *msg, si
     return 0;
 }
 
+const char *cc_dir_holds_run(const char *dir)
+{
+    static const char *const names[] = {"results.jsonl", "run.json", "report.json"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        struct stat st;
+        if (stat(path, &st) == 0 && (st.st_size > 0 || i > 0))
+            return names[i];
+    }
+    return NULL;
+}
+
 int cc_make_dir(const char *path)
 {
     char buf[2048];

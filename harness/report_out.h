@@ -30,6 +30,10 @@ int cc_report_seal(const char *path);
  * the file cannot be read or does not match. */
 int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len);
 
+/* Whether dir holds a run that writing a new one there would destroy: the name of the first of
+ * run.json, a non-empty results.jsonl, report.json that it holds, or NULL. */
+const char *cc_dir_holds_run(const char *dir);
+
 /* mkdir -p: 0 when path is (now) a directory, else -1 with errno. */
 int cc_make_dir(const char *path);
 

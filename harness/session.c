@@ -134,17 +134,13 @@ static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint
  * a non-empty results.jsonl is refused unless --force. 0, or -1 with msg. */
 static int check_fresh_folder(const cc_session_opts *o, char *msg, size_t len)
 {
-    char journal[1100], info[1100];
-    snprintf(journal, sizeof journal, "%s/results.jsonl", o->out_dir);
-    snprintf(info, sizeof info, "%s/run.json", o->out_dir);
-    struct stat st;
-    int has_journal = stat(journal, &st) == 0 && st.st_size > 0;
-    if (o->force || (!has_journal && access(info, F_OK) != 0))
+    const char *held = cc_dir_holds_run(o->out_dir);
+    if (o->force || !held)
         return 0;
     snprintf(msg, len,
              "%s holds an earlier run (%s): --resume %s finishes it (or writes its report "
              "again), --force starts over and discards it, or give another --out",
-             o->out_dir, has_journal ? "results.jsonl" : "run.json", o->out_dir);
+             o->out_dir, held, o->out_dir);
     return -1;
 }
 

@@ -32,10 +32,11 @@ static void policy(const char *name, const char *extra, char *path, size_t n)
     cc_t_write(path, text);
 }
 
+/* capcheck gate --all (every verdict listed) */
 static int gate(const char *policy_path, const char *reports)
 {
     char args[4096];
-    snprintf(args, sizeof args, "gate %s --policy %s", reports, policy_path);
+    snprintf(args, sizeof args, "gate %s --policy %s --all", reports, policy_path);
     return cc_t_run(NULL, args, out, sizeof out);
 }
 
@@ -86,7 +87,17 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
     expect_in(out, "trustedExternal  reference.matmul f64 (catalog: checked):\n"
                    "  - 2 passing cases; the policy wants at least 10\n"
                    "  - 2 passing cases checked the VJP; the policy wants at least 10\n");
-    expect_in(out, "2 of 4 capsule x dtype checked; 2 of the 2 required checked: exit 0");
+    expect_in(out, "capcheck gate: 2 of the 2 required capsule x dtype checked (2 of 4 in all): "
+                   "exit 0\n");
+    /* without --all: the summary first, then only what holds a required capsule back */
+    char args[2048];
+    snprintf(args, sizeof args, "gate %s --policy %s", run_dir, p);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    assert_int_equal(strncmp(out, "capcheck gate: 2 of the 2 required", 34), 0);
+    assert_int_equal(cc_t_count(out, "\nchecked "), 0);
+    assert_int_equal(cc_t_count(out, "\ntrustedExternal "), 0);
+    expect_in(out, "capcheck gate: 4 more capsule x dtype (checked, or not required) not listed: "
+                   "--all lists every one\n");
 
     /* a section relaxes softmax's layouts: it is upgraded too; requiring everything fails */
     policy("p2.conf", "require reference.* f32\n[op softmax]\nlayout_classes contig stride2\n", p,
@@ -94,6 +105,12 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
     assert_int_equal(gate(p, run_dir), 1);
     assert_int_equal(cc_t_count(out, "\nchecked "), 3);
     expect_in(out, "checked          reference.softmax f32 (required): 13 passing of 13");
+    /* the default listing: exactly the required ones not checked */
+    snprintf(args, sizeof args, "gate %s --policy %s", run_dir, p);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    assert_int_equal(cc_t_count(out, "\nchecked "), 0);
+    expect_in(out, "trustedExternal  reference.relu f32 (required)");
+    assert_null(strstr(out, "reference.matmul f64")); /* not required */
     /* a required capsule the run has no case of */
     expect_in(out, "trustedExternal  reference.relu f32 (required) (catalog: checked):\n"
                    "  - no case in the report\n");
@@ -132,7 +149,7 @@ static void test_failures_keep_a_capsule_out(void **state)
     expect_in(out, "trustedExternal  mutants.cpu.softmax f32 (catalog: trustedExternal):\n"
                    "  - ");
     expect_in(out, "cases did not pass (");
-    expect_in(out, "first: capcheck repro 'softmax dtype=f32");
+    expect_in(out, "capcheck repro 'softmax dtype=f32");
     expect_in(out, "checked          mutants.cpu.add f32");
 }
 
@@ -206,7 +223,7 @@ static void test_refuses_a_broken_shard_set(void **state)
     snprintf(set, sizeof set, "%s/s3 %s/s1 %s/s2", tmp, tmp, tmp);
     assert_int_equal(gate(p, set), 0);
     expect_in(out, "3 shards merged");
-    expect_in(out, "2 of 4 capsule x dtype checked");
+    expect_in(out, "2 of the 2 required capsule x dtype checked (2 of 4 in all)");
 }
 
 static void test_bad_policy_is_one_sentence(void **state)

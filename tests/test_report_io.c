@@ -158,7 +158,7 @@ static void test_reports_conform_to_the_schema(void **state)
     char args[1024];
     snprintf(args, sizeof args, "validate %s/report.json", bad);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
-    expect_in(out, "conforms to reports/schema.json");
+    expect_in(out, "conforms to built-in:reports/schema.json");
     /* and the validator has teeth */
     snprintf(path, sizeof path, "%s/report.json", good);
     char *t = cc_t_slurp(path, NULL);
@@ -231,7 +231,7 @@ static void test_diff_catches_a_planted_regression(void **state)
     snprintf(args, sizeof args, "diff %s %s", good, bad);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
     expect_in(out, "regression   mutants.cpu.softmax f32: passing (8/8) -> failing (");
-    expect_in(out, "; first: capcheck repro 'softmax dtype=f32 device=cpu");
+    expect_in(out, "; worst: CAPCHECK_MUTANT=softmax_axis capcheck repro 'softmax dtype=f32 device=cpu");
     /* a sealed report whose seal does not match is refused */
     snprintf(path, sizeof path, "%s/report.json", bad);
     cc_t_edit(path, "\"cases\": 17", "\"cases\": 18");
@@ -293,6 +293,8 @@ static void test_golden_gate_and_lean(void **state)
     golden("emit-lean tests/golden/gate_run --policy tests/golden/golden.policy",
            "gate_run.lean");
     golden("gate tests/golden/gate_run --policy tests/golden/golden.policy", "gate_run.gate.txt");
+    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy --all",
+           "gate_run.gate_all.txt");
 }
 
 int main(void)
