@@ -502,6 +502,79 @@ static void put_list(sink *s, const int64_t *v, int n)
     put(s, "]");
 }
 
+/* " key=value" for every parameter op reads, in table order. `listing` (capcheck list ops)
+ * shows a window list by its first entry, "[v,...]" (one entry per spatial axis), and a kernel
+ * without a default as "[...]". */
+static void put_params(sink *s, const ref_op *op, const ref_params *p, int listing)
+{
+    for (size_t i = 0; i < N_PARAM_SPECS; i++) {
+        const param_spec *ps = &param_specs[i];
+        if (!(op->params & ps->bit))
+            continue;
+        const char *field = (const char *)p + ps->offset;
+        if (listing && ps->kind == PK_WINDOW) {
+            int64_t v = *(const int64_t *)field;
+            if (v == 0 && strcmp(ps->key, "kernel") == 0)
+                put(s, " kernel=[...]");
+            else
+                put(s, " %s=[%" PRId64 ",...]", ps->key, v);
+            continue;
+        }
+        switch (ps->kind) {
+        case PK_INT:
+            put(s, " %s=%d", ps->key, *(const int *)field);
+            break;
+        case PK_I64:
+            put(s, " %s=%" PRId64, ps->key, *(const int64_t *)field);
+            break;
+        case PK_U64:
+            put(s, " %s=%" PRIu64, ps->key, *(const uint64_t *)field);
+            break;
+        case PK_DOUBLE:
+            put(s, " %s=", ps->key);
+            put_double(s, *(const double *)field);
+            break;
+        case PK_WINDOW:
+            if (p->spatial > 0) {
+                put(s, " %s=", ps->key);
+                put_list(s, (const int64_t *)field, p->spatial);
+            }
+            break;
+        case PK_PERM: {
+            int64_t v[REF_MAX_RANK];
+            for (int j = 0; j < p->perm_len; j++)
+                v[j] = p->perm[j];
+            put(s, " perm=");
+            put_list(s, v, p->perm_len);
+            break;
+        }
+        case PK_SHAPE: {
+            const ref_shape *sh = (const ref_shape *)field;
+            put(s, " %s=", ps->key);
+            put_list(s, sh->dim, sh->rank);
+            break;
+        }
+        case PK_NAME:
+            put(s, " %s=%s", ps->key, field);
+            break;
+        }
+    }
+}
+
+void cc_op_params_describe(const ref_op *op, char *buf, size_t n)
+{
+    ref_params p;
+    memset(&p, 0, sizeof p);
+    if (op->set_defaults)
+        op->set_defaults(&p);
+    sink s = {buf, n, 0};
+    if (n)
+        buf[0] = 0;
+    put_params(&s, op, &p, 1);
+    if (s.used && n) /* drop the leading space */
+        memmove(buf, buf + 1, strlen(buf));
+}
+
 void cc_case_print(const cc_case *c, char *buf, size_t n)
 {
     sink s = {buf, n, 0};
@@ -513,51 +586,7 @@ void cc_case_print(const cc_case *c, char *buf, size_t n)
         put(&s, i ? "," : " in=");
         put_list(&s, c->shape[i].dim, c->shape[i].rank);
     }
-    const ref_params *p = &c->params;
-    for (size_t i = 0; i < N_PARAM_SPECS; i++) {
-        const param_spec *ps = &param_specs[i];
-        if (!(c->op->params & ps->bit))
-            continue;
-        const char *field = (const char *)p + ps->offset;
-        switch (ps->kind) {
-        case PK_INT:
-            put(&s, " %s=%d", ps->key, *(const int *)field);
-            break;
-        case PK_I64:
-            put(&s, " %s=%" PRId64, ps->key, *(const int64_t *)field);
-            break;
-        case PK_U64:
-            put(&s, " %s=%" PRIu64, ps->key, *(const uint64_t *)field);
-            break;
-        case PK_DOUBLE:
-            put(&s, " %s=", ps->key);
-            put_double(&s, *(const double *)field);
-            break;
-        case PK_WINDOW:
-            if (p->spatial > 0) {
-                put(&s, " %s=", ps->key);
-                put_list(&s, (const int64_t *)field, p->spatial);
-            }
-            break;
-        case PK_PERM: {
-            int64_t v[REF_MAX_RANK];
-            for (int j = 0; j < p->perm_len; j++)
-                v[j] = p->perm[j];
-            put(&s, " perm=");
-            put_list(&s, v, p->perm_len);
-            break;
-        }
-        case PK_SHAPE: {
-            const ref_shape *sh = (const ref_shape *)field;
-            put(&s, " %s=", ps->key);
-            put_list(&s, sh->dim, sh->rank);
-            break;
-        }
-        case PK_NAME:
-            put(&s, " %s=%s", ps->key, field);
-            break;
-        }
-    }
+    put_params(&s, c->op, &c->params, 0);
     for (int e = 0; e < CC_EDGE_COUNT; e++)
         if (c->edges >> e & 1)
             put(&s, " edge=%s", cc_edge_class_names[e]);

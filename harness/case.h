@@ -85,6 +85,10 @@ int cc_case_parse(const char *line, const cc_case_defaults *def, cc_case *out,
 /* Canonical text of a case; parse(print(c)) == c and print(parse(line)) is canonical. */
 void cc_case_print(const cc_case *c, char *buf, size_t n);
 
+/* The parameters op reads with the values a line that omits them gets ("axis=-1 eps=1e-05";
+ * window lists as "stride=[1,...]", a kernel that must be given as "kernel=[...]"). */
+void cc_op_params_describe(const ref_op *op, char *buf, size_t n);
+
 /* The element count of the case's largest tensor, an input or its output; -1 when the op
  * refuses its shapes. */
 int64_t cc_case_largest_tensor(const cc_case *c);

@@ -584,35 +584,46 @@ static int cmd_list_cases(const options *o)
     return fflush(stdout) || ferror(stdout) ? 2 : 0;
 }
 
+/* Every op: report name, forward and VJP in the reference, inputs (optional ones in
+ * [brackets], "..." when more may follow) and parameters with the values a line that omits
+ * them gets. */
 static int cmd_list_ops(void)
 {
     int missing = 0;
-    printf("%-18s %-20s %-8s %-8s %s\n", "op", "report name", "forward", "vjp", "inputs");
+    printf("%-18s %-20s %-7s %-7s %-26s %s\n", "op", "report name", "forward", "vjp", "inputs",
+           "parameters (defaults)");
     for (int i = 0; i < ref_spec_op_count(); i++) {
         const char *name = ref_spec_op_name(i);
         const ref_op *op = ref_op_find(name);
         if (!op) {
-            printf("%-18s %-20s %-8s %-8s\n", name, "-", "missing", "missing");
+            printf("%-18s %-20s %-7s %-7s\n", name, "-", "missing", "missing");
             missing++;
             continue;
         }
-        char inputs[128] = "";
-        for (int k = 0; k < op->max_inputs && k < REF_MAX_INPUTS; k++) {
+        char inputs[160] = "";
+        int variadic = op->max_inputs == REF_MAX_INPUTS && op->max_inputs > op->min_inputs;
+        int shown = variadic ? op->min_inputs + 1 : op->max_inputs;
+        for (int k = 0; k < shown && k < REF_MAX_INPUTS; k++) {
             size_t used = strlen(inputs);
-            snprintf(inputs + used, sizeof inputs - used, "%s%s", k ? "," : "",
-                     op->input_names[k] ? op->input_names[k] : "?");
+            const char *in = op->input_names[k] ? op->input_names[k] : "?";
+            snprintf(inputs + used, sizeof inputs - used, "%s%s%s%s", k ? "," : "",
+                     k >= op->min_inputs ? "[" : "", in, k >= op->min_inputs ? "]" : "");
         }
-        if (op->max_inputs > op->min_inputs && op->max_inputs == REF_MAX_INPUTS)
+        if (variadic)
             strncat(inputs, ",...", sizeof inputs - strlen(inputs) - 1);
+        if (!inputs[0])
+            snprintf(inputs, sizeof inputs, "none (to= gives the shape)");
+        char params[400];
+        cc_op_params_describe(op, params, sizeof params);
         const char *vjp = op->vjp ? "yes" : (op->requires_vjp ? "missing" : "n/a");
         if (!op->vjp && op->requires_vjp)
             missing++;
-        printf("%-18s %-20s %-8s %-8s %s\n", op->name, op->report_name,
-               op->forward ? "yes" : "missing", vjp, inputs);
+        printf("%-18s %-20s %-7s %-7s %-26s %s\n", op->name, op->report_name,
+               op->forward ? "yes" : "missing", vjp, inputs, params[0] ? params : "-");
     }
     printf("%d ops in the vocabulary, %d implemented, %d missing a forward or a required VJP\n",
            ref_spec_op_count(), ref_op_count(), missing);
-    return 0;
+    return fflush(stdout) || ferror(stdout) ? 2 : 0;
 }
 
 /* "--help" or "-h" anywhere after the command asks for its help. */
