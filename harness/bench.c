@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness/clock.h"
@@ -203,8 +204,12 @@ static int write_json(const char *path, const cc_provider *p, const cc_case *fir
                       const bench_state *s, size_t n_total, size_t too_large, size_t not_run,
                       const cc_bench_opts *o, const double *rate, FILE *log)
 {
+    /* a regular file is replaced atomically (a temporary file, renamed); anything else
+     * (/dev/stdout, a pipe) is written as it is: renaming over it would replace the device */
+    struct stat st;
+    int direct = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
     char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(tmp, sizeof tmp, "%s%s", path, direct ? "" : ".tmp");
     FILE *f = fopen(tmp, "w");
     if (!f) {
         fprintf(log, "capcheck bench: cannot write %s: %s\n", tmp, strerror(errno));
@@ -225,9 +230,10 @@ static int write_json(const char *path, const cc_provider *p, const cc_case *fir
             rate[LOOP_CAPCHECK] / rate[LOOP_PROVIDER]);
     int bad = fflush(f) || ferror(f);
     bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path)) {
+    if (bad || (!direct && rename(tmp, path))) {
         fprintf(log, "capcheck bench: cannot write %s: %s\n", path, strerror(errno));
-        remove(tmp);
+        if (!direct)
+            remove(tmp);
         return -1;
     }
     return 0;

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -637,6 +638,9 @@ static int asks_for_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* a file-size limit (ulimit -f) reached while writing is an error to report (EFBIG), like
+     * a full disk, not a signal that ends capcheck without a word */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         cc_help_print(argc < 2 ? stderr : stdout, NULL);
         return argc < 2 ? 2 : 0;
