@@ -1,17 +1,21 @@
 #include "harness/commands.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "harness/capsules.h"
-#include "harness/diff.h"
-#include "harness/gate.h"
-#include "harness/jschema.h"
-#include "harness/merge.h"
+#include "harness/report/capsules.h"
+#include "harness/evidence/diff.h"
+#include "harness/evidence/gate.h"
+#include "harness/report/jschema.h"
+#include "harness/evidence/merge.h"
+#include "harness/evidence/history.h"
+#include "harness/evidence/report_html.h"
 
-static const char *const COMMANDS[] = {"gate", "evidence", "emit-lean", "diff", "merge",
-                                       "validate", NULL};
+static const char *const COMMANDS[] = {"gate",   "evidence", "emit-lean", "diff",    "merge",
+                                       "report", "history",  "validate",  NULL};
 
 int cc_is_evidence_command(const char *name)
 {
@@ -41,11 +45,12 @@ static int parse(int argc, char **argv, opts *o)
         const char **slot = NULL;
         int *flag = NULL, applies = 1;
         if (strcmp(a, "--policy") == 0)
-            slot = &o->policy, applies = gates;
+            slot = &o->policy, applies = gates || !strcmp(cmd, "merge") || !strcmp(cmd, "report");
         else if (strcmp(a, "--catalog") == 0)
             slot = &o->catalog, applies = gates || !strcmp(cmd, "diff");
         else if (strcmp(a, "--out") == 0)
-            slot = &o->out, applies = !strcmp(cmd, "evidence") || !strcmp(cmd, "merge");
+            slot = &o->out, applies = !strcmp(cmd, "evidence") || !strcmp(cmd, "merge") ||
+                                      !strcmp(cmd, "history");
         else if (strcmp(a, "--evidence") == 0)
             slot = &o->evidence, applies = !strcmp(cmd, "gate");
         else if (strcmp(a, "--schema") == 0)
@@ -57,9 +62,10 @@ static int parse(int argc, char **argv, opts *o)
         else if (strcmp(a, "--force") == 0)
             flag = &o->force, applies = !strcmp(cmd, "merge");
         else if (strcmp(a, "--drift") == 0) {
-            if (strcmp(cmd, "diff") || o->seen_drift++) {
+            int drifts = !strcmp(cmd, "diff") || !strcmp(cmd, "history");
+            if (!drifts || o->seen_drift++) {
                 fprintf(stderr, "capcheck %s: --drift %s\n", cmd,
-                        strcmp(cmd, "diff") ? "applies to diff only" : "is given twice");
+                        !drifts ? "applies to diff and history only" : "is given twice");
                 return -1;
             }
             char *end = NULL;
@@ -184,7 +190,30 @@ int cc_evidence_command(int argc, char **argv)
             fprintf(stderr, "capcheck merge: give the shard folders and --out DIR\n");
             return 2;
         }
-        return cc_merge_command(o.n_pos, o.pos, o.out, o.force, stderr);
+        if (o.policy && access(o.policy, R_OK)) {
+            fprintf(stderr, "capcheck merge: --policy %s: %s\n", o.policy, strerror(errno));
+            return 2;
+        }
+        int rc = cc_merge_command(o.n_pos, o.pos, o.out, o.force, stderr);
+        if (rc != 2 && cc_write_report_html(o.out, o.policy, "capcheck merge", stdout, stderr))
+            rc = 2;
+        return rc;
+    }
+    if (strcmp(cmd, "history") == 0) {
+        if (o.n_pos < 1 || !o.out) {
+            fprintf(stderr, "capcheck history: give the run folders, oldest first, and --out DIR\n");
+            return 2;
+        }
+        return cc_history_command(o.n_pos, o.pos, o.out, o.drift, stdout, stderr);
+    }
+    if (strcmp(cmd, "report") == 0) {
+        if (o.n_pos != 1 || o.out) {
+            fprintf(stderr, "capcheck report: give one run folder (it gets report.html)\n");
+            return 2;
+        }
+        return cc_write_report_html(o.pos[0], o.policy, "capcheck report", stdout, stderr)
+                   ? 2
+                   : 0;
     }
     if (strcmp(cmd, "validate") == 0) {
         if (o.n_pos != 1) {
@@ -201,4 +230,17 @@ int cc_evidence_command(int argc, char **argv)
         return rc;
     }
     return gate_family(cmd, &o);
+}
+
+int cc_write_report_html(const char *dir, const char *policy, const char *who, FILE *out,
+                         FILE *err)
+{
+    char msg[1024], gate[512];
+    long bytes = 0;
+    if (cc_report_html_write(dir, policy, &bytes, gate, sizeof gate, msg, sizeof msg)) {
+        fprintf(err, "%s: report.html: %s\n", who, msg);
+        return -1;
+    }
+    fprintf(out, "%s: report.html in %s (%ld KB; %s)\n", who, dir, (bytes + 1023) / 1024, gate);
+    return 0;
 }

@@ -42,7 +42,7 @@ static const struct {
      "usage: capcheck run [FILE...] [options]\n"
      "Run the cases of FILE... (default: the smoke cases embedded in capcheck) and write\n"
      "DIR/results.jsonl (one record per case, as it finishes), DIR/report.md (failures\n"
-     "first), DIR/report.json (+ .sha256 seal) and DIR/report.junit.xml.\n"
+     "first), DIR/report.json (+ .sha256 seal), DIR/report.junit.xml and DIR/report.html.\n"
      "Options:\n" PROVIDER_OPTS
      "  --out DIR        the run's folder (default out); a folder holding an earlier run is\n"
      "                   refused: --resume DIR finishes it, --force starts over\n"
@@ -56,7 +56,10 @@ static const struct {
      "  -j N             worker processes (default one per CPU)\n"
      "  --timeout S      a case's limit: S seconds (default 10) + 1 us per element per input;\n"
      "                   also each worker's provider init limit (default 60 s)\n"
-     "  --shard I/N      run shard I of N (cases dealt by cost; capcheck merge joins them)\n"
+     "  --shard I/N      run shard I of N (cases dealt by cost; capcheck merge joins them);\n"
+     "                   --shard auto: I and N from GitLab parallel, a Kubernetes Indexed Job,\n"
+     "                   a Slurm array, Buildkite or CAPCHECK_SHARD_INDEX/COUNT\n"
+     "  --policy F       report.html's gate verdicts under F (default: the built-in policy)\n"
      "  --witness P[,P]  each case that does not pass runs again on up to 4 other providers\n"
      "                   (names, or plugin paths with a '/'): who is wrong\n"
      "  --no-fork        run in this process (for a debugger; no crash isolation)\n" MATH_MODES
@@ -137,11 +140,23 @@ static const struct {
      "Exit codes: 0 nothing regressed; 1 a regression or a new failure (or drift, with\n"
      "--fail-on-drift); 2 unusable input.\n"},
     {"merge", "join the folders of a --shard I/N run into one report",
-     "usage: capcheck merge DIR... --out OUT [--force]\n"
+     "usage: capcheck merge DIR... --out OUT [--force] [--policy F]\n"
      "Checks the shard set (one run, every shard once, every case once) and writes OUT as the\n"
-     "unsharded run would. OUT may not be one of the shards; a folder holding a run is refused\n"
-     "unless --force.\n"
+     "unsharded run would (report.html's gate under F, default the built-in policy). OUT may\n"
+     "not be one of the shards; a folder holding a run is refused unless --force.\n"
      "Exit codes: 0 merged, every case passed; 1 merged, some case did not pass; 2 refused.\n"},
+    {"report", "write a run folder's report.html again",
+     "usage: capcheck report DIR [--policy F]\n"
+     "DIR/report.html from the run in DIR: failures first with their worst element and repro\n"
+     "line, bound ratios per op x dtype x platform, the gate's verdicts under F (default: the\n"
+     "built-in policy), provenance. capcheck run and merge write it already.\n"
+     "Exit codes: 0 written; 2 refused or unwritable.\n"},
+    {"history", "the trend over a series of sealed runs",
+     "usage: capcheck history DIR... --out OUT [--drift F]\n"
+     "Over runs given oldest first (nightlies): per capsule x dtype the worst and median bound\n"
+     "ratio per night, the night each failure first appeared, drift beyond F (default 4) from\n"
+     "the first night, where the stack changed; OUT/history.html and OUT/history.json.\n"
+     "Exit codes: 0 written; 2 refused or unwritable.\n"},
     {"validate", "check a JSON file against a JSON Schema",
      "usage: capcheck validate FILE [--schema F]\n"
      "Default schema: the report schema built into capcheck (reports/schema.json). Text that\n"

@@ -1,3 +1,5 @@
+/* Room harness/ (top): only the CLI (main.c, commands.c, help.c): the command line,
+ * calling into every room (README "Layout"; scripts/check-layers). */
 /* capcheck command line: run, repro, shrink, bench, list, help (the evidence commands are in
  * commands.c; every command's help in help.c). Exit codes: 0 all passed, 1 some case did not
  * pass, 2 bad input or environment (unknown op, malformed line, missing file, no case to run,
@@ -14,20 +16,24 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/bench.h"
-#include "harness/case.h"
+#include "harness/tools/bench.h"
+#include "harness/case/case.h"
 #include "harness/commands.h"
-#include "harness/dtype.h"
+#include "core/dtype.h"
+#include "harness/evidence/diff.h"
+#include "harness/evidence/merge.h"
+#include "harness/report/capsules.h"
+#include "harness/evidence/report_html.h"
+#include "harness/evidence/shard_auto.h"
 #include "harness/help.h"
-#include "harness/merge.h"
-#include "harness/plugin.h"
-#include "harness/provenance.h"
-#include "harness/report.h"
-#include "harness/repro.h"
-#include "harness/runner.h"
-#include "harness/session.h"
-#include "harness/shrink.h"
-#include "harness/witness.h"
+#include "harness/report/provenance.h"
+#include "harness/report/report.h"
+#include "harness/report/repro.h"
+#include "harness/run/plugin.h"
+#include "harness/run/runner.h"
+#include "harness/run/witness.h"
+#include "harness/session/session.h"
+#include "harness/tools/shrink.h"
 #include "providers/cuda/cuda_providers.h"
 #include "providers/openblas/openblas_provider.h"
 #include "reference/ref_families.h"
@@ -36,7 +42,7 @@ extern const char cc_embedded_smoke_cases[]; /* cases/smoke.cases, embedded at b
 
 typedef struct {
     const char *provider, *device, *out, *op_filter;
-    const char *provider_lib; /* --provider-lib: a plugin (harness/plugin.h) instead of --provider */
+    const char *provider_lib; /* --provider-lib: a plugin (harness/run/plugin.h), not --provider */
     const char *script;       /* shrink --script: where the Python reproducer goes */
     cc_plugin *plugin;        /* loaded by main() from provider_lib, closed there */
     unsigned long long seed;
@@ -46,6 +52,7 @@ typedef struct {
     const char *shard;  /* --shard I/N */
     const char *tf32, *deterministic, *attention; /* math modes (apply_math_modes) */
     const char *min_time, *reps, *max_elements, *json; /* bench (parsed by cmd_bench) */
+    const char *policy;  /* --policy F: the gate's verdicts in report.html */
     const char *witness; /* --witness LIST, resolved by open_witnesses into: */
     const cc_provider *witnesses[CC_MAX_WITNESSES];
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
@@ -88,6 +95,7 @@ static const option_spec OPTIONS[] = {
     OPT("--deterministic", C_PROVIDER, V_TEXT, deterministic),
     OPT("--attention", C_PROVIDER, V_TEXT, attention),
     OPT("--witness", C_RUN | C_REPRO, V_TEXT, witness),
+    OPT("--policy", C_RUN, V_TEXT, policy),
     OPT("--min-time", C_BENCH, V_TEXT, min_time),
     OPT("--reps", C_BENCH, V_TEXT, reps),
     OPT("--max-elements", C_BENCH | C_LIST, V_TEXT, max_elements),
@@ -251,7 +259,7 @@ static void print_parse_error(const cc_parse_error *e)
 
 /* Pick the provider (the plugin main() loaded, else --provider by name), not initialised;
  * NULL (after one clear sentence) when there is none. run and repro hand it to worker
- * processes, which initialise it themselves (harness/pool.h). */
+ * processes, which initialise it themselves (harness/run/pool.h). */
 static const cc_provider *provider_named(const char *name, char *msg, size_t len)
 {
     return name && !strcmp(name, "openblas") ? cc_openblas_provider(msg, len)
@@ -378,11 +386,75 @@ static int load_cases(const options *o, cc_device *device, cc_case_list *cases, 
     return 0;
 }
 
+/* --shard I/N, or --shard auto: from the engine that launched the job (harness/shard_auto.h),
+ * which is named on stderr. */
+static int shard_of(const char *spec, int *index, int *count, char *msg, size_t len)
+{
+    if (strcmp(spec, "auto") != 0)
+        return cc_shard_parse(spec, index, count, msg, len);
+    char source[256];
+    if (cc_shard_auto(cc_shard_auto_getenv, NULL, index, count, source, sizeof source, msg, len))
+        return -1;
+    fprintf(stderr, "capcheck: --shard auto: shard %d/%d (%s)\n", *index, *count, source);
+    return 0;
+}
+
+/* report.md's "Since the baseline" (cc_session_opts.since_baseline): capcheck diff BASELINE
+ * DIR into text, its summary line into summary. */
+static char *diff_with_baseline(const char *baseline, const char *dir, char *summary, size_t n)
+{
+    char *text = NULL, *errs = NULL, msg[256];
+    size_t len = 0, elen = 0;
+    cc_catalog cat;
+    summary[0] = 0;
+    if (cc_catalog_load(NULL, &cat, msg, sizeof msg)) {
+        snprintf(summary, n, "no comparison with the baseline: %s", msg);
+        return NULL;
+    }
+    FILE *out = open_memstream(&text, &len), *err = open_memstream(&errs, &elen);
+    if (out && err)
+        cc_diff_command(baseline, dir, CC_DIFF_DEFAULT_DRIFT, 0, &cat, out, err);
+    if (out)
+        fclose(out);
+    if (err)
+        fclose(err);
+    cc_catalog_free(&cat);
+    if (errs && errs[0]) {
+        snprintf(summary, n, "no comparison with the baseline: %s", errs);
+        summary[strcspn(summary, "\n")] = 0;
+        free(text);
+        text = NULL;
+    } else if (text) { /* the diff's last line is its summary */
+        size_t end = strlen(text);
+        while (end && text[end - 1] == '\n')
+            end--;
+        size_t start = end;
+        while (start && text[start - 1] != '\n')
+            start--;
+        snprintf(summary, n, "%.*s", (int)(end - start), text + start);
+    }
+    free(errs);
+    return text;
+}
+
 static int cmd_run(const options *o, int argc, char **argv)
 {
     cc_device device;
     cc_case_list cases;
     char files[512];
+    if (o->policy && access(o->policy, R_OK)) { /* report.html's gate: refused before the run */
+        fprintf(stderr, "capcheck: --policy %s: %s\n", o->policy, strerror(errno));
+        return 2;
+    }
+    if (o->baseline) { /* a baseline that cannot be read is refused before anything runs */
+        cc_run base;
+        char why[1024];
+        if (cc_run_load(o->baseline, 0, &base, why, sizeof why)) {
+            fprintf(stderr, "capcheck: --baseline: %s\n", why);
+            return 2;
+        }
+        cc_run_free(&base);
+    }
     if (load_cases(o, &device, &cases, files, sizeof files))
         return 2;
     /* provenance: the case files' hashes, this build, this machine; and the shard */
@@ -392,8 +464,8 @@ static int cmd_run(const options *o, int argc, char **argv)
     if (cc_provenance_collect(&prov, o->n_files ? o->n_files : 1,
                               o->n_files ? o->files : &embedded_path,
                               o->n_files ? NULL : &embedded_text, msg, sizeof msg) ||
-        (o->shard && (cc_shard_parse(o->shard, &prov.shard.index, &prov.shard.count, msg,
-                                     sizeof msg) ||
+        (o->shard && (shard_of(o->shard, &prov.shard.index, &prov.shard.count, msg,
+                               sizeof msg) ||
                       cc_shard_select(&cases, prov.shard.index, prov.shard.count, &prov.shard,
                                       msg, sizeof msg)))) {
         fprintf(stderr, "capcheck: %s\n", msg);
@@ -439,10 +511,14 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_session_opts so = {p, cases.v, cases.n, device, dir, o->resume != NULL, o->jobs,
                           o->timeout, o->no_fork, files, o->seed, command, stderr,
                           isatty(STDERR_FILENO), &prov, o->witnesses, o->n_witnesses, o->force,
-                          &o->repro, o->baseline, resume};
+                          &o->repro, o->baseline, o->baseline ? diff_with_baseline : NULL,
+                          resume};
     int rc = cc_session_run(&so);
     cc_case_list_free(&cases);
     free(prov.shard.global);
+    if ((rc == 0 || rc == 1) &&
+        cc_write_report_html(so.out_dir, o->policy, "capcheck", stdout, stderr))
+        rc = 2;
     return rc;
 }
 

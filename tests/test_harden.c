@@ -19,7 +19,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include "harness/text.h"
+#include "core/text.h"
 
 #define PLUGIN CAPCHECK_PLUGIN_DIR "/misbehave.so"
 #define MUTANTS CAPCHECK_PLUGIN_DIR "/mutants.so"
@@ -326,8 +326,8 @@ static void test_unterminated_message_and_a_forward_without_vjp(void **state)
             PLUGIN);
     run_jobs(jobs, 3);
     const char *files[] = {"results.jsonl", "report.json", "report.md", "report.junit.xml",
-                           "run.json"};
-    for (int i = 0; i < 5; i++) {
+                           "report.html", "run.json"};
+    for (int i = 0; i < 6; i++) {
         char p[700];
         snprintf(p, sizeof p, "%s/unterm/%s", tmp, files[i]);
         expect_utf8(p);
@@ -496,10 +496,19 @@ static void test_every_repro_line_reproduces(void **state)
     assert_non_null(t);
     assert_true(repro_commands(t, cmds, 40, &n) > 0);
     free(t);
-    /* JUnit: the failures' lines (a passing row's system-out names its worst case, no failure) */
+    /* JUnit: the failures' lines (a passing row's system-out names its worst case, no failure),
+     * as a reader of the XML sees them: entities decoded */
     snprintf(p, sizeof p, "%s/mut/report.junit.xml", tmp);
     t = cc_t_slurp(p, NULL);
     assert_non_null(t);
+    static const char *const entities[][2] = {{"&#39;", "'"}, {"&quot;", "\""}, {"&lt;", "<"},
+                                              {"&gt;", ">"}, {"&amp;", "&"}};
+    for (size_t e = 0; e < sizeof entities / sizeof entities[0]; e++)
+        for (char *at; (at = strstr(t, entities[e][0]));) {
+            size_t from = strlen(entities[e][0]), to = strlen(entities[e][1]);
+            memcpy(at, entities[e][1], to);
+            memmove(at + to, at + from, strlen(at + from) + 1);
+        }
     int failures = 0;
     for (char *f = t; (f = strstr(f, "<failure ")); f++) {
         char *end = strstr(f, "</failure>");
@@ -569,19 +578,20 @@ static void test_output_folders_are_never_overwritten_silently(void **state)
 static void test_help_for_every_command(void **state)
 {
     (void)state;
-    static const char *const commands[] = {"run", "repro", "shrink", "bench", "list", "gate",
-                                           "evidence", "emit-lean", "diff", "merge", "validate"};
-    enum { N = 11 + 4 };
+    static const char *const commands[] = {"run",  "repro", "shrink",    "bench", "list",
+                                           "gate", "evidence", "emit-lean", "diff", "merge",
+                                           "report", "history", "validate"};
+    enum { C = sizeof commands / sizeof commands[0], N = C + 4 };
     job jobs[N];
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < C; i++)
         job_set(&jobs[i], 0, "usage: capcheck ", "Exit codes:", "capcheck %s %s", commands[i],
                 i % 2 ? "-h" : "--help");
-    job_set(&jobs[11], 0, "Commands:", "cufft", "capcheck help");
-    jobs[11].want[2] = "Exit codes: 0 every case passed";
-    job_set(&jobs[12], 0, "--provider-lib PATH", "openblas", "capcheck help run");
-    jobs[12].want[2] = "cudnn";
-    job_set(&jobs[13], 0, "--all lists every capsule", NULL, "capcheck help gate");
-    job_set(&jobs[14], 0, "Commands:", "cublas-tf32", "capcheck --help");
+    job_set(&jobs[C], 0, "Commands:", "cufft", "capcheck help");
+    jobs[C].want[2] = "Exit codes: 0 every case passed";
+    job_set(&jobs[C + 1], 0, "--provider-lib PATH", "openblas", "capcheck help run");
+    jobs[C + 1].want[2] = "cudnn";
+    job_set(&jobs[C + 2], 0, "--all lists every capsule", NULL, "capcheck help gate");
+    job_set(&jobs[C + 3], 0, "Commands:", "cublas-tf32", "capcheck --help");
     run_jobs(jobs, N);
     free_jobs(jobs, N);
 }

@@ -7,10 +7,10 @@
  * (tests/golden; tests/golden/regenerate rewrites them after a deliberate change). */
 #include "cli_util.h"
 
-#include "harness/capsules.h"
-#include "harness/jschema.h"
-#include "harness/json.h"
-#include "harness/sha256.h"
+#include "harness/report/capsules.h"
+#include "harness/report/jschema.h"
+#include "core/json.h"
+#include "core/sha256.h"
 #include "reference/ref.h"
 
 static char tmp[256], cases[512], good[512], bad[512];
@@ -263,7 +263,7 @@ static void test_markdown_and_junit(void **state)
     expect_in(x, "<testsuites name=\"capcheck\" tests=\"3\" failures=\"1\" errors=\"0\"");
     expect_in(x, "<testcase classname=\"mutants.cpu.softmax\" name=\"softmax f32 cpu\">");
     expect_in(x, "<failure type=\"fail\" message=\"");
-    expect_in(x, "capcheck repro 'softmax dtype=f32 device=cpu");
+    expect_in(x, "capcheck repro &#39;softmax dtype=f32 device=cpu");
     assert_int_equal(cc_t_count(x, "<testcase "), 3);
     assert_int_equal(cc_t_count(x, "<failure "), 1);
     free(x);

@@ -184,7 +184,7 @@ static void test_resume_refuses_another_run(void **state)
 static void test_damaged_journal_resumes_around_the_damage(void **state)
 {
     (void)state;
-    char dir[600], cmd[3000], out[16384], args[2048], json[700], fresh[700], kept[700];
+    char dir[600], cmd[4000], out[16384], args[2048], json[700], fresh[700], kept[700];
     snprintf(dir, sizeof dir, "%s/damaged", tmpdir);
     snprintf(json, sizeof json, "%s/report.json", dir);
     snprintf(fresh, sizeof fresh, "%s/report.json", run_dir);
