@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "providers/plugins/plugin_views.h"
 #include "providers/provider.h"
 
 static int mode_is(const char *name)
@@ -72,33 +73,6 @@ static cc_status mb_init(void *ctx, cc_device device, char *msg, size_t len)
     return CC_OK;
 }
 
-static double load(const cc_view *v, int64_t i)
-{
-    int64_t off = 0;
-    for (int a = v->rank - 1; a >= 0; a--) {
-        off += (i % v->shape[a]) * v->strides[a];
-        i /= v->shape[a];
-    }
-    return v->dtype == CC_F64 ? ((const double *)v->data)[off]
-                              : (double)((const float *)v->data)[off];
-}
-
-static void store(cc_view *v, int64_t i, double x)
-{
-    if (v->dtype == CC_F64)
-        ((double *)v->data)[i] = x;
-    else
-        ((float *)v->data)[i] = (float)x;
-}
-
-static int64_t numel(const cc_view *v)
-{
-    int64_t n = 1;
-    for (int a = 0; a < v->rank; a++)
-        n *= v->shape[a];
-    return n;
-}
-
 static cc_status supported(const cc_call *call, char *msg, size_t len)
 {
     if (strcmp(call->op, "add") != 0 || (call->dtype != CC_F32 && call->dtype != CC_F64)) {
@@ -140,8 +114,10 @@ static cc_status mb_forward(void *ctx, const cc_call *call, cc_view *out, char *
     if (st != CC_OK)
         return st;
     int zeros = mode_is("zeros-novjp");
-    for (int64_t i = 0, n = numel(out); i < n; i++)
-        store(out, i, zeros ? 0.0 : load(&call->in[0], i) + load(&call->in[1], i));
+    for (int64_t i = 0, n = cc_plugin_numel(out); i < n; i++)
+        cc_plugin_store(out, i,
+                        zeros ? 0.0
+                              : cc_plugin_load(&call->in[0], i) + cc_plugin_load(&call->in[1], i));
     return CC_OK;
 }
 
@@ -155,8 +131,8 @@ static cc_status mb_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
         return st;
     for (int k = 0; k < 2; k++)
         if (grads[k].data)
-            for (int64_t i = 0, n = numel(g); i < n; i++)
-                store(&grads[k], i, load(g, i));
+            for (int64_t i = 0, n = cc_plugin_numel(g); i < n; i++)
+                cc_plugin_store(&grads[k], i, cc_plugin_load(g, i));
     return CC_OK;
 }
 
