@@ -417,9 +417,11 @@ static void write_failures(FILE *f, const page *p)
                 cc_html_text(f, r->message);
                 fputs("</span>", f);
             }
-            fputs("<code class=\"repro\">capcheck repro '", f);
-            cc_html_text(f, r->line);
-            fputs("'</code></li>\n", f);
+            char cmd[2600];
+            cc_repro_command(&run->repro, r->line, cmd, sizeof cmd);
+            fputs("<code class=\"repro\">", f);
+            cc_html_text(f, cmd);
+            fputs("</code></li>\n", f);
             shown++;
         }
         if (end - k > MAX_FAILURES_PER_CELL && shown < MAX_FAILURES_SHOWN)
