@@ -60,6 +60,13 @@ static const struct {
      "                   --shard auto: I and N from GitLab parallel, a Kubernetes Indexed Job,\n"
      "                   a Slurm array, Buildkite or CAPCHECK_SHARD_INDEX/COUNT\n"
      "  --policy F       report.html's gate verdicts under F (default: the built-in policy)\n"
+     "  --cpu-capability LEVEL[,LEVEL...]|all\n"
+     "                   every case once per CPU dispatch level (native, amx-fp16, amx,\n"
+     "                   avx512-fp16, avx512-bf16, avx512, avx2, default; all: every level this\n"
+     "                   CPU supports), set in the workers before ATen and oneDNN start; rows\n"
+     "                   per platform key (capcheck list platforms shows this machine's)\n"
+     "  --expect         judge each result by the files' '#! seen STATUS on KEY...' lines: exit\n"
+     "                   1 only for a broken expectation, a crash or an unexpected result\n"
      "  --witness P[,P]  each case that does not pass runs again on up to 4 other providers\n"
      "                   (names, or plugin paths with a '/'): who is wrong\n"
      "  --no-fork        run in this process (for a debugger; no crash isolation)\n" MATH_MODES
@@ -75,6 +82,7 @@ static const struct {
      "  --timeout S      the case's limit (default 10 s + 1 us per element per input), also\n"
      "                   the provider init's (default 60 s)\n"
      "  --witness P[,P]  run the case on other providers too when it does not pass\n"
+     "  --cpu-capability LEVEL[,LEVEL...]|all   once per CPU dispatch level\n"
      "  --seed N         seed of a line without seed=\n"
      "  --no-fork        run in this process\n" MATH_MODES
      "Exit codes: 0 the case passed; 1 it did not; 2 bad input or a provider that cannot run.\n"
@@ -106,14 +114,17 @@ static const struct {
      "                     1 us per element per input)\n"
      "Exit codes: 0 measured; 2 bad input, no case to measure, or a provider that cannot run,\n"
      "crashed or hung.\n" PROVIDERS},
-    {"list", "list ops (with parameters and defaults) or the cases files expand to",
+    {"list", "list ops (parameters, defaults), the cases files expand to, or platforms",
      "usage: capcheck list ops\n"
      "       capcheck list cases [FILE...] [--op NAME] [--seed N] [--device D] "
      "[--max-elements N]\n"
+     "       capcheck list platforms [--provider P | --provider-lib PATH] [--device D]\n"
      "list ops: every op of the vocabulary: report name, forward and VJP status in the\n"
      "reference, inputs (optional ones in [brackets]) and parameters with their defaults.\n"
      "list cases: the canonical line of every case the files expand to (generators drawn), one\n"
      "per line: what run would run. --max-elements keeps cases of at most N elements.\n"
+     "list platforms: every CPU dispatch level, whether this CPU supports it, and the platform\n"
+     "key and facts the provider's workers report at each supported level.\n"
      "Exit codes: 0 listed; 2 bad input.\n"},
     {"gate", "per capsule x dtype: checked, or trustedExternal with what is missing",
      "usage: capcheck gate REPORT... [--policy F] [--evidence DIR] [--catalog F] [--all]\n"

@@ -23,6 +23,9 @@
 #include "harness/evidence/diff.h"
 #include "harness/evidence/merge.h"
 #include "harness/report/capsules.h"
+#include "harness/report/expect.h"
+#include "harness/run/platform.h"
+#include "harness/run/pool.h"
 #include "harness/evidence/report_html.h"
 #include "harness/evidence/shard_auto.h"
 #include "harness/help.h"
@@ -53,6 +56,9 @@ typedef struct {
     const char *tf32, *deterministic, *attention; /* math modes (apply_math_modes) */
     const char *min_time, *reps, *max_elements, *json; /* bench (parsed by cmd_bench) */
     const char *policy;  /* --policy F: the gate's verdicts in report.html */
+    const char *cpu_capability; /* --cpu-capability LIST|all, resolved by main into: */
+    int cpu_levels[CC_MAX_LEVELS];
+    int n_cpu_levels;
     const char *witness; /* --witness LIST, resolved by open_witnesses into: */
     const cc_provider *witnesses[CC_MAX_WITNESSES];
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
@@ -61,13 +67,14 @@ typedef struct {
     int force;          /* --force: run into a folder holding an earlier run */
     cc_repro repro;     /* what reruns a case as this command runs it (harness/repro.h) */
     const char *baseline; /* --baseline DIR */
+    int expect;         /* --expect: judge results by the files' "#! seen" directives */
     const char *files[64];
     int n_files;
     const char *line;
 } options;
 
 /* The commands of this file, as bits: which options each takes. */
-enum { C_RUN = 1, C_REPRO = 2, C_SHRINK = 4, C_BENCH = 8, C_LIST = 16 };
+enum { C_RUN = 1, C_REPRO = 2, C_SHRINK = 4, C_BENCH = 8, C_LIST = 16, C_PLATFORMS = 32 };
 #define C_PROVIDER (C_RUN | C_REPRO | C_SHRINK | C_BENCH)
 
 typedef enum { V_TEXT, V_FLAG, V_JOBS, V_SECONDS, V_SEED } value_kind;
@@ -81,9 +88,9 @@ typedef struct {
 
 #define OPT(name, cmds, kind, field) {name, cmds, kind, offsetof(options, field)}
 static const option_spec OPTIONS[] = {
-    OPT("--provider", C_PROVIDER, V_TEXT, provider),
-    OPT("--provider-lib", C_PROVIDER, V_TEXT, provider_lib),
-    OPT("--device", C_PROVIDER | C_LIST, V_TEXT, device),
+    OPT("--provider", C_PROVIDER | C_PLATFORMS, V_TEXT, provider),
+    OPT("--provider-lib", C_PROVIDER | C_PLATFORMS, V_TEXT, provider_lib),
+    OPT("--device", C_PROVIDER | C_LIST | C_PLATFORMS, V_TEXT, device),
     OPT("--out", C_RUN, V_TEXT, out),
     OPT("--op", C_RUN | C_BENCH | C_LIST, V_TEXT, op_filter),
     OPT("--script", C_SHRINK, V_TEXT, script),
@@ -96,11 +103,13 @@ static const option_spec OPTIONS[] = {
     OPT("--attention", C_PROVIDER, V_TEXT, attention),
     OPT("--witness", C_RUN | C_REPRO, V_TEXT, witness),
     OPT("--policy", C_RUN, V_TEXT, policy),
+    OPT("--cpu-capability", C_RUN | C_REPRO, V_TEXT, cpu_capability),
+    OPT("--expect", C_RUN, V_FLAG, expect),
     OPT("--min-time", C_BENCH, V_TEXT, min_time),
     OPT("--reps", C_BENCH, V_TEXT, reps),
     OPT("--max-elements", C_BENCH | C_LIST, V_TEXT, max_elements),
     OPT("--json", C_BENCH, V_TEXT, json),
-    OPT("--no-fork", C_RUN | C_REPRO, V_FLAG, no_fork),
+    OPT("--no-fork", C_RUN | C_REPRO | C_PLATFORMS, V_FLAG, no_fork),
     OPT("-j", C_RUN, V_JOBS, jobs),
     OPT("--jobs", C_RUN, V_JOBS, jobs),
     OPT("--timeout", C_PROVIDER, V_SECONDS, timeout),
@@ -508,12 +517,46 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_shell_quote(dir, word, sizeof word);
     size_t used = strlen(resume);
     snprintf(resume + used, sizeof resume - used, " --resume %s", word);
-    cc_session_opts so = {p, cases.v, cases.n, device, dir, o->resume != NULL, o->jobs,
-                          o->timeout, o->no_fork, files, o->seed, command, stderr,
-                          isatty(STDERR_FILENO), &prov, o->witnesses, o->n_witnesses, o->force,
-                          &o->repro, o->baseline, o->baseline ? diff_with_baseline : NULL,
-                          resume};
+    cc_session_opts so = {.provider = p,
+                          .cases = cases.v,
+                          .n_cases = cases.n,
+                          .default_device = device,
+                          .out_dir = dir,
+                          .resume = o->resume != NULL,
+                          .workers = o->jobs,
+                          .timeout_base = o->timeout,
+                          .in_process = o->no_fork,
+                          .case_files = files,
+                          .base_seed = o->seed,
+                          .command = command,
+                          .log = stderr,
+                          .tty = isatty(STDERR_FILENO),
+                          .provenance = &prov,
+                          .witnesses = o->witnesses,
+                          .n_witnesses = o->n_witnesses,
+                          .cpu_levels = o->cpu_levels,
+                          .n_cpu_levels = o->n_cpu_levels,
+                          .force = o->force,
+                          .repro = &o->repro,
+                          .baseline = o->baseline,
+                          .since_baseline = o->baseline ? diff_with_baseline : NULL,
+                          .resume_command = resume};
+    cc_expectations expect = {0};
+    cc_case_defaults def = {device, o->seed};
+    for (int i = 0; o->expect && i < o->n_files; i++) {
+        cc_parse_error err;
+        if (cc_expect_load(o->files[i], &def, &expect, &err)) {
+            print_parse_error(&err);
+            cc_expect_free(&expect);
+            cc_case_list_free(&cases);
+            free(prov.shard.global);
+            return 2;
+        }
+    }
+    if (o->expect)
+        so.expect = &expect;
     int rc = cc_session_run(&so);
+    cc_expect_free(&expect);
     cc_case_list_free(&cases);
     free(prov.shard.global);
     if ((rc == 0 || rc == 1) &&
@@ -544,6 +587,9 @@ static int parse_case_argument(const options *o, const char *usage, cc_case *c)
     return 0;
 }
 
+static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
+                          int again);
+
 static int cmd_repro(const options *o)
 {
     cc_case c;
@@ -552,15 +598,34 @@ static int cmd_repro(const options *o)
     const cc_provider *p = select_provider(o);
     if (!p)
         return 2;
+    int worst = 0; /* the exit code: 0 when every level passed */
+    for (int k = 0; k < (o->n_cpu_levels ? o->n_cpu_levels : 1); k++) {
+        int rc = repro_at_level(o, p, &c, o->n_cpu_levels ? o->cpu_levels[k] : 0, k > 0);
+        if (rc > worst)
+            worst = rc;
+    }
+    return worst;
+}
+
+/* repro at one dispatch level (0: native); its exit code. */
+static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
+                          int again)
+{
     cc_result r;
     char msg[512];
-    if (cc_run_case_in_worker(p, &c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, &r,
-                              msg, sizeof msg)) {
+    if (cc_run_case_in_worker(p, c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, level,
+                              &r, msg, sizeof msg)) {
         fprintf(stderr, "capcheck: %s\n", msg);
         return 2;
     }
-    printf("case:     %s\nprovider: %s (vjpMode %s)\nstatus:   %s\n", r.line, r.provider,
-           r.vjp_mode, cc_result_status_name(r.status));
+    if (again)
+        printf("\n");
+    printf("case:     %s\nprovider: %s (vjpMode %s)\n", r.line, r.provider, r.vjp_mode);
+    if (r.platform[0] && o->n_cpu_levels)
+        printf("platform: %s (level %s)\n", r.platform, cc_level_name(level));
+    else if (r.platform[0])
+        printf("platform: %s\n", r.platform);
+    printf("status:   %s\n", cc_result_status_name(r.status));
     if (r.checked_fwd)
         printf("forward:  worst bound ratio %.4g\n", r.fwd_ratio);
     if (r.checked_vjp)
@@ -712,6 +777,86 @@ static int asks_for_help(int argc, char **argv)
     return 0;
 }
 
+/* --cpu-capability: the levels (harness/run/platform.h) this CPU can run; 0, or -1 after one
+ * sentence. */
+static int resolve_levels(options *o, int is_run)
+{
+    if (!o->cpu_capability)
+        return 0;
+    char flags[256], msg[512];
+    cc_cpu_flags(flags, sizeof flags);
+    o->n_cpu_levels =
+        cc_levels_parse(o->cpu_capability, flags, o->cpu_levels, CC_MAX_LEVELS, msg, sizeof msg);
+    if (o->n_cpu_levels < 0) {
+        fprintf(stderr, "capcheck: %s\n", msg);
+        return -1;
+    }
+    if (o->no_fork && o->n_cpu_levels > 1) {
+        fprintf(stderr, "capcheck: --no-fork runs in this process, where ATen and oneDNN fix "
+                        "their dispatch at first use: give --cpu-capability one level\n");
+        return -1;
+    }
+    if (is_run && o->shard && o->n_cpu_levels > 1) {
+        fprintf(stderr, "capcheck: --shard takes one --cpu-capability level: shard each "
+                        "level's run and merge each level's shards\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* capcheck list platforms: every level, whether this CPU can run it, and the platform the
+ * provider's worker reports at it. */
+static int cmd_list_platforms(const options *o)
+{
+    cc_device device;
+    if (cc_device_parse(o->device, &device)) {
+        fprintf(stderr, "capcheck: unknown device '%s' (cpu, cuda)\n", o->device);
+        return 2;
+    }
+    const cc_provider *p = select_provider(o);
+    if (!p)
+        return 2;
+    char flags[256], msg[512];
+    cc_cpu_flags(flags, sizeof flags);
+    int all[CC_MAX_LEVELS];
+    int n_all = cc_levels_parse("all", flags, all, CC_MAX_LEVELS, msg, sizeof msg);
+    printf("cpu flags: %s\n", flags[0] ? flags : "none");
+    printf("%-12s %-4s %-3s %-24s %s\n", "level", "all", "ok", "platform", "facts");
+    for (int lv = 0; lv < cc_level_count(); lv++) {
+        int in_all = 0;
+        for (int k = 0; k < n_all; k++)
+            in_all |= all[k] == lv;
+        char why[128];
+        if (!cc_level_supported(lv, flags)) {
+            printf("%-12s %-4s %-3s this CPU cannot run it\n", cc_level_name(lv), "-", "no");
+            continue;
+        }
+        if (!cc_level_within_environment(lv, why, sizeof why)) {
+            printf("%-12s %-4s %-3s %s\n", cc_level_name(lv), "-", "no", why);
+            continue;
+        }
+        cc_pool_config pc = {p, 1, 1u << device, 0, 0, o->no_fork, NULL, 0, lv, -1};
+        cc_pool *pool;
+        if (lv > 0 && o->no_fork) {
+            printf("%-12s %-4s %-3s (not probed with --no-fork)\n", cc_level_name(lv),
+                   in_all ? "yes" : "-", "yes");
+            continue;
+        }
+        if (cc_pool_start(&pc, &pool, msg, sizeof msg)) {
+            fprintf(stderr, "capcheck: %s\n", msg);
+            return 2;
+        }
+        const cc_platform *pl = cc_pool_platform(pool, device);
+        char facts[1024] = "";
+        if (pl)
+            cc_platform_summary(pl, facts, sizeof facts);
+        printf("%-12s %-4s %-3s %-24s %s\n", cc_level_name(lv), in_all ? "yes" : "-", "yes",
+               pl ? pl->key : "?", facts);
+        cc_pool_close(pool);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* a file-size limit (ulimit -f) reached while writing is an error to report (EFBIG), like
@@ -742,10 +887,13 @@ int main(int argc, char **argv)
     if (cc_is_evidence_command(argv[1]))
         return cc_evidence_command(argc, argv);
     int is_list_cases = strcmp(argv[1], "list") == 0 && argc >= 3 && !strcmp(argv[2], "cases");
-    if (strcmp(argv[1], "list") == 0 && !is_list_cases) {
+    int is_list_platforms =
+        strcmp(argv[1], "list") == 0 && argc >= 3 && !strcmp(argv[2], "platforms");
+    if (strcmp(argv[1], "list") == 0 && !is_list_cases && !is_list_platforms) {
         if (argc == 3 && strcmp(argv[2], "ops") == 0)
             return cmd_list_ops();
-        fprintf(stderr, "capcheck: try 'capcheck list ops' or 'capcheck list cases FILE...'\n");
+        fprintf(stderr, "capcheck: try 'capcheck list ops', 'capcheck list cases FILE...' or "
+                        "'capcheck list platforms'\n");
         return 2;
     }
     int is_run = strcmp(argv[1], "run") == 0, is_repro = strcmp(argv[1], "repro") == 0,
@@ -754,10 +902,13 @@ int main(int argc, char **argv)
                        : is_repro  ? C_REPRO
                        : is_shrink ? C_SHRINK
                        : is_bench  ? C_BENCH
+                       : is_list_platforms ? C_PLATFORMS
                                    : C_LIST;
     options o;
-    if (parse_options(argc, argv, is_list_cases ? 3 : 2, command, argv[1], &o) ||
+    if (parse_options(argc, argv, is_list_cases || is_list_platforms ? 3 : 2, command, argv[1], &o) ||
         apply_math_modes(&o))
+        return 2;
+    if (resolve_levels(&o, is_run))
         return 2;
     if (o.provider_lib) { /* --provider-lib replaces --provider */
         char msg[1024];
@@ -771,6 +922,8 @@ int main(int argc, char **argv)
     int rc = 2;
     if (is_list_cases)
         rc = cmd_list_cases(&o);
+    else if (is_list_platforms)
+        rc = cmd_list_platforms(&o);
     else if (is_bench)
         rc = cmd_bench(&o);
     else if (open_witnesses(&o) == 0)

@@ -418,7 +418,8 @@ static void write_failures(FILE *f, const page *p)
                 fputs("</span>", f);
             }
             char cmd[2600];
-            cc_repro_command(&run->repro, r->line, cmd, sizeof cmd);
+            cc_repro_command_on(&run->repro, r->line, r->platform, run->prov.platforms,
+                                run->prov.n_platforms, cmd, sizeof cmd);
             fputs("<code class=\"repro\">", f);
             cc_html_text(f, cmd);
             fputs("</code></li>\n", f);

@@ -142,3 +142,17 @@ void cc_repro_from_json(const cc_json *obj, cc_repro *r)
         snprintf(r->args, sizeof r->args, "%s", args);
     }
 }
+
+void cc_repro_command_on(const cc_repro *r, const char *line, const char *key,
+                         const cc_platform *platforms, int n_platforms, char *buf, size_t n)
+{
+    cc_repro_command(r, line, buf, n);
+    for (int i = 0; key && key[0] && i < n_platforms; i++) {
+        const cc_platform *p = &platforms[i];
+        if (strcmp(p->key, key) == 0 && p->level[0] && strcmp(p->level, cc_level_name(0)) != 0) {
+            size_t used = strlen(buf);
+            snprintf(buf + used, n > used ? n - used : 0, " --cpu-capability %s", p->level);
+            return;
+        }
+    }
+}

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "harness/run/platform.h"
+
 #define CC_REPRO_LINE_MAX 1024 /* a case line's length (CC_CASE_LINE_MAX) */
 
 typedef struct {
@@ -31,6 +33,11 @@ typedef struct {
 void cc_repro_collect(cc_repro *r, const char *provider, const char *plugin_path, double timeout);
 /* "ENV capcheck repro '<line>' ARGS" into buf (r may be NULL: no ENV, no ARGS). */
 void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n);
+/* The same for a result on platform `key` (harness/run/platform.h; "" or NULL: none) of a run
+ * whose platforms are given: " --cpu-capability LEVEL" follows when that platform's level is
+ * not the native one (a run with --cpu-capability ran the case once per level). */
+void cc_repro_command_on(const cc_repro *r, const char *line, const char *key,
+                         const cc_platform *platforms, int n_platforms, char *buf, size_t n);
 /* {"env": ..., "args": ...} (run.json and report.json), and back: a missing or malformed
  * member reads as no ENV and no ARGS (a report written before repro lines named providers). */
 void cc_repro_write_json(FILE *f, const cc_repro *r);

@@ -14,8 +14,15 @@
  * recorded cases are skipped, a torn tail is cut off, damaged lines are dropped and their cases
  * run again (journal.h), crashes of workers killed from outside run again, and the report is
  * written from the whole journal. With witnesses, run.json names them and a resume must name
- * the same ones (in order). The report's provenance (command, case files, base seed, provider
- * description, repro options) is the run's, from run.json.
+ * the same ones (in order). The report's provenance (command, case files, base seed,
+ * provider description, repro options) is the run's, from run.json.
+ *
+ * CPU dispatch levels (--cpu-capability, harness/run/platform.h): every case runs once per level,
+ * level after level, each level in a pool of its own whose workers set the level before they
+ * initialise the provider. Each level's workers report their platform; two levels that give
+ * the same platform key are refused (the second would only repeat the first). run.json records
+ * the levels and the platforms, and a resume must name the same levels and find the same
+ * platforms. The report lists the platforms and has rows per platform.
  *
  * Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the run between results: what is recorded stays,
  * and the log says the command that finishes it (exit 128 + the signal). */
@@ -25,6 +32,7 @@
 #include <stdio.h>
 
 #include "harness/case/case.h"
+#include "harness/report/expect.h"
 #include "harness/report/provenance.h"
 #include "harness/report/repro.h"
 #include "harness/run/runner.h"
@@ -47,6 +55,12 @@ typedef struct {
     const cc_provenance *provenance; /* what produced the run, for the report (NULL: none) */
     const cc_provider *const *witnesses; /* --witness (harness/run/witness.h); not initialised */
     int n_witnesses;
+    const int *cpu_levels; /* --cpu-capability (harness/run/platform.h levels), in run order */
+    int n_cpu_levels;      /* 0: the machine as it is (one pass, no level set) */
+    /* --expect: judge every result against the case files' "#! seen" directives
+     * (harness/report/expect.h): the log names what is news, report.md lists the outcomes, and the
+     * exit code is 1 only for a broken expectation, a crash or an unexpected result */
+    const cc_expectations *expect;
     int force;                  /* --force: a fresh run may discard an earlier run's journal */
     const cc_repro *repro;      /* what reruns a case (repro.h); a resume keeps run.json's */
     const char *baseline;       /* --baseline DIR: report.md says what changed since it */
@@ -56,10 +70,10 @@ typedef struct {
     const char *resume_command; /* the command that finishes this run, for an interrupt */
 } cc_session_opts;
 
-/* Exit code: 0 every case passed, 1 some case did not, 2 bad input or environment (one
- * sentence on log: a provider that cannot run, a run.json or journal of another run, a folder
- * holding an earlier run, an unwritable folder or a full disk), 128 + N when signal N
- * interrupted it. */
+/* Exit code: 0 every case passed (with expect: every result met its expectation), 1 some case
+ * did not, 2 bad input or environment (one sentence on log: a provider that cannot run, a
+ * run.json or journal of another run, a folder holding an earlier run, an unwritable folder or
+ * a full disk), 128 + N when signal N interrupted it. */
 int cc_session_run(const cc_session_opts *o);
 
 /* One case in a worker of its own (or in this process when in_process), for repro: a crash or
@@ -68,6 +82,6 @@ int cc_session_run(const cc_session_opts *o);
  * no worker can be started. */
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          cc_result *r, char *msg, size_t msg_len);
+                          int cpu_level, cc_result *r, char *msg, size_t msg_len);
 
 #endif
