@@ -350,13 +350,14 @@ static void judge(const cc_policy *pol, cc_verdict *v)
         reason(v, "no case in the report");
         return;
     }
-    long bad = s->counts[CC_RES_FAIL] + s->counts[CC_RES_ERROR] + s->counts[CC_RES_CRASH] +
-               s->counts[CC_RES_TIMEOUT];
+    long bad = s->counts[CC_RES_FAIL] + cc_count_errors(s->counts);
     if (bad)
         reason(v, "%ld of %ld cases did not pass (%ld failed, %ld errors, %ld crashed, %ld timed "
-                  "out); first: capcheck repro '%.300s'",
+                  "out, %ld out-of-bounds, %ld nondeterministic); first: capcheck repro '%.300s'",
                bad, s->cases, s->counts[CC_RES_FAIL], s->counts[CC_RES_ERROR],
-               s->counts[CC_RES_CRASH], s->counts[CC_RES_TIMEOUT], s->first_failure);
+               s->counts[CC_RES_CRASH], s->counts[CC_RES_TIMEOUT],
+               s->counts[CC_RES_OUT_OF_BOUNDS], s->counts[CC_RES_NONDETERMINISTIC],
+               s->first_failure);
     if (s->counts[CC_RES_UNSUPPORTED] && !q->allow_unsupported)
         reason(v, "%ld cases unsupported by the provider (the policy has allow_unsupported no)",
                s->counts[CC_RES_UNSUPPORTED]);

@@ -396,8 +396,7 @@ static void write_markdown(const cc_report *rep, FILE *f)
                 row->op, cc_dtype_name(row->dtype), cc_device_name(row->device), row->provider,
                 row->vjp_mode, row->cases, row->counts[CC_RES_PASS], row->counts[CC_RES_FAIL],
                 row->counts[CC_RES_UNSUPPORTED],
-                row->counts[CC_RES_ERROR] + row->counts[CC_RES_CRASH] +
-                    row->counts[CC_RES_TIMEOUT],
+                cc_count_errors(row->counts),
                 row->worst_ratio, row->worst_line);
     }
     free(order);

@@ -71,9 +71,7 @@ int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len)
 
 static int row_bad(const cc_report_row *r)
 {
-    return r->counts[CC_RES_FAIL] + r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] +
-               r->counts[CC_RES_TIMEOUT] >
-           0;
+    return r->counts[CC_RES_FAIL] + cc_count_errors(r->counts) > 0;
 }
 
 /* a before b? */
@@ -126,7 +124,7 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
     long failures = 0, errors = 0, skipped = 0;
     for (size_t i = 0; i < rep->n; i++) {
         const cc_report_row *r = &rep->rows[i];
-        if (r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] + r->counts[CC_RES_TIMEOUT])
+        if (cc_count_errors(r->counts))
             errors++;
         else if (r->counts[CC_RES_FAIL])
             failures++;
@@ -154,7 +152,7 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
         xml(f, cap->name);
         fprintf(f, "\" name=\"%s %s %s\">\n", r->op, cc_dtype_name(r->dtype),
                 cc_device_name(r->device));
-        long errs = r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] + r->counts[CC_RES_TIMEOUT];
+        long errs = cc_count_errors(r->counts);
         if (errs || r->counts[CC_RES_FAIL]) {
             const char *tag = errs ? "error" : "failure";
             fprintf(f, "      <%s type=\"%s\" message=\"%ld of %ld cases did not pass (%ld failed, "

@@ -148,7 +148,7 @@ int cc_session_run(const cc_session_opts *o)
      * leaves the folder as it was */
     if (devices) {
         cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, 0,
-                             o->in_process, o->witnesses, o->n_witnesses};
+                             o->in_process, o->witnesses, o->n_witnesses, o->run};
         if (pc.workers <= 0)
             pc.workers = cc_online_cpus();
         if ((size_t)pc.workers > (n_todo ? n_todo : 1))
@@ -256,8 +256,10 @@ int cc_session_run(const cc_session_opts *o)
            rep.wall_seconds > 0 ? (double)rep.session_cases / rep.wall_seconds : 0.0,
            rep.counts[CC_RES_PASS],
            rep.counts[CC_RES_FAIL], rep.counts[CC_RES_UNSUPPORTED],
-           rep.counts[CC_RES_ERROR] + rep.counts[CC_RES_CRASH] + rep.counts[CC_RES_TIMEOUT],
-           rep.counts[CC_RES_CRASH], rep.counts[CC_RES_TIMEOUT]);
+           cc_count_errors(rep.counts), rep.counts[CC_RES_CRASH], rep.counts[CC_RES_TIMEOUT]);
+    if (rep.counts[CC_RES_OUT_OF_BOUNDS] + rep.counts[CC_RES_NONDETERMINISTIC])
+        printf("capcheck: of those errors %ld out-of-bounds, %ld nondeterministic\n",
+               rep.counts[CC_RES_OUT_OF_BOUNDS], rep.counts[CC_RES_NONDETERMINISTIC]);
     printf("capcheck: report in %s (report.md, report.json, report.junit.xml, results.jsonl)\n",
            o->out_dir);
     cc_report_free(&rep);
@@ -289,10 +291,12 @@ out:
 
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          cc_result *r, char *msg, size_t msg_len)
+                          const cc_run_options *run, cc_result *r, char *msg, size_t msg_len)
 {
     cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, 0, in_process, witnesses,
-                         n_witnesses};
+                         n_witnesses, {0, 0, 0}};
+    if (run)
+        pc.run = *run;
     cc_pool *pool;
     if (cc_pool_start(&pc, &pool, msg, msg_len))
         return -1;
