@@ -17,8 +17,8 @@
 const char *const cc_layout_names[CC_LAYOUT_COUNT] = {"contig", "transpose", "stride2", "bcast",
                                                        "chlast", "sliced",    "mixed",   "strided"};
 #define N_LAYOUT_CLASSES 6 /* contig .. sliced: what one input (or every input) can be */
-const char *const cc_edge_class_names[CC_EDGE_COUNT] = {"nan",  "inf",  "signed-zero", "subnormal",
-                                                        "huge", "ties", "masked-row"};
+const char *const cc_edge_class_names[CC_EDGE_COUNT] = {
+    "nan", "inf", "signed-zero", "subnormal", "huge", "ties", "masked-row", "moderate", "large-mean"};
 static const char *const check_names[] = {"both", "fwd", "vjp"};
 
 const char *cc_layout_name(cc_layout l)
@@ -590,7 +590,7 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
             if (e < 0 && strcmp(v, "none") != 0)
                 return fail(err, col,
                             "unknown edge class '%s' (none, nan, inf, signed-zero, subnormal, "
-                            "huge, ties, masked-row)",
+                            "huge, ties, masked-row, moderate, large-mean)",
                             v);
             c->edges = e < 0 ? 0 : 1u << e;
             edge_col = col;
@@ -852,6 +852,7 @@ typedef struct {
     int edge_col;
     int64_t max_elems;
     int rank, zero;
+    int decimal; /* params=decimal: every real parameter a decimal not exact in binary */
     uint64_t seed;
     int check; /* -1: the op's default */
 } gen_spec;
@@ -905,7 +906,7 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
                                                      CC_EDGE_COUNT + 1)) < 1) {
                 return fail(err, col,
                             "bad edge class list '%s' (none, nan, inf, signed-zero, subnormal, "
-                            "huge, ties, masked-row, or all)",
+                            "huge, ties, masked-row, moderate, large-mean, or all)",
                             v);
             }
         } else if (strcmp(k, "size") == 0) {
@@ -922,6 +923,10 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
             g->rank = (int)r;
         } else if (strcmp(k, "zero") == 0) {
             g->zero = strcmp(v, "1") == 0;
+        } else if (strcmp(k, "params") == 0) {
+            if (strcmp(v, "drawn") && strcmp(v, "decimal"))
+                return fail(err, col, "'params' wants drawn or decimal, got '%s'", v);
+            g->decimal = strcmp(v, "decimal") == 0;
         } else if (strcmp(k, "seed") == 0) {
             if (parse_u64(v, &g->seed))
                 return fail(err, col, "'seed' wants an unsigned integer, got '%s'", v);
@@ -933,6 +938,52 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
         }
     }
     return 0;
+}
+
+/* x as a decimal of two significant digits that no binary format holds exactly (0.51, not 0.5):
+ * a provider that rounds an f64 case's parameter to float32 on the way in is then off by up to
+ * 2^-25 relative, which an f64 bound sees. The double nearest the decimal, as a case line reads
+ * it back. Non-finite and zero values stay. */
+static double non_dyadic(double x)
+{
+    if (!isfinite(x) || x == 0)
+        return x;
+    int e = (int)floor(log10(fabs(x))) - 1; /* the second significant digit's power of ten */
+    long long m = llround(x / pow(10.0, e));
+    char buf[48];
+    snprintf(buf, sizeof buf, "%llde%d", m, e);
+    double d = strtod(buf, NULL);
+    if ((double)(float)d == d) { /* exact in binary (0.5, 2, 0.25): one more in the last digit */
+        snprintf(buf, sizeof buf, "%llde%d", m + (x > 0 ? 1 : -1), e);
+        d = strtod(buf, NULL);
+    }
+    return d;
+}
+
+/* params=decimal: the op's real parameters as non-dyadic decimals, kept in their ranges. */
+static void decimal_params(cc_case *c)
+{
+    ref_params *p = &c->params;
+    unsigned bits = c->op->params;
+    if (bits & REF_P_ALPHA)
+        p->alpha = non_dyadic(p->alpha);
+    if (bits & REF_P_BETA)
+        p->beta = non_dyadic(p->beta);
+    if (bits & REF_P_EPS)
+        p->eps = non_dyadic(p->eps);
+    if (bits & REF_P_TEMP)
+        p->temperature = non_dyadic(p->temperature);
+    if (bits & REF_P_KEEP) {
+        double k = non_dyadic(p->keep_prob);
+        p->keep_prob = k > 1 ? 0.99 : k;
+    }
+    if (bits & REF_P_LOHI) {
+        double lo = non_dyadic(p->lo), hi = non_dyadic(p->hi);
+        if ((lo < hi) == (p->lo < p->hi)) {
+            p->lo = lo;
+            p->hi = hi;
+        }
+    }
 }
 
 /* A generated case of layout class mixed or strided gets one layout per input, drawn from its
@@ -1016,6 +1067,8 @@ static int generate_one(const ref_op *op, const gen_spec *g, int combo, int64_t 
             if (edge >= 0 && !cc_edge_applies(c, edge))
                 continue;
             draw_layouts(c);
+            if (g->decimal)
+                decimal_params(c);
             return 0;
         }
         c->seed = ref_splitmix64(c->seed);

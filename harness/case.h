@@ -58,6 +58,8 @@ enum {
     CC_EDGE_HUGE,        /* within a factor 16 of the dtype's largest finite value */
     CC_EDGE_TIES,        /* every value from a small set holding the op's kinks: ties, kinks */
     CC_EDGE_MASKED_ROW,  /* mask inputs with fully blocked rows */
+    CC_EDGE_MODERATE,    /* |x| in [10, 100): activation thresholds, overflow guards */
+    CC_EDGE_LARGE_MEAN,  /* a large offset, spread 1: where a one-pass variance cancels */
     CC_EDGE_COUNT
 };
 extern const char *const cc_edge_class_names[CC_EDGE_COUNT]; /* "nan", "inf", ... */

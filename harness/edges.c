@@ -22,11 +22,12 @@ static int domain_takes(const ref_domain *d, int cls)
     switch (d->kind) {
     case REF_DOM_POSITIVE: /* log's input: TorchLean rejects x <= 0 and NaN */
         return cls == CC_EDGE_INF || cls == CC_EDGE_SUBNORMAL || cls == CC_EDGE_HUGE ||
-               cls == CC_EDGE_TIES;
+               cls == CC_EDGE_TIES || cls == CC_EDGE_MODERATE || cls == CC_EDGE_LARGE_MEAN;
     case REF_DOM_UNIT: /* probabilities in (0,1) */
         return cls == CC_EDGE_SUBNORMAL || cls == CC_EDGE_TIES;
-    case REF_DOM_DISTINCT: /* topKMask: NaN is kept out of its comparisons (ops.md) */
-        return cls != CC_EDGE_NAN;
+    case REF_DOM_DISTINCT: /* topKMask: NaN is kept out of its comparisons (ops.md), and values
+                              drawn anew could tie */
+        return cls != CC_EDGE_NAN && cls != CC_EDGE_MODERATE && cls != CC_EDGE_LARGE_MEAN;
     default:
         return 1;
     }
@@ -88,6 +89,8 @@ static double edge_value(int cls, cc_dtype t, const ref_domain *d, double u, dou
         return sign * cc_smallest_normal(t) * (0x1p-6 + (1.0 - 0x1p-6) * u);
     case CC_EDGE_HUGE: /* |x| in [M^(1/3)/4, M^(1/3)), M the largest finite value */
         return sign * cbrt(cc_max_finite(t)) * (0.25 + 0.75 * u);
+    case CC_EDGE_MODERATE: /* |x| in [10, 100), log-uniform */
+        return sign * 10.0 * pow(10.0, u);
     default:
         return 0.0;
     }
@@ -110,6 +113,14 @@ void cc_edge_inject(const cc_case *c, int i, const ref_domain *d, const ref_shap
                 if (picked(k, r, rows, 0.25))
                     for (int64_t j = 0; j < len; j++)
                         x[r * len + j] = 0.0;
+        } else if (cls == CC_EDGE_LARGE_MEAN) { /* one offset for the whole input */
+            static const int half_precision[] = {26, 12, 6, 4}; /* f64 f32 f16 bf16 */
+            int bits = t <= CC_BF16 ? half_precision[t] : 12;
+            double sign = d->kind == REF_DOM_POSITIVE || cc_uniform_at(k ^ 0x5151, 0) < 0.5 ? 1.0
+                                                                                              : -1.0;
+            double offset = sign * ldexp(1.0 + cc_uniform_at(k, 0), bits);
+            for (int64_t j = 0; j < n; j++)
+                x[j] += offset;
         } else if (cls == CC_EDGE_TIES) { /* every value from the tie set */
             double v[7];
             int nv = tie_values(d, v);
