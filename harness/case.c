@@ -853,6 +853,7 @@ typedef struct {
     int64_t max_elems;
     int rank, zero;
     int decimal; /* params=decimal: every real parameter a decimal not exact in binary */
+    char except[256]; /* a '*' line's except=op,op: ops it leaves out */
     uint64_t seed;
     int check; /* -1: the op's default */
 } gen_spec;
@@ -923,6 +924,19 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
             g->rank = (int)r;
         } else if (strcmp(k, "zero") == 0) {
             g->zero = strcmp(v, "1") == 0;
+        } else if (strcmp(k, "except") == 0) {
+            if (strcmp(t->val[0], "*") != 0)
+                return fail(err, t->col[i], "'except' belongs on a '*' line");
+            if (strlen(v) + 2 >= sizeof g->except)
+                return fail(err, col, "'except' lists too many ops");
+            char list[256];
+            snprintf(list, sizeof list, "%s", v);
+            for (char *save = NULL, *op = strtok_r(list, ",", &save); op;
+                 op = strtok_r(NULL, ",", &save))
+                if (!ref_op_find(op))
+                    return fail(err, col, "except: unknown op '%s' (capcheck list ops shows them)",
+                                op);
+            snprintf(g->except, sizeof g->except, ",%s,", v);
         } else if (strcmp(k, "params") == 0) {
             if (strcmp(v, "drawn") && strcmp(v, "decimal"))
                 return fail(err, col, "'params' wants drawn or decimal, got '%s'", v);
@@ -1093,7 +1107,9 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
     int per_edge = g.n_dtypes * g.n_devices * g.n_layouts;
     for (int k = 0; k < (all ? ref_op_count() : 1); k++) {
         const ref_op *op = all ? ref_op_at(k) : one;
-        if (!op->sample)
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, ",%s,", op->name);
+        if (!op->sample || strstr(g.except, quoted))
             continue;
         for (int e = 0; e < g.n_edges; e++) {
             int64_t made = 0;

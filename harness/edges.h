@@ -16,7 +16,8 @@
  *   masked-row   mask inputs                            1/4 of the rows    a row (last axis) of 0s
  *   moderate     N(0,1); positive domains (+ only)      1/4                |x| in [10, 100),
  *                                                                          log-uniform
- *   large-mean   N(0,1) and positive inputs             all                M + x: one offset M
+ *   large-mean   N(0,1) and positive inputs of ops      all                M + x: one offset M
+ *                taking a statistic over an axis
  *                                                                          per input, |M| in
  *                                                                          [1, 2) x 2^k, k = 26
  *                                                                          (f64), 12 (f32), 6

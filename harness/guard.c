@@ -212,12 +212,13 @@ static void guard_handler(int sig, siginfo_t *info, void *uctx)
                 put_s(&t, ")");
             }
             put_s(&t, w > 0 ? " wrote " : w == 0 ? " read " : " accessed ");
-            if (in_head) {
-                put_u(&t, (unsigned long long)(b->data - a));
-                put_s(&t, " bytes before the start of ");
-            } else if (in_tail) {
-                put_u(&t, (unsigned long long)(a - (b->data + b->bytes)) + 1);
-                put_s(&t, " bytes past the end of ");
+            if (in_head || in_tail) {
+                unsigned long long d = in_head ? (unsigned long long)(b->data - a)
+                                               : (unsigned long long)(a - (b->data + b->bytes)) + 1;
+                put_s(&t, "memory ");
+                put_u(&t, d);
+                put_s(&t, d == 1 ? " byte " : " bytes ");
+                put_s(&t, in_head ? "before the start of " : "past the end of ");
             } else {
                 put_s(&t, "into the read-only ");
             }
