@@ -85,6 +85,8 @@ void cc_result_write_json(FILE *f, const cc_result *r)
         cc_json_write_string(f, r->message);
     }
     write_witnesses(f, r);
+    if (r->repeat > 1) /* only when repeated: a run without --repeat writes what it always did */
+        fprintf(f, ",\"repeat\":%d", r->repeat);
     fprintf(f, ",\"elements\":%lld,\"seconds\":%.6f}\n", (long long)r->elements, r->seconds);
 }
 

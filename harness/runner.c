@@ -378,6 +378,7 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
     cr.call = &call;
     cr.in = &in;
     cr.repeats = o->repeat > 1 ? o->repeat : 1;
+    r->repeat = cr.repeats;
     cr.must_agree = c->device == CC_CPU || o->deterministic;
     cr.probe = probe;
     cr.r = r;

@@ -67,6 +67,7 @@ typedef struct {
     char worst_inputs[256];    /* inputs at that index where their shape matches */
     double expected, got, bound;
     int64_t elements; /* output elements */
+    int repeat;       /* provider calls per check (--repeat); 0 or 1: one, and not recorded */
     double seconds;
     /* flat row-major index of the worst element in worst_output; in memory only (witnesses are
      * asked about it before the record is written), not part of the record */
