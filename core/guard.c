@@ -21,9 +21,33 @@ static size_t page_size(void)
     return p > 0 ? (size_t)p : 4096;
 }
 
-static unsigned char canary_byte(size_t i)
+#define CANARY 0xa5 /* every slack byte: a byte pattern no float of a buffer's own is made of */
+
+/* The first and the last slack byte that no longer holds the canary; 0 when all do. */
+static int spoiled_span(const unsigned char *p, size_t n, size_t *first, size_t *last)
 {
-    return (unsigned char)(0xa5u ^ (unsigned)(i * 37u));
+    uint64_t word;
+    memset(&word, CANARY, sizeof word);
+    size_t k = 0, lo = n, hi = 0;
+    for (; k + 8 <= n; k += 8) { /* word at a time: the slack is up to a page per buffer */
+        uint64_t w;
+        memcpy(&w, p + k, 8);
+        if (w == word)
+            continue;
+        for (size_t j = k; j < k + 8; j++)
+            if (p[j] != CANARY) {
+                lo = j < lo ? j : lo;
+                hi = j;
+            }
+    }
+    for (; k < n; k++)
+        if (p[k] != CANARY) {
+            lo = k < lo ? k : lo;
+            hi = k;
+        }
+    *first = lo;
+    *last = hi;
+    return lo < n;
 }
 
 void cc_guard_set_init(cc_guard_set *s, int guarded)
@@ -43,7 +67,7 @@ void *cc_guard_alloc(cc_guard_set *s, size_t bytes, const char *name)
     snprintf(b->name, sizeof b->name, "%s", name);
     b->bytes = bytes;
     if (!s->guarded) {
-        b->data = calloc(bytes > 0 ? bytes : 1, 1);
+        b->data = malloc(bytes > 0 ? bytes : 1);
         if (!b->data)
             return NULL;
         s->n++;
@@ -51,16 +75,33 @@ void *cc_guard_alloc(cc_guard_set *s, size_t bytes, const char *name)
     }
     size_t pg = page_size(), pages = (bytes + pg - 1) / pg;
     b->map_len = (pages + 2) * pg;
-    b->map = mmap(NULL, b->map_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b->map == MAP_FAILED) {
-        b->map = NULL;
-        return NULL;
-    }
-    unsigned char *first = (unsigned char *)b->map + pg;
-    if (pages && mprotect(first, pages * pg, PROT_READ | PROT_WRITE)) {
-        munmap(b->map, b->map_len);
-        b->map = NULL;
-        return NULL;
+    unsigned char *first;
+    int reused = -1;
+    for (int k = 0; s->cache && k < s->cache->n && reused < 0; k++)
+        if (s->cache->slot[k].map_len == b->map_len)
+            reused = k;
+    if (reused >= 0) { /* its guard pages are still PROT_NONE; its data pages may be sealed */
+        b->map = s->cache->slot[reused].map;
+        int sealed = s->cache->slot[reused].readonly;
+        s->cache->slot[reused] = s->cache->slot[--s->cache->n];
+        first = (unsigned char *)b->map + pg;
+        if (sealed && pages && mprotect(first, pages * pg, PROT_READ | PROT_WRITE)) {
+            munmap(b->map, b->map_len);
+            b->map = NULL;
+            return NULL;
+        }
+    } else {
+        b->map = mmap(NULL, b->map_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (b->map == MAP_FAILED) {
+            b->map = NULL;
+            return NULL;
+        }
+        first = (unsigned char *)b->map + pg;
+        if (pages && mprotect(first, pages * pg, PROT_READ | PROT_WRITE)) {
+            munmap(b->map, b->map_len);
+            b->map = NULL;
+            return NULL;
+        }
     }
     b->slack_len = pages * pg - bytes;
     if (s->place == CC_PLACE_END) {
@@ -70,26 +111,39 @@ void *cc_guard_alloc(cc_guard_set *s, size_t bytes, const char *name)
         b->data = first;
         b->slack = first + bytes;
     }
-    for (size_t i = 0; i < b->slack_len; i++)
-        b->slack[i] = canary_byte(i);
+    memset(b->slack, CANARY, b->slack_len);
     s->n++;
     return b->data;
 }
 
-static void release(cc_guarded *b)
+static void release(cc_guard_set *s, cc_guarded *b)
 {
-    if (b->map)
+    cc_guard_cache *c = s->cache;
+    if (b->map && c && c->n < CC_GUARD_CACHE_SLOTS) {
+        c->slot[c->n].map = b->map;
+        c->slot[c->n].map_len = b->map_len;
+        c->slot[c->n].readonly = b->readonly;
+        c->n++;
+    } else if (b->map) {
         munmap(b->map, b->map_len);
-    else
+    } else {
         free(b->data);
+    }
     memset(b, 0, sizeof *b);
+}
+
+void cc_guard_cache_clear(cc_guard_cache *c)
+{
+    for (int k = 0; k < c->n; k++)
+        munmap(c->slot[k].map, c->slot[k].map_len);
+    c->n = 0;
 }
 
 void cc_guard_free(cc_guard_set *s, void *data)
 {
     for (int i = 0; data && i < s->n; i++)
         if (s->b[i].data == data) {
-            release(&s->b[i]);
+            release(s, &s->b[i]);
             s->b[i] = s->b[--s->n];
             return;
         }
@@ -98,7 +152,7 @@ void cc_guard_free(cc_guard_set *s, void *data)
 void cc_guard_free_all(cc_guard_set *s)
 {
     for (int i = 0; i < s->n; i++)
-        release(&s->b[i]);
+        release(s, &s->b[i]);
     s->n = 0;
 }
 
@@ -122,14 +176,10 @@ int cc_guard_check(const cc_guard_set *s, char *msg, size_t len)
         if (!b->map || b->readonly)
             continue;
         int before = b->slack < b->data;
-        long far = -1; /* the furthest spoiled canary byte from the buffer */
-        for (size_t k = 0; k < b->slack_len; k++)
-            if (b->slack[k] != canary_byte(k)) {
-                long d = before ? (long)(b->slack_len - k) : (long)k + 1;
-                if (d > far)
-                    far = d;
-            }
-        if (far >= 0) {
+        size_t lo, hi;
+        if (spoiled_span(b->slack, b->slack_len, &lo, &hi)) {
+            /* the furthest spoiled canary byte from the buffer */
+            long far = before ? (long)(b->slack_len - lo) : (long)hi + 1;
             snprintf(msg, len,
                      "out-of-bounds: the provider's %s wrote up to %ld byte%s %s %s (a buffer of "
                      "%zu bytes; its canary was overwritten)",

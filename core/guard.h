@@ -60,9 +60,25 @@ typedef struct {
     char name[40];  /* "input x", "output y", "grad:x", "the cotangent g" */
 } cc_guarded;
 
+/* Mappings kept for the next case: a worker runs thousands of cases, and mapping, protecting,
+ * faulting in and unmapping fresh pages for each buffer of each case costs more than the case
+ * (scripts/bench). A mapping is reused for a buffer of the same number of pages; its guard pages
+ * stay inaccessible, only its slack's canary is written again. Owned by whoever runs the cases
+ * (a worker, bench, a test), never shared between processes. */
+#define CC_GUARD_CACHE_SLOTS 64
+typedef struct cc_guard_cache {
+    int n;
+    struct {
+        void *map;
+        size_t map_len;
+        int readonly;
+    } slot[CC_GUARD_CACHE_SLOTS];
+} cc_guard_cache;
+
 /* The buffers of one case run. guarded = 0 makes every buffer a plain heap block (no guard). */
 typedef struct {
     int guarded;
+    cc_guard_cache *cache; /* NULL: every buffer mapped and unmapped afresh */
     cc_guard_place place;
     const char *call;  /* "forward" / "vjp": the provider call in flight, for the note */
     int repeat, repeats;
@@ -71,12 +87,14 @@ typedef struct {
 } cc_guard_set;
 
 void cc_guard_set_init(cc_guard_set *s, int guarded);
-/* A zero-filled buffer of `bytes` named `name` (copied), at the set's placement. NULL when out
- * of memory or the set is full. */
+/* A buffer of `bytes` named `name` (copied), at the set's placement; its contents are
+ * unspecified (callers fill it). NULL when out of memory or the set is full. */
 void *cc_guard_alloc(cc_guard_set *s, size_t bytes, const char *name);
 /* Free one buffer of the set (by its data pointer; a NULL or unknown pointer is ignored). */
 void cc_guard_free(cc_guard_set *s, void *data);
 void cc_guard_free_all(cc_guard_set *s);
+/* Unmap every mapping a cache holds. */
+void cc_guard_cache_clear(cc_guard_cache *c);
 /* Make a filled input buffer read-only (guarded sets; no-op otherwise). */
 void cc_guard_seal(cc_guard_set *s, void *data);
 /* After a provider call: 0 when every canary is intact, else -1 with a sentence in msg naming

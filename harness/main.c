@@ -265,7 +265,7 @@ static int apply_math_modes(const options *o)
 static cc_run_options run_options(const options *o)
 {
     const char *det = getenv("CAPCHECK_DETERMINISTIC");
-    cc_run_options r = {o->repeat, o->no_guard, det && strcmp(det, "1") == 0};
+    cc_run_options r = {o->repeat, o->no_guard, det && strcmp(det, "1") == 0, NULL};
     return r;
 }
 

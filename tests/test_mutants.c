@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/guard.h"
 #include "harness/case/case.h"
 #include "harness/run/plugin.h"
 #include "harness/run/runner.h"
@@ -51,7 +52,8 @@ static cc_case_list load_cases(void)
 static void run_all(const cc_provider *p, const cc_case_list *l, int repeat, tally *t)
 {
     memset(t, 0, sizeof *t);
-    cc_run_options o = {repeat, 0, 0};
+    cc_guard_cache cache = {0}; /* kept from case to case, as a worker keeps its mappings */
+    cc_run_options o = {repeat, 0, 0, &cache};
     for (size_t i = 0; i < l->n; i++) {
         cc_result r;
         cc_run_case_probed(p, &l->v[i], &o, NULL, &r);

@@ -188,14 +188,15 @@ const char *cc_input_name(const ref_op *op, int i)
 
 int cc_materialize(const cc_case *c, cc_inputs *in, char *msg, size_t msg_len)
 {
-    return cc_materialize_in(c, 0, CC_PLACE_END, in, msg, msg_len);
+    return cc_materialize_in(c, 0, NULL, CC_PLACE_END, in, msg, msg_len);
 }
 
-int cc_materialize_in(const cc_case *c, int guarded, cc_guard_place place, cc_inputs *in,
-                      char *msg, size_t msg_len)
+int cc_materialize_in(const cc_case *c, int guarded, cc_guard_cache *cache,
+                      cc_guard_place place, cc_inputs *in, char *msg, size_t msg_len)
 {
     memset(in, 0, sizeof *in);
     cc_guard_set_init(&in->mem, guarded);
+    in->mem.cache = cache;
     in->mem.place = place;
     in->n_in = c->n_in;
     ref_err e = {{0}};

@@ -30,8 +30,8 @@ cc_dtype cc_input_dtype(const cc_case *c, int i);
 int cc_materialize(const cc_case *c, cc_inputs *in, char *msg, size_t msg_len);
 /* The same, every provider buffer guarded (harness/guard.h) at placement `place`, inputs
  * read-only, when `guarded`. */
-int cc_materialize_in(const cc_case *c, int guarded, cc_guard_place place, cc_inputs *in,
-                      char *msg, size_t msg_len);
+int cc_materialize_in(const cc_case *c, int guarded, cc_guard_cache *cache,
+                      cc_guard_place place, cc_inputs *in, char *msg, size_t msg_len);
 /* Move the provider's input buffers (and the cotangent) to new ones at `place`, the same values
  * and strides (--repeat alternates placements). Returns 0, or -1 when out of memory. */
 int cc_inputs_replace(const cc_case *c, cc_inputs *in, cc_guard_place place);

@@ -389,6 +389,9 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd,
     if (write_full(res_fd, &m, sizeof m) || !m.init_ok)
         worker_exit(0);
     cc_guard_install(note); /* after init: a provider's own handlers stay behind it */
+    cc_guard_cache cache = {0};
+    cc_run_options run = pool->cfg.run;
+    run.guard_cache = &cache; /* this worker's mappings, reused from case to case */
     job_msg j;
     for (;;) {
         int rc = read_full(job_fd, &j, sizeof j);
@@ -402,7 +405,7 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd,
         cc_guard_note_expect(j.tag);
         if (j.witness == PRIMARY_JOB) {
             m.kind = MSG_RESULT;
-            cc_run_case_probed(p, &j.c, &pool->cfg.run, NULL, &m.r);
+            cc_run_case_probed(p, &j.c, &run, NULL, &m.r);
         } else if (j.witness >= 0 && j.witness < pool->cfg.n_witnesses) {
             m.kind = MSG_WITNESS;
             run_witness_job(&pool->cfg, &ready, j.witness, &j.c, &j.probe, &m.witness);

@@ -352,7 +352,7 @@ void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
 void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_options *o,
                         cc_probe *probe, cc_result *r)
 {
-    static const cc_run_options defaults = {0, 0, 0};
+    static const cc_run_options defaults = {0, 0, 0, NULL};
     if (!o)
         o = &defaults;
     double t0 = cc_monotonic_seconds();
@@ -360,7 +360,7 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
 
     cc_inputs in;
     char msg[256] = "";
-    if (cc_materialize_in(c, !o->unguarded, CC_PLACE_END, &in, msg, sizeof msg)) {
+    if (cc_materialize_in(c, !o->unguarded, o->guard_cache, CC_PLACE_END, &in, msg, sizeof msg)) {
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message, "materialize: %s", msg);
         r->seconds = cc_monotonic_seconds() - t0;

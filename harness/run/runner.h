@@ -26,6 +26,8 @@ typedef struct {
     int unguarded;      /* 1: plain heap buffers, no guard pages or canaries (bench, --no-guard) */
     int deterministic;  /* 1: deterministic algorithms are on (--deterministic on): repeats must
                            agree bit for bit on every device; on CPU they must anyway */
+    struct cc_guard_cache *guard_cache; /* mappings kept between cases (core/guard.h); NULL:
+                                           none */
 } cc_run_options;
 
 /* Witnesses (harness/run/witness.h): other providers run on a case the primary did not pass, so a

@@ -294,7 +294,7 @@ int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout
                           const cc_run_options *run, cc_result *r, char *msg, size_t msg_len)
 {
     cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, 0, in_process, witnesses,
-                         n_witnesses, {0, 0, 0}};
+                         n_witnesses, {0, 0, 0, NULL}};
     if (run)
         pc.run = *run;
     cc_pool *pool;
