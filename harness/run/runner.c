@@ -80,7 +80,11 @@ static int provider_failed(cc_status st, const char *msg, const char *phase, cc_
 {
     if (st == CC_OK)
         return 0;
-    r->status = st == CC_UNSUPPORTED ? CC_RES_UNSUPPORTED : CC_RES_ERROR;
+    /* a provider that checks its own buffers (the CUDA providers' canaries) says so first */
+    int oob = st == CC_FAILED && strncmp(msg, "out-of-bounds:", 14) == 0;
+    r->status = st == CC_UNSUPPORTED ? CC_RES_UNSUPPORTED
+                : oob                ? CC_RES_OUT_OF_BOUNDS
+                                     : CC_RES_ERROR;
     snprintf(r->message, sizeof r->message, "%s: %s", phase, msg[0] ? msg : "no message");
     return 1;
 }
