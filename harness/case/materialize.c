@@ -37,35 +37,31 @@ static void fill_nan(cc_dtype t, void *buf, int64_t n)
         cc_store(t, buf, i, cc_dtype_is_float(t) ? NAN : 0);
 }
 
-int cc_alloc_output(cc_dtype t, const ref_shape *s, cc_view *out)
+/* A dense output view of shape s over `data`, NaN-filled; -1 when data is NULL. */
+static int dense_output(cc_dtype t, const ref_shape *s, void *data, cc_view *out)
 {
     memset(out, 0, sizeof *out);
     out->dtype = t;
     out->rank = s->rank;
     memcpy(out->shape, s->dim, sizeof(int64_t) * (size_t)s->rank);
     cc_dense_strides(s, out->strides);
-    int64_t n = ref_numel(s);
-    out->data = alloc_elems(t, n);
-    if (!out->data)
+    out->data = data;
+    if (!data)
         return -1;
-    fill_nan(t, out->data, n);
+    fill_nan(t, data, ref_numel(s));
     return 0;
+}
+
+int cc_alloc_output(cc_dtype t, const ref_shape *s, cc_view *out)
+{
+    return dense_output(t, s, alloc_elems(t, ref_numel(s)), out);
 }
 
 int cc_alloc_output_in(cc_inputs *in, const char *name, cc_dtype t, const ref_shape *s,
                        cc_view *out)
 {
-    memset(out, 0, sizeof *out);
-    out->dtype = t;
-    out->rank = s->rank;
-    memcpy(out->shape, s->dim, sizeof(int64_t) * (size_t)s->rank);
-    cc_dense_strides(s, out->strides);
-    int64_t n = ref_numel(s);
-    out->data = cc_guard_alloc(&in->mem, (size_t)n * cc_dtype_size(t), name);
-    if (!out->data)
-        return -1;
-    fill_nan(t, out->data, n);
-    return 0;
+    size_t bytes = (size_t)ref_numel(s) * cc_dtype_size(t);
+    return dense_output(t, s, cc_guard_alloc(&in->mem, bytes, name), out);
 }
 
 /* The strides, the offset of element [0,...,0] and the buffer length (elements) of layout l for
