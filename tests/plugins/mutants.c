@@ -826,6 +826,12 @@ EXPORT const char *capcheck_mutant_name(int i)
     return i >= 0 && i < N_MUTANTS ? mutants[i].name : NULL;
 }
 
+/* The op mutant i plants its bug in (NULL: every op). */
+EXPORT const char *capcheck_mutant_op(int i)
+{
+    return i >= 0 && i < N_MUTANTS ? mutants[i].op : NULL;
+}
+
 /* The provider calls per check (--repeat) the suite needs to catch mutant i: 1 for most. */
 EXPORT int capcheck_mutant_repeat(int i)
 {
