@@ -39,20 +39,6 @@ typedef struct {
     char first_msg[384];
 } tally;
 
-static int push_case(cc_case_list *l, const cc_case *c)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 256;
-        cc_case *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n++] = *c;
-    return 0;
-}
-
 static cc_case_list load_cases(void)
 {
     cc_case_list l = {0};
@@ -208,7 +194,7 @@ static void test_every_mutant_is_killed(void **state)
         cc_case_list mine = {0};
         for (size_t i = 0; op && i < fx->cases.n; i++)
             if (strcmp(fx->cases.v[i].op->name, op) == 0 &&
-                push_case(&mine, &fx->cases.v[i]))
+                cc_case_list_push(&mine, &fx->cases.v[i]))
                 fail_msg("out of memory");
         size_t ran = op ? mine.n : fx->cases.n;
         int sig = run_mutant(p, op ? &mine : &fx->cases, name, repeat, &t);

@@ -764,7 +764,7 @@ void cc_case_list_free(cc_case_list *l)
     memset(l, 0, sizeof *l);
 }
 
-static int list_push(cc_case_list *l, const cc_case *c)
+int cc_case_list_push(cc_case_list *l, const cc_case *c)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
@@ -1117,7 +1117,7 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
                 for (int64_t i = 0; i < g.count; i++) {
                     cc_case c;
                     int rc = generate_one(op, &g, combo, i, &c, err);
-                    if (rc < 0 || (rc == 0 && list_push(out, &c)))
+                    if (rc < 0 || (rc == 0 && cc_case_list_push(out, &c)))
                         return -1;
                     made += rc == 0;
                 }
@@ -1153,7 +1153,7 @@ int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaul
                 else {
                     cc_case c;
                     rc = parse_tokens(&t, def, &c, err);
-                    if (rc == 0 && list_push(out, &c))
+                    if (rc == 0 && cc_case_list_push(out, &c))
                         rc = fail(err, 1, "out of memory");
                 }
             }

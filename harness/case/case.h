@@ -114,6 +114,8 @@ typedef struct {
 } cc_case_list;
 
 void cc_case_list_free(cc_case_list *l);
+/* Append a copy of c; 0, or -1 when out of memory. */
+int cc_case_list_push(cc_case_list *l, const cc_case *c);
 
 /* Parse a whole file or text (explicit and generator lines). `name` labels errors. */
 int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaults *def,
