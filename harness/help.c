@@ -67,6 +67,9 @@ static const struct {
      "                   per platform key (capcheck list platforms shows this machine's)\n"
      "  --expect         judge each result by the files' '#! seen STATUS on KEY...' lines: exit\n"
      "                   1 only for a broken expectation, a crash or an unexpected result\n"
+     "  --repeat N       N provider calls per check on the same inputs (1 to 1000): results\n"
+     "                   that differ are `nondeterministic`\n"
+     "  --no-guard       plain heap buffers (no guard pages or canaries: `out-of-bounds`)\n"
      "  --witness P[,P]  each case that does not pass runs again on up to 4 other providers\n"
      "                   (names, or plugin paths with a '/'): who is wrong\n"
      "  --no-fork        run in this process (for a debugger; no crash isolation)\n" MATH_MODES
@@ -83,6 +86,7 @@ static const struct {
      "                   the provider init's (default 60 s)\n"
      "  --witness P[,P]  run the case on other providers too when it does not pass\n"
      "  --cpu-capability LEVEL[,LEVEL...]|all   once per CPU dispatch level\n"
+     "  --repeat N, --no-guard   as for run\n"
      "  --seed N         seed of a line without seed=\n"
      "  --no-fork        run in this process\n" MATH_MODES
      "Exit codes: 0 the case passed; 1 it did not; 2 bad input or a provider that cannot run.\n"

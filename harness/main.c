@@ -67,6 +67,8 @@ typedef struct {
     int force;          /* --force: run into a folder holding an earlier run */
     cc_repro repro;     /* what reruns a case as this command runs it (harness/repro.h) */
     const char *baseline; /* --baseline DIR */
+    int repeat;         /* --repeat N: provider calls per check on the same inputs */
+    int no_guard;       /* --no-guard: plain heap buffers for the provider */
     int expect;         /* --expect: judge results by the files' "#! seen" directives */
     const char *files[64];
     int n_files;
@@ -77,7 +79,7 @@ typedef struct {
 enum { C_RUN = 1, C_REPRO = 2, C_SHRINK = 4, C_BENCH = 8, C_LIST = 16, C_PLATFORMS = 32 };
 #define C_PROVIDER (C_RUN | C_REPRO | C_SHRINK | C_BENCH)
 
-typedef enum { V_TEXT, V_FLAG, V_JOBS, V_SECONDS, V_SEED } value_kind;
+typedef enum { V_TEXT, V_FLAG, V_JOBS, V_SECONDS, V_SEED, V_REPEAT } value_kind;
 
 typedef struct {
     const char *name;
@@ -105,6 +107,8 @@ static const option_spec OPTIONS[] = {
     OPT("--policy", C_RUN, V_TEXT, policy),
     OPT("--cpu-capability", C_RUN | C_REPRO, V_TEXT, cpu_capability),
     OPT("--expect", C_RUN, V_FLAG, expect),
+    OPT("--repeat", C_RUN | C_REPRO, V_REPEAT, repeat),
+    OPT("--no-guard", C_RUN | C_REPRO, V_FLAG, no_guard),
     OPT("--min-time", C_BENCH, V_TEXT, min_time),
     OPT("--reps", C_BENCH, V_TEXT, reps),
     OPT("--max-elements", C_BENCH | C_LIST, V_TEXT, max_elements),
@@ -190,6 +194,14 @@ static int parse_options(int argc, char **argv, int first, unsigned command, con
                 return -1;
             }
             *(unsigned long long *)field = x;
+        } else if (spec->kind == V_REPEAT) {
+            long x = strtol(v, &end, 10);
+            if (!*v || *end || errno || x < 1 || x > 1000) {
+                fprintf(stderr, "capcheck %s: --repeat wants a whole number of calls from 1 to "
+                                "1000, not '%s'\n", name, v);
+                return -1;
+            }
+            *(int *)field = (int)x;
         } else {
             double x = strtod(v, &end);
             int jobs = spec->kind == V_JOBS;
@@ -256,6 +268,15 @@ static int apply_math_modes(const options *o)
         return setenv("CAPCHECK_ATTENTION", o->attention, 1);
     }
     return 0;
+}
+
+/* How every case runs: --repeat, --no-guard, and whether deterministic algorithms are on (after
+ * apply_math_modes has settled CAPCHECK_DETERMINISTIC). */
+static cc_run_options run_options(const options *o)
+{
+    const char *det = getenv("CAPCHECK_DETERMINISTIC");
+    cc_run_options r = {o->repeat, o->no_guard, det && strcmp(det, "1") == 0, NULL};
+    return r;
 }
 
 static void print_parse_error(const cc_parse_error *e)
@@ -540,7 +561,8 @@ static int cmd_run(const options *o, int argc, char **argv)
                           .repro = &o->repro,
                           .baseline = o->baseline,
                           .since_baseline = o->baseline ? diff_with_baseline : NULL,
-                          .resume_command = resume};
+                          .resume_command = resume,
+                          .run = run_options(o)};
     cc_expectations expect = {0};
     cc_case_defaults def = {device, o->seed};
     for (int i = 0; o->expect && i < o->n_files; i++) {
@@ -613,7 +635,9 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
 {
     cc_result r;
     char msg[512];
+    cc_run_options run = run_options(o);
     if (cc_run_case_in_worker(p, c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, level,
+                              &run,
                               &r, msg, sizeof msg)) {
         fprintf(stderr, "capcheck: %s\n", msg);
         return 2;
@@ -835,7 +859,7 @@ static int cmd_list_platforms(const options *o)
             printf("%-12s %-4s %-3s %s\n", cc_level_name(lv), "-", "no", why);
             continue;
         }
-        cc_pool_config pc = {p, 1, 1u << device, 0, 0, o->no_fork, NULL, 0, lv, -1};
+        cc_pool_config pc = {p, 1, 1u << device, 0, 0, o->no_fork, NULL, 0, lv, run_options(o), -1};
         cc_pool *pool;
         if (lv > 0 && o->no_fork) {
             printf("%-12s %-4s %-3s (not probed with --no-fork)\n", cc_level_name(lv),
@@ -919,6 +943,13 @@ int main(int argc, char **argv)
     }
     /* after the math modes: what the workers inherit is what a repro line names */
     cc_repro_collect(&o.repro, o.provider, o.provider_lib, o.timeout);
+    if (o.repeat > 1) { /* how every case ran: a repeat disagreement reproduces only repeated */
+        char word[32];
+        snprintf(word, sizeof word, "--repeat %d", o.repeat);
+        cc_repro_add_arg(&o.repro, word);
+    }
+    if (o.no_guard)
+        cc_repro_add_arg(&o.repro, "--no-guard");
     int rc = 2;
     if (is_list_cases)
         rc = cmd_list_cases(&o);

@@ -94,6 +94,8 @@ void cc_result_write_json(FILE *f, const cc_result *r)
     write_witnesses(f, r);
     if (r->retried)
         fputs(",\"retried\":true", f);
+    if (r->repeat > 1) /* only when repeated: a run without --repeat writes what it always did */
+        fprintf(f, ",\"repeat\":%d", r->repeat);
     fprintf(f, ",\"elements\":%lld,\"seconds\":%.6f}\n", (long long)r->elements, r->seconds);
 }
 
@@ -441,22 +443,19 @@ static void write_expectations_markdown(const cc_report *rep, FILE *f)
 
 int cc_report_row_failing(const cc_report_row *row)
 {
-    return row->counts[CC_RES_FAIL] + row->counts[CC_RES_ERROR] + row->counts[CC_RES_CRASH] +
-               row->counts[CC_RES_TIMEOUT] >
-           0;
+    return row->counts[CC_RES_FAIL] + cc_count_errors(row->counts) > 0;
 }
 
-/* "3 failed, 1 crashed": the counts of the statuses that are not a pass, those that occur. */
+/* "3 fail, 1 crash": the counts of the statuses that are neither a pass nor unsupported, those
+ * that occur. */
 static void not_passed_counts(const long *counts, char *buf, size_t n)
 {
-    static const char *const said[CC_RES_COUNT] = {"", "failed", "unsupported", "errors",
-                                                   "crashed", "timed out"};
     size_t used = 0;
     buf[0] = 0;
-    for (int s = CC_RES_FAIL; s < CC_RES_COUNT && used < n; s++)
-        if (counts[s] && s != CC_RES_UNSUPPORTED)
+    for (int s = 0; s < CC_RES_COUNT && used < n; s++)
+        if (counts[s] && s != CC_RES_PASS && s != CC_RES_UNSUPPORTED)
             used += (size_t)snprintf(buf + used, n - used, "%s%ld %s", used ? ", " : "",
-                                     counts[s], said[s]);
+                                     counts[s], cc_result_status_name((cc_result_status)s));
 }
 
 /* The report opens with what a reader came for: the verdict, then every failing row with its
@@ -468,8 +467,7 @@ static void write_markdown(const cc_report *rep, FILE *f)
     if (!order)
         return;
     cc_report_order_worst(rep, order); /* worst first: rows that did not pass, then by ratio */
-    long bad = rep->counts[CC_RES_FAIL] + rep->counts[CC_RES_ERROR] + rep->counts[CC_RES_CRASH] +
-               rep->counts[CC_RES_TIMEOUT];
+    long bad = rep->counts[CC_RES_FAIL] + cc_count_errors(rep->counts);
     size_t failing_rows = 0, unsupported_rows = 0;
     for (size_t i = 0; i < rep->n; i++) {
         failing_rows += cc_report_row_failing(&rep->rows[i]) != 0;
@@ -562,8 +560,7 @@ static void write_markdown(const cc_report *rep, FILE *f)
                 row->platform[0] ? row->platform : "-", row->provider,
                 row->vjp_mode, row->cases, row->counts[CC_RES_PASS], row->counts[CC_RES_FAIL],
                 row->counts[CC_RES_UNSUPPORTED],
-                row->counts[CC_RES_ERROR] + row->counts[CC_RES_CRASH] +
-                    row->counts[CC_RES_TIMEOUT],
+                cc_count_errors(row->counts),
                 row->worst_ratio, row->worst_line);
     }
     free(order);

@@ -156,3 +156,8 @@ void cc_repro_command_on(const cc_repro *r, const char *line, const char *key,
         }
     }
 }
+
+void cc_repro_add_arg(cc_repro *r, const char *word)
+{
+    append(r->args, sizeof r->args, word);
+}

@@ -31,6 +31,8 @@ typedef struct {
  * timeout > 0 when --timeout was given; the environment as the run's workers inherit it (call
  * after the math modes are set). */
 void cc_repro_collect(cc_repro *r, const char *provider, const char *plugin_path, double timeout);
+/* One more option after the line (run options such as --repeat N that change how a case runs). */
+void cc_repro_add_arg(cc_repro *r, const char *word);
 /* "ENV capcheck repro '<line>' ARGS" into buf (r may be NULL: no ENV, no ARGS). */
 void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n);
 /* The same for a result on platform `key` (harness/run/platform.h; "" or NULL: none) of a run
