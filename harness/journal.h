@@ -39,7 +39,7 @@ typedef struct {
     uint64_t n_cases;
     uint64_t case_hash;
     char provider[64];
-    char provider_description[256];
+    char provider_description[512];
     char case_files[512];
     char command[512];
     unsigned long long base_seed;

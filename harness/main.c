@@ -20,6 +20,7 @@
 #include "harness/runner.h"
 #include "harness/session.h"
 #include "harness/shrink.h"
+#include "harness/torchlean.h"
 #include "harness/witness.h"
 #include "providers/cuda/cuda_providers.h"
 #include "providers/openblas/openblas_provider.h"
@@ -327,7 +328,9 @@ static int load_cases(const options *o, cc_device *device, cc_case_list *cases, 
     memset(cases, 0, sizeof *cases);
     files[0] = 0;
     if (cc_device_parse(o->device, device)) {
-        fprintf(stderr, "capcheck: unknown device '%s' (cpu, cuda)\n", o->device);
+        char why[512];
+        cc_device_unknown_msg(o->device, why, sizeof why);
+        fprintf(stderr, "capcheck: --device: %s\n", why);
         return -1;
     }
     const ref_op *want = o->op_filter ? ref_op_find(o->op_filter) : NULL;
@@ -376,9 +379,16 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_provenance prov;
     char msg[512];
     const char *embedded_path = "embedded:smoke.cases", *embedded_text = cc_embedded_smoke_cases;
+    const cc_provider *named = select_provider(o);
+    if (!named) {
+        cc_case_list_free(&cases);
+        return 2;
+    }
     if (cc_provenance_collect(&prov, o->n_files ? o->n_files : 1,
                               o->n_files ? o->files : &embedded_path,
                               o->n_files ? NULL : &embedded_text, msg, sizeof msg) ||
+        cc_provider_identity_set(&prov.provider, named->name,
+                                 o->plugin ? cc_plugin_path(o->plugin) : NULL, msg, sizeof msg) ||
         (o->shard && (cc_shard_parse(o->shard, &prov.shard.index, &prov.shard.count, msg,
                                      sizeof msg) ||
                       cc_shard_select(&cases, prov.shard.index, prov.shard.count, &prov.shard,
@@ -389,12 +399,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     }
     /* not initialised here: the worker processes do that (a CUDA context does not survive
      * fork), and a provider that cannot run on a case's device is one sentence from them */
-    const cc_provider *p = select_provider(o);
-    if (!p) {
-        cc_case_list_free(&cases);
-        free(prov.shard.global);
-        return 2;
-    }
+    const cc_provider *p = named;
     /* the command of the whole run: a shard's report says which shard it is in "shard" */
     char command[512] = "";
     for (int i = 0, used = 0; i < argc && used < (int)sizeof command - 1; i++) {
@@ -420,7 +425,9 @@ static int parse_case_argument(const options *o, const char *usage, cc_case *c)
 {
     cc_device device;
     if (cc_device_parse(o->device, &device)) {
-        fprintf(stderr, "capcheck: unknown device '%s' (cpu, cuda)\n", o->device);
+        char why[512];
+        cc_device_unknown_msg(o->device, why, sizeof why);
+        fprintf(stderr, "capcheck: --device: %s\n", why);
         return -1;
     }
     if (o->n_files != 1) {

@@ -337,6 +337,8 @@ static int same_setup(const cc_run *a, const cc_run *b, char *msg, size_t len)
     CMP(case_files, "case files")
     CMP(prov.git_commit, "capcheck commit")
     CMP(prov.capcheck_version, "capcheck version")
+    CMP(prov.provider.kind, "provider kind (built-in or plugin)")
+    CMP(prov.provider.sha256, "provider library (sha256)")
 #undef CMP
     if (!what && a->base_seed != b->base_seed)
         what = "base seed", va = "", vb = "";

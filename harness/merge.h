@@ -39,7 +39,7 @@ typedef struct {
     int sealed;      /* 1: report.json.sha256 exists and matches; 0: there is none */
     cc_json *json;   /* the parsed report (NULL for a merge made in memory) */
     cc_provenance prov;
-    char provider_description[256], case_files[512], command[512];
+    char provider_description[512], case_files[512], command[512];
     unsigned long long base_seed;
     long cases;
     double wall_seconds;

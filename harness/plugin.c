@@ -10,6 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "harness/capsules.h"
+#include "harness/torchlean.h"
+
 struct cc_plugin {
     void *dl;
     cc_provider table; /* a copy: a missing vjp is filled with a stub that says so */
@@ -102,6 +105,15 @@ cc_plugin *cc_plugin_open(const char *path, char *msg, size_t msg_len)
                  !t->forward ? "a forward function" : "a name");
         goto fail;
     }
+    /* evidence binds to the provider that ran: a plugin keeps its own name (harness/capsules.h) */
+    if (cc_is_builtin_provider(t->name)) {
+        snprintf(msg, msg_len,
+                 "the provider library %s calls itself '%s', the name of capcheck's built-in "
+                 "provider: a plugin's results are evidence under its own name only (rename its "
+                 "table, or pin its library's sha256 to a capsule in the catalog)",
+                 path, t->name);
+        goto fail;
+    }
     /* a version-1 table ends at vjp_mode: read no further (the copy's later fields stay NULL) */
     if (t->abi_version == 1)
         memcpy(&pl->table, t, offsetof(cc_provider, compute_roundoff));
@@ -158,7 +170,11 @@ const cc_provider *cc_provider_select(const char *name, const char *lib, cc_plug
     }
     if (strcmp(name, "reference") == 0)
         return cc_reference_provider();
-    snprintf(msg, msg_len, "unknown provider '%s' (aten, reference, or --provider-lib PATH)",
-             name);
+    char list[160] = "";
+    for (int i = 0; cc_builtin_providers[i]; i++) {
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", cc_builtin_providers[i]);
+    }
+    cc_provider_unknown_msg(name, list, msg, msg_len);
     return NULL;
 }

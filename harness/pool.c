@@ -45,7 +45,7 @@ typedef struct {
     uint64_t tag;
     int32_t init_ok;
     char text[512];        /* hello: the init failure sentence */
-    char description[256]; /* hello: provider describe() */
+    char description[512]; /* hello: provider describe() */
     cc_result r;           /* result */
     cc_witness witness;    /* witness */
 } res_msg;
@@ -97,7 +97,7 @@ struct cc_pool {
     pid_t parent;
     int fatal;
     char fatal_msg[512];
-    char description[256];
+    char description[512];
     struct sigaction old_pipe;
     int pipe_saved;
     held_item *held;

@@ -9,7 +9,12 @@
  * separated by "; " (e.g. "libtorch 2.15.0; threads 1; tf32 off; deterministic off; cuda none"):
  * libtorch, cuda, cudnn, gpu, tf32, deterministic, threads, attention (the attention backend,
  * e.g. "composed (no SDPA)"). A value starting with "none" and an item the provider does not
- * state are both written as null. */
+ * state are both written as null.
+ *
+ * The provider's identity ("provider": name, kind builtin or plugin, and for a plugin its
+ * library's path and sha256) binds the evidence to what ran (harness/capsules.h). The libtorch
+ * version is the built-in ATen provider's alone, read from the library it loaded: a plugin's
+ * description cannot claim one (written as null whatever it says). */
 #ifndef CAPCHECK_PROVENANCE_H
 #define CAPCHECK_PROVENANCE_H
 
@@ -17,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "harness/capsules.h"
 #include "harness/json.h"
 #include "harness/runner.h"
 #include "harness/sha256.h"
@@ -50,6 +56,7 @@ typedef struct {
      * the provider description every time); "" = not stated or none */
     char libtorch[48], cuda[48], cudnn[48], gpu[128], tf32[64], deterministic[48], threads[16];
     char attention[48];
+    cc_provider_identity provider; /* kind "" when the report does not record it */
 } cc_provenance;
 
 /* This build's version and commit, this machine's CPU model, and the hash of every case file:
@@ -58,6 +65,10 @@ typedef struct {
 int cc_provenance_collect(cc_provenance *p, int n, const char *const *paths,
                           const char *const *texts, char *msg, size_t len);
 const char *cc_git_commit(void); /* the commit capcheck was built from, "-dirty" if modified */
+/* The identity of a built-in provider (library NULL) or of the plugin loaded from `library`
+ * (its sha256 is computed here). Returns 0, or -1 with a sentence (an unreadable library). */
+int cc_provider_identity_set(cc_provider_identity *id, const char *name, const char *library,
+                             char *msg, size_t len);
 
 /* The value of item `key` in a provider description ("" when absent or "none..."). */
 void cc_describe_item(const char *desc, const char *key, char *buf, size_t n);

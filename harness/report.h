@@ -38,7 +38,7 @@ typedef struct {
     double wall_seconds;
     long session_cases; /* cases this session ran (fewer than cases after --resume) */
     int resumed;
-    char provider_description[256];
+    char provider_description[512];
     char case_files[512];
     unsigned long long base_seed;
     char command[512];

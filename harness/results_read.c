@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harness/dtype.h"
+#include "harness/torchlean.h"
 #include "harness/witness.h"
 
 int cc_result_status_parse(const char *s, cc_result_status *out)
@@ -123,6 +124,7 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         get_text(o, "layout", layout, sizeof layout, 1, msg, len) ||
         get_text(o, "provider", r->provider, sizeof r->provider, 1, msg, len) ||
         get_text(o, "vjp_mode", r->vjp_mode, sizeof r->vjp_mode, 0, msg, len) ||
+        get_text(o, "platform", r->platform, sizeof r->platform, 0, msg, len) ||
         get_text(o, "status", status, sizeof status, 1, msg, len) ||
         get_text(o, "message", r->message, sizeof r->message, 0, msg, len))
         return -1;
@@ -131,7 +133,7 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         return -1;
     }
     if (cc_device_parse(device, &r->device)) {
-        snprintf(msg, len, "unknown device \"%s\"", device);
+        cc_device_unknown_msg(device, msg, len);
         return -1;
     }
     if (cc_layout_parse(layout, &r->layout)) {

@@ -48,6 +48,8 @@ typedef struct {
     cc_layout layout;
     char provider[32];
     char vjp_mode[24];
+    char platform[32]; /* "cpu:avx512", "cuda:sm90": the platform key of the record, "" when
+                          the record has none (the platform branch writes it) */
     cc_result_status status;
     char message[384];
     int checked_fwd, checked_vjp;

@@ -40,6 +40,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/InferenceMode.h>
@@ -463,11 +464,41 @@ cc_status aten_vjp(void *, const cc_call *call, const cc_view *g, cc_view *grads
     }
 }
 
+// The version and commit of the libtorch this process loaded, from the library's own build
+// settings (at::show_config: "TORCH_VERSION=2.15.0, ... COMMIT_SHA=d0f2..."), not from the
+// headers capcheck was compiled against: the report's libtorch is the library that ran. Falls
+// back to the headers' version, saying so, when the library does not state it.
+std::string loaded_libtorch() {
+    std::string version, commit;
+    try {
+        const std::string cfg = at::show_config();
+        auto setting = [&cfg](const char *key) {
+            size_t at = cfg.find(key);
+            if (at == std::string::npos)
+                return std::string();
+            at += std::strlen(key);
+            size_t end = cfg.find_first_of(", \n", at);
+            return cfg.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        };
+        version = setting("TORCH_VERSION=");
+        commit = setting("COMMIT_SHA=");
+    } catch (...) {
+    }
+    if (version.empty())
+        return std::string(TORCH_VERSION) + "; libtorch_commit unknown (headers' version: the "
+                                            "library states none)";
+    std::string s = version;
+    if (version != TORCH_VERSION)
+        s += " (capcheck compiled against " TORCH_VERSION ")";
+    return s + "; libtorch_commit " + (commit.empty() ? "unknown" : commit.substr(0, 12));
+}
+
 void aten_describe(void *, char *buf, size_t len) {
     if (!buf || !len)
         return;
     int threads = -1, deterministic = -1, tf32_mm = 0, tf32_cv = 0;
     std::string cuda = "cuda none (torch_cpu only)";
+    const std::string libtorch = loaded_libtorch();
     try {
         threads = at::get_num_threads();
         deterministic = at::globalContext().deterministicAlgorithms() ? 1 : 0;
@@ -493,7 +524,7 @@ void aten_describe(void *, char *buf, size_t len) {
     std::snprintf(buf, len,
                   "libtorch %s; threads %d; device %s; %s; tf32 %s; deterministic %s; "
                   "attention composed (no SDPA)",
-                  TORCH_VERSION, threads, devices, cuda.c_str(), tf32,
+                  libtorch.c_str(), threads, devices, cuda.c_str(), tf32,
                   deterministic < 0 ? "unknown" : deterministic ? "on" : "off");
 }
 
