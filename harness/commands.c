@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/capsules.h"
-#include "harness/diff.h"
-#include "harness/gate.h"
-#include "harness/jschema.h"
-#include "harness/merge.h"
+#include "harness/report/capsules.h"
+#include "harness/evidence/diff.h"
+#include "harness/evidence/gate.h"
+#include "harness/report/jschema.h"
+#include "harness/evidence/merge.h"
 
 #define DEFAULT_POLICY "reports/policy.conf"
 #define DEFAULT_SCHEMA "reports/schema.json"

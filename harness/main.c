@@ -1,3 +1,5 @@
+/* Room harness/ (top): only the CLI, main.c and commands.c: the command line,
+ * calling into every room (README "Layout"; scripts/check-layers). */
 /* capcheck command line: run, repro, list. Exit codes: 0 all passed, 1 some case did not pass,
  * 2 bad input or environment (unknown op, malformed line, missing file, absent device). */
 #define _POSIX_C_SOURCE 200809L
@@ -9,19 +11,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/bench.h"
-#include "harness/case.h"
+#include "harness/tools/bench.h"
+#include "harness/case/case.h"
 #include "harness/commands.h"
-#include "harness/dtype.h"
-#include "harness/merge.h"
-#include "harness/plugin.h"
-#include "harness/provenance.h"
-#include "harness/report.h"
-#include "harness/runner.h"
-#include "harness/session.h"
-#include "harness/shrink.h"
-#include "harness/torchlean.h"
-#include "harness/witness.h"
+#include "core/dtype.h"
+#include "harness/evidence/merge.h"
+#include "harness/run/plugin.h"
+#include "harness/report/capsules.h"
+#include "harness/report/provenance.h"
+#include "harness/report/report.h"
+#include "harness/run/runner.h"
+#include "harness/session/session.h"
+#include "harness/tools/shrink.h"
+#include "harness/run/witness.h"
+#include "core/torchlean.h"
 #include "providers/cuda/cuda_providers.h"
 #include "providers/openblas/openblas_provider.h"
 #include "reference/ref_families.h"
@@ -80,7 +83,7 @@ static void usage(FILE *f)
 
 typedef struct {
     const char *provider, *device, *out, *op_filter;
-    const char *provider_lib; /* --provider-lib: a plugin (harness/plugin.h) instead of --provider */
+    const char *provider_lib; /* --provider-lib: a plugin (harness/run/plugin.h), not --provider */
     const char *script;       /* shrink --script: where the Python reproducer goes */
     cc_plugin *plugin;        /* loaded by main() from provider_lib, closed there */
     unsigned long long seed;
@@ -239,12 +242,20 @@ static void print_parse_error(const cc_parse_error *e)
 
 /* Pick the provider (the plugin main() loaded, else --provider by name), not initialised;
  * NULL (after one clear sentence) when there is none. run and repro hand it to worker
- * processes, which initialise it themselves (harness/pool.h). */
+ * processes, which initialise it themselves (harness/run/pool.h). */
 static const cc_provider *provider_named(const char *name, char *msg, size_t len)
 {
-    return name && !strcmp(name, "openblas") ? cc_openblas_provider(msg, len)
-           : cc_cuda_provider_known(name)    ? cc_cuda_provider(name, msg, len)
-                                             : cc_provider_select(name, NULL, NULL, msg, len);
+    if (name && !strcmp(name, "openblas"))
+        return cc_openblas_provider(msg, len);
+    if (cc_cuda_provider_known(name))
+        return cc_cuda_provider(name, msg, len);
+    const cc_provider *p = cc_provider_select(name, NULL, NULL, msg, len);
+    if (!p && name && !cc_is_builtin_provider(name)) { /* say what TorchLean calls it */
+        char list[160];
+        cc_builtin_provider_list(list, sizeof list);
+        cc_provider_unknown_msg(name, list, msg, len);
+    }
+    return p;
 }
 
 static const cc_provider *select_provider(const options *o)

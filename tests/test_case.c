@@ -9,9 +9,9 @@
 
 #include <cmocka.h>
 
-#include "harness/case.h"
-#include "harness/dtype.h"
-#include "harness/torchlean.h"
+#include "harness/case/case.h"
+#include "core/dtype.h"
+#include "core/torchlean.h"
 
 static const cc_case_defaults defaults = {CC_CPU, 0};
 

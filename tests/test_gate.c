@@ -5,9 +5,9 @@
  * given twice), each with its reason and exit 2; evidence.json conforms to its schema. */
 #include "cli_util.h"
 
-#include "harness/jschema.h"
-#include "harness/report_out.h"
-#include "harness/sha256.h"
+#include "harness/report/jschema.h"
+#include "harness/report/report_out.h"
+#include "core/sha256.h"
 
 #include <sys/stat.h>
 
