@@ -274,7 +274,7 @@ static void test_evidence_json_conforms(void **state)
 static void test_evidence_binds_to_the_provider_that_ran(void **state)
 {
     (void)state;
-    char args[2048], dir[512], p[512], lib[512], sha[65], cat[600], path[700];
+    char args[4096], dir[512], p[512], lib[512], sha[65], cat[600], path[700];
     snprintf(dir, sizeof dir, "%s/imp", tmp);
     snprintf(args, sizeof args, "run %s --provider-lib %s/mutants_aten.so --out %s", cases,
              CAPCHECK_PLUGIN_DIR, dir);
@@ -303,6 +303,27 @@ static void test_evidence_binds_to_the_provider_that_ran(void **state)
     expect_in(out, "plugin.2fast-/a_b.cpu.add f32");
     if (strstr(out, "capcheck.aten_cpu") || strstr(out, "libtorch."))
         fail_msg("a plugin's results became a built-in's evidence:\n%s", out);
+    /* the platform key of the results (when they carry one) reaches evidence.json and the Lean
+     * summaries; results.jsonl's digest does not cover it, so the seal still holds */
+    char plat[512], ev[600];
+    snprintf(plat, sizeof plat, "%s/plat", tmp);
+    snprintf(args, sizeof args,
+             "rm -rf %s && cp -r %s %s && sed -i 's/\"device\":\"cpu\",/&\"platform\":\"cpu:avx512\",/' "
+             "%s/results.jsonl",
+             plat, dir, plat, plat);
+    assert_int_equal(system(args), 0);
+    snprintf(args, sizeof args, "emit-lean %s --policy %s", plat, p);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    expect_in(out, "Platforms: cpu:avx512\n");
+    expect_in(out, "; platforms cpu:avx512; provider libtorch 2.15.0;");
+    snprintf(ev, sizeof ev, "%s/plat_ev", tmp);
+    snprintf(args, sizeof args, "evidence %s --policy %s --out %s", plat, p, ev);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    snprintf(path, sizeof path, "%s/plugin.2fast-%%2Fa_b.cpu.add/evidence.json", ev);
+    rep = cc_t_slurp(path, NULL);
+    expect_in(rep, "\"platforms\": [\"cpu:avx512\"]");
+    free(rep);
+
     /* a report whose recorded provider is not the one its results name is refused */
     char moved[512];
     snprintf(moved, sizeof moved, "%s/renamed", tmp);

@@ -241,6 +241,20 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
     return ferror(f) ? -1 : 0;
 }
 
+/* A capsule name as one folder name: letters, digits, '.', '_' and '-' kept, any other byte (a
+ * '/' of a plugin's name, say) and a leading '.' as %XX. Injective, and never "..". */
+static void folder_name(const char *name, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (const unsigned char *s = (const unsigned char *)name; *s && k + 4 < n; s++) {
+        int keep = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                   *s == '_' || *s == '-' || (*s == '.' && s != (const unsigned char *)name);
+        k += keep ? (size_t)snprintf(buf + k, n - k, "%c", *s)
+                  : (size_t)snprintf(buf + k, n - k, "%%%02X", *s);
+    }
+    buf[k < n ? k : n - 1] = 0;
+}
+
 int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *dir, char *msg,
                            size_t len)
 {
@@ -249,8 +263,9 @@ int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *d
         size_t nv = cc_gate_capsule(g, i, v, sizeof v / sizeof v[0]);
         if (!nv)
             continue;
-        char sub[1200], path[1300];
-        snprintf(sub, sizeof sub, "%s/%s", dir, g->v[i].capsule.name);
+        char sub[1200], path[1300], folder[300];
+        folder_name(g->v[i].capsule.name, folder, sizeof folder);
+        snprintf(sub, sizeof sub, "%s/%s", dir, folder);
         snprintf(path, sizeof path, "%s/evidence.json", sub);
         if (cc_make_dir(sub)) {
             snprintf(msg, len, "cannot create %s: %s", sub, strerror(errno));

@@ -111,7 +111,9 @@ size_t cc_gate_capsule(const cc_gate *g, size_t i, const cc_verdict **out, size_
  * "capcheck report sha256:<64 hex>". */
 void cc_gate_suite_name(const cc_gate *g, char *buf, size_t n);
 
-/* DIR/<capsule>/evidence.json for every capsule of the report. Returns 0 or -1 with msg. */
+/* DIR/<capsule>/evidence.json for every capsule of the report, the capsule name made one safe
+ * folder name (every byte but letters, digits, '.', '_', '-', and a leading '.', as %XX: a
+ * plugin named "../x" writes nothing outside DIR). Returns 0 or -1 with msg. */
 int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *dir, char *msg,
                            size_t len);
 /* A TorchLean module (harness/evidence/lean_out.c) of the capsules the gate upgraded, for the TorchLean

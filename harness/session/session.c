@@ -105,7 +105,7 @@ int cc_session_run(const cc_session_opts *o)
 {
     FILE *log = o->log ? o->log : stderr;
     double t0 = cc_monotonic_seconds();
-    char msg[1024] = "";
+    char msg[2048] = ""; /* room for two provider descriptions (a resume refused) */
     uint64_t hash = cc_case_list_hash(o->cases, o->n_cases);
     cc_run_info info;
     memset(&info, 0, sizeof info);
