@@ -21,7 +21,7 @@ const char cc_commands_usage[] =
     "      required capsule is checked, 1 when one is not, 2 when the evidence is refused\n"
     "  capcheck evidence REPORT... --out DIR [--policy F]\n"
     "      DIR/<capsule>/evidence.json for every capsule, in TorchLean's vocabulary\n"
-    "  capcheck emit-lean REPORT... [--policy F] [--torchlean COMMIT]\n"
+    "  capcheck emit-lean REPORT... [--policy F] [--catalog F] [--torchlean COMMIT]\n"
     "      a TorchLean module: a CapsuleModule of KernelCapsules for the capsules the gate\n"
     "      upgrades, and profiles that admit them, for TorchLean at COMMIT (default: the\n"
     "      newest of providers/torchlean/*.tsv)\n"
