@@ -1,5 +1,6 @@
-/* Room harness/evidence/: finished runs read back: merge, evidence, gate, diff, and their
- * outputs (evidence_out). May call harness/session/ and below. */
+/* Room harness/evidence/: finished runs read back: merge (and --shard auto: shard_auto),
+ * evidence, gate, diff, report.html (report_html), history, and their outputs (evidence_out).
+ * May call harness/session/ and below. */
 /* Evidence per capsule and dtype, aggregated from a run's results (results.jsonl, checked
  * against report.json's digest by cc_run_load): case counts by status, passing forward and VJP
  * checks, the worst bound ratio and its case, and the coverage classes of the passing cases:

@@ -499,6 +499,39 @@ int cc_report_json_sha256(const cc_report *rep, char hex[65])
     return 0;
 }
 
+int cc_run_write(const cc_run *r, const char *dir, long *passed, char *msg, size_t len)
+{
+    cc_report rep;
+    cc_journal *j = NULL;
+    if (cc_run_report(r, &rep, msg, len))
+        return -1;
+    int rc = -1;
+    if (cc_make_dir(dir)) {
+        snprintf(msg, len, "cannot create the output folder %s: %s", dir, strerror(errno));
+        goto out;
+    }
+    if (cc_journal_open(dir, -1, &j, msg, len))
+        goto out;
+    for (size_t i = 0; i < r->n_results; i++)
+        if (cc_journal_append(j, i, &r->results[i], msg, len))
+            goto out;
+    int closed = cc_journal_close(j);
+    j = NULL;
+    if (closed) {
+        snprintf(msg, len, "cannot sync %s/results.jsonl", dir);
+        goto out;
+    }
+    if (cc_report_write_outputs(&rep, dir, msg, len))
+        goto out;
+    if (passed)
+        *passed = rep.counts[CC_RES_PASS];
+    rc = 0;
+out:
+    cc_journal_close(j);
+    cc_report_free(&rep);
+    return rc;
+}
+
 int cc_merge_command(int n, const char *const *dirs, const char *out_dir, FILE *log)
 {
     char msg[1024] = "";
@@ -506,9 +539,7 @@ int cc_merge_command(int n, const char *const *dirs, const char *out_dir, FILE *
     cc_run *s = calloc((size_t)(n > 0 ? n : 1), sizeof *s);
     cc_run m;
     memset(&m, 0, sizeof m);
-    cc_report rep;
-    cc_report_init(&rep);
-    cc_journal *j = NULL;
+    long passed = 0;
     if (!s) {
         snprintf(msg, sizeof msg, "out of memory");
         goto out;
@@ -517,34 +548,15 @@ int cc_merge_command(int n, const char *const *dirs, const char *out_dir, FILE *
         if (cc_run_load(dirs[loaded], CC_LOAD_SEAL | CC_LOAD_RESULTS | CC_LOAD_PROVENANCE,
                         &s[loaded], msg, sizeof msg))
             goto out;
-    if (cc_run_merge(s, n, &m, msg, sizeof msg) || cc_run_report(&m, &rep, msg, sizeof msg))
-        goto out;
-    if (cc_make_dir(out_dir)) {
-        snprintf(msg, sizeof msg, "cannot create the output folder %s: %s", out_dir,
-                 strerror(errno));
-        goto out;
-    }
-    if (cc_journal_open(out_dir, -1, &j, msg, sizeof msg))
-        goto out;
-    for (size_t i = 0; i < m.n_results; i++)
-        if (cc_journal_append(j, i, &m.results[i], msg, sizeof msg))
-            goto out;
-    int closed = cc_journal_close(j);
-    j = NULL;
-    if (closed) {
-        snprintf(msg, sizeof msg, "cannot sync %s/results.jsonl", out_dir);
-        goto out;
-    }
-    if (cc_report_write_outputs(&rep, out_dir, msg, sizeof msg))
+    if (cc_run_merge(s, n, &m, msg, sizeof msg) ||
+        cc_run_write(&m, out_dir, &passed, msg, sizeof msg))
         goto out;
     printf("capcheck merge: %d shards, %ld cases: %ld passed, %ld not; report in %s\n", n,
-            rep.cases, rep.counts[CC_RES_PASS], rep.cases - rep.counts[CC_RES_PASS], out_dir);
-    rc = rep.cases == rep.counts[CC_RES_PASS] ? 0 : 1;
+           m.cases, passed, m.cases - passed, out_dir);
+    rc = m.cases == passed ? 0 : 1;
 out:
     if (rc == 2)
         fprintf(log, "capcheck merge: %s\n", msg);
-    cc_journal_close(j);
-    cc_report_free(&rep);
     free(m.results);
     for (int i = 0; i < loaded; i++)
         cc_run_free(&s[i]);

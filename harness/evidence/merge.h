@@ -66,6 +66,11 @@ int cc_run_report(const cc_run *r, cc_report *rep, char *msg, size_t len);
 /* sha256 of the report.json text that rep writes. */
 int cc_report_json_sha256(const cc_report *rep, char hex[65]);
 
+/* Write the run (results in case order) into dir as capcheck run does: results.jsonl,
+ * report.json and its seal, report.md, report.junit.xml. *passed (may be NULL) receives the
+ * passing cases. Returns 0, or -1 with a sentence in msg. */
+int cc_run_write(const cc_run *r, const char *dir, long *passed, char *msg, size_t len);
+
 /* capcheck merge: returns the exit code (0 merged, 2 refused or unwritable). */
 int cc_merge_command(int n, const char *const *dirs, const char *out_dir, FILE *log);
 

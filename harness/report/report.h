@@ -1,5 +1,6 @@
 /* Room harness/report/: results as records and files (result lines, report.json/.md,
- * junit, seal), provenance, capsule names, jschema. May call harness/run/ and below. */
+ * junit, seal), provenance, capsule names, jschema, the pages' HTML parts (html) and the result
+ * fields read by name (result_extras). May call harness/run/ and below. */
 /* Results as evidence: one JSON line per case (results.jsonl), and the aggregate report
  * (report.json, report.md) per op x dtype x device x provider. */
 #ifndef CAPCHECK_REPORT_H

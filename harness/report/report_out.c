@@ -6,31 +6,13 @@
 #include <string.h>
 
 #include "harness/report/capsules.h"
+#include "harness/report/html.h"
 #include "core/dtype.h"
 #include "core/files.h"
 
 #include <sys/stat.h>
 
 /* ---- JUnit XML ----------------------------------------------------------------------------- */
-
-static void xml(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        switch (ch) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default:
-            if (ch < 0x20 && ch != '\n' && ch != '\t')
-                fputc(' ', f);
-            else
-                fputc(ch, f);
-        }
-    }
-}
 
 static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
 {
@@ -49,11 +31,11 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
                "skipped=\"%ld\">\n",
             rep->n, failures, errors, skipped);
     fprintf(f, "  <testsuite name=\"capcheck ");
-    xml(f, rep->case_files);
+    cc_html_text(f, rep->case_files);
     fprintf(f, "\" tests=\"%zu\" failures=\"%ld\" errors=\"%ld\" skipped=\"%ld\">\n", rep->n,
             failures, errors, skipped);
     fprintf(f, "    <properties>\n      <property name=\"provider\" value=\"");
-    xml(f, rep->provider_description);
+    cc_html_text(f, rep->provider_description);
     fprintf(f, "\"/>\n      <property name=\"base_seed\" value=\"%llu\"/>\n    </properties>\n",
             rep->base_seed);
     for (size_t i = 0; i < rep->n; i++) {
@@ -63,7 +45,7 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
             cc_catalog_resolve(cat, &rep->provenance.provider, r->provider,
                                cc_device_name(r->device), r->op, r->vjp_mode, &adhoc);
         fprintf(f, "    <testcase classname=\"");
-        xml(f, cap->name);
+        cc_html_text(f, cap->name);
         fprintf(f, "\" name=\"%s %s %s\">\n", r->op, cc_dtype_name(r->dtype),
                 cc_device_name(r->device));
         long errs = r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] + r->counts[CC_RES_TIMEOUT];
@@ -74,9 +56,9 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
                     tag, errs ? "error" : "fail", r->cases - r->counts[CC_RES_PASS], r->cases,
                     r->counts[CC_RES_FAIL], r->counts[CC_RES_ERROR], r->counts[CC_RES_CRASH],
                     r->counts[CC_RES_TIMEOUT], r->worst_ratio);
-            xml(f, r->first_failure_msg);
+            cc_html_text(f, r->first_failure_msg);
             fputs("\ncapcheck repro '", f);
-            xml(f, r->first_failure);
+            cc_html_text(f, r->first_failure);
             fprintf(f, "'</%s>\n", tag);
         } else if (r->counts[CC_RES_PASS] == 0) {
             fprintf(f, "      <skipped message=\"%ld cases unsupported by the provider\"/>\n",
@@ -85,7 +67,7 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
         fprintf(f, "      <system-out>%ld cases, %ld passed, %ld unsupported; worst bound ratio "
                    "%.4g: capcheck repro '",
                 r->cases, r->counts[CC_RES_PASS], r->counts[CC_RES_UNSUPPORTED], r->worst_ratio);
-        xml(f, r->worst_line);
+        cc_html_text(f, r->worst_line);
         fprintf(f, "'</system-out>\n    </testcase>\n");
     }
     fprintf(f, "  </testsuite>\n</testsuites>\n");
