@@ -389,6 +389,18 @@ static void header(FILE *f, const cc_gate *g, const cc_policy *pol, const cc_tor
             fprintf(f, "%s\n", tl->rows[i].value);
 }
 
+/* "a,b" (constructor names) as the Lean array "#[.a, .b]". */
+static void ctor_array(FILE *f, const char *list)
+{
+    fputs("#[", f);
+    for (const char *p = list; *p;) {
+        size_t l = strcspn(p, ",");
+        fprintf(f, "%s.%.*s", p == list ? "" : ", ", (int)l, p);
+        p += l + (p[l] ? 1 : 0);
+    }
+    fputc(']', f);
+}
+
 /* The profile admitting the module on one device: TorchLean's maintained profile for it, with
  * the availability widened to the capsules' providers when it lacks one. */
 static void emit_profile(FILE *f, const cc_torchlean *tl, const char *device,
@@ -426,24 +438,11 @@ static void emit_profile(FILE *f, const cc_torchlean *tl, const char *device,
         fprintf(f, "; its availability (%s) widened to the capsules' providers", avail_name);
     fprintf(f, ". -/\ndef %s : BackendProfile :=\n  BackendProfile.withCapsuleModules\n", ident);
     if (widened) {
-        fprintf(f, "    { %s with\n      availability :=\n        { devices := #[", in_ns);
-        char item[64];
-        int k = 0;
-        for (const char *p = devices; *p;) {
-            size_t l = strcspn(p, ",");
-            snprintf(item, sizeof item, "%.*s", (int)l, p);
-            fprintf(f, "%s.%s", k++ ? ", " : "", item);
-            p += l + (p[l] ? 1 : 0);
-        }
-        fputs("]\n          providers := #[", f);
-        k = 0;
-        for (const char *p = providers; *p;) {
-            size_t l = strcspn(p, ",");
-            snprintf(item, sizeof item, "%.*s", (int)l, p);
-            fprintf(f, "%s.%s", k++ ? ", " : "", item);
-            p += l + (p[l] ? 1 : 0);
-        }
-        fputs("] } }\n", f);
+        fprintf(f, "    { %s with\n      availability :=\n        { devices := ", in_ns);
+        ctor_array(f, devices);
+        fputs("\n          providers := ", f);
+        ctor_array(f, providers);
+        fputs(" } }\n", f);
     } else
         fprintf(f, "    %s\n", in_ns);
     fputs("    #[capsuleModule]\n\n", f);
