@@ -1,7 +1,8 @@
 /* Room harness/evidence/: finished runs read back: merge (and --shard auto: shard_auto),
  * evidence, gate, diff, report.html (report_html), history, and their outputs (evidence_out).
  * May call harness/session/ and below. */
-/* Evidence per capsule and dtype, aggregated from a run's results (results.jsonl, checked
+/* Evidence per capsule, dtype and platform (harness/run/platform.h: what selected the kernels;
+ * "" for results that name none), aggregated from a run's results (results.jsonl, checked
  * against report.json's digest by cc_run_load): case counts by status, passing forward and VJP
  * checks, the worst bound ratio and its case, and the coverage classes of the passing cases:
  *
@@ -34,9 +35,9 @@ void cc_case_line_classes(const char *line, unsigned *shapes, unsigned *edges);
 typedef struct {
     cc_capsule capsule;
     cc_dtype dtype;
+    char platform[48];   /* the platform the results ran on ("" when they name none) */
     char vjp_mode[24];   /* the mode the results state (what the provider ran), "mixed" when
                             they disagree; the capsule's own is the catalog's */
-    char platforms[128]; /* the distinct platform keys of the results, ", "-separated; "" */
     long cases, counts[CC_RES_COUNT];
     long fwd_passing, vjp_passing; /* passing cases that checked the forward / the VJP */
     double worst_ratio;
@@ -62,6 +63,6 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
                         size_t len);
 void cc_evidence_free(cc_evidence *ev);
 const cc_capsule_stats *cc_evidence_find(const cc_evidence *ev, const char *capsule,
-                                         cc_dtype dtype);
+                                         cc_dtype dtype, const char *platform);
 
 #endif

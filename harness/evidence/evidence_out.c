@@ -3,10 +3,12 @@
  *   ContractClaim     shapeSafety op | layoutCompatibility op layout | valueRefinement op |
  *                     vjpRefinement op mode | vjpUnavailable op
  *   ContractEvidence  testSuite name | trustedBoundary reason | notApplicable
- * A capsule is upgraded when at least one dtype is checked; its testSuite evidence names the
- * report (sha256) and lists exactly the checked dtypes, with their case counts, seed and worst
- * bound ratio. A capsule with no checked dtype keeps trustedBoundary evidence whose reason is
- * the gate's list of what is missing. */
+ * A capsule is upgraded when at least one dtype is checked (on some platform: evidence is per
+ * capsule x dtype x platform); its testSuite evidence names the report (sha256) and lists
+ * exactly the checked dtypes and, per dtype, the platforms it was checked on, with their case
+ * counts, seed and worst bound ratio. A capsule with no checked dtype keeps trustedBoundary
+ * evidence whose reason is the gate's list of what is missing. The capsule's vjp_mode is the mode
+ * the results state (what the provider ran); the catalog's is kept as catalog_vjp_mode. */
 #define _POSIX_C_SOURCE 200809L
 #include "harness/evidence/gate.h"
 
@@ -63,8 +65,9 @@ static void write_evidence_value(FILE *f, const cc_gate *g, const cc_capsule *c,
         for (size_t i = 0; i < nv; i++)
             for (int k = 0; k < v[i]->n_reasons; k++) {
                 size_t used = strlen(why);
-                snprintf(why + used, sizeof why - used, " %s: %s;", cc_dtype_name(v[i]->dtype),
-                         v[i]->reasons[k]);
+                snprintf(why + used, sizeof why - used, " %s%s%s: %s;",
+                         cc_dtype_name(v[i]->dtype), v[i]->platform[0] ? " on " : "",
+                         v[i]->platform, v[i]->reasons[k]);
             }
         cc_json_write_string(f, why);
         fputs("}}", f);
@@ -75,11 +78,36 @@ static void write_evidence_value(FILE *f, const cc_gate *g, const cc_capsule *c,
     fputs("{\"testSuite\": {\"name\": ", f);
     cc_json_write_string(f, name);
     fputs(", \"dtypes\": [", f);
-    int k = 0;
+    int k = 0, named = 0;
+    for (int d = 0; d < CC_DTYPE_COUNT; d++)
+        for (size_t i = 0; i < nv; i++)
+            if (v[i]->checked && v[i]->dtype == (cc_dtype)d) {
+                fprintf(f, "%s\"%s\"", k++ ? ", " : "", cc_dtype_name(v[i]->dtype));
+                break;
+            }
+    fputs("]", f);
     for (size_t i = 0; i < nv; i++)
-        if (v[i]->checked)
-            fprintf(f, "%s\"%s\"", k++ ? ", " : "", cc_dtype_name(v[i]->dtype));
-    fprintf(f, "], \"cases\": %ld, \"passing\": %ld", cases, passing);
+        named |= v[i]->checked && v[i]->platform[0];
+    if (named) { /* per dtype, the platforms it holds for */
+        fputs(", \"platforms\": {", f);
+        k = 0;
+        for (int d = 0; d < CC_DTYPE_COUNT; d++) {
+            int j = 0;
+            for (size_t i = 0; i < nv; i++) {
+                if (!v[i]->checked || v[i]->dtype != (cc_dtype)d || !v[i]->platform[0])
+                    continue;
+                if (j++)
+                    fputs(", ", f);
+                else
+                    fprintf(f, "%s\"%s\": [", k++ ? ", " : "", cc_dtype_name((cc_dtype)d));
+                cc_json_write_string(f, v[i]->platform);
+            }
+            if (j)
+                fputs("]", f);
+        }
+        fputs("}", f);
+    }
+    fprintf(f, ", \"cases\": %ld, \"passing\": %ld", cases, passing);
     if (vjp)
         fprintf(f, ", \"vjp_passing\": %ld", vjp_passing);
     fprintf(f, ", \"seed\": %llu, \"worst_bound_ratio\": ", g->run.base_seed);
@@ -125,22 +153,20 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
     cc_json_write_string(f, c->layout);
     fputs(", \"source\": ", f);
     cc_json_write_string(f, c->source);
-    fputs("},\n  \"platforms\": [", f);
-    char platforms[256] = "", key[128];
-    for (size_t i = 0; i < nv; i++)
-        cc_list_add(platforms, sizeof platforms, v[i]->stats->platforms);
-    for (const char *p = platforms; cc_list_next(&p, key, sizeof key);) {
-        cc_json_write_string(f, key);
-        fputs(*p ? ", " : "", f);
-    }
-    fprintf(f, "],\n  \"trust\": \"%s\",\n  \"dtypes\": [\n",
+    fprintf(f, "},\n  \"trust\": \"%s\",\n  \"dtypes\": [\n",
             upgraded ? "checked" : "trustedExternal");
     for (size_t i = 0; i < nv; i++) {
         const cc_capsule_stats *s = v[i]->stats;
-        fprintf(f, "    {\"dtype\": \"%s\", \"verdict\": \"%s\", \"cases\": %ld, \"passing\": %ld, "
+        fprintf(f, "    {\"dtype\": \"%s\", ", cc_dtype_name(v[i]->dtype));
+        if (v[i]->platform[0]) {
+            fputs("\"platform\": ", f);
+            cc_json_write_string(f, v[i]->platform);
+            fputs(", ", f);
+        }
+        fprintf(f, "\"verdict\": \"%s\", \"cases\": %ld, \"passing\": %ld, "
                    "\"failed\": %ld, \"errors\": %ld, \"crashed\": %ld, \"timed_out\": %ld, "
                    "\"unsupported\": %ld, \"vjp_passing\": %ld,\n     \"worst_bound_ratio\": ",
-                cc_dtype_name(v[i]->dtype), v[i]->checked ? "checked" : "trustedExternal",
+                v[i]->checked ? "checked" : "trustedExternal",
                 s->cases, s->counts[CC_RES_PASS], s->counts[CC_RES_FAIL],
                 s->counts[CC_RES_ERROR], s->counts[CC_RES_CRASH], s->counts[CC_RES_TIMEOUT],
                 s->counts[CC_RES_UNSUPPORTED], s->vjp_passing);
@@ -258,7 +284,7 @@ static void folder_name(const char *name, char *buf, size_t n)
 int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *dir, char *msg,
                            size_t len)
 {
-    const cc_verdict *v[CC_DTYPE_COUNT * 4];
+    const cc_verdict *v[CC_DTYPE_COUNT * CC_MAX_PLATFORMS];
     for (size_t i = 0; i < g->n; i++) {
         size_t nv = cc_gate_capsule(g, i, v, sizeof v / sizeof v[0]);
         if (!nv)

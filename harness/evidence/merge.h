@@ -10,7 +10,8 @@
  *
  * capcheck merge DIR... --out OUT reads the shard folders (report.json, its .sha256 seal,
  * results.jsonl), refuses a set it cannot trust (one sentence each: an unsealed or altered
- * report, results that do not match their report's digest, shards of different runs or set-ups,
+ * report, results that do not match their report's digest, shards of different runs, set-ups or
+ * platforms,
  * a shard missing or given twice, cases in two shards or in none), and writes OUT as one
  * unsharded run would have: results.jsonl in case order, report.json (equal to the unsharded
  * report but for "timing"), report.json.sha256, report.md, report.junit.xml. */

@@ -9,12 +9,14 @@
  * separated by "; " (e.g. "libtorch 2.15.0; threads 1; tf32 off; deterministic off; cuda none"):
  * libtorch, cuda, cudnn, gpu, tf32, deterministic, threads, attention (the attention backend,
  * e.g. "composed (no SDPA)"). A value starting with "none" and an item the provider does not
- * state are both written as null.
+ * state are both written as null. The platforms (harness/run/platform.h) are listed with their facts:
+ * ATen's CPU capability, oneDNN's version and ISA, the BLAS, the CPU flags, the overrides, and on
+ * CUDA the GPU and library versions.
  *
  * The provider's identity ("provider": name, kind builtin or plugin, and for a plugin its
- * library's path and sha256) binds the evidence to what ran (harness/report/capsules.h). The libtorch
- * version is the built-in ATen provider's alone, read from the library it loaded: a plugin's
- * description cannot claim one (written as null whatever it says). */
+ * library's path and sha256) binds the evidence to what ran (harness/report/capsules.h). The
+ * libtorch version is the built-in ATen provider's alone, read from the library it loaded: a
+ * plugin's description cannot claim one (written as null whatever it says). */
 #ifndef CAPCHECK_PROVENANCE_H
 #define CAPCHECK_PROVENANCE_H
 
@@ -23,6 +25,7 @@
 #include <stdio.h>
 
 #include "core/json.h"
+#include "harness/run/platform.h"
 #include "harness/run/runner.h"
 #include "core/sha256.h"
 #include "harness/report/capsules.h"
@@ -58,6 +61,10 @@ typedef struct {
     char libtorch[48], cuda[48], cudnn[48], gpu[128], tf32[64], deterministic[48], threads[16];
     char attention[48];
     cc_provider_identity provider; /* kind "" when the report does not record it */
+    /* what selects the kernels (harness/run/platform.h), one entry per platform the results name,
+     * in run order; written as "platforms" when there is one */
+    int n_platforms;
+    cc_platform platforms[CC_MAX_PLATFORMS];
 } cc_provenance;
 
 /* This build's version and commit, this machine's CPU model, and the hash of every case file:
@@ -71,8 +78,7 @@ const char *cc_git_commit(void); /* the commit capcheck was built from, "-dirty"
 int cc_provider_identity_set(cc_provider_identity *id, const char *name, const char *library,
                              char *msg, size_t len);
 
-/* The value of item `key` in a provider description ("" when absent or "none..."). */
-void cc_describe_item(const char *desc, const char *key, char *buf, size_t n);
+/* cc_describe_item (a description's "key value" items) is in harness/run/platform.h. */
 
 /* report.json's "provenance", optional "shard" and "results_digest" members, each on its own
  * line(s) beginning with two spaces and ending with ",\n". */

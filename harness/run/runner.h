@@ -49,9 +49,10 @@ typedef struct {
     cc_device device;
     cc_layout layout;
     char provider[32];
+    /* the platform key (harness/run/platform.h) of the worker that ran the case, stamped by the
+     * worker pool; "" for a case run in process without one */
+    char platform[48];
     char vjp_mode[24];
-    char platform[32]; /* "cpu:avx512", "cuda:sm90": the platform key of the record, "" when
-                          the record has none (the platform branch writes it) */
     cc_result_status status;
     char message[384];
     int checked_fwd, checked_vjp;
