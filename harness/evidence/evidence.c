@@ -124,6 +124,9 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
             }
             continue;
         }
+        int calls = r->repeat > 1 ? r->repeat : 1;
+        if (!s->least_repeat || calls < s->least_repeat)
+            s->least_repeat = calls;
         s->fwd_passing += r->checked_fwd != 0;
         s->vjp_passing += r->checked_vjp != 0;
         unsigned m, edges;

@@ -40,7 +40,7 @@ void cc_witness_run(const cc_provider *w, const cc_case *c, const cc_probe *aske
     cc_probe probe = *asked;
     probe.found = 0;
     cc_result r;
-    cc_run_case_probed(w, c, &probe, &r);
+    cc_run_case_probed(w, c, NULL, &probe, &r);
     memset(out, 0, sizeof *out);
     snprintf(out->provider, sizeof out->provider, "%s", w->name);
     out->status = r.status;

@@ -244,7 +244,7 @@ int cc_session_run(const cc_session_opts *o)
         /* the workers first: they initialise the provider, and a provider that cannot run
          * leaves the folder as it was */
         cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, 0,
-                             o->in_process, o->witnesses, o->n_witnesses, level};
+                             o->in_process, o->witnesses, o->n_witnesses, level, o->run};
         if (pc.workers <= 0)
             pc.workers = cc_online_cpus();
         if ((size_t)pc.workers > (n_todo ? n_todo : 1))
@@ -382,8 +382,11 @@ int cc_session_run(const cc_session_opts *o)
            rep.wall_seconds > 0 ? (double)rep.session_cases / rep.wall_seconds : 0.0,
            rep.counts[CC_RES_PASS],
            rep.counts[CC_RES_FAIL], rep.counts[CC_RES_UNSUPPORTED],
-           rep.counts[CC_RES_ERROR] + rep.counts[CC_RES_CRASH] + rep.counts[CC_RES_TIMEOUT],
+           cc_count_errors(rep.counts),
            rep.counts[CC_RES_CRASH], rep.counts[CC_RES_TIMEOUT]);
+    if (rep.counts[CC_RES_OUT_OF_BOUNDS] + rep.counts[CC_RES_NONDETERMINISTIC])
+        printf("capcheck: of those errors %ld out-of-bounds, %ld nondeterministic\n",
+               rep.counts[CC_RES_OUT_OF_BOUNDS], rep.counts[CC_RES_NONDETERMINISTIC]);
     long broken = 0;
     if (o->expect) {
         printf("capcheck: expectations:");
@@ -424,10 +427,13 @@ out:
 
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          int cpu_level, cc_result *r, char *msg, size_t msg_len)
+                          int cpu_level, const cc_run_options *run, cc_result *r, char *msg,
+                          size_t msg_len)
 {
     cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, 0, in_process, witnesses,
-                         n_witnesses, cpu_level};
+                         n_witnesses, cpu_level, {0, 0, 0, NULL}};
+    if (run)
+        pc.run = *run;
     cc_pool *pool;
     if (cc_pool_start(&pc, &pool, msg, msg_len))
         return -1;
