@@ -26,7 +26,8 @@ int cc_is_evidence_command(const char *name)
 }
 
 typedef struct {
-    const char *policy, *catalog, *out, *evidence, *schema; /* NULL: the built-in ones */
+    /* NULL: the built-in ones (torchlean: the newest providers/torchlean/<commit>.tsv) */
+    const char *policy, *catalog, *out, *evidence, *schema, *torchlean;
     double drift;
     int fail_on_drift, all, force;
     int seen_drift;
@@ -55,6 +56,8 @@ static int parse(int argc, char **argv, opts *o)
             slot = &o->evidence, applies = !strcmp(cmd, "gate");
         else if (strcmp(a, "--schema") == 0)
             slot = &o->schema, applies = !strcmp(cmd, "validate");
+        else if (strcmp(a, "--torchlean") == 0)
+            slot = &o->torchlean, applies = !strcmp(cmd, "emit-lean");
         else if (strcmp(a, "--fail-on-drift") == 0)
             flag = &o->fail_on_drift, applies = !strcmp(cmd, "diff");
         else if (strcmp(a, "--all") == 0)
@@ -145,7 +148,17 @@ static int gate_family(const char *cmd, const opts *o)
         cc_gate_print(&g, pol, o->all, stdout);
         rc = g.exit_code;
     } else if (strcmp(cmd, "emit-lean") == 0) {
-        cc_gate_emit_lean(&g, pol, stdout);
+        cc_torchlean tl;
+        if (cc_torchlean_load(o->torchlean, &tl, msg, sizeof msg)) {
+            fprintf(stderr, "capcheck emit-lean: --torchlean: %s\n", msg);
+            rc = 2;
+        } else {
+            if (cc_gate_emit_lean(&g, pol, &cat, &tl, stdout)) {
+                fprintf(stderr, "capcheck emit-lean: cannot write the module\n");
+                rc = 2;
+            }
+            cc_torchlean_free(&tl);
+        }
     }
     const char *dir = strcmp(cmd, "evidence") == 0 ? o->out : o->evidence;
     if (dir) {

@@ -15,8 +15,12 @@
     "  cudnn        cuDNN on CUDA: conv, convTranspose, softmax, logSoftmax, pools, batchNorm\n" \
     "  cufft        cuFFT on CUDA: fftFno variants 0, 1, 2\n"                                   \
     "  --provider-lib PATH  a plugin: a shared library exporting capcheck_provider_v1\n"         \
-    "               (providers/provider.h; example: build/plugins/example_plugin.so)\n"         \
-    "A provider capcheck was built without answers with one sentence saying so.\n"
+    "               (providers/provider.h; example: build/plugins/example_plugin.so); one named\n"\
+    "               like a built-in is refused; its capsules are plugin.NAME.DEVICE.OP unless\n"  \
+    "               a catalog row pins its library's sha256\n"                                  \
+    "The reference's capsules are capcheck.oracle.OP (the oracle checking itself). A provider\n" \
+    "capcheck was built without answers with one sentence saying so; so does a TorchLean\n"      \
+    "provider name (cuDNN: --provider cudnn; mps: none, load one with --provider-lib).\n"
 
 #define EXIT_RUN                                                                                 \
     "Exit codes: 0 every case passed; 1 some case did not pass (failed, unsupported, error,\n"  \
@@ -33,7 +37,8 @@
 
 #define PROVIDER_OPTS                                                                            \
     "  --provider NAME | --provider-lib PATH    what runs the cases (providers below)\n"         \
-    "  --device cpu|cuda    the device of lines that name none (default cpu)\n"
+    "  --device cpu|cuda    the device of lines that name none (default cpu; gpu, TorchLean's\n" \
+    "                       alias, is cuda; TorchLean's other devices: one sentence)\n"
 
 static const struct {
     const char *name, *summary, *text;
@@ -134,20 +139,32 @@ static const struct {
      "usage: capcheck gate REPORT... [--policy F] [--evidence DIR] [--catalog F] [--all]\n"
      "REPORT is a run folder or its report.json, or every shard folder of a sharded run. The\n"
      "gate refuses evidence it cannot trust (unsealed or altered reports, results not matching,\n"
-     "another libtorch, a lone or incomplete shard set), then judges every capsule x dtype\n"
-     "under the policy (default: the policy built into capcheck, reports/policy.conf).\n"
+     "results naming another provider than the report's provenance, another libtorch, a lone\n"
+     "or incomplete shard set), then judges every capsule x dtype x platform under the policy\n"
+     "(default: the policy built into capcheck, reports/policy.conf).\n"
      "It prints its summary first, then what holds a required capsule back (every capsule\n"
      "that is not checked when the policy requires none); --all lists every capsule.\n"
      "  --evidence DIR   also write DIR/<capsule>/evidence.json\n"
+     "  --catalog F      the capsule catalog (default: the built-in providers/capsules.tsv)\n"
      "Exit codes: 0 every required capsule x dtype is checked; 1 one is not; 2 the evidence or\n"
      "the policy is refused.\n"},
     {"evidence", "write evidence.json per capsule in TorchLean's vocabulary",
      "usage: capcheck evidence REPORT... --out DIR [--policy F] [--catalog F]\n"
-     "DIR/<capsule>/evidence.json for every capsule (reports/evidence.schema.json).\n"
+     "DIR/<capsule>/evidence.json for every capsule (reports/evidence.schema.json), with the\n"
+     "provider that ran; the capsule name made one safe folder name (other bytes as %XX).\n"
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
-    {"emit-lean", "print a Lean file with the evidence of the capsules the gate upgrades",
-     "usage: capcheck emit-lean REPORT... [--policy F] [--catalog F]\n"
-     "Exit codes: 0 printed; 2 refused.\n"},
+    {"emit-lean", "print a TorchLean module of the capsules the gate upgrades",
+     "usage: capcheck emit-lean REPORT... [--policy F] [--catalog F] [--torchlean COMMIT]\n"
+     "Print a TorchLean module: a KernelCapsule (capcheck.<capsule>, trustLevel .checked, the\n"
+     "VJP mode the results state, evidence the sealed report's sha256) per capsule the gate\n"
+     "upgrades, a CapsuleModule of them, profiles that admit them (checkedCpuWithEvidence,\n"
+     "checkedCudaWithEvidence), and notEmitted: why each other upgraded capsule is none.\n"
+     "The gate is capcheck gate's (default: the built-in policy and catalog).\n"
+     "  --torchlean COMMIT  TorchLean's names at COMMIT (7 or more hex digits of a commit\n"
+     "                      capcheck has data for, providers/torchlean/*.tsv; default: the\n"
+     "                      newest)\n"
+     "Exit codes: 0 printed; 2 refused (the evidence, the policy, or a TorchLean commit\n"
+     "without data).\n"},
     {"diff", "what changed between two reports",
      "usage: capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
      "Regressions, fixes, new failures and bound-ratio drift beyond F (default 4) per capsule x\n"

@@ -205,7 +205,7 @@ static void test_bad_input_table(void **state)
         {"--provider or --provider-lib, not both",
          "run --provider reference --provider-lib %2$s/example_plugin.so"},
         {"cannot load the provider library", "run --provider-lib %1$s/one.cases"},
-        {"unknown device 'gpu'", "run --device gpu --provider reference"},
+        {"unknown device 'npu'", "run --device npu --provider reference"},
         {"--shard wants I/N", "run %1$s/one.cases --provider reference --shard 3/2"},
         {"--tf32 wants on or off, not 'maybe'", "run --tf32 maybe"},
         {"--reps: at most 64", "bench %1$s/one.cases --reps 65"},
@@ -223,6 +223,8 @@ static void test_bad_input_table(void **state)
         {"--force does not apply to gate", "gate %1$s/held --force"},
         {"--drift wants a factor above 1", "diff a b --drift 1"},
         {"--policy is given twice", "gate a --policy x --policy y"},
+        {"--torchlean is given twice", "emit-lean a --torchlean 3447b74 --torchlean 3447b74"},
+        {"--torchlean does not apply to gate", "gate a --torchlean 3447b74"},
         {"bad_utf8.json is not JSON (a string holds a byte (0xc3) that is not UTF-8",
          "validate %1$s/bad_utf8.json"},
         {"lone surrogate (U+D800)", "validate %1$s/surrogate.json"},
@@ -581,7 +583,7 @@ static void test_help_for_every_command(void **state)
     static const char *const commands[] = {"run",  "repro", "shrink",    "bench", "list",
                                            "gate", "evidence", "emit-lean", "diff", "merge",
                                            "report", "history", "validate"};
-    enum { C = sizeof commands / sizeof commands[0], N = C + 4 };
+    enum { C = sizeof commands / sizeof commands[0], N = C + 5 };
     job jobs[N];
     for (int i = 0; i < C; i++)
         job_set(&jobs[i], 0, "usage: capcheck ", "Exit codes:", "capcheck %s %s", commands[i],
@@ -592,6 +594,7 @@ static void test_help_for_every_command(void **state)
     jobs[C + 1].want[2] = "cudnn";
     job_set(&jobs[C + 2], 0, "--all lists every capsule", NULL, "capcheck help gate");
     job_set(&jobs[C + 3], 0, "Commands:", "cublas-tf32", "capcheck --help");
+    job_set(&jobs[C + 4], 0, "--torchlean COMMIT", "a TorchLean module", "capcheck help emit-lean");
     run_jobs(jobs, N);
     free_jobs(jobs, N);
 }
