@@ -201,7 +201,7 @@ typedef struct ref_op {
      * input at once (vjp_at; count 0 where none is asked: gradients may share their work),
      * equal to what forward and vjp write there; and the work of one element of that output
      * (wrt < 0) or gradient in multiply-adds, which decides when the harness samples
-     * (harness/sample.h). The three come together. */
+     * (harness/run/sample.h). The three come together. */
     ref_status (*forward_at)(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk);
     ref_status (*vjp_at)(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *g,
                          ref_picks *pk);

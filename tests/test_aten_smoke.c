@@ -165,13 +165,13 @@ static void test_softmax_wrong_axis_is_caught(void **state)
 static void test_sampled_checks_pass_on_aten_cpu(void **state)
 {
     (void)state;
-    cc_run_opts sampled = {1, CC_REF_SAMPLED};
+    cc_run_options sampled = {.threads = 1, .ref = CC_REF_SAMPLED};
     long cases = 0, was_sampled = 0;
     for (size_t i = 0; i < smoke.n; i++) {
         if (!smoke.v[i].op->forward_at)
             continue;
         cc_result r;
-        cc_run_case_opts(aten, &smoke.v[i], &sampled, NULL, &r);
+        cc_run_case_probed(aten, &smoke.v[i], &sampled, NULL, &r);
         if (r.status != CC_RES_PASS)
             fail_msg("sampled on ATen: %s (%s): %s", cc_result_status_name(r.status), r.message,
                      r.line);

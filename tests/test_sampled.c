@@ -1,4 +1,4 @@
-/* Sampled checks and the threaded reference (harness/sample.h, reference/ref_parallel.h).
+/* Sampled checks and the threaded reference (harness/run/sample.h, reference/ref_parallel.h).
  *
  *   (that the sampled forms and the threads give the full serial reference's bits is
  *   tests/test_ref_sampled.c);
@@ -101,12 +101,13 @@ static cc_result_status run_bug(const cc_case *c, int output, bug_kind kind, ref
     p.ctx = &b;
     p.forward = bug_forward;
     p.vjp = bug_vjp;
-    cc_run_opts sampled = {1, CC_REF_SAMPLED}, full = {1, CC_REF_FULL};
+    cc_run_options sampled = {.threads = 1, .ref = CC_REF_SAMPLED},
+                   full = {.threads = 1, .ref = CC_REF_FULL};
     cc_result rs, rf;
-    cc_run_case_opts(&p, c, &sampled, NULL, &rs);
+    cc_run_case_probed(&p, c, &sampled, NULL, &rs);
     assert_true(rs.sampled);
     *fraction = rs.checked_fraction;
-    cc_run_case_opts(&p, c, &full, NULL, &rf);
+    cc_run_case_probed(&p, c, &full, NULL, &rf);
     assert_false(rf.sampled);
     if (kind != BUG_NONE && rf.status != CC_RES_FAIL)
         fail_msg("the full check missed a planted bug (%s, output %d: %s %s): %s", bug_names[kind],
@@ -175,7 +176,8 @@ static void test_sampled_verdicts_equal_full_on_smoke(void **state)
     static const char *const mutants[] = {"",           "linear_transposed_w", "linear_no_bias_grad",
                                           "ignore_stride", "matmul_drop_last_k", "matmul_tf32",
                                           "nan_to_zero"};
-    cc_run_opts sampled = {1, CC_REF_SAMPLED}, full = {1, CC_REF_FULL};
+    cc_run_options sampled = {.threads = 1, .ref = CC_REF_SAMPLED},
+                   full = {.threads = 1, .ref = CC_REF_FULL};
     for (size_t m = 0; m < sizeof mutants / sizeof mutants[0]; m++) {
         setenv("CAPCHECK_MUTANT", mutants[m], 1);
         long cases = 0, sampled_cases = 0, failing = 0;
@@ -183,8 +185,8 @@ static void test_sampled_verdicts_equal_full_on_smoke(void **state)
             if (!l.v[k].op->forward_at)
                 continue;
             cc_result rs, rf;
-            cc_run_case_opts(p, &l.v[k], &sampled, NULL, &rs);
-            cc_run_case_opts(p, &l.v[k], &full, NULL, &rf);
+            cc_run_case_probed(p, &l.v[k], &sampled, NULL, &rs);
+            cc_run_case_probed(p, &l.v[k], &full, NULL, &rf);
             if (rs.status != rf.status)
                 fail_msg("mutant '%s': sampled %s, full %s (%s): %s", mutants[m],
                          cc_result_status_name(rs.status), cc_result_status_name(rf.status),

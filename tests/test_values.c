@@ -2,10 +2,12 @@
  *
  * The simple path is written out here as it was (d7d5838): every element drawn alone
  * (cc_normal_at, cc_uniform_at and the domain's transform), rounded with cc_round_to, stored
- * with cc_store at its strided offset into a NaN-filled buffer. The fast path (bulk draws, the
- * bucketed cosines of stream 1, the array rounding, the layout stores, several threads) must
- * give the same bits: the dense float64 values, the cotangent and every byte of every provider
- * buffer, over every case of the smoke suite and a slice of the nightly and edge files.
+ * with cc_store at its strided offset into a NaN-filled buffer (the layouts, per-input strides
+ * and offsets of main's materialize: chlast, sliced, explicit strides that may alias). The
+ * fast path (bulk draws, the bucketed cosines of stream 1, the array rounding, the layout
+ * stores, several threads) must give the same bits: the dense float64 values, the cotangent
+ * and every byte of every provider buffer, gaps included, over every case of the smoke suite
+ * and a slice of the nightly and edge files.
  * Stream 2 is checked against its one-element definition, against fixed bits (any compiler or
  * flag that changed them would change every stream-2 case), and as a normal distribution. */
 #include <math.h>
@@ -55,23 +57,20 @@ static double simple_value(const ref_domain *d, uint64_t key, int64_t j)
     return x;
 }
 
-/* Lays dense x out as the simple path did; returns the buffer (the caller frees). */
-static void *simple_lay_out(const cc_view *v, cc_layout l, const double *x, int64_t *phys_out)
+/* Lays dense x out as the simple path did, through the view's strides from element `offset` of
+ * a NaN-filled buffer of `phys` elements, one element at a time in row-major order (a place
+ * several indices share keeps the last value); returns the buffer (the caller frees). */
+static void *simple_lay_out(const cc_view *v, int64_t phys, int64_t offset, const double *x)
 {
-    const ref_shape s = {v->rank, {0}};
-    ref_shape shape = s;
+    ref_shape shape = {v->rank, {0}};
     memcpy(shape.dim, v->shape, sizeof(int64_t) * (size_t)v->rank);
-    int64_t n = ref_numel(&shape), phys = n;
-    if (l == CC_LAYOUT_STRIDE2 && v->rank >= 1)
-        phys = 2 * n;
-    else if (l == CC_LAYOUT_BCAST && v->rank >= 2 && v->shape[0] > 1)
-        phys = n / v->shape[0];
+    int64_t n = ref_numel(&shape);
     void *buf = calloc((size_t)(phys > 0 ? phys : 1), cc_dtype_size(v->dtype));
     for (int64_t i = 0; i < phys; i++)
         cc_store(v->dtype, buf, i, cc_dtype_is_float(v->dtype) ? NAN : 0);
     int64_t idx[REF_MAX_RANK] = {0};
     for (int64_t j = 0; j < n; j++) {
-        int64_t off = 0;
+        int64_t off = offset;
         for (int a = 0; a < v->rank; a++)
             off += idx[a] * v->strides[a];
         cc_store(v->dtype, buf, off, x[j]);
@@ -81,8 +80,27 @@ static void *simple_lay_out(const cc_view *v, cc_layout l, const double *x, int6
             idx[a] = 0;
         }
     }
-    *phys_out = phys;
     return buf;
+}
+
+/* x[j] read back from the simple buffer (an input whose explicit strides alias elements: the
+ * reference gets what the provider sees). */
+static void simple_read_back(const cc_view *v, const void *buf, int64_t offset, double *x)
+{
+    int64_t n = 1, idx[REF_MAX_RANK] = {0};
+    for (int a = 0; a < v->rank; a++)
+        n *= v->shape[a];
+    for (int64_t j = 0; j < n; j++) {
+        int64_t off = offset;
+        for (int a = 0; a < v->rank; a++)
+            off += idx[a] * v->strides[a];
+        x[j] = cc_load(v->dtype, buf, off);
+        for (int a = v->rank - 1; a >= 0; a--) {
+            if (++idx[a] < v->shape[a])
+                break;
+            idx[a] = 0;
+        }
+    }
 }
 
 /* Compares the fast materialization of c (on `threads` threads) with the simple one; returns 0
@@ -104,7 +122,8 @@ static int same_as_simple(const cc_case *c, int threads)
         ref_domain d = {REF_DOM_NORMAL, 0, 0, 0, {0, 0}, 0};
         if (!cot)
             ref_default_domain(c->op, &c->params, c->n_in, c->shape, i, &d);
-        int bcast = !cot && c->layout == CC_LAYOUT_BCAST && s->rank >= 2 && s->dim[0] > 1;
+        cc_input_layout lay = cc_case_input_layout(c, cot ? 0 : i);
+        int bcast = !cot && lay.kind == CC_LAYOUT_BCAST && s->rank >= 2 && s->dim[0] > 1;
         int64_t distinct = bcast ? n / s->dim[0] : n;
         uint64_t key = cc_input_key(c->seed, cot ? 100 : i);
         if (d.kind == REF_DOM_DISTINCT)
@@ -122,13 +141,19 @@ static int same_as_simple(const cc_case *c, int threads)
                 x[j] = cc_round_to(t, x[j]);
         const cc_view *v = cot ? &in.g_view : &in.view[i];
         const double *fast = cot ? in.g.v : in.ref_in[i].v;
-        int64_t phys;
-        void *buf = simple_lay_out(v, cot ? CC_LAYOUT_CONTIG : c->layout, x, &phys);
+        int64_t phys = cot ? n : in.storage_len[i], offset = cot ? 0 : in.offset[i];
+        const void *storage = cot ? in.g_storage : in.storage[i];
+        void *buf = simple_lay_out(v, phys, offset, x);
+        int aliased = 0;
+        for (int a = 0; !cot && lay.kind == CC_LAYOUT_STRIDED && a < s->rank; a++)
+            aliased |= lay.strides[a] == 0 && s->dim[a] > 1;
+        if (aliased)
+            simple_read_back(v, buf, offset, x);
         if (n && memcmp(x, fast, sizeof(double) * (size_t)n) != 0) {
             fprintf(stderr, "dense values of %s %d differ: %s\n", cot ? "cotangent" : "input", i,
                     line);
             bad = 1;
-        } else if (phys && memcmp(buf, v->data, (size_t)phys * cc_dtype_size(t)) != 0) {
+        } else if (phys && memcmp(buf, storage, (size_t)phys * cc_dtype_size(t)) != 0) {
             fprintf(stderr, "provider buffer of %s %d differs: %s\n",
                     cot ? "cotangent" : "input", i, line);
             bad = 1;
@@ -169,7 +194,8 @@ static void test_nightly_and_edge_inputs_are_bit_identical(void **state)
     check_file(CAPCHECK_SOURCE_DIR "/cases/edge/params.cases", 1, 1);
 }
 
-/* Large inputs are drawn on several threads: the same bits, in every layout and dtype. */
+/* Large inputs are drawn on several threads: the same bits, in every layout and dtype (classes,
+ * per-input layouts, explicit strides with an offset, an aliasing stride 0). */
 static void test_threaded_inputs_are_bit_identical(void **state)
 {
     (void)state;
@@ -180,6 +206,9 @@ static void test_threaded_inputs_are_bit_identical(void **state)
         "add dtype=f64 in=[64,4096],[64,4096] layout=bcast seed=4",
         "log dtype=f32 in=[200000] stream=2 seed=5",
         "log dtype=bf16 in=[200000] edge=huge seed=6",
+        "matmul dtype=f32 in=[300,700],[700,300] layout=chlast/sliced seed=7",
+        "add dtype=bf16 in=[64,4096],[64,4096] layout=[0,1]/[8200,2]+5 seed=8", /* aliased */
+        "mul dtype=f16 in=[64,4096],[64,4096] edge=nan layout=[1,64]/sliced seed=9",
     };
     for (size_t k = 0; k < sizeof lines / sizeof lines[0]; k++) {
         cc_case c = cc_t_parse_case(lines[k]);

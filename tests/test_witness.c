@@ -276,12 +276,12 @@ static void test_witnesses_are_not_evidence(void **state)
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
     /* the witnesses' passes count for nothing: the matmul capsules have no passing case */
     /* (each verdict names this machine's platform: "f32 on cpu:...") */
-    expect_in(out, "trustedExternal  mutants.cpu.matmul f32 on cpu:");
+    expect_in(out, "trustedExternal  plugin.mutants.cpu.matmul f32 on cpu:");
     expect_in(out, " (catalog: trustedExternal):\n  - 1 of 1 cases did not pass (1 failed,");
     expect_in(out, "\n  - 0 passing cases; the policy wants");
-    expect_in(out, "trustedExternal  mutants.cpu.add f32 on cpu:");
+    expect_in(out, "trustedExternal  plugin.mutants.cpu.add f32 on cpu:");
     expect_in(out, " (catalog: trustedExternal):\n  - 1 passing cases; the policy wants");
-    if (strstr(out, "reference.matmul") || strstr(out, "openblas."))
+    if (strstr(out, "capcheck.oracle.matmul") || strstr(out, "openblas."))
         fail_msg("a witness counted as evidence:\n%s", out);
     snprintf(ev, sizeof ev, "%s/evidence", tmp);
     snprintf(args, sizeof args, "evidence %s/outlier --out %s --policy %s", tmp, ev, policy);
@@ -293,12 +293,12 @@ static void test_witnesses_are_not_evidence(void **state)
     char name[256];
     int n = 0;
     while (fgets(name, sizeof name, p)) {
-        if (strncmp(name, "mutants.", 8) != 0)
+        if (strncmp(name, "plugin.mutants.", 15) != 0)
             fail_msg("evidence for %s from a witnessed run", name);
         n++;
     }
     pclose(p);
-    assert_int_equal(n, 2); /* mutants.cpu.matmul and mutants.cpu.add */
+    assert_int_equal(n, 2); /* plugin.mutants.cpu.matmul and plugin.mutants.cpu.add */
 }
 
 static void test_reference_suspect_disputed_and_unsupported(void **state)
@@ -449,8 +449,8 @@ static void test_witness_crash_hang_and_init_failure_leave_the_primary_alone(voi
     if (cc_cases_parse_text(POOL_CASES, "pool", &def, &l, &err))
         fail_msg("%s", err.msg);
     cc_result alone[3], seen[3];
-    cc_pool_config bare = {&doubler, 2, 0, 0.3, 0, 0, NULL, 0, 0, {1, CC_REF_AUTO}};
-    cc_pool_config witnessed = {&doubler, 2, 0, 0.3, 0, 0, witnesses, 4, 0, {1, CC_REF_AUTO}};
+    cc_pool_config bare = {&doubler, 2, 0, 0.3, 0, 0, NULL, 0, 0, {0}, -1};
+    cc_pool_config witnessed = {&doubler, 2, 0, 0.3, 0, 0, witnesses, 4, 0, {0}, -1};
     run_pool(&bare, &l, alone);
     run_pool(&witnessed, &l, seen);
     for (int i = 0; i < 3; i++) {
@@ -478,7 +478,7 @@ static void test_witness_crash_hang_and_init_failure_leave_the_primary_alone(voi
     assert_false(seen[1].witnesses[0].has_value);
     /* in-process (--no-fork), with the witnesses that do not crash or hang */
     const cc_provider *calm[] = {cc_reference_provider(), &refusing};
-    cc_pool_config inproc = {&doubler, 1, 0, 0, 0, 1, calm, 2, 0, {1, CC_REF_AUTO}};
+    cc_pool_config inproc = {&doubler, 1, 0, 0, 0, 1, calm, 2, 0, {0}, -1};
     cc_case_list f32 = {&l.v[2], 1, 1};
     run_pool(&inproc, &f32, seen);
     assert_int_equal(seen[0].status, CC_RES_FAIL);
@@ -677,7 +677,7 @@ static void test_cli_refuses_bad_witness_lists(void **state)
     assert_int_equal(cc_t_run(NULL, "shrink 'add dtype=f32 in=[3],[3]' --witness reference", out,
                               sizeof out),
                      2);
-    expect_in(out, "--witness applies to run and repro only");
+    expect_in(out, "--witness does not apply to shrink");
 }
 
 static int setup(void **state)

@@ -1,46 +1,16 @@
-/* Edge-value classes: which inputs take them, where, and which values (the table in edges.h). */
+/* Edge-value classes: where their values go and which values (the table in edge_class.h). */
 #include "harness/case/edges.h"
 
 #include <math.h>
 
 #include "core/dtype.h"
+#include "harness/case/edge_class.h"
 #include "harness/case/values.h"
 
 /* The stream that picks edge positions and values, apart from the stream of ordinary values. */
 static uint64_t edge_key(uint64_t seed, int input, int cls)
 {
     return ref_splitmix64(cc_input_key(seed, input) ^ (0xed6e0000ULL + (uint64_t)cls));
-}
-
-/* Whether an input drawn from domain d takes class cls (edges.h's table). */
-static int domain_takes(const ref_domain *d, int cls)
-{
-    if (d->kind == REF_DOM_MASK)
-        return cls == CC_EDGE_MASKED_ROW;
-    if (d->kind == REF_DOM_INDEX || cls == CC_EDGE_MASKED_ROW)
-        return 0;
-    switch (d->kind) {
-    case REF_DOM_POSITIVE: /* log's input: TorchLean rejects x <= 0 and NaN */
-        return cls == CC_EDGE_INF || cls == CC_EDGE_SUBNORMAL || cls == CC_EDGE_HUGE ||
-               cls == CC_EDGE_TIES;
-    case REF_DOM_UNIT: /* probabilities in (0,1) */
-        return cls == CC_EDGE_SUBNORMAL || cls == CC_EDGE_TIES;
-    case REF_DOM_DISTINCT: /* topKMask: NaN is kept out of its comparisons (ops.md) */
-        return cls != CC_EDGE_NAN;
-    default:
-        return 1;
-    }
-}
-
-int cc_edge_applies(const cc_case *c, int cls)
-{
-    for (int i = 0; i < c->n_in; i++) {
-        ref_domain d;
-        ref_default_domain(c->op, &c->params, c->n_in, c->shape, i, &d);
-        if (ref_numel(&c->shape[i]) > 0 && domain_takes(&d, cls))
-            return 1;
-    }
-    return 0;
 }
 
 /* Element j of stream k is picked with probability `share`; at least one of n is. */
@@ -88,6 +58,8 @@ static double edge_value(int cls, cc_dtype t, const ref_domain *d, double u, dou
         return sign * cc_smallest_normal(t) * (0x1p-6 + (1.0 - 0x1p-6) * u);
     case CC_EDGE_HUGE: /* |x| in [M^(1/3)/4, M^(1/3)), M the largest finite value */
         return sign * cbrt(cc_max_finite(t)) * (0.25 + 0.75 * u);
+    case CC_EDGE_MODERATE: /* |x| in [10, 100), log-uniform */
+        return sign * 10.0 * pow(10.0, u);
     default:
         return 0.0;
     }
@@ -100,7 +72,7 @@ void cc_edge_inject(const cc_case *c, int i, const ref_domain *d, const ref_shap
         return;
     cc_dtype t = c->dtype;
     for (int cls = 0; cls < CC_EDGE_COUNT; cls++) {
-        if (!(c->edges >> cls & 1) || !domain_takes(d, cls))
+        if (!(c->edges >> cls & 1) || !cc_edge_input_takes(c->op, d, cls))
             continue;
         uint64_t k = edge_key(c->seed, i, cls);
         if (cls == CC_EDGE_MASKED_ROW) { /* block whole rows along the last axis */
@@ -110,6 +82,14 @@ void cc_edge_inject(const cc_case *c, int i, const ref_domain *d, const ref_shap
                 if (picked(k, r, rows, 0.25))
                     for (int64_t j = 0; j < len; j++)
                         x[r * len + j] = 0.0;
+        } else if (cls == CC_EDGE_LARGE_MEAN) { /* one offset for the whole input */
+            static const int half_precision[] = {26, 12, 6, 4}; /* f64 f32 f16 bf16 */
+            int bits = t <= CC_BF16 ? half_precision[t] : 12;
+            double sign = d->kind == REF_DOM_POSITIVE || cc_uniform_at(k ^ 0x5151, 0) < 0.5 ? 1.0
+                                                                                              : -1.0;
+            double offset = sign * ldexp(1.0 + cc_uniform_at(k, 0), bits);
+            for (int64_t j = 0; j < n; j++)
+                x[j] += offset;
         } else if (cls == CC_EDGE_TIES) { /* every value from the tie set */
             double v[7];
             int nv = tie_values(d, v);

@@ -7,7 +7,6 @@
 
 #include "core/bulk.h"
 #include "core/dtype.h"
-#include "core/view.h"
 #include "harness/case/edges.h"
 #include "harness/case/values.h"
 #include "reference/ref_parallel.h"
@@ -29,25 +28,133 @@ cc_dtype cc_input_dtype(const cc_case *c, int i)
     }
 }
 
-/* Every buffer of a provider's: written in full by whoever asks for it. */
-static void *alloc_elems(cc_dtype t, int64_t n)
-{
-    return cc_alloc_big((size_t)(n > 0 ? n : 1) * cc_dtype_size(t));
-}
-
-int cc_alloc_output(cc_dtype t, const ref_shape *s, cc_view *out)
+/* A dense output view of shape s over `data`, NaN-filled; -1 when data is NULL. */
+static int dense_output(cc_dtype t, const ref_shape *s, void *data, cc_view *out)
 {
     memset(out, 0, sizeof *out);
     out->dtype = t;
     out->rank = s->rank;
     memcpy(out->shape, s->dim, sizeof(int64_t) * (size_t)s->rank);
     cc_dense_strides(s, out->strides);
-    int64_t n = ref_numel(s);
-    out->data = alloc_elems(t, n);
-    if (!out->data)
+    out->data = data;
+    if (!data)
         return -1;
-    cc_fill_nan(t, out->data, n);
+    cc_fill_nan(t, data, ref_numel(s));
     return 0;
+}
+
+int cc_alloc_output(cc_dtype t, const ref_shape *s, cc_view *out)
+{
+    int64_t n = ref_numel(s);
+    return dense_output(t, s, cc_alloc_big((size_t)(n > 0 ? n : 1) * cc_dtype_size(t)), out);
+}
+
+int cc_alloc_output_in(cc_inputs *in, const char *name, cc_dtype t, const ref_shape *s,
+                       cc_view *out)
+{
+    size_t bytes = (size_t)ref_numel(s) * cc_dtype_size(t);
+    return dense_output(t, s, cc_guard_alloc(&in->mem, bytes, name), out);
+}
+
+/* The strides, the offset of element [0,...,0] and the buffer length (elements) of layout l for
+ * shape s. */
+static void layout_geometry(const cc_input_layout *l, const ref_shape *s, int64_t *strides,
+                            int64_t *offset, int64_t *phys)
+{
+    int r = s->rank;
+    int64_t n = ref_numel(s);
+    cc_dense_strides(s, strides);
+    *offset = 0;
+    *phys = n;
+    if (l->kind == CC_LAYOUT_TRANSPOSE && r >= 2) {
+        /* the buffer is row-major in (..., d[r-1], d[r-2]); the view swaps the last two axes */
+        ref_shape ps = *s;
+        ps.dim[r - 2] = s->dim[r - 1];
+        ps.dim[r - 1] = s->dim[r - 2];
+        int64_t pst[REF_MAX_RANK];
+        cc_dense_strides(&ps, pst);
+        memcpy(strides, pst, sizeof(int64_t) * (size_t)r);
+        strides[r - 2] = pst[r - 1];
+        strides[r - 1] = pst[r - 2];
+    } else if (l->kind == CC_LAYOUT_STRIDE2 && r >= 1) {
+        for (int i = 0; i < r; i++)
+            strides[i] *= 2;
+        *phys = 2 * n;
+    } else if (l->kind == CC_LAYOUT_BCAST && r >= 2 && s->dim[0] > 1) {
+        strides[0] = 0; /* values were drawn constant along axis 0 */
+        *phys = n / s->dim[0];
+    } else if (l->kind == CC_LAYOUT_CHLAST && r >= 2) {
+        /* axis 0 innermost, the others row-major outside it */
+        int64_t st = s->dim[0] > 0 ? s->dim[0] : 1;
+        strides[0] = 1;
+        for (int a = r - 1; a >= 1; a--) {
+            strides[a] = st;
+            st *= s->dim[a] > 0 ? s->dim[a] : 1;
+        }
+    } else if (l->kind == CC_LAYOUT_SLICED) {
+        /* x[1:, ..., 1:-1] of a buffer one row longer on axis 0 and two wider on the last axis
+         * (rank 1: x[1:-1]; a scalar: the middle one of three) */
+        ref_shape ps = *s;
+        if (r == 0) {
+            *offset = 1;
+            *phys = 3;
+            return;
+        }
+        ps.dim[r - 1] += 2;
+        if (r >= 2)
+            ps.dim[0] += 1;
+        int64_t total = 1;
+        for (int a = 0; a < r; a++)
+            total *= ps.dim[a] > 0 ? ps.dim[a] : 1;
+        cc_dense_strides(&ps, strides);
+        *offset = 1 + (r >= 2 ? strides[0] : 0);
+        *phys = total;
+    } else if (l->kind == CC_LAYOUT_STRIDED) {
+        memcpy(strides, l->strides, sizeof(int64_t) * (size_t)r);
+        *offset = l->offset;
+        int64_t span = 0;
+        for (int a = 0; a < r; a++)
+            span += (s->dim[a] - 1) * strides[a];
+        *phys = n > 0 ? l->offset + span + 1 : l->offset;
+    }
+}
+
+/* How the values are stored through a view: dense values x in row-major order go to
+ *   STORE_DENSE       the buffer's first m elements (m = every element, or one slice along a
+ *                     broadcast axis 0: the values repeat along it), in one pass;
+ *   STORE_TRANSPOSED  [rows, cols] matrices kept as [cols, rows] ones, in tiles;
+ *   STORE_ROWS        anything else, a row (the last axis) at a time in row-major order, so an
+ *                     element that several indices share (a stride 0) keeps the last value, as
+ *                     an element-by-element store through the strides would. */
+typedef enum { STORE_DENSE, STORE_TRANSPOSED, STORE_ROWS } store_kind;
+
+static int strides_dense_from(const cc_view *v, int a0)
+{
+    int64_t st = 1;
+    for (int a = v->rank - 1; a >= a0; a--) {
+        if (v->shape[a] != 1 && v->strides[a] != st)
+            return 0;
+        st *= v->shape[a];
+    }
+    return 1;
+}
+
+/* bcast: the values repeat along axis 0 (the broadcast layout), so one slice holds them all. */
+static store_kind plan_store(const cc_view *v, int bcast)
+{
+    int r = v->rank;
+    if (strides_dense_from(v, 0) || (bcast && strides_dense_from(v, 1)))
+        return STORE_DENSE;
+    if (r >= 2) {
+        cc_view swapped = *v; /* the transposed layout: dense once its last two axes swap */
+        swapped.shape[r - 2] = v->shape[r - 1];
+        swapped.shape[r - 1] = v->shape[r - 2];
+        swapped.strides[r - 2] = v->strides[r - 1];
+        swapped.strides[r - 1] = v->strides[r - 2];
+        if (strides_dense_from(&swapped, 0))
+            return STORE_TRANSPOSED;
+    }
+    return STORE_ROWS;
 }
 
 /* The transposed layout's store: batch matrices [rows, cols] of x into a buffer of
@@ -67,69 +174,68 @@ static void store_transposed(cc_dtype t, void *buf, const double *x, int64_t bat
             }
 }
 
-/* How a tensor's values sit in its provider buffer. */
-typedef enum { BUF_DENSE, BUF_TRANSPOSED, BUF_STRIDE2, BUF_SLICE /* bcast: one slice */ } buffer_kind;
-
-/* The provider's view of a tensor of shape s in layout l: its strides and its buffer, with the
- * gaps of a strided buffer (and nothing else) set to NaN (0 for integers): a provider that
- * ignores strides reads them and fails loudly. The values are stored by store_layout. Returns
- * the buffer's kind, or -1 when out of memory. */
-static int plan_layout(cc_layout l, cc_dtype t, const ref_shape *s, cc_view *v, void **storage)
-{
-    buffer_kind kind = BUF_DENSE;
-    int r = s->rank;
-    int64_t n = ref_numel(s), phys = n;
-    memset(v, 0, sizeof *v);
-    v->dtype = t;
-    v->rank = r;
-    memcpy(v->shape, s->dim, sizeof(int64_t) * (size_t)r);
-    cc_dense_strides(s, v->strides);
-    if (l == CC_LAYOUT_TRANSPOSE && r >= 2) {
-        /* the buffer is row-major in (..., d[r-1], d[r-2]); the view swaps the last two axes */
-        ref_shape ps = *s;
-        ps.dim[r - 2] = s->dim[r - 1];
-        ps.dim[r - 1] = s->dim[r - 2];
-        int64_t pst[REF_MAX_RANK];
-        cc_dense_strides(&ps, pst);
-        memcpy(v->strides, pst, sizeof(int64_t) * (size_t)r);
-        v->strides[r - 2] = pst[r - 1];
-        v->strides[r - 1] = pst[r - 2];
-        kind = BUF_TRANSPOSED;
-    } else if (l == CC_LAYOUT_STRIDE2 && r >= 1) {
-        for (int i = 0; i < r; i++)
-            v->strides[i] *= 2;
-        phys = 2 * n;
-        kind = BUF_STRIDE2;
-    } else if (l == CC_LAYOUT_BCAST && r >= 2 && s->dim[0] > 1) {
-        v->strides[0] = 0; /* values were drawn constant along axis 0: the buffer holds a slice */
-        phys = n / s->dim[0];
-        kind = BUF_SLICE;
-    }
-    if (!(*storage = alloc_elems(t, phys)))
-        return -1;
-    if (kind == BUF_STRIDE2) /* the gaps: NaN, or 0 for integers */
-        cc_fill_nan(t, *storage, phys);
-    v->data = *storage;
-    return (int)kind;
-}
-
-/* Store dense values x (already values of the view's dtype) through the view. */
-static void store_layout(buffer_kind kind, const cc_view *v, const double *x)
+/* Store dense values x (already values of the view's dtype; n of them, row-major) through v. */
+static void store_view(store_kind kind, const cc_view *v, const double *x, int64_t n)
 {
     int r = v->rank;
-    int64_t n = 1;
-    for (int a = 0; a < r; a++)
-        n *= v->shape[a];
     if (n == 0)
         return;
-    if (kind == BUF_TRANSPOSED) {
+    if (kind == STORE_DENSE) { /* a broadcast axis 0 (stride 0): its first slice */
+        cc_store_array(v->dtype, v->data, 0, 1, x,
+                       r >= 2 && v->strides[0] == 0 && v->shape[0] > 1 ? n / v->shape[0] : n);
+    } else if (kind == STORE_TRANSPOSED) {
         int64_t rows = v->shape[r - 2], cols = v->shape[r - 1];
         store_transposed(v->dtype, v->data, x, n / (rows * cols), rows, cols);
-    } else if (kind == BUF_STRIDE2) {
-        cc_store_array(v->dtype, v->data, 0, 2, x, n);
+    } else if (r == 0) {
+        cc_store_array(v->dtype, v->data, 0, 1, x, 1);
     } else {
-        cc_store_array(v->dtype, v->data, 0, 1, x, kind == BUF_SLICE ? n / v->shape[0] : n);
+        int64_t len = v->shape[r - 1], idx[REF_MAX_RANK] = {0}, off = 0;
+        for (int64_t j = 0; j < n; j += len) {
+            cc_store_array(v->dtype, v->data, off, v->strides[r - 1], x + j, len);
+            for (int a = r - 2; a >= 0; a--) { /* the next row: carry through the outer axes */
+                off += v->strides[a];
+                if (++idx[a] < v->shape[a])
+                    break;
+                off -= idx[a] * v->strides[a];
+                idx[a] = 0;
+            }
+        }
     }
+}
+
+/* Lay out a tensor of shape s in layout l: a buffer from the case's set and the view into it.
+ * The buffer's gaps (elements no index reaches) hold NaN, or 0 for integers: a provider that
+ * ignores strides reads them and fails loudly; the rest is left for store_view. */
+static int plan_layout(const cc_input_layout *l, cc_dtype t, const ref_shape *s, cc_inputs *in,
+                       const char *name, cc_view *v, void **storage, int64_t *len,
+                       int64_t *offset)
+{
+    int64_t phys;
+    memset(v, 0, sizeof *v);
+    v->dtype = t;
+    v->rank = s->rank;
+    memcpy(v->shape, s->dim, sizeof(int64_t) * (size_t)s->rank);
+    layout_geometry(l, s, v->strides, offset, &phys);
+    *len = phys;
+    *storage = cc_guard_alloc(&in->mem, (size_t)phys * cc_dtype_size(t), name);
+    if (!*storage)
+        return -1;
+    v->data = (char *)*storage + (size_t)*offset * cc_dtype_size(t);
+    int gapless = l->kind == CC_LAYOUT_CONTIG || l->kind == CC_LAYOUT_TRANSPOSE ||
+                  l->kind == CC_LAYOUT_BCAST || l->kind == CC_LAYOUT_CHLAST;
+    if (!gapless)
+        cc_fill_nan(t, *storage, phys);
+    return 0;
+}
+
+/* 1 when layout l aliases elements (a stride-0 axis of extent > 1): what the provider sees is
+ * then the buffer, read back, not the values as drawn. */
+static int aliases(const cc_input_layout *l, const ref_shape *s)
+{
+    for (int a = 0; l->kind == CC_LAYOUT_STRIDED && a < s->rank; a++)
+        if (l->strides[a] == 0 && s->dim[a] > 1)
+            return 1;
+    return 0;
 }
 
 /* Drawing an input: on several threads (a value depends on its index alone, so the split
@@ -163,15 +269,14 @@ static void draw_part(void *ctx, int64_t lo, int64_t hi)
 /* x[0..n) of one tensor: drawn, edge values put in, rounded to t (a float dtype, or left as
  * drawn), replicated along a broadcast axis (n = distinct * copies) and stored through v. */
 static void fill(const cc_case *c, int input, const ref_domain *d, const ref_shape *s,
-                 int64_t distinct, cc_dtype t, buffer_kind kind, const cc_view *v, int threads,
-                 double *x)
+                 int64_t distinct, cc_dtype t, const cc_view *v, int threads, double *x)
 {
     int64_t n = ref_numel(s);
     int edges = input >= 0 && c->edges;
-    int dense = kind == BUF_DENSE || kind == BUF_SLICE; /* the draw's order is the buffer's */
+    store_kind kind = plan_store(v, distinct < n);
     draw_job j = {d, cc_case_stream(c), cc_input_key(c->seed, input >= 0 ? input : COTANGENT_INPUT),
                   x, cc_dtype_is_float(t) && !edges ? t : CC_DTYPE_COUNT,
-                  !edges && dense ? v : NULL};
+                  !edges && kind == STORE_DENSE ? v : NULL};
     if (d->kind == REF_DOM_DISTINCT) /* a permutation of the whole input */
         draw_part(&j, 0, distinct);
     else
@@ -184,18 +289,36 @@ static void fill(const cc_case *c, int input, const ref_domain *d, const ref_sha
     for (int64_t k = distinct; k < n; k += distinct) /* a broadcast axis 0: copies */
         memcpy(x + k, x, sizeof(double) * (size_t)distinct);
     if (!j.store)
-        store_layout(kind, v, x);
+        store_view(kind, v, x, n);
+}
+
+const char *cc_input_name(const ref_op *op, int i)
+{
+    int k = i < op->max_inputs ? i : op->max_inputs - 1;
+    if (k >= REF_MAX_INPUTS)
+        k = REF_MAX_INPUTS - 1;
+    return op->input_names[k] ? op->input_names[k] : "x";
 }
 
 int cc_materialize(const cc_case *c, cc_inputs *in, char *msg, size_t msg_len)
 {
-    return cc_materialize_threads(c, 1, in, msg, msg_len);
+    return cc_materialize_in(c, 0, NULL, CC_PLACE_END, 1, in, msg, msg_len);
 }
 
 int cc_materialize_threads(const cc_case *c, int threads, cc_inputs *in, char *msg,
                            size_t msg_len)
 {
+    return cc_materialize_in(c, 0, NULL, CC_PLACE_END, threads, in, msg, msg_len);
+}
+
+int cc_materialize_in(const cc_case *c, int guarded, cc_guard_cache *cache,
+                      cc_guard_place place, int threads, cc_inputs *in, char *msg,
+                      size_t msg_len)
+{
     memset(in, 0, sizeof *in);
+    cc_guard_set_init(&in->mem, guarded);
+    in->mem.cache = cache;
+    in->mem.place = place;
     in->n_in = c->n_in;
     ref_err e = {{0}};
     if (c->op->shape(&c->params, c->n_in, c->shape, &in->out_shape, &e) != REF_OK) {
@@ -207,24 +330,42 @@ int cc_materialize_threads(const cc_case *c, int threads, cc_inputs *in, char *m
         int64_t n = ref_numel(s);
         ref_domain d;
         ref_default_domain(c->op, &c->params, c->n_in, c->shape, i, &d);
+        double *x = cc_alloc_big(sizeof(double) * (size_t)(n > 0 ? n : 1));
         in->ref_in[i].shape = *s;
-        in->ref_in[i].v = cc_alloc_big(sizeof(double) * (size_t)(n > 0 ? n : 1));
-        cc_dtype t = cc_input_dtype(c, i);
-        int kind = in->ref_in[i].v ? plan_layout(c->layout, t, s, &in->view[i], &in->storage[i])
-                                   : -1;
-        if (kind < 0)
+        in->ref_in[i].v = x;
+        if (!x)
             goto oom;
-        fill(c, i, &d, s, kind == BUF_SLICE ? n / s->dim[0] : n, t, (buffer_kind)kind,
-             &in->view[i], threads, in->ref_in[i].v);
+        cc_input_layout lay = cc_case_input_layout(c, i);
+        int bcast = lay.kind == CC_LAYOUT_BCAST && s->rank >= 2 && s->dim[0] > 1;
+        cc_dtype t = cc_input_dtype(c, i);
+        char name[40];
+        snprintf(name, sizeof name, "input %s", cc_input_name(c->op, i));
+        if (plan_layout(&lay, t, s, in, name, &in->view[i], &in->storage[i], &in->storage_len[i],
+                        &in->offset[i]))
+            goto oom;
+        fill(c, i, &d, s, bcast ? n / s->dim[0] : n, t, &in->view[i], threads, x);
+        cc_guard_seal(&in->mem, in->storage[i]);
+        if (aliases(&lay, s)) { /* the reference gets what the provider sees */
+            ref_shape same;
+            double *seen = cc_view_to_dense(&in->view[i], &same);
+            if (!seen)
+                goto oom;
+            cc_free_big(x);
+            in->ref_in[i].v = seen;
+        }
     }
     int64_t ny = ref_numel(&in->out_shape);
     in->g.shape = in->out_shape;
     in->g.v = cc_alloc_big(sizeof(double) * (size_t)(ny > 0 ? ny : 1));
-    if (!in->g.v ||
-        plan_layout(CC_LAYOUT_CONTIG, c->dtype, &in->out_shape, &in->g_view, &in->g_storage) < 0)
+    cc_input_layout dense;
+    memset(&dense, 0, sizeof dense);
+    int64_t g_len, g_off;
+    if (!in->g.v || plan_layout(&dense, c->dtype, &in->out_shape, in, "the cotangent g",
+                                &in->g_view, &in->g_storage, &g_len, &g_off))
         goto oom;
     ref_domain normal = {REF_DOM_NORMAL, 0, 0, 0, {0, 0}, 0};
-    fill(c, -1, &normal, &in->out_shape, ny, c->dtype, BUF_DENSE, &in->g_view, threads, in->g.v);
+    fill(c, -1, &normal, &in->out_shape, ny, c->dtype, &in->g_view, threads, in->g.v);
+    cc_guard_seal(&in->mem, in->g_storage);
     return 0;
 oom:
     snprintf(msg, msg_len, "out of memory materializing the inputs");
@@ -232,13 +373,45 @@ oom:
     return -1;
 }
 
+/* A copy of `bytes` at old in a new buffer of the set (at its current placement), read-only. */
+static void *moved(cc_inputs *in, void *old, size_t bytes)
+{
+    char name[40] = "";
+    for (int k = 0; k < in->mem.n; k++)
+        if (in->mem.b[k].data == old)
+            snprintf(name, sizeof name, "%s", in->mem.b[k].name);
+    void *now = cc_guard_alloc(&in->mem, bytes, name);
+    if (!now)
+        return NULL;
+    memcpy(now, old, bytes);
+    cc_guard_seal(&in->mem, now);
+    cc_guard_free(&in->mem, old);
+    return now;
+}
+
+int cc_inputs_replace(const cc_case *c, cc_inputs *in, cc_guard_place place)
+{
+    in->mem.place = place;
+    for (int i = 0; i < c->n_in; i++) {
+        size_t es = cc_dtype_size(in->view[i].dtype);
+        void *now = moved(in, in->storage[i], (size_t)in->storage_len[i] * es);
+        if (!now)
+            return -1;
+        in->storage[i] = now;
+        in->view[i].data = (char *)now + (size_t)in->offset[i] * es;
+    }
+    void *g = moved(in, in->g_storage, (size_t)ref_numel(&in->out_shape) * cc_dtype_size(c->dtype));
+    if (!g)
+        return -1;
+    in->g_storage = in->g_view.data = g;
+    return 0;
+}
+
 void cc_inputs_free(cc_inputs *in)
 {
-    for (int i = 0; i < REF_MAX_INPUTS; i++) {
+    for (int i = 0; i < REF_MAX_INPUTS; i++)
         cc_free_big(in->ref_in[i].v);
-        cc_free_big(in->storage[i]);
-    }
     cc_free_big(in->g.v);
-    cc_free_big(in->g_storage);
+    cc_guard_free_all(&in->mem);
     memset(in, 0, sizeof *in);
 }

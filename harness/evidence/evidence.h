@@ -35,7 +35,9 @@ void cc_case_line_classes(const char *line, unsigned *shapes, unsigned *edges);
 typedef struct {
     cc_capsule capsule;
     cc_dtype dtype;
-    char platform[48];
+    char platform[48];   /* the platform the results ran on ("" when they name none) */
+    char vjp_mode[24];   /* the mode the results state (what the provider ran), "mixed" when
+                            they disagree; the capsule's own is the catalog's */
     long cases, counts[CC_RES_COUNT];
     long fwd_passing, vjp_passing; /* passing cases that checked the forward / the VJP */
     long sampled_left_out;         /* passing sampled checks the policy does not count */
@@ -46,6 +48,7 @@ typedef struct {
     long shape_n[CC_SHAPE_COUNT];   /* passing cases per class */
     long layout_n[CC_LAYOUT_COUNT];
     long edge_n[CC_EDGE_COUNT];
+    int least_repeat; /* the fewest provider calls per check of a passing case (0: none) */
 } cc_capsule_stats;
 
 typedef struct {
@@ -53,8 +56,13 @@ typedef struct {
     size_t n, cap;
 } cc_evidence;
 
-/* count_sampled: whether a passing sampled check (harness/sample.h) is evidence; when not, it
- * is counted in `cases` and `sampled_left_out` only (one that did not pass counts as usual). */
+/* ", "-separated lists (platform keys, dtypes): the next item of *p into buf (0 at the end), and
+ * adding each item of `items` to `list` once. */
+int cc_list_next(const char **p, char *buf, size_t n);
+void cc_list_add(char *list, size_t n, const char *items);
+
+/* count_sampled: whether a passing sampled check (harness/run/sample.h) is evidence; when not,
+ * it is counted in `cases` and `sampled_left_out` only (one that did not pass counts as usual). */
 int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, int count_sampled,
                         cc_evidence *ev, char *msg, size_t len);
 void cc_evidence_free(cc_evidence *ev);

@@ -68,9 +68,12 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
     snprintf(p->name, sizeof p->name, "%s", name);
     p->defaults.min_passing = 100;
     p->defaults.min_vjp_passing = 100;
+    p->defaults.min_repeat = 1;
     p->defaults.shapes = (1u << CC_SHAPE_COUNT) - 1;
-    p->defaults.layouts = (1u << CC_LAYOUT_COUNT) - 1;
-    p->defaults.edges = (1u << CC_EDGE_COUNT) - 1;
+    /* the classes a policy asks for when it names none: the four layouts and seven edge
+     * classes of the first policies (the later ones are asked for by name) */
+    p->defaults.layouts = (1u << (CC_LAYOUT_BCAST + 1)) - 1;
+    p->defaults.edges = (1u << (CC_EDGE_MASKED_ROW + 1)) - 1;
     int lineno = 0, have_format = 0;
     cc_policy_section *sec = NULL;
     for (const char *s = text; *s;) {
@@ -235,7 +238,17 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
         cc_requirements *req = sec ? &sec->req : &p->defaults;
         unsigned bit = 0;
         const char *bad = NULL;
-        if (strcmp(key, "min_passing") == 0 || strcmp(key, "min_vjp_passing") == 0) {
+        if (strcmp(key, "min_repeat") == 0) {
+            char *end;
+            long v = nt == 2 ? strtol(tok[1], &end, 10) : -1;
+            if (nt != 2 || *end || v < 1 || v > 1000) {
+                snprintf(msg, len, "%s:%d: min_repeat wants a number of calls from 1 to 1000",
+                         name, lineno);
+                return -1;
+            }
+            req->min_repeat = v;
+            bit = CC_REQ_REPEAT;
+        } else if (strcmp(key, "min_passing") == 0 || strcmp(key, "min_vjp_passing") == 0) {
             char *end;
             long v = nt == 2 ? strtol(tok[1], &end, 10) : -1;
             if (nt != 2 || *end || v < 0) {
@@ -255,7 +268,9 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
                 goto bad_class;
         } else if (strcmp(key, "layout_classes") == 0) {
             bit = CC_REQ_LAYOUTS;
-            if (class_list(tok + 1, nt - 1, LAYOUTS, CC_LAYOUT_COUNT, &req->layouts, &bad))
+            /* strided is a per-input layout, never a result's class: a case with explicit
+             * strides is "mixed" */
+            if (class_list(tok + 1, nt - 1, LAYOUTS, CC_LAYOUT_STRIDED, &req->layouts, &bad))
                 goto bad_class;
         } else if (strcmp(key, "edge_classes") == 0) {
             bit = CC_REQ_EDGES;
@@ -273,7 +288,7 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
                      "%s:%d: unknown key '%s' (format, libtorch_version, platforms, require, "
                      "min_passing, "
                      "min_vjp_passing, shape_classes, layout_classes, edge_classes, "
-                     "allow_unsupported)",
+                     "allow_unsupported, min_repeat)",
                      name, lineno, key);
             return -1;
         }
@@ -292,8 +307,12 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
     return 0;
 }
 
+extern const char cc_embedded_policy_conf[]; /* reports/policy.conf, built in */
+
 int cc_policy_load(const char *path, cc_policy *p, char *msg, size_t len)
 {
+    if (!path)
+        return cc_policy_parse(cc_embedded_policy_conf, CC_POLICY_BUILT_IN, p, msg, len);
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(msg, len, "%s: cannot open the policy: %s", path, strerror(errno));
@@ -342,6 +361,8 @@ void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dt
             out->edges = s->req.edges;
         if (s->set & CC_REQ_UNSUPPORTED)
             out->allow_unsupported = s->req.allow_unsupported;
+        if (s->set & CC_REQ_REPEAT)
+            out->min_repeat = s->req.min_repeat;
     }
 }
 
@@ -371,7 +392,7 @@ static void missing_classes(cc_verdict *v, const char *what, unsigned want, cons
         reason(v, "%s not covered by a passing case: %s", what, list);
 }
 
-static void judge(const cc_policy *pol, cc_verdict *v)
+static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
 {
     cc_policy_requirements(pol, &v->capsule, v->dtype, &v->req);
     const cc_requirements *q = &v->req;
@@ -383,13 +404,21 @@ static void judge(const cc_policy *pol, cc_verdict *v)
             reason(v, "no case in the report");
         return;
     }
-    long bad = s->counts[CC_RES_FAIL] + s->counts[CC_RES_ERROR] + s->counts[CC_RES_CRASH] +
-               s->counts[CC_RES_TIMEOUT];
-    if (bad)
+    long bad = s->counts[CC_RES_FAIL] + cc_count_errors(s->counts);
+    if (bad) {
+        char cmd[2600];
+        cc_repro_command_on(&run->repro, s->first_failure, v->platform, run->prov.platforms,
+                            run->prov.n_platforms, cmd, sizeof cmd);
         reason(v, "%ld of %ld cases did not pass (%ld failed, %ld errors, %ld crashed, %ld timed "
-                  "out); first: capcheck repro '%.300s'",
+                  "out, %ld out-of-bounds, %ld nondeterministic); first: %.600s",
                bad, s->cases, s->counts[CC_RES_FAIL], s->counts[CC_RES_ERROR],
-               s->counts[CC_RES_CRASH], s->counts[CC_RES_TIMEOUT], s->first_failure);
+               s->counts[CC_RES_CRASH], s->counts[CC_RES_TIMEOUT],
+               s->counts[CC_RES_OUT_OF_BOUNDS], s->counts[CC_RES_NONDETERMINISTIC], cmd);
+    }
+    if (q->min_repeat > 1 && s->least_repeat && s->least_repeat < q->min_repeat)
+        reason(v, "passing cases ran %d provider call%s per check; the policy wants %ld "
+                  "(capcheck run --repeat %ld)",
+               s->least_repeat, s->least_repeat == 1 ? "" : "s", q->min_repeat, q->min_repeat);
     if (s->counts[CC_RES_UNSUPPORTED] && !q->allow_unsupported)
         reason(v, "%ld cases unsupported by the provider (the policy has allow_unsupported no)",
                s->counts[CC_RES_UNSUPPORTED]);
@@ -402,8 +431,13 @@ static void judge(const cc_policy *pol, cc_verdict *v)
         reason(v, "%ld passing cases; the policy wants at least %ld", passing, q->min_passing);
     const ref_op *op = ref_op_find(v->capsule.op);
     if (op && op->requires_vjp) {
-        if (strcmp(v->capsule.vjp_mode, "none") == 0)
-            reason(v, "the op requires a VJP but the capsule's vjpMode is none");
+        /* the mode the provider ran (the results say), not the one the catalog states */
+        const char *mode = s->vjp_mode;
+        if (strcmp(mode, "mixed") == 0)
+            reason(v, "the results state different VJP modes for one capsule");
+        else if (strcmp(mode, "torchLeanTape") != 0 && strcmp(mode, "backendVJP") != 0)
+            reason(v, "the op requires a VJP but the provider states vjpMode %s",
+                   mode[0] ? mode : "(none given)");
         else if (s->vjp_passing < q->min_vjp_passing)
             reason(v, "%ld passing cases checked the VJP; the policy wants at least %ld",
                    s->vjp_passing, q->min_vjp_passing);
@@ -511,6 +545,15 @@ int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *
                                                "writes of them)",
                  n);
     }
+    /* the provider the report says ran is the one its results name */
+    const cc_provider_identity *id = &g->run.prov.provider;
+    for (size_t i = 0; id->kind[0] && i < g->run.n_results; i++)
+        if (strcmp(g->run.results[i].provider, id->name) != 0) {
+            snprintf(msg, len, "%s: its results are of provider '%s', its provenance names '%s'",
+                     g->source, g->run.results[i].provider, id->name);
+            cc_gate_free(g);
+            return -1;
+        }
     const char *have = g->run.prov.libtorch;
     if (pol->libtorch_version[0] && strcmp(have, pol->libtorch_version) != 0) {
         if (have[0])
@@ -580,7 +623,7 @@ int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *
     for (size_t i = 0; i < g->n; i++) {
         cc_verdict *v = &g->v[i];
         if (v->dtype != CC_DTYPE_COUNT)
-            judge(pol, v);
+            judge(pol, &g->run, v);
         g->n_checked += v->checked;
         g->n_required += v->required;
         g->n_required_checked += v->required && v->checked;
@@ -594,6 +637,26 @@ oom:
     snprintf(msg, len, "out of memory");
     cc_gate_free(g);
     return -1;
+}
+
+size_t cc_gate_capsule(const cc_gate *g, size_t i, const cc_verdict **out, size_t max)
+{
+    if (!g->v[i].stats)
+        return 0;
+    const char *name = g->v[i].capsule.name;
+    for (size_t j = 0; j < i; j++)
+        if (g->v[j].stats && strcmp(g->v[j].capsule.name, name) == 0)
+            return 0;
+    size_t n = 0;
+    for (size_t j = i; j < g->n && n < max; j++)
+        if (g->v[j].stats && strcmp(g->v[j].capsule.name, name) == 0)
+            out[n++] = &g->v[j];
+    return n;
+}
+
+void cc_gate_suite_name(const cc_gate *g, char *buf, size_t n)
+{
+    snprintf(buf, n, "capcheck report sha256:%s", g->report_sha256);
 }
 
 /* ---- printing ------------------------------------------------------------------------------ */
@@ -615,10 +678,50 @@ static const char *or_none(const char *s)
     return s && s[0] ? s : "none";
 }
 
-void cc_gate_print(const cc_gate *g, const cc_policy *pol, FILE *f)
+/* One verdict's lines: checked with its evidence, or trustedExternal with each reason. */
+static void print_verdict(const cc_gate *g, const cc_verdict *v, FILE *f)
+{
+    char dt[80];
+    snprintf(dt, sizeof dt, "%s%s%s", v->dtype == CC_DTYPE_COUNT ? "*" : cc_dtype_name(v->dtype),
+             v->platform[0] ? " on " : "", v->platform);
+    if (v->checked) {
+        const cc_capsule_stats *s = v->stats;
+        const ref_op *op = ref_op_find(v->capsule.op);
+        char vjp[48];
+        if (op && !op->requires_vjp && !s->vjp_passing)
+            snprintf(vjp, sizeof vjp, "no VJP required");
+        else
+            snprintf(vjp, sizeof vjp, "VJP %ld", s->vjp_passing);
+        fprintf(f, "checked          %s %s%s: %ld passing of %ld, %s, worst bound ratio %.4g; ",
+                v->capsule.name, dt, v->required ? " (required)" : "", s->counts[CC_RES_PASS],
+                s->cases, vjp, s->worst_ratio);
+        class_summary(f, "shapes", s->shape_n, CC_SHAPE_COUNT, SHAPES);
+        fputs("; ", f);
+        class_summary(f, "layouts", s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
+        fputs("; ", f);
+        class_summary(f, "edges", s->edge_n, CC_EDGE_COUNT, EDGES);
+        fprintf(f, "; seed %llu; report sha256:%.16s\n", g->run.base_seed, g->report_sha256);
+        return;
+    }
+    fprintf(f, "trustedExternal  %s %s%s (catalog: %s):\n", v->capsule.name, dt,
+            v->required ? " (required)" : "", v->capsule.trust[0] ? v->capsule.trust : "-");
+    for (int k = 0; k < v->n_reasons; k++)
+        fprintf(f, "  - %s\n", v->reasons[k]);
+}
+
+void cc_gate_print(const cc_gate *g, const cc_policy *pol, int all, FILE *f)
 {
     const cc_run *r = &g->run;
     const cc_provenance *p = &r->prov;
+    /* the verdict first: what a reader (and a CI log's last screen) needs */
+    if (pol->n_req)
+        fprintf(f, "capcheck gate: %d of the %d required capsule x dtype x platform checked (%d "
+                   "of %zu in all): exit %d\n",
+                g->n_required_checked, g->n_required, g->n_checked, g->n, g->exit_code);
+    else
+        fprintf(f, "capcheck gate: %d of %zu capsule x dtype x platform checked (no require "
+                   "lines: every one must be): exit %d\n",
+                g->n_checked, g->n, g->exit_code);
     fprintf(f, "capcheck gate: %s: sha256 %s, %ld cases, results digest matches\n", g->source,
             g->report_sha256, r->cases);
     fprintf(f, "capcheck gate: provider %s\n", r->provider_description);
@@ -638,41 +741,18 @@ void cc_gate_print(const cc_gate *g, const cc_policy *pol, FILE *f)
     for (int i = 0; i < pol->n_platforms; i++)
         fprintf(f, "%s%s", i ? " " : "", pol->platforms[i]);
     fprintf(f, "%s)\n", pol->n_platforms ? "" : "any");
+    /* then what holds the gate back (a required capsule, or any one when none is required);
+     * --all: every capsule x dtype x platform */
+    size_t left_out = 0;
     for (size_t i = 0; i < g->n; i++) {
         const cc_verdict *v = &g->v[i];
-        char dt[80];
-        snprintf(dt, sizeof dt, "%s%s%s", v->dtype == CC_DTYPE_COUNT ? "*" : cc_dtype_name(v->dtype),
-                 v->platform[0] ? " on " : "", v->platform);
-        if (v->checked) {
-            const cc_capsule_stats *s = v->stats;
-            const ref_op *op = ref_op_find(v->capsule.op);
-            char vjp[48];
-            if (op && !op->requires_vjp && !s->vjp_passing)
-                snprintf(vjp, sizeof vjp, "no VJP required");
-            else
-                snprintf(vjp, sizeof vjp, "VJP %ld", s->vjp_passing);
-            fprintf(f, "checked          %s %s%s: %ld passing of %ld, %s, worst bound ratio %.4g; ",
-                    v->capsule.name, dt, v->required ? " (required)" : "", s->counts[CC_RES_PASS],
-                    s->cases, vjp, s->worst_ratio);
-            class_summary(f, "shapes", s->shape_n, CC_SHAPE_COUNT, SHAPES);
-            fputs("; ", f);
-            class_summary(f, "layouts", s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
-            fputs("; ", f);
-            class_summary(f, "edges", s->edge_n, CC_EDGE_COUNT, EDGES);
-            fprintf(f, "; seed %llu; report sha256:%.16s\n", r->base_seed, g->report_sha256);
-            continue;
-        }
-        fprintf(f, "trustedExternal  %s %s%s (catalog: %s):\n", v->capsule.name, dt,
-                v->required ? " (required)" : "", v->capsule.trust[0] ? v->capsule.trust : "-");
-        for (int k = 0; k < v->n_reasons; k++)
-            fprintf(f, "  - %s\n", v->reasons[k]);
+        if (all || (!v->checked && (v->required || !pol->n_req)))
+            print_verdict(g, v, f);
+        else
+            left_out++;
     }
-    if (pol->n_req)
-        fprintf(f, "capcheck gate: %d of %zu capsule x dtype x platform checked; %d of the %d "
-                   "required checked: exit %d\n",
-                g->n_checked, g->n, g->n_required_checked, g->n_required, g->exit_code);
-    else
-        fprintf(f, "capcheck gate: %d of %zu capsule x dtype x platform checked (no require "
-                   "lines: every one must be): exit %d\n",
-                g->n_checked, g->n, g->exit_code);
+    if (left_out)
+        fprintf(f, "capcheck gate: %zu more capsule x dtype x platform (%s) not listed: --all "
+                   "lists every one\n",
+                left_out, pol->n_req ? "checked, or not required" : "checked");
 }

@@ -22,8 +22,9 @@
  *   checked          every requirement holds: at least min_passing passing cases; no case
  *                    failed, errored, crashed or timed out; no unsupported case unless
  *                    allow_unsupported; where the op requires a VJP (TorchLean's requiresVJP)
- *                    the capsule has a vjpMode and at least min_vjp_passing passing cases
- *                    checked it; each listed shape, layout and edge class is covered by a
+ *                    the results state one vjpMode the provider ran (torchLeanTape or
+ *                    backendVJP; the catalog's is not what was tested) and at least
+ *                    min_vjp_passing passing cases checked it; each listed shape, layout and edge class is covered by a
  *                    passing case;
  *   trustedExternal  with one line per unmet requirement, naming what is missing.
  * Exit code: with `require` lines, 0 when every required capsule x dtype is checked, else 1;
@@ -37,6 +38,7 @@
 #include "harness/report/capsules.h"
 #include "harness/evidence/evidence.h"
 #include "harness/evidence/merge.h"
+#include "core/torchlean.h"
 
 #define CC_POLICY_FORMAT "capcheck-policy/1"
 #define CC_POLICY_MAX_SECTIONS 64
@@ -49,10 +51,11 @@ typedef struct {
     long min_passing, min_vjp_passing;
     unsigned shapes, layouts, edges; /* bit masks of required classes */
     int allow_unsupported;
+    long min_repeat; /* every passing case ran at least this many provider calls (--repeat) */
 } cc_requirements;
 
 enum { CC_REQ_MIN = 1, CC_REQ_MIN_VJP = 2, CC_REQ_SHAPES = 4, CC_REQ_LAYOUTS = 8,
-       CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32 };
+       CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_REPEAT = 64 };
 
 typedef struct {
     int is_op; /* [op NAME...] rather than [capsule GLOB...] */
@@ -86,7 +89,10 @@ typedef struct {
 
 /* Parse policy text; `name` labels errors ("name:line: ..."). Returns 0 or -1 with msg. */
 int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg, size_t len);
+/* path NULL: the policy built into capcheck (reports/policy.conf at build time). */
 int cc_policy_load(const char *path, cc_policy *p, char *msg, size_t len);
+#define CC_POLICY_BUILT_IN "built-in:reports/policy.conf"
+
 /* The requirements for one capsule x dtype: the defaults, then every matching section in file
  * order (a later section overrides the keys it sets). */
 void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dtype,
@@ -100,7 +106,7 @@ typedef struct {
     int required, checked;
     cc_requirements req;
     int n_reasons;
-    char reasons[CC_GATE_MAX_REASONS][512];
+    char reasons[CC_GATE_MAX_REASONS][1024];
 } cc_verdict;
 
 typedef struct {
@@ -118,12 +124,25 @@ typedef struct {
 int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *const *paths,
                 cc_gate *g, char *msg, size_t len);
 void cc_gate_free(cc_gate *g);
-void cc_gate_print(const cc_gate *g, const cc_policy *pol, FILE *f);
+/* The verdict first (checked counts and the exit code), then the run it judged, then the
+ * capsule x dtype that hold the gate back: required ones not checked (every one not checked
+ * when the policy requires none); all != 0 lists every capsule x dtype. */
+void cc_gate_print(const cc_gate *g, const cc_policy *pol, int all, FILE *f);
+/* The verdicts (with results) of the capsule of g->v[i], one per dtype in report order, when i
+ * is that capsule's first verdict; else 0. */
+size_t cc_gate_capsule(const cc_gate *g, size_t i, const cc_verdict **out, size_t max);
+/* The testSuite name of every capsule's evidence from this run: the sealed report itself,
+ * "capcheck report sha256:<64 hex>". */
+void cc_gate_suite_name(const cc_gate *g, char *buf, size_t n);
 
-/* DIR/<capsule>/evidence.json for every capsule of the report. Returns 0 or -1 with msg. */
+/* DIR/<capsule>/evidence.json for every capsule of the report, the capsule name made one safe
+ * folder name (every byte but letters, digits, '.', '_', '-', and a leading '.', as %XX: a
+ * plugin named "../x" writes nothing outside DIR). Returns 0 or -1 with msg. */
 int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *dir, char *msg,
                            size_t len);
-/* A Lean file stating the testSuite evidence of every capsule the gate upgraded. */
-void cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, FILE *f);
+/* A TorchLean module (harness/evidence/lean_out.c) of the capsules the gate upgraded, for the TorchLean
+ * vocabulary `tl` (core/torchlean.h), with `cat` the catalog the gate used. */
+int cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, const cc_catalog *cat,
+                      const cc_torchlean *tl, FILE *f);
 
 #endif

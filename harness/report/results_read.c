@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "harness/run/witness.h"
+#include "core/torchlean.h"
 
 int cc_result_status_parse(const char *s, cc_result_status *out)
 {
@@ -132,7 +133,7 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         return -1;
     }
     if (cc_device_parse(device, &r->device)) {
-        snprintf(msg, len, "unknown device \"%s\"", device);
+        cc_device_unknown_msg(device, msg, len);
         return -1;
     }
     if (cc_layout_parse(layout, &r->layout)) {
@@ -144,8 +145,9 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         return -1;
     }
     if ((cc_json_get(o, "checked_fwd") && cc_json_bool(o, "checked_fwd", &r->checked_fwd)) ||
-        (cc_json_get(o, "checked_vjp") && cc_json_bool(o, "checked_vjp", &r->checked_vjp))) {
-        snprintf(msg, len, "\"checked_fwd\"/\"checked_vjp\" are not true/false");
+        (cc_json_get(o, "checked_vjp") && cc_json_bool(o, "checked_vjp", &r->checked_vjp)) ||
+        (cc_json_get(o, "retried") && cc_json_bool(o, "retried", &r->retried))) {
+        snprintf(msg, len, "\"checked_fwd\", \"checked_vjp\" or \"retried\" is not true/false");
         return -1;
     }
     if (get_num(o, "fwd_ratio", &r->fwd_ratio, msg, len) ||
@@ -178,6 +180,13 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         r->window_rows = (int64_t)tr->num;
         r->window_cols = (int64_t)tc->num;
     }
+    int64_t repeat = 1;
+    if (cc_json_get(o, "repeat") &&
+        (cc_json_i64(o, "repeat", &repeat) || repeat < 2 || repeat > 1000)) {
+        snprintf(msg, len, "\"repeat\" is not a count of calls from 2 to 1000");
+        return -1;
+    }
+    r->repeat = cc_json_get(o, "repeat") ? (int)repeat : 0;
     const cc_json *w = cc_json_get(o, "worst");
     if (w) {
         if (w->type != CC_JSON_OBJECT) {

@@ -47,7 +47,7 @@ double cc_element_ratio(double expected, double got, double mag, cc_dtype t,
                         const cc_bound_model *m, double *bound_out);
 void cc_compare(const double *expected, const double *mag, const cc_view *got,
                 const cc_bound_model *m, cc_comparison *out);
-/* The same on some elements of a dense `got` (a sampled check, harness/sample.h): expected[e]
+/* The same on some elements of a dense `got` (a sampled check, harness/run/sample.h): expected[e]
  * and mag[e] are those of flat element at[e] (ascending); out->n is count and worst_index a
  * flat index into got. at == NULL compares every element (count is then ignored). */
 void cc_compare_at(const double *expected, const double *mag, const int64_t *at, int64_t count,

@@ -10,30 +10,30 @@
 #include <malloc.h>
 #endif
 
-#include "core/bulk.h"
 #include "core/clock.h"
 #include "harness/run/compare.h"
 #include "core/dtype.h"
 #include "harness/case/materialize.h"
 #include "harness/run/sample.h"
 #include "harness/run/zero_trust.h"
+#include "core/text.h"
+#include "core/guard.h"
 #include "reference/ref_parallel.h"
 
-static const char *const status_names[CC_RES_COUNT] = {"pass",  "fail",  "unsupported",
-                                                       "error", "crash", "timeout"};
+static const char *const status_names[CC_RES_COUNT] = {
+    "pass", "fail", "unsupported", "error", "crash", "timeout", "out-of-bounds", "nondeterministic"};
+
+long cc_count_errors(const long *counts)
+{
+    return counts[CC_RES_ERROR] + counts[CC_RES_CRASH] + counts[CC_RES_TIMEOUT] +
+           counts[CC_RES_OUT_OF_BOUNDS] + counts[CC_RES_NONDETERMINISTIC];
+}
 
 const char *cc_result_status_name(cc_result_status s)
 {
     return s < CC_RES_COUNT ? status_names[s] : "?";
 }
 
-static const char *input_name(const ref_op *op, int i)
-{
-    int k = i < op->max_inputs ? i : op->max_inputs - 1;
-    if (k >= REF_MAX_INPUTS)
-        k = REF_MAX_INPUTS - 1;
-    return op->input_names[k] ? op->input_names[k] : "x";
-}
 
 /* Multi-index text of flat index i in shape s. */
 static void format_index(const ref_shape *s, int64_t i, char *buf, size_t n)
@@ -67,15 +67,45 @@ static void note_worst(cc_result *r, const cc_case *c, const cc_inputs *in,
     for (int i = 0; i < c->n_in; i++)
         if (ref_shape_eq(&c->shape[i], shape) && used < sizeof r->worst_inputs)
             used += (size_t)snprintf(r->worst_inputs + used, sizeof r->worst_inputs - used,
-                                     "%s%s=%.17g", used ? " " : "", input_name(c->op, i),
+                                     "%s%s=%.17g", used ? " " : "", cc_input_name(c->op, i),
                                      in->ref_in[i].v[cmp->worst_index]);
 }
 
-static int provider_failed(cc_status st, const char *msg, const char *phase, cc_result *r)
+cc_status cc_provider_init(const cc_provider *p, cc_device d, char *msg, size_t len)
+{
+    if (!p->init)
+        return CC_OK;
+    memset(msg, 0, len);
+    cc_status st = p->init(p->ctx, d, msg, len);
+    cc_text_clean(msg, len);
+    if (st != CC_OK && !msg[0])
+        snprintf(msg, len, "%s", st == CC_UNSUPPORTED ? "unsupported" : "init failed");
+    return st;
+}
+
+void cc_provider_describe(const cc_provider *p, char *buf, size_t len)
+{
+    memset(buf, 0, len);
+    if (p->describe)
+        p->describe(p->ctx, buf, len);
+    cc_text_clean(buf, len);
+    if (!buf[0])
+        snprintf(buf, len, "%s", p->name);
+}
+
+/* A forward or VJP call's status: 0 for CC_OK, else 1 with the result's status and message
+ * (the provider's text made a bounded sentence first). */
+static int provider_failed(cc_status st, char *msg, size_t msg_len, const char *phase,
+                           cc_result *r)
 {
     if (st == CC_OK)
         return 0;
-    r->status = st == CC_UNSUPPORTED ? CC_RES_UNSUPPORTED : CC_RES_ERROR;
+    cc_text_clean(msg, msg_len);
+    /* a provider that checks its own buffers (the CUDA providers' canaries) says so first */
+    int oob = st == CC_FAILED && strncmp(msg, "out-of-bounds:", 14) == 0;
+    r->status = st == CC_UNSUPPORTED ? CC_RES_UNSUPPORTED
+                : oob                ? CC_RES_OUT_OF_BOUNDS
+                                     : CC_RES_ERROR;
     snprintf(r->message, sizeof r->message, "%s: %s", phase, msg[0] ? msg : "no message");
     return 1;
 }
@@ -85,7 +115,7 @@ static int zt_sources(const cc_case *c, const cc_inputs *in, int with_g, cc_zt_s
 {
     int k = 0;
     for (int i = 0; i < c->n_in; i++)
-        src[k++] = (cc_zt_source){input_name(c->op, i), in->ref_in[i].v,
+        src[k++] = (cc_zt_source){cc_input_name(c->op, i), in->ref_in[i].v,
                                   ref_numel(&in->ref_in[i].shape)};
     if (with_g)
         src[k++] = (cc_zt_source){"the cotangent g", in->g.v, ref_numel(&in->g.shape)};
@@ -101,6 +131,92 @@ static cc_bound_model case_bound(const cc_case *c, double compute_u, double c_op
     return bm;
 }
 
+/* One case's run: what every provider call of it shares. */
+typedef struct {
+    const cc_provider *p;
+    const cc_case *c;
+    const cc_call *call;
+    cc_inputs *in;
+    const ref_params *params; /* the case's, with the reference's threads */
+    int sampled;              /* the reference at a sample of the elements (harness/run/sample.h) */
+    int threads;              /* for the sampled reference's picks */
+    int repeats;    /* provider calls per check */
+    int must_agree; /* repeats must give the same bits */
+    double cu;      /* the provider's compute roundoff for this case */
+    cc_probe *probe;
+    cc_result *r;
+    char zt[384]; /* the first zero-trust verdict, if any */
+    /* the first repeat that disagreed with the first call */
+    int differs, differs_call;
+    char differs_what[32];
+    int64_t differs_index;
+    double differs_first, differs_now;
+} case_run;
+
+/* The flat index of the first element where a and b (same shape and dtype) differ in their
+ * bits, any NaN equal to any NaN; -1 when none does. */
+static int64_t first_difference(const cc_view *a, const cc_view *b)
+{
+    size_t es = cc_dtype_size(a->dtype);
+    int64_t n = 1;
+    for (int k = 0; k < a->rank; k++)
+        n *= a->shape[k];
+    for (int64_t i = 0; i < n; i++) {
+        const char *x = (const char *)a->data + (size_t)i * es, *y = (const char *)b->data + (size_t)i * es;
+        if (memcmp(x, y, es) == 0)
+            continue;
+        if (cc_dtype_is_float(a->dtype) && isnan(cc_load(a->dtype, a->data, i)) &&
+            isnan(cc_load(b->dtype, b->data, i)))
+            continue;
+        return i;
+    }
+    return -1;
+}
+
+static void note_difference(case_run *cr, int call, const char *what, const cc_view *first,
+                            const cc_view *now)
+{
+    if (cr->differs || !cr->must_agree)
+        return;
+    int64_t i = first_difference(first, now);
+    if (i < 0)
+        return;
+    cr->differs = 1;
+    cr->differs_call = call;
+    snprintf(cr->differs_what, sizeof cr->differs_what, "%s", what);
+    cr->differs_index = i;
+    cr->differs_first = cc_load(first->dtype, first->data, i);
+    cr->differs_now = cc_load(now->dtype, now->data, i);
+}
+
+/* Before provider call k (0-based): every second one moves the provider's input buffers to the
+ * other placement, so an under-run read of call 0's slack faults there (guard.h). */
+static int place_for_call(case_run *cr, int k, const char *what)
+{
+    cc_guard_set *m = &cr->in->mem;
+    m->call = what;
+    m->repeat = k;
+    m->repeats = cr->repeats;
+    cc_guard_place want = k % 2 ? CC_PLACE_START : CC_PLACE_END;
+    if (m->guarded && m->place != want && cc_inputs_replace(cr->c, cr->in, want)) {
+        cr->r->status = CC_RES_ERROR;
+        snprintf(cr->r->message, sizeof cr->r->message, "out of memory moving the inputs");
+        return -1;
+    }
+    return 0;
+}
+
+/* After a provider call: its canaries. */
+static int guard_spoiled(case_run *cr)
+{
+    char msg[384];
+    if (cc_guard_check(&cr->in->mem, msg, sizeof msg) == 0)
+        return 0;
+    cr->r->status = CC_RES_OUT_OF_BOUNDS;
+    snprintf(cr->r->message, sizeof cr->r->message, "%s", msg);
+    return 1;
+}
+
 /* The reference of one output under judgement: every element (at == NULL), or the picked
  * elements of a sampled check (at[e] the flat index of expected[e] and mag[e]). */
 typedef struct {
@@ -109,24 +225,29 @@ typedef struct {
     int64_t count;
 } expected_values;
 
-/* Judge the provider's output `got` (named `what`, of shape `shape`) against the reference. */
-static void judge(const cc_case *c, const cc_inputs *in, const char *what, const ref_shape *shape,
-                  const cc_view *got, const expected_values *ev, const cc_bound_model *bm,
-                  double c_op, int with_g, double *ratio, cc_probe *probe, cc_result *r,
-                  char *zt, size_t zt_len)
+/* Judge the provider's output `got` (named `what`, of shape `shape`) of call k against the
+ * reference: its bound ratio into *ratio (the largest over the calls), and on the first call the
+ * probed element and the zero-trust checks. */
+static void judge(case_run *cr, int k, const char *what, const ref_shape *shape, const cc_view *got,
+                  const expected_values *ev, const cc_bound_model *bm, double c_op, int with_g,
+                  double *ratio)
 {
+    const cc_case *c = cr->c;
     cc_comparison cmp;
     cc_compare_at(ev->expected, ev->mag, ev->at, ev->count, got, bm, &cmp);
     if (cmp.worst_ratio > *ratio)
         *ratio = cmp.worst_ratio;
-    note_worst(r, c, in, &cmp, what, shape);
+    note_worst(cr->r, c, cr->in, &cmp, what, shape);
+    if (k > 0)
+        return;
+    cc_probe *probe = cr->probe;
     if (probe && strcmp(probe->output, what) == 0) { /* the probed element, if judged here */
         int64_t e = -1;
         if (!ev->at && probe->index >= 0 && probe->index < cmp.n)
             e = probe->index;
-        for (int64_t k = 0; ev->at && k < ev->count && e < 0; k++)
-            if (ev->at[k] == probe->index)
-                e = k;
+        for (int64_t j = 0; ev->at && j < ev->count && e < 0; j++)
+            if (ev->at[j] == probe->index)
+                e = j;
         if (e >= 0) {
             probe->found = 1;
             probe->got = cc_load(got->dtype, got->data, probe->index);
@@ -135,10 +256,10 @@ static void judge(const cc_case *c, const cc_inputs *in, const char *what, const
         }
     }
     cc_zt_source src[REF_MAX_INPUTS + 1];
-    int ns = zt_sources(c, in, with_g, src);
-    if (!zt[0])
-        cc_zero_trust_at(what, ev->expected, ev->mag, ev->at, ev->count, c_op, got, src, ns, zt,
-                         zt_len);
+    int ns = zt_sources(c, cr->in, with_g, src);
+    if (!cr->zt[0])
+        cc_zero_trust_at(what, ev->expected, ev->mag, ev->at, ev->count, c_op, got, src, ns,
+                         cr->zt, sizeof cr->zt);
 }
 
 /* A sampled check's picks of one output: its plan, every element where the provider wrote NaN
@@ -166,13 +287,6 @@ static int sample_picks(const cc_case *c, int wrt, const ref_shape *s, const cc_
     *pk = (ref_picks){plan->count, plan->at, malloc(sizeof(double) * (size_t)(plan->count + 1)),
                       malloc(sizeof(double) * (size_t)(plan->count + 1))};
     return pk->v && pk->mag ? 0 : -1;
-}
-
-static void picks_free(ref_picks *pk)
-{
-    free(pk->v);
-    free(pk->mag);
-    memset(pk, 0, sizeof *pk);
 }
 
 /* The reference at the picks: the output's (vjp 0: pk[0]) or every gradient's at once (vjp 1:
@@ -220,6 +334,67 @@ static int evaluate_picks(const cc_case *c, const cc_inputs *in, int vjp, int th
     return j.failed ? -1 : 0;
 }
 
+/* The sampled reference of a call's outputs (the forward's y, or every gradient): the plans and
+ * the reference's values at their picks. A repeated call whose plans come out the same (the
+ * same non-finite elements) reuses the values. */
+typedef struct {
+    int n;
+    cc_sample plan[REF_MAX_INPUTS];
+    ref_picks pk[REF_MAX_INPUTS];
+} sampled_ref;
+
+static void sampled_ref_free(sampled_ref *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        cc_sample_free(&s->plan[i]);
+        free(s->pk[i].v);
+        free(s->pk[i].mag);
+    }
+    memset(s, 0, sizeof *s);
+}
+
+static int same_plans(const sampled_ref *a, const sampled_ref *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->plan[i].count != b->plan[i].count ||
+            (a->plan[i].count && memcmp(a->plan[i].at, b->plan[i].at,
+                                        sizeof(int64_t) * (size_t)a->plan[i].count) != 0))
+            return 0;
+    return 1;
+}
+
+/* The sampled reference for outputs got[0..n) (n = 1: y; else one per input, those without
+ * data skipped) into *s, kept when s already holds the same plans. Returns 0, or -1 (then the
+ * result says why). */
+static int sample_reference(case_run *cr, int vjp, const cc_view *got, char what[][32],
+                            sampled_ref *s)
+{
+    const cc_case *c = cr->c;
+    sampled_ref now;
+    memset(&now, 0, sizeof now);
+    now.n = vjp ? c->n_in : 1;
+    int fail = 0;
+    for (int i = 0; i < now.n && !fail; i++)
+        fail = got[i].data &&
+               sample_picks(c, vjp ? i : -1, vjp ? &c->shape[i] : &cr->in->out_shape, &got[i],
+                            cr->probe, what[i], &now.plan[i], &now.pk[i]);
+    if (!fail && s->n && same_plans(&now, s)) {
+        sampled_ref_free(&now);
+        return 0;
+    }
+    sampled_ref_free(s);
+    *s = now;
+    if (fail || evaluate_picks(c, cr->in, vjp, cr->threads, s->pk)) {
+        cr->r->status = CC_RES_ERROR;
+        snprintf(cr->r->message, sizeof cr->r->message, "sampled reference %s failed",
+                 vjp ? "VJP" : "forward");
+        return -1;
+    }
+    return 0;
+}
+
 static void note_sample(cc_result *r, const cc_sample *plan)
 {
     r->sampled = 1;
@@ -231,73 +406,83 @@ static void note_sample(cc_result *r, const cc_sample *plan)
     }
 }
 
-static void run_forward(const cc_provider *p, const cc_case *c, const cc_call *call,
-                        cc_inputs *in, const ref_tensor *y, const double *mag, double cu,
-                        int sampled, int threads, cc_probe *probe, cc_result *r, char *zt,
-                        size_t zt_len)
+static void run_forward(case_run *cr, const ref_tensor *y, const double *mag)
 {
-    cc_view out;
-    if (cc_alloc_output(c->dtype, &in->out_shape, &out)) {
-        r->status = CC_RES_ERROR;
-        snprintf(r->message, sizeof r->message, "out of memory");
-        return;
-    }
-    char msg[256] = "";
-    cc_status st = p->forward(p->ctx, call, &out, msg, sizeof msg);
-    if (!provider_failed(st, msg, "forward", r)) {
-        cc_bound_model bm = case_bound(c, cu, c->op->c_fwd);
+    const cc_case *c = cr->c;
+    cc_inputs *in = cr->in;
+    cc_result *r = cr->r;
+    cc_view first;
+    memset(&first, 0, sizeof first);
+    sampled_ref sr;
+    memset(&sr, 0, sizeof sr);
+    char what[1][32] = {"y"};
+    cc_bound_model bm = case_bound(c, cr->cu, c->op->c_fwd);
+    for (int k = 0; k < cr->repeats && r->status == CC_RES_PASS; k++) {
+        if (place_for_call(cr, k, "forward"))
+            break;
+        cc_view out;
+        if (cc_alloc_output_in(in, "output y", c->dtype, &in->out_shape, &out)) {
+            r->status = CC_RES_ERROR;
+            snprintf(r->message, sizeof r->message, "out of memory");
+            break;
+        }
+        char msg[256] = "";
+        cc_guard_arm(&in->mem);
+        cc_status st = cr->p->forward(cr->p->ctx, cr->call, &out, msg, sizeof msg);
+        cc_guard_arm(NULL);
+        if (provider_failed(st, msg, sizeof msg, "forward", r) || guard_spoiled(cr) ||
+            (cr->sampled && sample_reference(cr, 0, &out, what, &sr))) {
+            cc_guard_free(&in->mem, out.data);
+            break;
+        }
         expected_values ev = {y->v, mag, NULL, 0};
-        cc_sample plan = {0};
-        ref_picks pk = {0};
-        if (sampled) {
-            if (sample_picks(c, -1, &in->out_shape, &out, probe, "y", &plan, &pk) ||
-                evaluate_picks(c, in, 0, threads, &pk)) {
-                r->status = CC_RES_ERROR;
-                snprintf(r->message, sizeof r->message, "sampled reference forward failed");
-            }
-            ev = (expected_values){pk.v, pk.mag, plan.at, plan.count};
-            note_sample(r, &plan);
+        if (cr->sampled) {
+            ev = (expected_values){sr.pk[0].v, sr.pk[0].mag, sr.plan[0].at, sr.plan[0].count};
+            if (k == 0)
+                note_sample(r, &sr.plan[0]);
         }
-        if (r->status == CC_RES_PASS) {
-            r->checked_fwd = 1;
-            judge(c, in, "y", &in->out_shape, &out, &ev, &bm, c->op->c_fwd, 0, &r->fwd_ratio,
-                  probe, r, zt, zt_len);
+        r->checked_fwd = 1;
+        judge(cr, k, "y", &in->out_shape, &out, &ev, &bm, c->op->c_fwd, 0, &r->fwd_ratio);
+        if (k == 0) {
+            first = out;
+        } else {
+            note_difference(cr, k, "y", &first, &out);
+            cc_guard_free(&in->mem, out.data);
         }
-        cc_sample_free(&plan);
-        picks_free(&pk);
     }
-    cc_free_big(out.data);
+    sampled_ref_free(&sr);
+    cc_guard_free(&in->mem, first.data);
 }
 
-static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call, cc_inputs *in,
-                    const ref_tensor *y, double cu, int sampled, int threads,
-                    const ref_params *params, cc_probe *probe, cc_result *r, char *zt,
-                    size_t zt_len)
+static void run_vjp(case_run *cr, const ref_tensor *y)
 {
+    const cc_case *c = cr->c;
+    cc_inputs *in = cr->in;
+    cc_result *r = cr->r;
     const ref_op *op = c->op;
     ref_tensor grad[REF_MAX_INPUTS];
     double *gmag[REF_MAX_INPUTS] = {0};
-    cc_view got[REF_MAX_INPUTS];
-    cc_sample plans[REF_MAX_INPUTS];
-    ref_picks picks[REF_MAX_INPUTS];
+    cc_view first[REF_MAX_INPUTS];
+    int data[REF_MAX_INPUTS] = {0}; /* the inputs that have a gradient */
+    char what[REF_MAX_INPUTS][32];
+    sampled_ref sr;
     memset(grad, 0, sizeof grad);
-    memset(got, 0, sizeof got);
-    memset(plans, 0, sizeof plans);
-    memset(picks, 0, sizeof picks);
+    memset(first, 0, sizeof first);
+    memset(&sr, 0, sizeof sr);
     int fail = 0;
     for (int i = 0; i < c->n_in; i++) {
         grad[i].shape = c->shape[i];
+        snprintf(what[i], sizeof what[i], "grad:%s", cc_input_name(op, i));
         int k = i < op->max_inputs ? i : op->max_inputs - 1;
         if (op->input_kind[k < REF_MAX_INPUTS ? k : REF_MAX_INPUTS - 1] != REF_IN_DATA)
             continue;
+        data[i] = 1;
+        if (cr->sampled) /* a sampled check makes its picks' values after the call */
+            continue;
         int64_t n = ref_numel(&c->shape[i]);
-        if (!sampled) { /* a sampled check makes its picks' values later */
-            grad[i].v = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-            gmag[i] = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-            if (!grad[i].v || !gmag[i])
-                fail = 1;
-        }
-        if (cc_alloc_output(c->dtype, &c->shape[i], &got[i]))
+        grad[i].v = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+        gmag[i] = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+        if (!grad[i].v || !gmag[i])
             fail = 1;
     }
     if (fail) {
@@ -305,50 +490,63 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_call *call,
         snprintf(r->message, sizeof r->message, "out of memory");
         goto done;
     }
-    if (!sampled && op->vjp(params, c->n_in, in->ref_in, y, &in->g, grad, gmag) != REF_OK) {
+    if (!cr->sampled &&
+        op->vjp(cr->params, c->n_in, in->ref_in, y, &in->g, grad, gmag) != REF_OK) {
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message, "reference VJP failed");
         goto done;
     }
-    char msg[256] = "";
-    cc_status st = p->vjp(p->ctx, call, &in->g_view, got, msg, sizeof msg);
-    if (provider_failed(st, msg, "vjp", r))
-        goto done;
-    cc_bound_model bm = case_bound(c, cu, op->c_vjp);
-    r->checked_vjp = 1;
-    char what[REF_MAX_INPUTS][32];
-    for (int i = 0; i < c->n_in; i++)
-        snprintf(what[i], sizeof what[i], "grad:%s", input_name(op, i));
-    if (sampled) { /* every gradient's picks, then the reference at all of them at once */
+    cc_bound_model bm = case_bound(c, cr->cu, op->c_vjp);
+    for (int k = 0; k < cr->repeats && r->status == CC_RES_PASS; k++) {
+        if (place_for_call(cr, k, "vjp"))
+            break;
+        cc_view got[REF_MAX_INPUTS];
+        memset(got, 0, sizeof got);
         for (int i = 0; i < c->n_in && !fail; i++)
-            fail = got[i].data && sample_picks(c, i, &c->shape[i], &got[i], probe, what[i],
-                                               &plans[i], &picks[i]);
-        if (fail || evaluate_picks(c, in, 1, threads, picks)) {
+            if (data[i] && cc_alloc_output_in(in, what[i], c->dtype, &c->shape[i], &got[i]))
+                fail = 1;
+        char msg[256] = "";
+        cc_status st = CC_OK;
+        if (!fail) {
+            cc_guard_arm(&in->mem);
+            st = cr->p->vjp(cr->p->ctx, cr->call, &in->g_view, got, msg, sizeof msg);
+            cc_guard_arm(NULL);
+        }
+        if (fail) {
             r->status = CC_RES_ERROR;
-            snprintf(r->message, sizeof r->message, "sampled reference VJP failed");
-            goto done;
+            snprintf(r->message, sizeof r->message, "out of memory");
+        } else if (!provider_failed(st, msg, sizeof msg, "vjp", r) && !guard_spoiled(cr) &&
+                   !(cr->sampled && sample_reference(cr, 1, got, what, &sr))) {
+            r->checked_vjp = 1;
+            for (int i = 0; i < c->n_in; i++) {
+                if (!data[i])
+                    continue;
+                expected_values ev = {grad[i].v, gmag[i], NULL, 0};
+                if (cr->sampled) {
+                    ev = (expected_values){sr.pk[i].v, sr.pk[i].mag, sr.plan[i].at,
+                                           sr.plan[i].count};
+                    if (k == 0)
+                        note_sample(r, &sr.plan[i]);
+                }
+                judge(cr, k, what[i], &c->shape[i], &got[i], &ev, &bm, op->c_vjp, 1,
+                      &r->vjp_ratio);
+                if (k > 0)
+                    note_difference(cr, k, what[i], &first[i], &got[i]);
+            }
         }
-    }
-    for (int i = 0; i < c->n_in && r->status == CC_RES_PASS; i++) {
-        if (!got[i].data)
-            continue;
-        expected_values ev = {grad[i].v, gmag[i], NULL, 0};
-        if (sampled) {
-            ev = (expected_values){picks[i].v, picks[i].mag, plans[i].at, plans[i].count};
-            note_sample(r, &plans[i]);
+        for (int i = 0; i < c->n_in; i++) {
+            if (k == 0 && r->status == CC_RES_PASS)
+                first[i] = got[i];
+            else
+                cc_guard_free(&in->mem, got[i].data);
         }
-        judge(c, in, what[i], &c->shape[i], &got[i], &ev, &bm, op->c_vjp, 1, &r->vjp_ratio,
-              probe, r, zt, zt_len);
     }
 done:
-    for (int i = 0; i < REF_MAX_INPUTS; i++) {
-        cc_sample_free(&plans[i]);
-        picks_free(&picks[i]);
-    }
+    sampled_ref_free(&sr);
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
         free(grad[i].v);
         free(gmag[i]);
-        cc_free_big(got[i].data);
+        cc_guard_free(&in->mem, first[i].data);
     }
 }
 
@@ -376,43 +574,54 @@ void cc_runner_keep_memory(void)
 
 void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
 {
-    cc_run_case_opts(p, c, NULL, NULL, r);
+    cc_run_case_probed(p, c, NULL, NULL, r);
 }
 
-void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe, cc_result *r)
+void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_options *o,
+                        cc_probe *probe, cc_result *r)
 {
-    cc_run_case_opts(p, c, NULL, probe, r);
-}
-
-void cc_run_case_opts(const cc_provider *p, const cc_case *c, const cc_run_opts *o,
-                      cc_probe *probe, cc_result *r)
-{
+    static const cc_run_options defaults = {0};
+    if (!o)
+        o = &defaults;
     double t0 = cc_monotonic_seconds();
     cc_result_begin(p, c, r);
-    int threads = o && o->threads > 1 ? o->threads : 1;
+    int threads = o->threads > 1 ? o->threads : 1;
 
     cc_inputs in;
     char msg[256] = "";
-    if (cc_materialize_threads(c, threads, &in, msg, sizeof msg)) {
+    if (cc_materialize_in(c, !o->unguarded, o->guard_cache, CC_PLACE_END, threads, &in, msg,
+                          sizeof msg)) {
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message, "materialize: %s", msg);
         r->seconds = cc_monotonic_seconds() - t0;
         return;
     }
     r->elements = ref_numel(&in.out_shape);
-    int sampled = cc_sampling_chosen(c, o ? o->ref : CC_REF_AUTO, &in);
     ref_params params = c->params;
     params.threads = threads;
     int64_t ny = r->elements;
     ref_tensor y = {in.out_shape, NULL};
     double *mag = NULL;
     cc_call call = {c->op->name, &c->params, c->device, c->dtype, c->n_in, in.view};
+    case_run cr;
+    memset(&cr, 0, sizeof cr);
+    cr.p = p;
+    cr.c = c;
+    cr.call = &call;
+    cr.in = &in;
+    cr.params = &params;
+    cr.sampled = cc_sampling_chosen(c, o->ref, &in);
+    cr.threads = threads;
+    cr.repeats = o->repeat > 1 ? o->repeat : 1;
+    r->repeat = cr.repeats;
+    cr.must_agree = c->device == CC_CPU || o->deterministic;
+    cr.probe = probe;
+    cr.r = r;
     /* the provider's compute roundoff for this op/dtype/device (TF32...): 0 = u(dtype) */
-    double cu = p->compute_roundoff
-                    ? p->compute_roundoff(p->ctx, c->op->name, c->dtype, c->device)
-                    : 0.0;
+    cr.cu = p->compute_roundoff ? p->compute_roundoff(p->ctx, c->op->name, c->dtype, c->device)
+                                : 0.0;
     ref_status rs = REF_OK;
-    if (!sampled) { /* the full reference forward (the VJP reads y) */
+    if (!cr.sampled) { /* the full reference forward (the VJP reads y) */
         y.v = calloc((size_t)(ny > 0 ? ny : 1), sizeof(double));
         mag = calloc((size_t)(ny > 0 ? ny : 1), sizeof(double));
         rs = y.v && mag ? c->op->forward(&params, c->n_in, in.ref_in, &y, mag) : REF_ENOMEM;
@@ -421,29 +630,54 @@ void cc_run_case_opts(const cc_provider *p, const cc_case *c, const cc_run_opts 
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message, "reference forward failed (%s)",
                  rs == REF_EDOMAIN ? "input outside the op's domain" : "status");
-    } else if (!cc_compute_roundoff_valid(cu)) {
+    } else if (!cc_compute_roundoff_valid(cr.cu)) {
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message,
                  "provider %s declares a compute roundoff of %g for %s %s on %s: outside 0 "
                  "(none) .. 2^-8 (bf16)",
-                 p->name, cu, c->op->name, cc_dtype_name(c->dtype), cc_device_name(c->device));
+                 p->name, cr.cu, c->op->name, cc_dtype_name(c->dtype), cc_device_name(c->device));
     } else {
-        char zt[384] = ""; /* the first zero-trust verdict, if any */
+        cc_result_status vjp_status = CC_RES_PASS;
         if (c->check != CC_CHECK_VJP)
-            run_forward(p, c, &call, &in, &y, mag, cu, sampled, threads, probe, r, zt,
-                        sizeof zt);
+            run_forward(&cr, &y, mag);
+        int forward_failed = r->status == CC_RES_PASS && r->checked_fwd &&
+                             (cr.zt[0] || r->fwd_ratio > 1.0);
         if (r->status == CC_RES_PASS && c->check != CC_CHECK_FWD && c->op->vjp)
-            run_vjp(p, c, &call, &in, &y, cu, sampled, threads, &params, probe, r, zt,
-                    sizeof zt);
-        if (r->status == CC_RES_PASS && zt[0]) {
+            run_vjp(&cr, &y);
+        /* a wrong forward is a fail whatever the VJP then said: a provider without a VJP (or
+         * whose VJP raised an error) does not hide it behind `unsupported` or `error` */
+        char vjp_said[sizeof r->message] = "";
+        if (forward_failed && r->status != CC_RES_PASS) {
+            snprintf(vjp_said, sizeof vjp_said, "%s", r->message);
+            vjp_status = r->status;
+            r->status = CC_RES_PASS;
+        }
+        if (cr.differs && (r->status == CC_RES_PASS || r->status == CC_RES_FAIL)) {
+            r->status = CC_RES_NONDETERMINISTIC;
+            snprintf(r->message, sizeof r->message,
+                     "%s[%lld] differs between call 1 and call %d of %d on the same inputs: "
+                     "%.9g then %.9g (repeats must agree bit for bit %s); worst bound ratio %.3g",
+                     cr.differs_what, (long long)cr.differs_index, cr.differs_call + 1,
+                     cr.repeats, cr.differs_first, cr.differs_now,
+                     c->device == CC_CPU ? "on cpu" : "with deterministic algorithms on",
+                     r->worst_ratio);
+        } else if (r->status == CC_RES_PASS && cr.zt[0]) {
             r->status = CC_RES_FAIL;
-            snprintf(r->message, sizeof r->message, "%s", zt);
+            snprintf(r->message, sizeof r->message, "%s", cr.zt);
         } else if (r->status == CC_RES_PASS && r->worst_ratio > 1.0) {
             r->status = CC_RES_FAIL;
             snprintf(r->message, sizeof r->message,
                      "%s%s exceeds its bound: expected %.9g, got %.9g, bound %.3g (ratio %.3g)",
                      r->worst_output, r->worst_index, r->expected, r->got, r->bound,
                      r->worst_ratio);
+        }
+        if (r->status == CC_RES_FAIL && cr.repeats > 1)
+            snprintf(r->message + strlen(r->message), sizeof r->message - strlen(r->message),
+                     " (worst of %d calls)", cr.repeats);
+        if (vjp_said[0] && r->status == CC_RES_FAIL) {
+            size_t used = strlen(r->message);
+            snprintf(r->message + used, sizeof r->message - used, "; and the VJP was %s (%s)",
+                     cc_result_status_name(vjp_status), vjp_said);
         }
     }
     if (r->sampled)

@@ -15,8 +15,22 @@ typedef enum {
     CC_RES_ERROR,       /* the provider raised an error, or the case could not be built */
     CC_RES_CRASH,       /* the worker died (signal) */
     CC_RES_TIMEOUT,
+    CC_RES_OUT_OF_BOUNDS,    /* the provider read or wrote outside a buffer (harness/guard.h) */
+    CC_RES_NONDETERMINISTIC, /* repeated calls on the same inputs gave different bits */
     CC_RES_COUNT
 } cc_result_status;
+
+/* How a case is run (zero-initialised: the defaults). */
+typedef struct {
+    int repeat;         /* provider calls per check on the same inputs; 0 or 1: one */
+    int unguarded;      /* 1: plain heap buffers, no guard pages or canaries (bench, --no-guard) */
+    int deterministic;  /* 1: deterministic algorithms are on (--deterministic on): repeats must
+                           agree bit for bit on every device; on CPU they must anyway */
+    struct cc_guard_cache *guard_cache; /* mappings kept between cases (core/guard.h); NULL:
+                                           none */
+    int threads;        /* for drawing inputs and the reference (<= 1: this thread only) */
+    cc_ref_mode ref;    /* the run's --ref: CC_REF_AUTO leaves each case's own ref= */
+} cc_run_options;
 
 /* Witnesses (harness/run/witness.h): other providers run on a case the primary did not pass, so a
  * reader sees who is wrong. At most CC_MAX_WITNESSES per run. */
@@ -62,14 +76,19 @@ typedef struct {
     char worst_inputs[256];    /* inputs at that index where their shape matches */
     double expected, got, bound;
     int64_t elements; /* output elements */
+    int repeat;       /* provider calls per check (--repeat); 0 or 1: one, and not recorded */
     double seconds;
-    /* a sampled check (harness/sample.h): the share of the output and gradient elements whose
+    /* a sampled check (harness/run/sample.h): the share of the output and gradient elements whose
      * reference was computed (0 < fraction < 1), and the window every bug must exceed to be
      * sure of a checked element; sampled = 0 for a full check (then no "sampled" member) */
     int sampled;
     double checked_fraction;
     int64_t window_rows, window_cols;
     int64_t sample_checked, sample_total; /* in memory only: the fraction's parts */
+    /* 1: the case's first worker was killed from outside (SIGKILL or SIGTERM the pool did not
+     * send: the OOM killer, an operator) and this is its second run (harness/pool.h); the
+     * record then carries "retried":true */
+    int retried;
     /* flat row-major index of the worst element in worst_output; in memory only (witnesses are
      * asked about it before the record is written), not part of the record */
     int64_t worst_flat;
@@ -87,27 +106,36 @@ typedef struct {
     double got, ratio;   /* out: the value there; |got - compare_with| / that element's bound */
 } cc_probe;
 
-/* How a case runs beyond what its line says: threads and the reference mode. */
-typedef struct {
-    int threads;     /* for drawing inputs and the reference (<= 1: this thread only) */
-    cc_ref_mode ref; /* the run's --ref: CC_REF_AUTO leaves each case's own ref= */
-} cc_run_opts;
-
 const char *cc_result_status_name(cc_result_status s);
+
+/* The provider calls whose text capcheck keeps. Every message and description a provider writes
+ * is made a bounded one-line UTF-8 sentence (harness/text.h) before anything reads it.
+ * cc_provider_init: init on one device (CC_OK when the provider has none); an empty message
+ * becomes "unsupported" or "init failed". cc_provider_describe: describe() into buf, or the
+ * provider's name when it states nothing. */
+cc_status cc_provider_init(const cc_provider *p, cc_device d, char *msg, size_t len);
+void cc_provider_describe(const cc_provider *p, char *buf, size_t len);
+/* Of per-status counts: the provider faults that are not a wrong value (error, crash, timeout,
+ * out-of-bounds, nondeterministic), which reports count as "errors". */
+long cc_count_errors(const long *counts);
 /* The identity part of a result (canonical line, op, dtype, device, layout, provider,
  * vjp_mode), everything else zero and status pass: what cc_run_case starts from, and what the
  * worker pool fills in for a case whose worker crashed or timed out. */
 void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r);
-/* Never fails: every problem becomes the result's status and message. */
+/* Never fails: every problem becomes the result's status and message. Default options. */
 void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r);
-/* The same, also reading back the element `probe` names (NULL: none) under the op's error model
- * of this run (cc_element_ratio with compare_with in place of the expected value). */
-void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe, cc_result *r);
+/* The same under options `o` (NULL: defaults), also reading back the element `probe` names
+ * (NULL: none) under the op's error model of this run (cc_element_ratio with compare_with in
+ * place of the expected value).
+ * With o->repeat = N > 1 each provider call runs N times on the same inputs, every second time
+ * with the buffers at the other placement (harness/guard.h); each output is judged against its
+ * bound, and where repeats must agree (every CPU case; CUDA cases under o->deterministic) an
+ * output that differs from the first call's bits (any NaN equals any NaN, as TorchLean's
+ * AgreeUpToNaN) makes the case `nondeterministic`. */
+void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_options *o,
+                        cc_probe *probe, cc_result *r);
 /* Keep freed memory in this process (glibc hands large blocks back to the kernel, and the next
  * case of the same size then faults every page in again): for processes that run cases. */
 void cc_runner_keep_memory(void);
-/* The same under run options (NULL: one thread, each case's own ref=). */
-void cc_run_case_opts(const cc_provider *p, const cc_case *c, const cc_run_opts *o,
-                      cc_probe *probe, cc_result *r);
 
 #endif

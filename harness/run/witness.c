@@ -34,13 +34,18 @@ void cc_witness_probe_of(const cc_result *primary, cc_probe *probe)
     probe->compare_with = primary->got;
 }
 
-void cc_witness_run(const cc_provider *w, const cc_case *c, const cc_run_opts *o,
+void cc_witness_run(const cc_provider *w, const cc_case *c, const cc_run_options *o,
                     const cc_probe *asked, cc_witness *out)
 {
     cc_probe probe = *asked;
     probe.found = 0;
     cc_result r;
-    cc_run_case_opts(w, c, o, &probe, &r);
+    cc_run_options mine = {0}; /* one call, guarded: only the run's reference settings carry */
+    if (o) {
+        mine.threads = o->threads;
+        mine.ref = o->ref;
+    }
+    cc_run_case_probed(w, c, &mine, &probe, &r);
     memset(out, 0, sizeof *out);
     snprintf(out->provider, sizeof out->provider, "%s", w->name);
     out->status = r.status;

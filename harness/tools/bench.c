@@ -4,16 +4,20 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/bulk.h"
 #include "core/clock.h"
 #include "core/files.h"
-#include "harness/session/journal.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "harness/case/materialize.h"
+#include "harness/run/pool.h"
 #include "harness/run/runner.h"
 #include "harness/run/sample.h"
+#include "harness/run/watch.h"
+#include "harness/session/journal.h"
 
 /* One case made ready for every loop: inputs, the provider's output buffers, the reference's. */
 typedef struct {
@@ -25,7 +29,7 @@ typedef struct {
     cc_view out, grads[REF_MAX_INPUTS];
     ref_tensor y, grad[REF_MAX_INPUTS];
     double *mag, *gmag[REF_MAX_INPUTS];
-    /* a case the run samples (harness/sample.h): the reference loop evaluates these picks of
+    /* a case the run samples (harness/run/sample.h): the reference loop evaluates these picks of
      * the output (plan[0]) and of each gradient (plan[1 + i]), values into picks[] */
     int sampled;
     cc_sample plan[1 + REF_MAX_INPUTS];
@@ -34,11 +38,12 @@ typedef struct {
 
 typedef struct {
     const cc_provider *p;
-    cc_run_opts run;
+    cc_run_options run;
     prepared *cases;
     size_t n;
     cc_journal *journal;
     size_t status_count[CC_RES_COUNT]; /* the capcheck loop's results, first round */
+    cc_guard_cache guard_cache;        /* the capcheck loop's mappings, kept as a worker's are */
     int counted;
     int failed;      /* a loop saw a call fail that had succeeded before */
     char msg[512];
@@ -81,6 +86,8 @@ static cc_status provider_calls(const cc_provider *p, prepared *pc, char *msg, s
         st = p->forward(p->ctx, &pc->call, &pc->out, msg, len);
     if (st == CC_OK && pc->vjp)
         st = p->vjp(p->ctx, &pc->call, &pc->in.g_view, pc->grads, msg, len);
+    if (st != CC_OK)
+        cc_text_clean(msg, len);
     return st;
 }
 
@@ -106,7 +113,7 @@ static ref_status reference_calls(prepared *pc)
 /* Prepare case c; 0 when it takes part, 1 when it is too large, 2 when the provider or the
  * reference does not run it, -1 when out of memory. */
 static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t max_elements,
-                   const cc_run_opts *run, int ratio_only, prepared *pc)
+                   const cc_run_options *run, int ratio_only, prepared *pc)
 {
     memset(pc, 0, sizeof *pc);
     pc->c = c;
@@ -162,17 +169,33 @@ static void round_provider(bench_state *s)
             s->failed = 1;
 }
 
-static void round_capcheck(bench_state *s)
+/* The whole per-case path as run does it: guarded buffers (core/guard.h), or plain heap blocks
+ * (--no-guard), the difference being the guards' cost. */
+static void capcheck_path(bench_state *s, int guarded)
 {
+    cc_run_options o = s->run; /* --ref, --ref-threads */
+    o.repeat = 1;
+    o.unguarded = !guarded;
+    o.guard_cache = &s->guard_cache;
     for (size_t i = 0; i < s->n; i++) {
         cc_result r;
-        cc_run_case_opts(s->p, s->cases[i].c, &s->run, NULL, &r);
-        if (!s->counted)
+        cc_run_case_probed(s->p, s->cases[i].c, &o, NULL, &r);
+        if (!s->counted && guarded)
             s->status_count[r.status]++;
         if (cc_journal_append(s->journal, s->cases[i].index, &r, s->msg, sizeof s->msg))
             s->failed = 1;
     }
-    s->counted = 1;
+    s->counted |= guarded;
+}
+
+static void round_capcheck(bench_state *s)
+{
+    capcheck_path(s, 1);
+}
+
+static void round_unguarded(bench_state *s)
+{
+    capcheck_path(s, 0);
 }
 
 static void round_materialize(bench_state *s)
@@ -194,16 +217,18 @@ static void round_reference(bench_state *s)
             s->failed = 1;
 }
 
-enum { LOOP_PROVIDER, LOOP_CAPCHECK, LOOP_MATERIALIZE, LOOP_REFERENCE, LOOP_COUNT };
+enum { LOOP_PROVIDER, LOOP_CAPCHECK, LOOP_MATERIALIZE, LOOP_REFERENCE, LOOP_UNGUARDED,
+       LOOP_COUNT };
 static const char *const loop_names[LOOP_COUNT] = {"provider", "capcheck", "materialize",
-                                                   "reference"};
+                                                   "reference", "unguarded"};
 static void (*const loop_rounds[LOOP_COUNT])(bench_state *) = {
-    round_provider, round_capcheck, round_materialize, round_reference};
+    round_provider, round_capcheck, round_materialize, round_reference, round_unguarded};
 static const char *const loop_what[LOOP_COUNT] = {
     "the provider's forward and VJP calls alone",
-    "capcheck's whole per-case path, journaled",
+    "capcheck's whole per-case path, journaled (guarded buffers)",
     "drawing and laying out the inputs",
-    "the float64 reference forward and VJP, sampled where the run samples"};
+    "the float64 reference forward and VJP, sampled where the run samples",
+    "capcheck's per-case path with plain heap buffers (--no-guard)"};
 
 /* Whole rounds until min_seconds have passed; cases per second. */
 static double measure(bench_state *s, int loop, double min_seconds)
@@ -261,10 +286,30 @@ static int write_json(const char *path, const cc_provider *p, const cc_case *fir
     return 0;
 }
 
-int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
-                     const cc_bench_opts *opts, FILE *out, FILE *log)
+typedef struct {
+    const cc_provider *p;
+    const cc_case *cases;
+    size_t n;
+    const cc_bench_opts *opts;
+    FILE *out, *log;
+} bench_args;
+
+/* The bench itself, in the watched child (harness/watch.h): init, then every phase under a
+ * limit, so a provider that hangs or dies is one sentence from the parent. */
+static int bench_in_child(cc_watch *w, void *arg)
 {
-    cc_bench_opts o = *opts;
+    const bench_args *a = arg;
+    const cc_provider *p = a->p;
+    const cc_case *cases = a->cases;
+    size_t n = a->n;
+    FILE *out = a->out, *log = a->log;
+    char why[384];
+    if (cc_provider_init(p, cases[0].device, why, sizeof why) != CC_OK) {
+        fprintf(log, "capcheck bench: provider %s cannot run on %s: %s\n", p->name,
+                cc_device_name(cases[0].device), why);
+        return 2;
+    }
+    cc_bench_opts o = *a->opts;
     if (o.min_seconds <= 0)
         o.min_seconds = 0.2;
     if (o.repetitions <= 0)
@@ -286,7 +331,12 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
     int rc = 2;
     char dir[] = "/tmp/capcheck-bench.XXXXXX";
     int have_dir = 0;
+    double t_prepare = cc_monotonic_seconds();
     for (size_t i = 0; i < n; i++) {
+        char line[CC_CASE_LINE_MAX], what[CC_CASE_LINE_MAX + 32];
+        cc_case_print(&cases[i], line, sizeof line);
+        snprintf(what, sizeof what, "the first calls of '%.200s'", line);
+        cc_watch_phase(w, cc_case_timeout(&cases[i], o.timeout_base), what);
         int k = prepare(p, &cases[i], i, o.max_elements, &s.run, o.ratio_only, &s.cases[s.n]);
         if (k < 0) {
             prepared_free(&s.cases[s.n]);
@@ -317,11 +367,11 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
         fprintf(log, "capcheck bench: %s\n", s.msg);
         goto done;
     }
-    char desc[256] = "";
-    if (p->describe)
-        p->describe(p->ctx, desc, sizeof desc);
+    char desc[256];
+    cc_provider_describe(p, desc, sizeof desc);
+    int own = strcmp(desc, p->name) != 0; /* it describes itself */
     fprintf(out, "bench: %zu of %zu cases from %s on %s %s%s%s%s\n", s.n, n, o.source, p->name,
-            cc_device_name(cases[0].device), desc[0] ? " (" : "", desc, desc[0] ? ")" : "");
+            cc_device_name(cases[0].device), own ? " (" : "", own ? desc : "", own ? ")" : "");
     fprintf(out, "       left out: %zu larger than %lld elements, %zu not run by the provider\n",
             too_large, (long long)o.max_elements, not_run);
     fprintf(out, "       reference: --ref %s, %d thread%s; %zu of the %zu cases sampled\n",
@@ -330,16 +380,26 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
     fprintf(out, "       %d repetitions of >= %.2g s per loop, loops taking turns; medians\n",
             o.repetitions, o.min_seconds);
 
+    /* a loop's measurement takes min_seconds and at most one more round; a round costs about
+     * what preparing took (one call of each case): ten times that, plus a case's base limit */
+    t_prepare = cc_monotonic_seconds() - t_prepare;
+    double loop_limit = o.min_seconds + 10 * t_prepare +
+                        (o.timeout_base > 0 ? o.timeout_base : CC_POOL_DEFAULT_TIMEOUT);
     double samples[LOOP_COUNT][64], rate[LOOP_COUNT] = {0};
     int loops = o.ratio_only ? LOOP_CAPCHECK + 1 : LOOP_COUNT; /* the first `loops` loops run */
+    cc_watch_phase(w, LOOP_COUNT * loop_limit, "the warm-up rounds");
     for (int k = 0; k < loops && !o.ratio_only; k++) /* warm-up: caches, lazy initialisation */
         loop_rounds[k](&s);
     int tty = isatty(fileno(log));
     for (int rep = 0; rep < o.repetitions; rep++) {
         if (tty)
             fprintf(log, "bench: repetition %d/%d\r", rep + 1, o.repetitions);
-        for (int k = 0; k < loops; k++)
+        for (int k = 0; k < loops; k++) {
+            char what[64];
+            snprintf(what, sizeof what, "timing the %s loop", loop_names[k]);
+            cc_watch_phase(w, loop_limit, what);
             samples[k][rep] = measure(&s, k, o.min_seconds);
+        }
     }
     if (tty)
         fprintf(log, "%*s\r", 40, "");
@@ -379,5 +439,26 @@ done:
     for (size_t i = 0; i < s.n; i++)
         prepared_free(&s.cases[i]);
     free(s.cases);
+    cc_guard_cache_clear(&s.guard_cache);
+    return rc;
+}
+
+int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
+                     const cc_bench_opts *opts, FILE *out, FILE *log)
+{
+    if (!n) {
+        fprintf(log, "capcheck bench: no cases\n");
+        return 2;
+    }
+    bench_args a = {p, cases, n, opts, out, log};
+    char who[128], msg[1024];
+    snprintf(who, sizeof who, "provider %s", p->name);
+    double init_limit = opts->timeout_base > 0 ? opts->timeout_base : CC_POOL_DEFAULT_INIT_TIMEOUT;
+    int rc = cc_watch_run(bench_in_child, &a, who, init_limit, "initialising", msg, sizeof msg);
+    if (rc < 0) {
+        fprintf(log, "capcheck bench: %s (capcheck run on these cases isolates each case)\n",
+                msg);
+        return 2;
+    }
     return rc;
 }

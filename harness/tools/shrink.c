@@ -15,86 +15,7 @@
 
 #include "core/dtype.h"
 #include "harness/case/materialize.h"
-
-/* ---- running one case in a child ------------------------------------------------------------ */
-
-void cc_run_case_isolated(const cc_provider *p, const cc_case *c, double timeout_s,
-                          cc_result *r)
-{
-    int fd[2];
-    fflush(NULL); /* the child must not write out the parent's buffered output again */
-    if (pipe(fd) != 0) {
-        cc_run_case(p, c, r);
-        return;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd[0]);
-        close(fd[1]);
-        cc_run_case(p, c, r);
-        return;
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        /* a crash must end the child (a handler inherited from a test framework would not) */
-        int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGALRM};
-        for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
-            signal(sigs[k], SIG_DFL);
-        if (timeout_s > 0) {
-            struct itimerval it = {{0, 0}, {(time_t)timeout_s,
-                                            (suseconds_t)((timeout_s - floor(timeout_s)) * 1e6)}};
-            setitimer(ITIMER_REAL, &it, NULL); /* SIGALRM's default action ends the child */
-        }
-        cc_result res;
-        cc_run_case(p, c, &res);
-        const char *b = (const char *)&res;
-        size_t left = sizeof res;
-        while (left) {
-            ssize_t w = write(fd[1], b, left);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                _exit(3);
-            b += w;
-            left -= (size_t)w;
-        }
-        _exit(0);
-    }
-    close(fd[1]);
-    cc_result got;
-    size_t have = 0;
-    char *b = (char *)&got;
-    while (have < sizeof got) {
-        ssize_t n = read(fd[0], b + have, sizeof got - have);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        have += (size_t)n;
-    }
-    close(fd[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (have == sizeof got && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        *r = got;
-        return;
-    }
-    cc_result_begin(p, c, r); /* the status is set below */
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
-        r->status = CC_RES_TIMEOUT;
-        snprintf(r->message, sizeof r->message, "no result within %.3g s", timeout_s);
-        r->seconds = timeout_s;
-    } else if (WIFSIGNALED(status)) {
-        r->status = CC_RES_CRASH;
-        snprintf(r->message, sizeof r->message, "the provider call died of signal %d (%s)",
-                 WTERMSIG(status), strsignal(WTERMSIG(status)));
-    } else {
-        r->status = CC_RES_CRASH;
-        snprintf(r->message, sizeof r->message, "the worker exited with status %d mid-case",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    }
-}
+#include "harness/run/pool.h"
 
 /* ---- the order of cases --------------------------------------------------------------------- */
 
@@ -158,6 +79,15 @@ static double param_cost(const cc_case *c)
     return s;
 }
 
+/* How far a case's layout is from dense: inputs not contiguous (each counts). */
+static int layout_cost(const cc_case *c)
+{
+    int n = 0;
+    for (int i = 0; i < c->n_in; i++)
+        n += cc_case_input_layout(c, i).kind != CC_LAYOUT_CONTIG;
+    return n;
+}
+
 /* -1 when a is strictly smaller than b in the shrink order. */
 static int case_cmp(const cc_case *a, const cc_case *b)
 {
@@ -171,7 +101,7 @@ static int case_cmp(const cc_case *a, const cc_case *b)
         rb += b->shape[i].rank;
     if (ra != rb)
         return ra < rb ? -1 : 1;
-    int la = a->layout != CC_LAYOUT_CONTIG, lb = b->layout != CC_LAYOUT_CONTIG;
+    int la = layout_cost(a), lb = layout_cost(b);
     if (la != lb)
         return la < lb ? -1 : 1;
     int ca = a->check == CC_CHECK_BOTH, cb = b->check == CC_CHECK_BOTH;
@@ -208,9 +138,12 @@ static int valid_case(const cc_case *c)
     return c->op->shape(&c->params, c->n_in, c->shape, &out, &e) == REF_OK;
 }
 
-static void cand_push(cand_list *l, const cc_case *c, const cc_case *cur)
+static void cand_push(cand_list *l, const cc_case *c_in, const cc_case *cur)
 {
-    if (!valid_case(c) || case_cmp(c, cur) >= 0)
+    cc_case fitted = *c_in, *c = &fitted;
+    cc_case_refit_layout(c, cur); /* explicit strides follow the shapes they describe */
+    char why[160];
+    if (!valid_case(c) || cc_case_layout_problem(c, why, sizeof why) || case_cmp(c, cur) >= 0)
         return;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
@@ -449,6 +382,15 @@ static void mode_candidates(cand_list *l, const cc_case *cur, const cc_result *f
     }
     if (cur->layout != CC_LAYOUT_CONTIG) {
         c.layout = CC_LAYOUT_CONTIG;
+        cc_case_normalize_layout(&c);
+        cand_push(l, &c, cur);
+    }
+    for (int i = 0; cur->layout == CC_LAYOUT_MIXED && i < cur->n_in; i++) {
+        if (cur->in_layout[i].kind == CC_LAYOUT_CONTIG)
+            continue;
+        c = *cur; /* one input's layout made dense, the others kept */
+        memset(&c.in_layout[i], 0, sizeof c.in_layout[i]);
+        cc_case_normalize_layout(&c);
         cand_push(l, &c, cur);
     }
 }
@@ -523,23 +465,41 @@ static int seen_test_and_add(seen_set *s, uint64_t h)
     }
 }
 
+static int shrink_in(cc_pool *pool, const cc_provider *p, const cc_case *c,
+                     const cc_shrink_opts *o, cc_shrink_result *out, char *msg, size_t msg_len);
+
 int cc_shrink(const cc_provider *p, const cc_case *c, const cc_shrink_opts *o,
               cc_shrink_result *out, char *msg, size_t msg_len)
 {
     cc_shrink_opts opt = o ? *o : (cc_shrink_opts){0};
     if (opt.max_runs <= 0)
         opt.max_runs = 4000;
-    if (opt.timeout_s <= 0)
-        opt.timeout_s = 60;
     if (opt.max_seed <= 0)
         opt.max_seed = 16;
     memset(out, 0, sizeof *out);
-    cc_run_case_isolated(p, c, opt.timeout_s, &out->original);
+    /* every run in a worker of the pool: init there too, under the same limit, so a provider
+     * that hangs, crashes or exits in init or in a call is a sentence or a result */
+    cc_pool_config pc = {p,    1,    1u << c->device, opt.timeout_s, opt.timeout_s, 0,
+                         NULL, 0,    0,               {0}, -1};
+    cc_pool *pool;
+    if (cc_pool_start(&pc, &pool, msg, msg_len))
+        return -1;
+    int rc = shrink_in(pool, p, c, &opt, out, msg, msg_len);
+    cc_pool_close(pool);
+    return rc;
+}
+
+static int shrink_in(cc_pool *pool, const cc_provider *p, const cc_case *c,
+                     const cc_shrink_opts *o, cc_shrink_result *out, char *msg, size_t msg_len)
+{
+    cc_shrink_opts opt = *o;
+    if (cc_pool_run_one(pool, c, &out->original, msg, msg_len))
+        return -1;
     out->runs = 1;
     if (out->original.status == CC_RES_PASS || out->original.status == CC_RES_UNSUPPORTED) {
         snprintf(msg, msg_len, "the case %s on provider %s: nothing to shrink",
                  out->original.status == CC_RES_PASS ? "passes" : "is unsupported", p->name);
-        return -1;
+        return 1;
     }
     cc_case cur = *c;
     cc_result cur_r = out->original;
@@ -562,7 +522,11 @@ int cc_shrink(const cc_provider *p, const cc_case *c, const cc_shrink_opts *o,
                 break;
             }
             cc_result r;
-            cc_run_case_isolated(p, &l.v[k], opt.timeout_s, &r);
+            if (cc_pool_run_one(pool, &l.v[k], &r, msg, msg_len)) {
+                free(l.v);
+                free(seen.v);
+                return -1;
+            }
             out->runs++;
             if (!same_failure(&out->original, &r))
                 continue;
@@ -631,17 +595,11 @@ static void py_ints(FILE *f, const int64_t *v, int n)
     fputs(n == 1 ? ",)" : ")", f);
 }
 
-/* The buffer behind a view as a Python list, its storage length the furthest element + 1. */
-static void py_buffer(FILE *f, const cc_view *v)
+/* A buffer of `len` elements as a Python list (what lies around a view, NaN gaps included). */
+static void py_buffer(FILE *f, cc_dtype t, const void *base, int64_t len)
 {
-    int64_t len = 1;
-    for (int a = 0; a < v->rank; a++) {
-        if (v->shape[a] == 0) {
-            len = 0;
-            break;
-        }
-        len += (v->shape[a] - 1) * v->strides[a];
-    }
+    const cc_view view = {t, 0, {0}, {0}, (void *)base};
+    const cc_view *v = &view;
     fputc('[', f);
     for (int64_t j = 0; j < len; j++) {
         if (j)
@@ -763,11 +721,11 @@ static const char py_tail[] =
     "def run(dtype, device):\n"
     "    \"\"\"Forward (and VJP) in `dtype` on `device`, from exactly the values above.\"\"\"\n"
     "    X, leaves = [], []\n"
-    "    for (buf, kind, shape, strides), data in zip(INPUTS, DIFFERENTIABLE):\n"
+    "    for (buf, kind, shape, strides, offset), data in zip(INPUTS, DIFFERENTIABLE):\n"
     "        if dtype is torch.float64 and kind.is_floating_point:\n"
     "            kind = torch.float64  # the reference: the same values, in float64\n"
     "        storage = torch.tensor(buf, dtype=torch.float64).to(kind).to(device)\n"
-    "        x = torch.as_strided(storage, shape, strides)\n"
+    "        x = torch.as_strided(storage, shape, strides, offset)\n"
     "        if WANT_VJP and data:\n"
     "            x = x.detach().requires_grad_(True)\n"
     "            leaves.append(x)\n"
@@ -861,7 +819,7 @@ int cc_shrink_write_python(const cc_case *c, const cc_result *r, FILE *f, char *
             "# Standalone reproducer written by `capcheck shrink` (needs only torch).\n"
             "#   %s\n"
             "# The inputs are exactly the values capcheck materialized for this case, laid out\n"
-            "# with the same storage and strides (layout=%s: gaps of a strided buffer hold NaN).\n"
+            "# with the same storage, strides and offsets (layout=%s: gaps hold NaN).\n"
             "# It runs the ATen op in %s on %s, then the same op in float64 from the same values,\n"
             "# and prints the largest difference of every output.\n"
             "import math\nimport sys\n\nimport torch\nimport torch.nn.functional as F\n\n"
@@ -888,20 +846,21 @@ int cc_shrink_write_python(const cc_case *c, const cc_result *r, FILE *f, char *
         fprintf(f, "%s%s", i ? ", " : "",
                 c->op->input_kind[k] == REF_IN_DATA ? "True" : "False");
     }
-    fputs("]\n# (storage values, dtype, shape, strides in elements) of every input\nINPUTS = [\n",
+    fputs("]\n# (storage values, dtype, shape, strides and storage offset in elements) of every "
+          "input\nINPUTS = [\n",
           f);
     for (int i = 0; i < c->n_in; i++) {
         const cc_view *v = &in.view[i];
         fputs("  (", f);
-        py_buffer(f, v);
+        py_buffer(f, v->dtype, in.storage[i], in.storage_len[i]);
         fprintf(f, ",\n   %s, ", torch_dtype(v->dtype));
         py_ints(f, v->shape, v->rank);
         fputs(", ", f);
         py_ints(f, v->strides, v->rank);
-        fputs("),\n", f);
+        fprintf(f, ", %lld),\n", (long long)in.offset[i]);
     }
     fputs("]\n# the output cotangent of the VJP (dense, output shape)\nG = ", f);
-    py_buffer(f, &in.g_view);
+    py_buffer(f, in.g_view.dtype, in.g_view.data, ref_numel(&in.out_shape));
     fputs("\n# what capcheck saw\n", f);
     fprintf(f, "PROVIDER = '%s'\nWORST_OUTPUT = '%s'\nWORST_INDEX = ", r ? r->provider : "?",
             r && r->worst_output[0] ? r->worst_output : "y");
@@ -933,16 +892,17 @@ int cc_shrink_write_python(const cc_case *c, const cc_result *r, FILE *f, char *
 /* ---- the command ---------------------------------------------------------------------------- */
 
 int cc_shrink_command(const cc_provider *p, const cc_case *c, const char *script_path,
-                      FILE *out, FILE *err)
+                      double timeout_s, const cc_repro *repro, FILE *out, FILE *err)
 {
-    cc_shrink_opts o = {0, 0, 0, err};
+    cc_shrink_opts o = {0, timeout_s, 0, err};
     cc_shrink_result res;
     char msg[512] = "";
     char line[CC_CASE_LINE_MAX];
     cc_case_print(c, line, sizeof line);
-    if (cc_shrink(p, c, &o, &res, msg, sizeof msg)) {
+    int rc = cc_shrink(p, c, &o, &res, msg, sizeof msg);
+    if (rc) {
         fprintf(err, "capcheck shrink: %s\n  %s\n", msg, line);
-        return 1;
+        return rc > 0 ? 1 : 2;
     }
     fprintf(out, "original: %s\n          %s: %s (%lld input elements)\n", line,
             cc_result_status_name(res.original.status), res.original.message,
@@ -952,7 +912,9 @@ int cc_shrink_command(const cc_provider *p, const cc_case *c, const char *script
             (long long)cc_case_input_elements(&res.minimal));
     fprintf(out, "          %d candidates run, %d kept%s\n", res.runs, res.kept,
             res.budget_spent ? " (run budget spent before the fixpoint)" : "");
-    fprintf(out, "  capcheck repro '%s'\n", res.last.line);
+    char cmd[2600];
+    cc_repro_command(repro, res.last.line, cmd, sizeof cmd);
+    fprintf(out, "  %s\n", cmd);
     FILE *f = out;
     if (script_path) {
         f = fopen(script_path, "w");
@@ -963,7 +925,7 @@ int cc_shrink_command(const cc_provider *p, const cc_case *c, const char *script
     } else {
         fputs("---- reproducer (python3, torch) ----\n", out);
     }
-    int rc = cc_shrink_write_python(&res.minimal, &res.last, f, msg, sizeof msg);
+    rc = cc_shrink_write_python(&res.minimal, &res.last, f, msg, sizeof msg);
     if (script_path) {
         if (fclose(f) != 0)
             rc = -1;
