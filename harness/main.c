@@ -201,11 +201,12 @@ static int parse_options(int argc, char **argv, int first, unsigned command, con
                 return -1;
             }
             *(unsigned long long *)field = x;
-        } else if (spec->kind == V_REPEAT) {
-            long x = strtol(v, &end, 10);
-            if (!*v || *end || errno || x < 1 || x > 1000) {
-                fprintf(stderr, "capcheck %s: --repeat wants a whole number of calls from 1 to "
-                                "1000, not '%s'\n", name, v);
+        } else if (spec->kind == V_REPEAT || spec->kind == V_THREADS) {
+            int repeat = spec->kind == V_REPEAT;
+            long x = strtol(v, &end, 10), most = repeat ? 1000 : 256;
+            if (!*v || *end || errno || x < 1 || x > most) {
+                fprintf(stderr, "capcheck %s: %s wants a whole number of %s from 1 to %ld, not "
+                                "'%s'\n", name, spec->name, repeat ? "calls" : "threads", most, v);
                 return -1;
             }
             *(int *)field = (int)x;
@@ -220,14 +221,6 @@ static int parse_options(int argc, char **argv, int first, unsigned command, con
                 return -1;
             }
             *(cc_ref_mode *)field = (cc_ref_mode)m;
-        } else if (spec->kind == V_THREADS) {
-            long x = strtol(v, &end, 10);
-            if (!*v || *end || errno || x < 1 || x > 256) {
-                fprintf(stderr, "capcheck %s: --ref-threads wants a number of threads from 1 to "
-                                "256, not '%s'\n", name, v);
-                return -1;
-            }
-            *(int *)field = (int)x;
         } else {
             double x = strtod(v, &end);
             int jobs = spec->kind == V_JOBS;

@@ -996,6 +996,29 @@ static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, r
     return REF_OK;
 }
 
+/* row[i] = sum_k a_k v_k[i], and when mrow, mrow[i] = max(K, 1) * sum_k |a_k v_k[i]|, for
+ * i < n: left folds from 0 over k < K, with a_k = a[k a_step] and v_k = v + k v_step. */
+static void row_of_sums(double *row, double *mrow, const double *a, int64_t a_step,
+                        const double *v, int64_t v_step, int64_t K, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        row[i] = 0.0;
+        if (mrow)
+            mrow[i] = 0.0;
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const double *vk = v + k * v_step;
+        double ak = a[k * a_step];
+        for (int64_t i = 0; i < n; i++) {
+            row[i] += ak * vk[i];
+            if (mrow)
+                mrow[i] += fabs(ak * vk[i]);
+        }
+    }
+    for (int64_t i = 0; mrow && i < n; i++)
+        mrow[i] = (double)(K > 0 ? K : 1) * mrow[i];
+}
+
 /* dx[l, i] = sum_o W[o, i] g[l, o];  dW[o, i] = sum_l g[l, o] x[l, i];  db[o] = sum_l g[l, o]:
  * each a left fold from 0, dx in increasing o, dW and db in increasing l. The loops that feed a
  * sum run outside the loop over i, so W, x and g are read along their rows and each entry
@@ -1005,54 +1028,21 @@ static void linear_dx_rows(void *ctx, int64_t lo, int64_t hi)
 {
     const linear_job *t = ctx;
     int64_t nin = t->nin, nout = t->nout;
-    const double *W = t->in[1].v, *G = t->g->v;
-    for (int64_t l = lo; l < hi; l++) {
-        double *row = t->grad[0].v + l * nin, *mrow = t->mx ? t->mx + l * nin : NULL;
-        for (int64_t i = 0; i < nin; i++) {
-            row[i] = 0.0;
-            if (mrow)
-                mrow[i] = 0.0;
-        }
-        for (int64_t o = 0; o < nout; o++) {
-            const double *w = W + o * nin;
-            double gv = G[l * nout + o];
-            for (int64_t i = 0; i < nin; i++) {
-                row[i] += w[i] * gv;
-                if (mrow)
-                    mrow[i] += fabs(w[i] * gv);
-            }
-        }
-        for (int64_t i = 0; mrow && i < nin; i++)
-            mrow[i] = (double)(nout > 0 ? nout : 1) * mrow[i];
-    }
+    for (int64_t l = lo; l < hi; l++) /* dx[l, :] = sum_o g[l, o] W[o, :] */
+        row_of_sums(t->grad[0].v + l * nin, t->mx ? t->mx + l * nin : NULL, t->g->v + l * nout,
+                    1, t->in[1].v, nin, nout, nin);
 }
 
 static void linear_dw_rows(void *ctx, int64_t lo, int64_t hi)
 {
     const linear_job *t = ctx;
     int64_t nin = t->nin, nout = t->nout, L = t->L;
-    const double *x = t->in[0].v, *G = t->g->v;
+    const double *G = t->g->v;
     double *dW = t->grad[1].v, *db = t->grad[2].v;
     for (int64_t o = lo; o < hi; o++) {
-        if (dW) {
-            double *row = dW + o * nin, *mrow = t->mw ? t->mw + o * nin : NULL;
-            for (int64_t i = 0; i < nin; i++) {
-                row[i] = 0.0;
-                if (mrow)
-                    mrow[i] = 0.0;
-            }
-            for (int64_t l = 0; l < L; l++) {
-                const double *xl = x + l * nin;
-                double gv = G[l * nout + o];
-                for (int64_t i = 0; i < nin; i++) {
-                    row[i] += gv * xl[i];
-                    if (mrow)
-                        mrow[i] += fabs(gv * xl[i]);
-                }
-            }
-            for (int64_t i = 0; mrow && i < nin; i++)
-                mrow[i] = (double)(L > 0 ? L : 1) * mrow[i];
-        }
+        if (dW) /* dW[o, :] = sum_l g[l, o] x[l, :] */
+            row_of_sums(dW + o * nin, t->mw ? t->mw + o * nin : NULL, G + o, nout, t->in[0].v,
+                        nin, L, nin);
         if (db) {
             double s = 0.0, s_abs = 0.0;
             for (int64_t l = 0; l < L; l++) {

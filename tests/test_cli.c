@@ -209,7 +209,7 @@ static void test_ref_options(void **state)
     assert_int_equal(cc_t_run(NULL, "repro 'relu in=[4]' --ref most", out, sizeof out), 2);
     assert_non_null(strstr(out, "--ref wants auto, full or sampled, not 'most'"));
     assert_int_equal(cc_t_run(NULL, "repro 'relu in=[4]' --ref-threads 0", out, sizeof out), 2);
-    assert_non_null(strstr(out, "--ref-threads wants a number of threads from 1 to 256"));
+    assert_non_null(strstr(out, "--ref-threads wants a whole number of threads from 1 to 256"));
     write_file("two.cases", "relu in=[4,7] seed=1\nrelu in=[400,700] seed=2\n", path,
                sizeof path);
     snprintf(args, sizeof args, "run %s --provider reference --max-elements 100 --out %s/two",
