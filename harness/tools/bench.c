@@ -381,10 +381,15 @@ static int bench_in_child(cc_watch *w, void *arg)
             o.repetitions, o.min_seconds);
 
     /* a loop's measurement takes min_seconds and at most one more round; a round costs about
-     * what preparing took (one call of each case): ten times that, plus a case's base limit */
+     * what preparing took (one call of each case): ten times that, plus a case's base limit.
+     * --ratio-only prepares without the reference, whose cost is then unknown: a round may take
+     * what run gives its cases (cc_case_timeout) */
     t_prepare = cc_monotonic_seconds() - t_prepare;
-    double loop_limit = o.min_seconds + 10 * t_prepare +
-                        (o.timeout_base > 0 ? o.timeout_base : CC_POOL_DEFAULT_TIMEOUT);
+    double round_limit = 10 * t_prepare +
+                         (o.timeout_base > 0 ? o.timeout_base : CC_POOL_DEFAULT_TIMEOUT);
+    for (size_t i = 0; o.ratio_only && i < s.n; i++)
+        round_limit += cc_case_timeout(s.cases[i].c, o.timeout_base);
+    double loop_limit = o.min_seconds + round_limit;
     double samples[LOOP_COUNT][64], rate[LOOP_COUNT] = {0};
     int loops = o.ratio_only ? LOOP_CAPCHECK + 1 : LOOP_COUNT; /* the first `loops` loops run */
     cc_watch_phase(w, LOOP_COUNT * loop_limit, "the warm-up rounds");
