@@ -21,9 +21,12 @@ import re
 import sys
 
 # a magnitude or gradient pointer itself tested (if (m), gmag ? ..., mx && ...), not its value
-MAG = r"(mag|gmag(\[\w+\])?|m(\[\w+\])?|mW(\[\w+\])?|mx|mw|mb|mg|mS|mV|mA|mB|mrow|gm|fwd_mag)"
-GRAD = r"(grad\[\w+\]\.v|dA|dB|dx|dW|db)"
-MAGNITUDES = r"(\(|&& |\|\| |, |= )!?" + MAG + r"\s*(\)|\?|&&|\|\||;)"
+# (also as a member of a job or a picks struct: t->mag, pk->mag, t->mA, t.dA)
+MEMBER = r"(\w+(->|\.))?"
+MAG = (MEMBER + r"(mag|gmag(\[\w+\])?|m(\[\w+\])?|mW(\[\w+\])?|mx|mw|mb|mg|mS|mV|mA|mB|mrow|gm|"
+       r"fwd_mag)")
+GRAD = MEMBER + r"(grad\[\w+\]\.v|dA|dB|dx|dW|db|dS)"
+MAGNITUDES = r"(\(|&& |\|\| |, |= |; )!?" + MAG + r"\s*(\)|\?|&&|\|\||;)"
 GRADS = r"(\(|&& |\|\| |; |= )!?" + GRAD + r"\s*(\)|\?|&&|\|\||;)"
 
 # (reason, predicate(file, function, line text, statement text))
