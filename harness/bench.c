@@ -21,7 +21,7 @@ typedef struct {
     int fwd, vjp; /* which calls the case makes (its check= and whether the op has a VJP) */
     cc_view out, grads[REF_MAX_INPUTS];
     ref_tensor y, grad[REF_MAX_INPUTS];
-    double *mag, *gmag[REF_MAX_INPUTS];
+    ref_mag mag, gmag[REF_MAX_INPUTS];
 } prepared;
 
 typedef struct {
@@ -40,11 +40,11 @@ static void prepared_free(prepared *pc)
     cc_inputs_free(&pc->in);
     free(pc->out.data);
     free(pc->y.v);
-    free(pc->mag);
+    ref_mag_free(&pc->mag);
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
         free(pc->grads[i].data);
         free(pc->grad[i].v);
-        free(pc->gmag[i]);
+        ref_mag_free(&pc->gmag[i]);
     }
 }
 
@@ -73,7 +73,7 @@ static cc_status provider_calls(const cc_provider *p, prepared *pc, char *msg, s
 static ref_status reference_calls(prepared *pc)
 {
     const cc_case *c = pc->c;
-    ref_status rs = c->op->forward(&c->params, c->n_in, pc->in.ref_in, &pc->y, pc->mag);
+    ref_status rs = c->op->forward(&c->params, c->n_in, pc->in.ref_in, &pc->y, &pc->mag);
     if (rs == REF_OK && pc->vjp)
         rs = c->op->vjp(&c->params, c->n_in, pc->in.ref_in, &pc->y, &pc->in.g, pc->grad,
                         pc->gmag);
@@ -98,8 +98,7 @@ static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t
     pc->call = (cc_call){c->op->name, &c->params, c->device, c->dtype, c->n_in, pc->in.view};
     int64_t ny = ref_numel(&pc->in.out_shape);
     pc->y = (ref_tensor){pc->in.out_shape, zeros(ny)};
-    pc->mag = zeros(ny);
-    if (!pc->y.v || !pc->mag || cc_alloc_output(c->dtype, &pc->in.out_shape, &pc->out))
+    if (!pc->y.v || ref_mag_alloc(ny, &pc->mag) || cc_alloc_output(c->dtype, &pc->in.out_shape, &pc->out))
         return -1;
     for (int i = 0; pc->vjp && i < c->n_in; i++) {
         pc->grad[i].shape = c->shape[i];
@@ -107,9 +106,8 @@ static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t
             continue;
         int64_t n = ref_numel(&c->shape[i]);
         pc->grad[i].v = zeros(n);
-        pc->gmag[i] = zeros(n);
-        if (!pc->grad[i].v || !pc->gmag[i] || cc_alloc_output(c->dtype, &c->shape[i],
-                                                                &pc->grads[i]))
+        if (!pc->grad[i].v || ref_mag_alloc(n, &pc->gmag[i]) ||
+            cc_alloc_output(c->dtype, &c->shape[i], &pc->grads[i]))
             return -1;
     }
     if (provider_calls(p, pc, msg, sizeof msg) != CC_OK || reference_calls(pc) != REF_OK)

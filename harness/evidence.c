@@ -92,6 +92,12 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
             }
             continue;
         }
+        if (r->suspect && !s->suspect++)
+            snprintf(s->first_suspect, sizeof s->first_suspect, "%s", r->line);
+        if (r->vacuous) {
+            s->vacuous++;
+            continue;
+        }
         s->fwd_passing += r->checked_fwd != 0;
         s->vjp_passing += r->checked_vjp != 0;
         unsigned m, edges;

@@ -9,6 +9,8 @@
  *   layout classes  the case's layout: contig, transpose, stride2, bcast;
  *   edge classes    the case's edge=<class> (harness/case.h): nan, inf, signed-zero,
  *                   subnormal, huge, ties, masked-row;
+ * A passing case whose bound was vacuous (compare.h) proves nothing: it is counted as vacuous
+ * and in no other evidence (checks, classes); a suspect one is counted as such and as evidence.
  *
  * Written out as evidence.json per capsule in TorchLean's vocabulary (ContractClaim,
  * ContractEvidence; ops.md section 1), and as a Lean file for the capsules the gate upgrades. */
@@ -33,6 +35,8 @@ typedef struct {
     cc_dtype dtype;
     long cases, counts[CC_RES_COUNT];
     long fwd_passing, vjp_passing; /* passing cases that checked the forward / the VJP */
+    long vacuous, suspect;         /* passing cases with a vacuous bound; suspect ones */
+    char first_suspect[CC_CASE_LINE_MAX];
     double worst_ratio;
     char worst_line[CC_CASE_LINE_MAX];
     char first_failure[CC_CASE_LINE_MAX];

@@ -239,11 +239,18 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
             }
             req->allow_unsupported = strcmp(tok[1], "yes") == 0;
             bit = CC_REQ_UNSUPPORTED;
+        } else if (strcmp(key, "suspect") == 0) {
+            if (nt != 2 || (strcmp(tok[1], "fail") && strcmp(tok[1], "allow"))) {
+                snprintf(msg, len, "%s:%d: suspect is fail or allow", name, lineno);
+                return -1;
+            }
+            req->suspect_fails = strcmp(tok[1], "fail") == 0;
+            bit = CC_REQ_SUSPECT;
         } else {
             snprintf(msg, len,
                      "%s:%d: unknown key '%s' (format, libtorch_version, require, min_passing, "
                      "min_vjp_passing, shape_classes, layout_classes, edge_classes, "
-                     "allow_unsupported)",
+                     "allow_unsupported, suspect)",
                      name, lineno, key);
             return -1;
         }
@@ -312,6 +319,8 @@ void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dt
             out->edges = s->req.edges;
         if (s->set & CC_REQ_UNSUPPORTED)
             out->allow_unsupported = s->req.allow_unsupported;
+        if (s->set & CC_REQ_SUSPECT)
+            out->suspect_fails = s->req.suspect_fails;
     }
 }
 
@@ -360,8 +369,16 @@ static void judge(const cc_policy *pol, cc_verdict *v)
     if (s->counts[CC_RES_UNSUPPORTED] && !q->allow_unsupported)
         reason(v, "%ld cases unsupported by the provider (the policy has allow_unsupported no)",
                s->counts[CC_RES_UNSUPPORTED]);
-    long passing = s->counts[CC_RES_PASS];
-    if (passing < q->min_passing)
+    if (s->suspect && q->suspect_fails)
+        reason(v, "%ld passing cases are suspect (over the probabilistic bound; the policy has "
+                  "suspect fail); first: capcheck repro '%.300s'",
+               s->suspect, s->first_suspect);
+    long passing = s->counts[CC_RES_PASS] - s->vacuous;
+    if (passing < q->min_passing && s->vacuous)
+        reason(v, "%ld passing cases with a bound that rejects something (%ld more passed with "
+                  "a vacuous bound, never evidence); the policy wants at least %ld",
+               passing, s->vacuous, q->min_passing);
+    else if (passing < q->min_passing)
         reason(v, "%ld passing cases; the policy wants at least %ld", passing, q->min_passing);
     const ref_op *op = ref_op_find(v->capsule.op);
     if (op && op->requires_vjp) {

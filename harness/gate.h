@@ -9,12 +9,13 @@
  * missing or given twice, or shards of different runs.
  *
  * Then, for every capsule x dtype in the report and every one the policy requires:
- *   checked          every requirement holds: at least min_passing passing cases; no case
+ *   checked          every requirement holds: at least min_passing passing cases (a case
+ *                    whose bound was vacuous is never evidence: it counts nowhere); no case
  *                    failed, errored, crashed or timed out; no unsupported case unless
  *                    allow_unsupported; where the op requires a VJP (TorchLean's requiresVJP)
  *                    the capsule has a vjpMode and at least min_vjp_passing passing cases
  *                    checked it; each listed shape, layout and edge class is covered by a
- *                    passing case;
+ *                    passing case; with `suspect fail`, no passing case is suspect;
  *   trustedExternal  with one line per unmet requirement, naming what is missing.
  * Exit code: with `require` lines, 0 when every required capsule x dtype is checked, else 1;
  * without, 0 when every capsule x dtype of the report is checked (and there is one), else 1;
@@ -38,10 +39,11 @@ typedef struct {
     long min_passing, min_vjp_passing;
     unsigned shapes, layouts, edges; /* bit masks of required classes */
     int allow_unsupported;
+    int suspect_fails; /* `suspect fail`: a suspect case keeps the capsule out, as a failure */
 } cc_requirements;
 
 enum { CC_REQ_MIN = 1, CC_REQ_MIN_VJP = 2, CC_REQ_SHAPES = 4, CC_REQ_LAYOUTS = 8,
-       CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32 };
+       CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_SUSPECT = 64 };
 
 typedef struct {
     int is_op; /* [op NAME...] rather than [capsule GLOB...] */

@@ -3,7 +3,10 @@
  *   DIR/run.json       the identity of the run, written (atomically) when it starts:
  *                      {"schema":"capcheck-run/1", "cases":N, "case_list_hash":"fnv1a64:...",
  *                       "provider":..., "provider_description":..., "case_files":...,
- *                       "base_seed":..., "command":...[, "witnesses":"openblas,reference"]}
+ *                       "base_seed":..., "command":..., "judging":"strict"
+ *                       [, "witnesses":"openblas,reference"]}
+ *                      judging: the accumulation mode, ", power" added for --power (a run.json
+ *                      without it is a strict run of a capcheck that had no other).
  *                      The hash is FNV-1a 64 over the canonical line of every case of the run,
  *                      in order, each followed by '\n' (after --op filtering: the run's cases
  *                      are the ones it runs).
@@ -45,6 +48,7 @@ typedef struct {
     unsigned long long base_seed;
     char witnesses[256]; /* the witness providers' names, comma-separated; "" (and no member in
                             run.json) for a run without witnesses */
+    char judging[32];    /* "strict", "relaxed", "strict, power", ... (cc_judging_describe) */
 } cc_run_info;
 
 uint64_t cc_case_list_hash(const cc_case *cases, size_t n);

@@ -15,6 +15,7 @@
 #include "harness/dtype.h"
 #include "harness/merge.h"
 #include "harness/plugin.h"
+#include "harness/power.h"
 #include "harness/provenance.h"
 #include "harness/report.h"
 #include "harness/runner.h"
@@ -36,7 +37,7 @@ static void usage(FILE *f)
             "               [--attention composed|math|flash|efficient|cudnn]\n"
             "               [--out DIR] [--seed N] [--op NAME]\n"
             "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N]\n"
-            "               [--witness P[,P...]]\n"
+            "               [--witness P[,P...]] [--accumulation strict|relaxed] [--power]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
             "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out)\n"
             "      in N worker processes (default: one per CPU); a crash or a hang (limit:\n"
@@ -55,8 +56,14 @@ static void usage(FILE *f)
             "      cases are judged at TF32's u = 2^-11), --deterministic (default off:\n"
             "      deterministic algorithms), --attention (default composed: the ATen\n"
             "      attention capsule is bmm + softmax; it calls no SDPA backend)\n"
+            "      --accumulation (default strict: f16/bf16 sums, dot products, softmax\n"
+            "      denominators, norm statistics and window sums judged at float32 plus one\n"
+            "      rounding to the dtype; relaxed: as folds in the dtype); every result and\n"
+            "      the report say which\n"
+            "      --power: also measure how large an error each case rejects (capcheck power)\n"
             "  capcheck repro 'CASE LINE' [--provider ...] [--device ...] [--tf32 ...]\n"
             "               [--deterministic ...] [--attention ...] [--witness P[,P...]]\n"
+            "               [--accumulation strict|relaxed]\n"
             "      rerun one case alone and show its worst element\n"
             "  capcheck shrink 'CASE LINE' [--provider ...|--provider-lib ...] [--script FILE]\n"
             "      reduce a failing case while it keeps failing; print the smallest line and\n"
@@ -67,6 +74,10 @@ static void usage(FILE *f)
             "      time, side by side in this process, the provider's calls alone and capcheck's\n"
             "      whole per-case path on the cases of at most N elements (default 1024) of\n"
             "      the files (default: the embedded smoke cases); prints cases/s and the ratio\n"
+            "  capcheck power DIR [--markdown FILE]\n"
+            "      the detection power of a run made with --power: per op x dtype, the\n"
+            "      smallest error (in units of the provider's own typical error, and in ulps)\n"
+            "      its cases reject, failing and counting suspect as failing\n"
             "  capcheck list ops\n"
             "      every op of the vocabulary with its forward/VJP status in the reference\n"
             "  capcheck list cases [FILE...] [--op NAME] [--seed N] [--device ...]\n"
@@ -89,6 +100,9 @@ typedef struct {
     const char *shard;  /* --shard I/N */
     const char *tf32, *deterministic, *attention; /* math modes (apply_math_modes) */
     const char *min_time, *reps, *max_elements, *json; /* bench (parsed by cmd_bench) */
+    const char *accumulation; /* --accumulation strict|relaxed (judging) */
+    int power;                /* --power */
+    cc_judging judging;       /* from the two, by parse_options */
     const char *witness; /* --witness LIST, resolved by open_witnesses into: */
     const cc_provider *witnesses[CC_MAX_WITNESSES];
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
@@ -132,6 +146,8 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->attention;
         else if (strcmp(a, "--witness") == 0)
             slot = &o->witness;
+        else if (strcmp(a, "--accumulation") == 0)
+            slot = &o->accumulation;
         else if (strcmp(a, "--min-time") == 0)
             slot = &o->min_time;
         else if (strcmp(a, "--reps") == 0)
@@ -142,6 +158,9 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->json;
         else if (strcmp(a, "--no-fork") == 0) {
             o->no_fork = 1;
+            continue;
+        } else if (strcmp(a, "--power") == 0) {
+            o->power = 1;
             continue;
         } else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0 ||
                    (strncmp(a, "-j", 2) == 0 && a[2]) || strcmp(a, "--timeout") == 0) {
@@ -185,6 +204,12 @@ static int parse_options(int argc, char **argv, int first, options *o)
         }
         *slot = argv[++i];
     }
+    if (o->accumulation && cc_accumulation_parse(o->accumulation, &o->judging.accumulation)) {
+        fprintf(stderr, "capcheck: --accumulation wants strict or relaxed, not '%s'\n",
+                o->accumulation);
+        return -1;
+    }
+    o->judging.power = o->power;
     return 0;
 }
 
@@ -408,7 +433,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_session_opts so = {p, cases.v, cases.n, device, o->resume ? o->resume : o->out,
                           o->resume != NULL, o->jobs, o->timeout, o->no_fork, files, o->seed,
                           command, stderr, isatty(STDERR_FILENO), &prov, o->witnesses,
-                          o->n_witnesses};
+                          o->n_witnesses, o->judging};
     int rc = cc_session_run(&so);
     cc_case_list_free(&cases);
     free(prov.shard.global);
@@ -447,17 +472,23 @@ static int cmd_repro(const options *o)
         return 2;
     cc_result r;
     char msg[512];
-    if (cc_run_case_in_worker(p, &c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, &r,
-                              msg, sizeof msg)) {
+    if (cc_run_case_in_worker(p, &c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses,
+                              &o->judging, &r, msg, sizeof msg)) {
         fprintf(stderr, "capcheck: %s\n", msg);
         return 2;
     }
-    printf("case:     %s\nprovider: %s (vjpMode %s)\nstatus:   %s\n", r.line, r.provider,
-           r.vjp_mode, cc_result_status_name(r.status));
+    printf("case:     %s\nprovider: %s (vjpMode %s)\nstatus:   %s%s%s\njudged:   %s "
+           "accumulation\n",
+           r.line, r.provider, r.vjp_mode, cc_result_status_name(r.status),
+           r.suspect ? ", suspect" : "", r.vacuous ? ", vacuous" : "",
+           cc_accumulation_name(r.accumulation));
     if (r.checked_fwd)
         printf("forward:  worst bound ratio %.4g\n", r.fwd_ratio);
     if (r.checked_vjp)
         printf("vjp:      worst bound ratio %.4g\n", r.vjp_ratio);
+    if (r.checked_fwd || r.checked_vjp)
+        printf("suspect:  worst ratio to the probabilistic bound %.4g (lambda %g)\n",
+               r.suspect_ratio, CC_SUSPECT_LAMBDA);
     if (r.worst_output[0])
         printf("worst:    %s%s expected %.17g got %.17g bound %.3g%s%s\n", r.worst_output,
                r.worst_index, r.expected, r.got, r.bound, r.worst_inputs[0] ? " at " : "",
@@ -598,6 +629,8 @@ int main(int argc, char **argv)
     }
     if (cc_is_evidence_command(argv[1]))
         return cc_evidence_command(argc, argv);
+    if (strcmp(argv[1], "power") == 0)
+        return cc_power_command(argc - 2, argv + 2, stdout, stderr);
     int is_list_cases = strcmp(argv[1], "list") == 0 && argc >= 3 && !strcmp(argv[2], "cases");
     if (strcmp(argv[1], "list") == 0 && !is_list_cases) {
         if (argc == 3 && strcmp(argv[2], "ops") == 0)
@@ -625,6 +658,10 @@ int main(int argc, char **argv)
     int rc = 2;
     if (o.witness && !is_run && !is_repro)
         fprintf(stderr, "capcheck: --witness applies to run and repro only\n");
+    else if ((o.accumulation && !is_run && !is_repro) || (o.power && !is_run))
+        fprintf(stderr, "capcheck: %s applies to run%s only\n",
+                o.power && !is_run ? "--power" : "--accumulation",
+                o.power && !is_run ? "" : " and repro");
     else if (is_list_cases)
         rc = cmd_list_cases(&o);
     else if (is_bench)

@@ -40,6 +40,7 @@ typedef struct {
     cc_json *json;   /* the parsed report (NULL for a merge made in memory) */
     cc_provenance prov;
     char provider_description[256], case_files[512], command[512];
+    char accumulation[16]; /* report.json's judgement.accumulation ("strict" when absent) */
     unsigned long long base_seed;
     long cases;
     double wall_seconds;

@@ -254,7 +254,7 @@ static void run_witness_job(const cc_pool_config *cfg, const witness_readiness *
     if (why[0])
         cc_witness_set_missing(out, w->name, CC_RES_UNSUPPORTED, why);
     else
-        cc_witness_run(w, c, probe, out);
+        cc_witness_run(w, c, &cfg->judging, probe, out);
 }
 
 /* The witnesses are all in: name them (the parent's names, not a worker's) and judge. */
@@ -395,7 +395,7 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
         m.tag = j.tag;
         if (j.witness == PRIMARY_JOB) {
             m.kind = MSG_RESULT;
-            cc_run_case(p, &j.c, &m.r);
+            cc_run_case_judged(p, &j.c, &pool->cfg.judging, &m.r);
         } else if (j.witness >= 0 && j.witness < pool->cfg.n_witnesses) {
             m.kind = MSG_WITNESS;
             run_witness_job(&pool->cfg, &ready, j.witness, &j.c, &j.probe, &m.witness);
@@ -912,7 +912,7 @@ int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, siz
 {
     if (pool->cfg.in_process) {
         cc_result r;
-        cc_run_case(pool->cfg.provider, c, &r);
+        cc_run_case_judged(pool->cfg.provider, c, &pool->cfg.judging, &r);
         if (pool->cfg.n_witnesses && cc_witness_wanted(&r)) {
             cc_probe probe;
             cc_witness_probe_of(&r, &probe);

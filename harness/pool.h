@@ -67,6 +67,7 @@ typedef struct {
                                     time, no crash isolation (for debuggers) */
     const cc_provider *const *witnesses; /* not initialised; the array outlives the pool */
     int n_witnesses;                     /* 0 .. CC_MAX_WITNESSES */
+    cc_judging judging;                  /* how every case and witness is judged (compare.h) */
 } cc_pool_config;
 
 int cc_online_cpus(void);

@@ -5,6 +5,8 @@
 #include <stdint.h>
 
 #include "harness/case.h"
+#include "harness/compare.h"
+#include "harness/power.h"
 
 typedef enum {
     CC_RES_PASS = 0,
@@ -56,6 +58,14 @@ typedef struct {
     char worst_index[96];      /* multi-index, e.g. [1,2] */
     char worst_inputs[256];    /* inputs at that index where their shape matches */
     double expected, got, bound;
+    /* how it was judged (compare.h): f16/bf16 accumulation strict or relaxed; the worst error
+     * over the suspect bound, and whether a passing case exceeds it there; whether an output or
+     * gradient had a vacuous bound at every element (never evidence) */
+    cc_accumulation accumulation;
+    double suspect_ratio;
+    int suspect, vacuous;
+    int has_power;  /* run with --power: the detection power figures (power.h) */
+    cc_power power;
     int64_t elements; /* output elements */
     double seconds;
     /* flat row-major index of the worst element in worst_output; in memory only (witnesses are
@@ -80,10 +90,14 @@ const char *cc_result_status_name(cc_result_status s);
  * vjp_mode), everything else zero and status pass: what cc_run_case starts from, and what the
  * worker pool fills in for a case whose worker crashed or timed out. */
 void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r);
-/* Never fails: every problem becomes the result's status and message. */
+/* Never fails: every problem becomes the result's status and message. Judged as j says
+ * (cc_run_case: the defaults, strict accumulation and no power figures). */
 void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r);
+void cc_run_case_judged(const cc_provider *p, const cc_case *c, const cc_judging *j,
+                        cc_result *r);
 /* The same, also reading back the element `probe` names (NULL: none) under the op's error model
- * of this run (cc_element_ratio with compare_with in place of the expected value). */
-void cc_run_case_probed(const cc_provider *p, const cc_case *c, cc_probe *probe, cc_result *r);
+ * of this run (its bound, with compare_with in place of the expected value). */
+void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_judging *j,
+                        cc_probe *probe, cc_result *r);
 
 #endif

@@ -89,6 +89,13 @@ static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint
                  o->out_dir, was->provider, o->provider->name);
         return -1;
     }
+    if (strcmp(was->judging, cc_judging_describe(&o->judging)) != 0) {
+        snprintf(msg, len,
+                 "%s/run.json is a run judged '%s'; this command judges '%s': resume with the "
+                 "same --accumulation and --power, or start a new run without --resume",
+                 o->out_dir, was->judging, cc_judging_describe(&o->judging));
+        return -1;
+    }
     char names[256];
     witness_names(o, names, sizeof names);
     if (strcmp(was->witnesses, names) != 0) {
@@ -148,7 +155,7 @@ int cc_session_run(const cc_session_opts *o)
      * leaves the folder as it was */
     if (devices) {
         cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, 0,
-                             o->in_process, o->witnesses, o->n_witnesses};
+                             o->in_process, o->witnesses, o->n_witnesses, o->judging};
         if (pc.workers <= 0)
             pc.workers = cc_online_cpus();
         if ((size_t)pc.workers > (n_todo ? n_todo : 1))
@@ -180,6 +187,7 @@ int cc_session_run(const cc_session_opts *o)
         snprintf(info.command, sizeof info.command, "%s", o->command ? o->command : "");
         info.base_seed = o->base_seed;
         witness_names(o, info.witnesses, sizeof info.witnesses);
+        snprintf(info.judging, sizeof info.judging, "%s", cc_judging_describe(&o->judging));
         if (cc_run_info_write(o->out_dir, &info, msg, sizeof msg))
             goto out;
     } else if (o->log && (scan.torn_lines || scan.n_done)) {
@@ -289,10 +297,10 @@ out:
 
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          cc_result *r, char *msg, size_t msg_len)
+                          const cc_judging *judging, cc_result *r, char *msg, size_t msg_len)
 {
     cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, 0, in_process, witnesses,
-                         n_witnesses};
+                         n_witnesses, *judging};
     cc_pool *pool;
     if (cc_pool_start(&pc, &pool, msg, msg_len))
         return -1;

@@ -38,6 +38,7 @@ typedef struct {
     const cc_provenance *provenance; /* what produced the run, for the report (NULL: none) */
     const cc_provider *const *witnesses; /* --witness (harness/witness.h); not initialised */
     int n_witnesses;
+    cc_judging judging; /* --accumulation, --power (compare.h); run.json records it */
 } cc_session_opts;
 
 /* Exit code: 0 every case passed, 1 some case did not, 2 bad input or environment (one
@@ -51,6 +52,6 @@ int cc_session_run(const cc_session_opts *o);
  * no worker can be started. */
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          cc_result *r, char *msg, size_t msg_len);
+                          const cc_judging *judging, cc_result *r, char *msg, size_t msg_len);
 
 #endif

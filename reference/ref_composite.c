@@ -248,8 +248,9 @@ static ref_status sc_compute(const ref_tensor *in, int64_t modes, sc_state *s)
 }
 
 static ref_status spectral_conv_fwd(const ref_params *p, const ref_tensor *in, ref_tensor *out,
-                                    double *mag)
+                                    const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     sc_state s;
     ref_status st = sc_compute(in, p->modes, &s);
     if (st != REF_OK)
@@ -280,7 +281,7 @@ static ref_status spectral_conv_fwd(const ref_params *p, const ref_tensor *in, r
  *   MdX_k[i] = sum_o |GY|_1 |W|_1, edX = (2 width + 1) MdX + sum_o |W|_1 eGY;
  *   m(dx_t[i]) = sum_{k < modes} (1 + iota_k) ((n + 3) MdX_k[i] + edX_k[i]). */
 static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
-                                    const ref_tensor *g, ref_tensor *grad, double **gmag)
+                                    const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     sc_state s;
     ref_status st = sc_compute(in, p->modes, &s);
@@ -306,7 +307,7 @@ static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
         for (int64_t t = 0; t < n; t++)
             AG[o] += fabs(g->v[t * w + o]);
     }
-    double *mW[2] = {gmag ? gmag[1] : NULL, gmag ? gmag[2] : NULL};
+    double *mW[2] = {gmag ? gmag[1].worst : NULL, gmag ? gmag[2].worst : NULL};
     for (int64_t k = 0; k < M; k++)
         for (int64_t i = 0; i < w; i++) {
             double xr = s.Xr[k * w + i], xi = s.Xi[k * w + i], ax = fabs(xr) + fabs(xi);
@@ -339,12 +340,12 @@ static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
     if (grad[0].v)
         for (int64_t i = 0; i < w; i++) {
             dft_inverse(&s.tw, dXr + i, dXi + i, w, M, 0, grad[0].v + i, w);
-            if (gmag && gmag[0]) {
+            if (gmag && gmag[0].worst) {
                 double m = 0.0;
                 for (int64_t k = 0; k < M; k++)
                     m += (fft_endpoint(k, n) ? 1.0 : 2.0) * mdx[k * w + i];
                 for (int64_t t = 0; t < n; t++)
-                    gmag[0][t * w + i] = m;
+                    gmag[0].worst[t * w + i] = m;
             }
         }
     free(GYr), free(GYi), free(dXr), free(dXi), free(mdx), free(AG);
@@ -353,11 +354,12 @@ static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
 }
 
 static ref_status fft_fno_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                              double *mag)
+                              const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     if (p->variant == 0)
-        return spectral_conv_fwd(p, in, out, mag);
+        return spectral_conv_fwd(p, in, out, mags);
     twiddle_table tw;
     if (p->variant == 1) { /* rfft1d */
         int64_t B = in[0].shape.dim[0], N = in[0].shape.dim[1], K = N / 2 + 1;
@@ -399,7 +401,7 @@ static ref_status fft_fno_fwd(const ref_params *p, int n, const ref_tensor *in, 
 
 static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
                               const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                              double **gmag)
+                              const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -407,7 +409,7 @@ static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
         return spectral_conv_vjp(p, in, g, grad, gmag);
     if (!grad[0].v)
         return REF_OK;
-    double *m = gmag ? gmag[0] : NULL;
+    double *m = gmag ? gmag[0].worst : NULL;
     int64_t B = in[0].shape.dim[0];
     twiddle_table tw;
     if (p->variant == 1) { /* rfft1d adjoint: dx = rfft*(G) */
@@ -581,8 +583,9 @@ static void scan_states(const ref_tensor *in, double *h, double *N)
 }
 
 static ref_status scan_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                           double *mag)
+                           const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     int64_t T = in[2].shape.dim[0], D = in[2].shape.dim[1];
@@ -599,7 +602,7 @@ static ref_status scan_fwd(const ref_params *p, int n, const ref_tensor *in, ref
 }
 
 static ref_status scan_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                           const ref_tensor *g, ref_tensor *grad, double **gmag)
+                           const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)p;
     (void)n;
@@ -615,7 +618,7 @@ static ref_status scan_vjp(const ref_params *p, int n, const ref_tensor *in, con
     scan_states(in, h, N);
     double *m[4];
     for (int k = 0; k < 4; k++)
-        m[k] = gmag && grad[k].v ? gmag[k] : NULL;
+        m[k] = gmag && grad[k].v ? gmag[k].worst : NULL;
     if (shared)
         for (int k = 0; k < 2; k++)
             if (grad[k].v) {
@@ -833,8 +836,9 @@ static ref_status attn_row_alloc(int64_t nK, int extra, attn_row_buf *w, double 
 }
 
 static ref_status attn_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                           double *mag)
+                           const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
     attn_row_buf w;
     if (attn_row_alloc(g.nK, 0, &w, NULL) != REF_OK)
@@ -860,7 +864,7 @@ static ref_status attn_fwd(const ref_params *p, int n, const ref_tensor *in, ref
 }
 
 static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                           const ref_tensor *gt, ref_tensor *grad, double **gmag)
+                           const ref_tensor *gt, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)y;
     attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
@@ -871,7 +875,7 @@ static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, con
     double *dA = more[0], *Gabs = more[1], *dS = more[2], *mdS = more[3];
     double *m[3];
     for (int t = 0; t < 3; t++) {
-        m[t] = gmag && grad[t].v ? gmag[t] : NULL;
+        m[t] = gmag && grad[t].v ? gmag[t].worst : NULL;
         if (grad[t].v)
             memset(grad[t].v, 0, sizeof(double) * (size_t)ref_numel(&in[t].shape));
         if (m[t])

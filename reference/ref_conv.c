@@ -259,14 +259,16 @@ static ref_status cv_forward(const ref_params *p, int n, const ref_tensor *in, r
 }
 
 static ref_status conv_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                           double *mag)
+                           const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     return cv_forward(p, n, in, out, mag, 0);
 }
 
 static ref_status conv_t_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+                             const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     return cv_forward(p, n, in, out, mag, 1);
 }
 
@@ -307,7 +309,7 @@ static void convt_padded_terms(const cv_geom *g, const double *x, const double *
  *   db[oc]      = sum_o g[oc, o].
  * Each entry's magnitude is (number of its terms, >= 1) * sum|terms|. */
 static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *gt,
-                         ref_tensor *grad, double **gmag, int transposed)
+                         ref_tensor *grad, const ref_mag *gmag, int transposed)
 {
     cv_geom g;
     ref_shape shapes[3] = {in[0].shape, in[1].shape, in[2].shape};
@@ -361,7 +363,7 @@ static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const
     if (st == REF_OK && transposed)
         convt_padded_terms(&g, x, W, grad[0].v, grad[1].v);
     for (int t = 0; st == REF_OK && t < 3; t++) {
-        double *m = gmag ? gmag[t] : NULL;
+        double *m = gmag ? gmag[t].worst : NULL;
         if (!grad[t].v || !m)
             continue;
         for (int64_t i = 0; i < count[t]; i++)
@@ -374,7 +376,7 @@ static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const
 }
 
 static ref_status conv_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                           const ref_tensor *g, ref_tensor *grad, double **gmag)
+                           const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)y;
     return cv_vjp(p, n, in, g, grad, gmag, 0);
@@ -382,7 +384,7 @@ static ref_status conv_vjp(const ref_params *p, int n, const ref_tensor *in, con
 
 static ref_status conv_t_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                             double **gmag)
+                             const ref_mag *gmag)
 {
     (void)y;
     return cv_vjp(p, n, in, g, grad, gmag, 1);

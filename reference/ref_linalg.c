@@ -125,8 +125,9 @@ static void mm_forward(const ref_tensor *in, ref_tensor *out, double *mag, doubl
 }
 
 static ref_status matmul_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+                             const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     mm_forward(in, out, mag, 1.0, 0);
@@ -139,7 +140,7 @@ static ref_status matmul_fwd(const ref_params *p, int n, const ref_tensor *in, r
  * m = |alpha| (uses + extra) sum|terms|, uses = the number of terms summed into the element:
  * n per batch b reading ba for dA, m per batch reading bb for dB (counted per batch, once). */
 static ref_status mm_vjp(const ref_tensor *in, const ref_tensor *gt, ref_tensor *grad,
-                         double **gmag, double alpha, int extra)
+                         const ref_mag *gmag, double alpha, int extra)
 {
     mm_geom g;
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
@@ -153,7 +154,7 @@ static ref_status mm_vjp(const ref_tensor *in, const ref_tensor *gt, ref_tensor 
         return REF_ENOMEM;
     }
     double *dA = grad[0].v, *dB = grad[1].v;
-    double *mA = dA && gmag ? gmag[0] : NULL, *mB = dB && gmag ? gmag[1] : NULL;
+    double *mA = dA && gmag ? gmag[0].worst : NULL, *mB = dB && gmag ? gmag[1].worst : NULL;
     for (int64_t i = 0; dA && i < na; i++) {
         dA[i] = 0.0;
         if (mA)
@@ -214,7 +215,7 @@ static ref_status mm_vjp(const ref_tensor *in, const ref_tensor *gt, ref_tensor 
 
 static ref_status matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                             double **gmag)
+                             const ref_mag *gmag)
 {
     (void)p;
     (void)n;
@@ -279,8 +280,9 @@ static ref_status scaled_matmul_shape(const ref_params *p, int n, const ref_shap
 }
 
 static ref_status scaled_matmul_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                    ref_tensor *out, double *mag)
+                                    ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     mm_forward(in, out, mag, p->alpha, 3);
     return REF_OK;
@@ -288,7 +290,7 @@ static ref_status scaled_matmul_fwd(const ref_params *p, int n, const ref_tensor
 
 static ref_status scaled_matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
                                     const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                                    double **gmag)
+                                    const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -381,8 +383,9 @@ static ref_status softmax_matmul_shape(const ref_params *p, int n, const ref_sha
 }
 
 static ref_status softmax_matmul_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                     ref_tensor *out, double *mag)
+                                     ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
@@ -414,13 +417,13 @@ static ref_status softmax_matmul_fwd(const ref_params *p, int n, const ref_tenso
 
 static ref_status softmax_matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
                                      const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                                     double **gmag)
+                                     const ref_mag *gmag)
 {
     (void)p;
     (void)n;
     (void)y;
     smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
-    double *mS = gmag ? gmag[0] : NULL, *mV = gmag ? gmag[1] : NULL;
+    double *mS = gmag ? gmag[0].worst : NULL, *mV = gmag ? gmag[1].worst : NULL;
     size_t row = (size_t)(g.m + 1);
     double *P = malloc(sizeof(double) * row), *F = malloc(sizeof(double) * row);
     double *dP = malloc(sizeof(double) * row), *Gabs = malloc(sizeof(double) * row);
@@ -534,8 +537,9 @@ static int64_t leading_count(const ref_shape *x)
 }
 
 static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+                             const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     int64_t nin = in[1].shape.dim[1], nout = in[1].shape.dim[0];
@@ -561,7 +565,7 @@ static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, r
  * gathers its terms in place, in the same order (m = (terms) * sum|terms| is scaled after). */
 static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                             double **gmag)
+                             const ref_mag *gmag)
 {
     (void)p;
     (void)n;
@@ -569,7 +573,7 @@ static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
     int64_t nin = in[1].shape.dim[1], nout = in[1].shape.dim[0];
     int64_t L = leading_count(&in[0].shape);
     const double *x = in[0].v, *W = in[1].v, *G = g->v;
-    double *mx = gmag ? gmag[0] : NULL, *mw = gmag ? gmag[1] : NULL, *mb = gmag ? gmag[2] : NULL;
+    double *mx = gmag ? gmag[0].worst : NULL, *mw = gmag ? gmag[1].worst : NULL, *mb = gmag ? gmag[2].worst : NULL;
     double *dx = grad[0].v, *dW = grad[1].v, *db = grad[2].v;
     if (dx)
         for (int64_t l = 0; l < L; l++) {

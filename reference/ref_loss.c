@@ -101,8 +101,9 @@ static ref_status sample_class_axis(ref_rng *r, const ref_sample_req *req, ref_p
  * reciprocal and product, or a division) 2u|L|. Over N: m = (N + 4) L, c = 2 (second order of
  * the long sum in low-precision dtypes). Empty: L = 0, m = 0. */
 static ref_status mse_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                          double *mag)
+                          const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     int64_t N = ref_numel(&in[0].shape);
@@ -121,7 +122,7 @@ static ref_status mse_fwd(const ref_params *p, int n, const ref_tensor *in, ref_
 /* dyhat_i = ((yhat_i - t_i) * (2/N)) * g (TorchLean's CPU order); dt_i = 0 - dyhat_i.
  * Error: diff, the constant 2/N, two products: 4u|dyhat|; m = |dyhat|, c = 5 (one spare). */
 static ref_status mse_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                          const ref_tensor *g, ref_tensor *grad, double **gmag)
+                          const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)p;
     (void)n;
@@ -132,13 +133,13 @@ static ref_status mse_vjp(const ref_params *p, int n, const ref_tensor *in, cons
         double dy = ((in[0].v[i] - in[1].v[i]) * scale) * g->v[0];
         if (grad[0].v) {
             grad[0].v[i] = dy;
-            if (gmag && gmag[0])
-                gmag[0][i] = fabs(dy);
+            if (gmag && gmag[0].worst)
+                gmag[0].worst[i] = fabs(dy);
         }
         if (grad[1].v) {
             grad[1].v[i] = 0.0 - dy;
-            if (gmag && gmag[1])
-                gmag[1][i] = fabs(dy);
+            if (gmag && gmag[1].worst)
+                gmag[1].worst[i] = fabs(dy);
         }
     }
     return REF_OK;
@@ -198,8 +199,9 @@ static void ce_domain(const ref_params *p, int n, const ref_shape *in, int i, re
  * Error: ls_c carries u E_c; K = (slices * classes) products and a K-term sum carry K u sum|t ls|;
  * the division u|L|: m = (sum |t_c| E_c + K sum |t_c ls_c|) / S + |L|, c = 2. */
 static ref_status ce_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                         double *mag)
+                         const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     const ref_shape *s = &in[0].shape;
     int ax = ref_norm_axis(p->axis, s->rank);
@@ -235,7 +237,7 @@ static ref_status ce_fwd(const ref_params *p, int n, const ref_tensor *in, ref_t
  * final g/S: m = |g|/S (p_c (E_c + 4)|T| + p_c (C + 1) sum|t| + |p_c T - t_c| + 2|t_c|)
  * + 2|dlogits_c|, T = sum_l t_l, c = 2. */
 static ref_status ce_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                         const ref_tensor *g, ref_tensor *grad, double **gmag)
+                         const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -245,7 +247,7 @@ static ref_status ce_vjp(const ref_params *p, int n, const ref_tensor *in, const
     int ax = ref_norm_axis(p->axis, s->rank);
     ref_axis_split a = ref_split_axis(s, ax);
     double S = slices_denominator(s, ax), gs = g->v[0];
-    double *mag = gmag ? gmag[0] : NULL;
+    double *mag = gmag ? gmag[0].worst : NULL;
     if (a.len == 0)
         return REF_OK;
     double *w = alloc_work(a.len);
@@ -302,8 +304,9 @@ static ref_status distill_shape(const ref_params *p, int n, const ref_shape *in,
  * m = T^2/S (sum |a_c - b_c| q_c (Ea_c + 1) + q_c (Ea_c + Eb_c) + (K + 1) sum|term|) + 3|L|,
  * c = 2. */
 static ref_status distill_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                              double *mag)
+                              const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     const ref_shape *s = &in[0].shape;
     int ax = ref_norm_axis(p->axis, s->rank);
@@ -345,7 +348,7 @@ static ref_status distill_fwd(const ref_params *p, int n, const ref_tensor *in, 
  * + p_c (Eb_c + 4 + C sum q + sum_l q_l (Ea_l + 1)) + 2|p_c - q_c|) + 2|ds_c|, c = 2. */
 static ref_status distill_vjp(const ref_params *p, int n, const ref_tensor *in,
                               const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                              double **gmag)
+                              const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -355,7 +358,7 @@ static ref_status distill_vjp(const ref_params *p, int n, const ref_tensor *in,
     int ax = ref_norm_axis(p->axis, s->rank);
     ref_axis_split a = ref_split_axis(s, ax);
     double S = slices_denominator(s, ax), T = p->temperature, gs = g->v[0];
-    double *mag = gmag ? gmag[0] : NULL;
+    double *mag = gmag ? gmag[0].worst : NULL;
     if (a.len == 0)
         return REF_OK;
     double *ws = alloc_work(a.len), *wt = alloc_work(a.len);

@@ -144,8 +144,9 @@ static double ln_row_dx(const ln_stats *s, int64_t N, const ln_means *mm, double
 
 /* y = (x - mu) / sigma * gamma + beta.  m_i = |gamma_i| d_xhat_i + |xhat_i gamma_i| + |y_i|. */
 static ref_status layer_norm_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                 ref_tensor *out, double *mag)
+                                 ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     int64_t R, N;
     ln_split(p, &in[0].shape, &R, &N);
@@ -172,14 +173,14 @@ static ref_status layer_norm_fwd(const ref_params *p, int n, const ref_tensor *i
  * 1/sigma carries d_sigma/sigma; dgamma/dbeta are length-R sums (R sum|.|) plus d_xhat. */
 static ref_status layer_norm_vjp(const ref_params *p, int n, const ref_tensor *in,
                                  const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                                 double **gmag)
+                                 const ref_mag *gmag)
 {
     (void)n;
     (void)y;
     int64_t R, N;
     ln_split(p, &in[0].shape, &R, &N);
     const double *gamma = in[1].v;
-    double *mx = gmag ? gmag[0] : NULL, *mg = gmag ? gmag[1] : NULL, *mb = gmag ? gmag[2] : NULL;
+    double *mx = gmag ? gmag[0].worst : NULL, *mg = gmag ? gmag[1].worst : NULL, *mb = gmag ? gmag[2].worst : NULL;
     if (grad[1].v)
         memset(grad[1].v, 0, sizeof(double) * (size_t)N);
     if (grad[2].v)
@@ -315,8 +316,9 @@ static double bn_eval_sigma(const ref_tensor *in, int64_t c, double eps)
  * y = x scale + shift: error <= u (7 |x scale| + 8 |mu scale| + |beta| + |y|), so
  * m_i = 4 (|x| + |mu|) |gamma| / sigma + |beta| + |y| with c = 2. */
 static ref_status batch_norm_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                 ref_tensor *out, double *mag)
+                                 ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     int64_t C = in[0].shape.dim[0], N = bn_positions(&in[0].shape);
     const double *gamma = in[1].v, *beta = in[2].v;
@@ -354,13 +356,13 @@ static ref_status batch_norm_fwd(const ref_params *p, int n, const ref_tensor *i
  * dbeta_c = sum_j g (m = N sum|g|). */
 static ref_status batch_norm_vjp(const ref_params *p, int n, const ref_tensor *in,
                                  const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                                 double **gmag)
+                                 const ref_mag *gmag)
 {
     (void)n;
     (void)y;
     int64_t C = in[0].shape.dim[0], N = bn_positions(&in[0].shape);
     const double *gamma = in[1].v;
-    double *mx = gmag ? gmag[0] : NULL, *mg = gmag ? gmag[1] : NULL, *mb = gmag ? gmag[2] : NULL;
+    double *mx = gmag ? gmag[0].worst : NULL, *mg = gmag ? gmag[1].worst : NULL, *mb = gmag ? gmag[2].worst : NULL;
     for (int64_t c = 0; c < C; c++) {
         const double *x = in[0].v + c * N, *gc = g->v + c * N;
         double dgamma = 0.0, dbeta = 0.0, m_dgamma = 0.0, m_dbeta = 0.0;

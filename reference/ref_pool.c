@@ -206,8 +206,9 @@ static int64_t max_winner(const int64_t *cells, int64_t nk, const double *x_c)
  * Error model: a selection is exact, m = |y| and c = 1 (half an ulp of float32 slack, less than
  * the distance to any other float32 value, so picking a different cell fails). */
 static ref_status max_pool_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                               double *mag)
+                               const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
@@ -233,7 +234,7 @@ static ref_status max_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
  * is a copy. */
 static ref_status max_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
                                const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                               double **gmag)
+                               const ref_mag *gmag)
 {
     (void)y;
     if (!grad[0].v)
@@ -243,7 +244,7 @@ static ref_status max_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
         return REF_EINVAL;
     int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), nx = g.C * nin;
     int64_t K = ref_sp_count(&g.k);
-    double *m = gmag ? gmag[0] : NULL;
+    double *m = gmag ? gmag[0].worst : NULL;
     int64_t *routes = calloc((size_t)nx + 1, sizeof(int64_t)), *cells = pl_cells_alloc(K);
     if (!routes || !cells) {
         free(routes), free(cells);
@@ -317,8 +318,9 @@ static smooth_win smooth_window(const int64_t *cells, int64_t nk, const double *
  * second-order terms and a libm exp/log of a couple of ulp. Overflow-scale inputs stay finite:
  * every exponent is <= 0 and S lies in [1, K]. */
 static ref_status smooth_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                  ref_tensor *out, double *mag)
+                                  ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
@@ -348,7 +350,7 @@ static ref_status smooth_pool_fwd(const ref_params *p, int n, const ref_tensor *
  * n windows summed add n. m_i = sum over its windows of |g w_i| (n_i + R), c = 2. */
 static ref_status smooth_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
                                   const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                                  double **gmag)
+                                  const ref_mag *gmag)
 {
     (void)y;
     if (!grad[0].v)
@@ -359,7 +361,7 @@ static ref_status smooth_pool_vjp(const ref_params *p, int n, const ref_tensor *
     int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), nx = g.C * nin;
     int64_t K = ref_sp_count(&g.k);
     double beta = p->beta, ab = fabs(beta);
-    double *m = gmag ? gmag[0] : NULL;
+    double *m = gmag ? gmag[0].worst : NULL;
     int64_t *uses = calloc((size_t)nx + 1, sizeof(int64_t)), *cells = pl_cells_alloc(K);
     double *rel = calloc((size_t)nx + 1, sizeof(double));
     if (!uses || !rel || !cells) {
@@ -402,8 +404,9 @@ static ref_status smooth_pool_vjp(const ref_params *p, int n, const ref_tensor *
  * product with a rounded 1/K) two on |y|: |err| <= u ((K-1)/K sum|x| + 2|y|), so
  * m = sum_window |x| + 2|y| and c = 1. */
 static ref_status avg_pool_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                               double *mag)
+                               const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
@@ -436,7 +439,7 @@ static ref_status avg_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
  * m_i = (n_i + 1) sum |g| / K, c = 1. */
 static ref_status avg_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
                                const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                               double **gmag)
+                               const ref_mag *gmag)
 {
     (void)y;
     if (!grad[0].v)
@@ -446,7 +449,7 @@ static ref_status avg_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
         return REF_EINVAL;
     int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), nx = g.C * nin;
     int64_t K = ref_sp_count(&g.k);
-    double *m = gmag ? gmag[0] : NULL;
+    double *m = gmag ? gmag[0].worst : NULL;
     int64_t *uses = calloc((size_t)nx + 1, sizeof(int64_t)), *cells = pl_cells_alloc(K);
     if (!uses || !cells) {
         free(uses), free(cells);

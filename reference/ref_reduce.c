@@ -61,8 +61,9 @@ static double axis_sum(const ref_tensor *x, ref_axis_split a, int64_t o, int64_t
 
 /* reduceSum: y[o, i] = left fold from 0 of x[o, j, i] over j. */
 static ref_status reduce_sum_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                 ref_tensor *out, double *mag)
+                                 ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     for (int64_t o = 0; o < a.outer; o++)
@@ -78,7 +79,7 @@ static ref_status reduce_sum_fwd(const ref_params *p, int n, const ref_tensor *i
 /* reduceSum VJP: dx[o, j, i] = g[o, i]. */
 static ref_status reduce_sum_vjp(const ref_params *p, int n, const ref_tensor *in,
                                  const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                                 double **gmag)
+                                 const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -90,16 +91,17 @@ static ref_status reduce_sum_vjp(const ref_params *p, int n, const ref_tensor *i
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t k = (o * a.len + j) * a.inner + i;
                 grad[0].v[k] = g->v[o * a.inner + i];
-                if (gmag && gmag[0])
-                    gmag[0][k] = fabs(grad[0].v[k]);
+                if (gmag && gmag[0].worst)
+                    gmag[0].worst[k] = fabs(grad[0].v[k]);
             }
     return REF_OK;
 }
 
 /* reduceMean: y[o, i] = (left fold from 0 of x[o, j, i] over j) / n, n = axis extent >= 1. */
 static ref_status reduce_mean_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                  ref_tensor *out, double *mag)
+                                  ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     for (int64_t o = 0; o < a.outer; o++)
@@ -116,7 +118,7 @@ static ref_status reduce_mean_fwd(const ref_params *p, int n, const ref_tensor *
 /* reduceMean VJP: dx[o, j, i] = g[o, i] / n. */
 static ref_status reduce_mean_vjp(const ref_params *p, int n, const ref_tensor *in,
                                   const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                                  double **gmag)
+                                  const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -128,8 +130,8 @@ static ref_status reduce_mean_vjp(const ref_params *p, int n, const ref_tensor *
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t k = (o * a.len + j) * a.inner + i;
                 grad[0].v[k] = g->v[o * a.inner + i] / (double)a.len;
-                if (gmag && gmag[0])
-                    gmag[0][k] = fabs(grad[0].v[k]);
+                if (gmag && gmag[0].worst)
+                    gmag[0].worst[k] = fabs(grad[0].v[k]);
             }
     return REF_OK;
 }

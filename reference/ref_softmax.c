@@ -126,15 +126,17 @@ static ref_status softmax_core(const ref_tensor *x, const double *mask, int axis
 }
 
 static ref_status softmax_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                              double *mag)
+                              const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mag, 0);
 }
 
 static ref_status log_softmax_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                  ref_tensor *out, double *mag)
+                                  ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mag, 1);
 }
@@ -200,13 +202,13 @@ static ref_status softmax_vjp_core(const ref_tensor *x, const double *mask, int 
 
 static ref_status softmax_vjp(const ref_params *p, int n, const ref_tensor *in,
                               const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                              double **gmag)
+                              const ref_mag *gmag)
 {
     (void)n;
     if (!grad[0].v)
         return REF_OK;
     return softmax_vjp_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), y, g,
-                            grad[0].v, gmag ? gmag[0] : NULL);
+                            grad[0].v, gmag ? gmag[0].worst : NULL);
 }
 
 /* logSoftmax VJP from the saved output: dx = g - exp(y) * sum g.
@@ -214,13 +216,13 @@ static ref_status softmax_vjp(const ref_params *p, int n, const ref_tensor *in,
  * m_i = |g_i| + |dx_i| + p_i ((n-1) sum|g| + |sum g| (|y_i| + F_i + 2)), p_i = exp(y_i). */
 static ref_status log_softmax_vjp(const ref_params *p, int n, const ref_tensor *in,
                                   const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                                  double **gmag)
+                                  const ref_mag *gmag)
 {
     (void)n;
     if (!grad[0].v)
         return REF_OK;
     const ref_shape *s = &in[0].shape;
-    double *mag = gmag ? gmag[0] : NULL;
+    double *mag = gmag ? gmag[0].worst : NULL;
     if (s->rank == 0) {
         grad[0].v[0] = 0.0; /* scalar: y is constant 0 */
         if (mag)
@@ -271,8 +273,9 @@ static ref_status masked_shape(const ref_params *p, int n, const ref_shape *in, 
  * blocked entries are exactly 0, a fully blocked row is all zeros, a scalar is 1 if allowed
  * else 0. Error model: softmax's, with n = the number of allowed entries of the row. */
 static ref_status masked_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+                             const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     return softmax_core(&in[0], in[1].v, in[0].shape.rank - 1, out, mag, 0);
@@ -281,14 +284,14 @@ static ref_status masked_fwd(const ref_params *p, int n, const ref_tensor *in, r
 /* dx = y * (g - <g, y>) per row at the masked output (the mask is constant, no gradient). */
 static ref_status masked_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                             double **gmag)
+                             const ref_mag *gmag)
 {
     (void)p;
     (void)n;
     if (!grad[0].v)
         return REF_OK;
     return softmax_vjp_core(&in[0], in[1].v, in[0].shape.rank - 1, y, g, grad[0].v,
-                            gmag ? gmag[0] : NULL);
+                            gmag ? gmag[0].worst : NULL);
 }
 
 static ref_status sample_masked(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
@@ -321,8 +324,9 @@ static ref_status topk_shape(const ref_params *p, int n, const ref_shape *in, re
  * k >= n ones; a scalar is one slice of length 1. NaN compares false (it beats nothing and
  * nothing beats it); case generators keep NaN out. The output is exact: m_i = 0. */
 static ref_status topk_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                           double *mag)
+                           const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     const ref_shape *s = &in[0].shape;
     ref_axis_split a = {1, 1, 1};
@@ -348,7 +352,7 @@ static ref_status topk_fwd(const ref_params *p, int n, const ref_tensor *in, ref
 
 /* requiresVJP is false (the mask is piecewise constant); if a VJP is asked for, it is zero. */
 static ref_status topk_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                           const ref_tensor *g, ref_tensor *grad, double **gmag)
+                           const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)p;
     (void)n;
@@ -359,8 +363,8 @@ static ref_status topk_vjp(const ref_params *p, int n, const ref_tensor *in, con
     int64_t N = ref_numel(&in[0].shape);
     for (int64_t i = 0; i < N; i++) {
         grad[0].v[i] = 0.0;
-        if (gmag && gmag[0])
-            gmag[0][i] = 0.0;
+        if (gmag && gmag[0].worst)
+            gmag[0].worst[i] = 0.0;
     }
     return REF_OK;
 }

@@ -45,6 +45,11 @@ static void sample_result(cc_result *r)
     r->expected = NAN;
     r->got = -0.0;
     r->bound = 4.9406564584124654e-324;
+    r->accumulation = CC_ACC_RELAXED;
+    r->suspect_ratio = 1.5;
+    r->suspect = r->vacuous = 1;
+    r->has_power = 1;
+    r->power = (cc_power){NAN, 2.8284271247461903, INFINITY, 0};
     r->elements = 6;
     r->seconds = 0.25;
 }
@@ -190,7 +195,7 @@ static void test_journal_order_and_torn_tail(void **state)
 
     /* run.json */
     cc_run_info ri = {n, cc_case_list_hash(l.v, n), "reference", "desc \"quoted\"", "a.cases",
-                      "capcheck run a.cases", 18446744073709551615ull, "openblas,reference"},
+                      "capcheck run a.cases", 18446744073709551615ull, "openblas,reference", "relaxed"},
                 back;
     assert_int_equal(cc_run_info_write(dir, &ri, msg, sizeof msg), 0);
     assert_int_equal(cc_run_info_read(dir, &back, msg, sizeof msg), 0);

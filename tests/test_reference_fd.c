@@ -80,7 +80,7 @@ static void free_case(fd_case *c)
 static void forward(const fd_case *c, const ref_tensor *in, ref_tensor *out, double *mag)
 {
     out->shape = c->out_shape;
-    ref_status st = c->op->forward(&c->p, c->n, in, out, mag);
+    ref_status st = ref_t_forward(c->op, &c->p, c->n, in, out, mag);
     if (st != REF_OK)
         fail_msg("%s forward failed (status %d)", c->op->name, (int)st);
 }
@@ -107,7 +107,7 @@ static void check_case(fd_case *c, uint64_t seed, int *checked_inputs)
         grad[i].v = input_is_differentiable(op, i) ? alloc_doubles(ref_numel(&c->shape[i])) : NULL;
         gmag[i] = grad[i].v ? alloc_doubles(ref_numel(&c->shape[i])) : NULL;
     }
-    ref_status st = op->vjp(&c->p, c->n, c->in, &y, &v, grad, gmag);
+    ref_status st = ref_t_vjp(op, &c->p, c->n, c->in, &y, &v, grad, gmag);
     assert_int_equal(st, REF_OK);
 
     char shapes[256] = "";

@@ -1,0 +1,240 @@
+#include "harness/power.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/dtype.h"
+#include "harness/merge.h"
+
+/* The ladders: k = 2^(i/2) for i < 61, and j = 2^i ulps for i < 31 (both 1 .. 2^30). */
+#define K_STEPS 61
+#define ULP_STEPS 31
+
+static double ladder(int i, int ulps)
+{
+    return ulps ? ldexp(1.0, i) : ldexp(i % 2 ? 1.4142135623730951 : 1.0, i / 2);
+}
+
+typedef struct {
+    const double *expected;
+    const ref_mag *mag;
+    const cc_view *got;
+    const cc_bound_model *m;
+    int64_t n;
+    double tau;     /* the typical error; 0 in ulp mode */
+    int suspect;    /* judge against min(bound, suspect bound) */
+} perturbation;
+
+/* Does moving every finite element by `amount` (k * tau, or k ulps of itself) away from the
+ * expected value along its own error make the output fail? amount 0: as the provider gave it. */
+static int rejected(const perturbation *pt, double k)
+{
+    cc_dtype t = pt->got->dtype;
+    for (int64_t i = 0; i < pt->n; i++) {
+        double g = cc_load(t, pt->got->data, i), e = pt->expected[i];
+        if (isfinite(g) && isfinite(e)) {
+            double step = pt->tau > 0 ? k * pt->tau : k * cc_ulp(t, g);
+            g = cc_round_to(t, g + (g < e ? -step : step));
+        }
+        cc_element_mag em = cc_element_mag_at(pt->mag, i);
+        double b = cc_element_bound(pt->m, em);
+        if (pt->suspect)
+            b = fmin(b, cc_element_suspect_bound(pt->m, em));
+        if (cc_element_ratio_of(e, g, b, t, pt->m) > 1.0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The smallest ladder value that is rejected (a binary search: rejection grows with the
+ * perturbation); 0 when the unperturbed output already is, +Inf when the top of the ladder is
+ * not. */
+static double smallest_rejected(const perturbation *pt, int ulps)
+{
+    if (rejected(pt, 0.0))
+        return 0.0;
+    int lo = -1, hi = (ulps ? ULP_STEPS : K_STEPS) - 1; /* not rejected at lo (-1: none yet) */
+    if (!rejected(pt, ladder(hi, ulps)))
+        return INFINITY;
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (rejected(pt, ladder(mid, ulps)))
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return ladder(hi, ulps);
+}
+
+void cc_power_init(cc_power *pw)
+{
+    pw->k_fail = pw->k_suspect = NAN;
+    pw->ulp_fail = pw->ulp_suspect = INFINITY;
+}
+
+static void keep_smaller(double *slot, double v)
+{
+    if (!isnan(v) && (isnan(*slot) || v < *slot))
+        *slot = v;
+}
+
+void cc_power_of_check(const double *expected, const ref_mag *mag, const cc_view *got,
+                       const cc_bound_model *m, cc_power *pw)
+{
+    int64_t n = 1;
+    for (int i = 0; i < got->rank; i++)
+        n *= got->shape[i];
+    if (n <= 0)
+        return;
+    double sq = 0.0;
+    int64_t finite = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double g = cc_load(got->dtype, got->data, i);
+        if (isfinite(g) && isfinite(expected[i])) {
+            sq += (g - expected[i]) * (g - expected[i]);
+            finite++;
+        }
+    }
+    perturbation pt = {expected, mag, got, m, n, 0.0, 0};
+    for (pt.suspect = 0; pt.suspect <= 1; pt.suspect++)
+        keep_smaller(pt.suspect ? &pw->ulp_suspect : &pw->ulp_fail, smallest_rejected(&pt, 1));
+    pt.tau = finite > 0 ? sqrt(sq / (double)finite) : 0.0;
+    if (!(pt.tau > 0) || !isfinite(pt.tau))
+        return; /* exact: k times no error is no error */
+    for (pt.suspect = 0; pt.suspect <= 1; pt.suspect++)
+        keep_smaller(pt.suspect ? &pw->k_suspect : &pw->k_fail, smallest_rejected(&pt, 0));
+}
+
+/* ---- the table ----------------------------------------------------------------------------- */
+
+typedef struct {
+    char op[32];
+    cc_dtype dtype;
+    cc_device device;
+    long cases, measured; /* results with power figures; those that passed (the ones that count) */
+    cc_power min;         /* the smallest figures over the measured cases */
+} power_row;
+
+static power_row *power_row_of(power_row **rows, size_t *n, size_t *cap, const cc_result *r)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp((*rows)[i].op, r->op) == 0 && (*rows)[i].dtype == r->dtype &&
+            (*rows)[i].device == r->device)
+            return &(*rows)[i];
+    if (*n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 64;
+        power_row *v = realloc(*rows, nc * sizeof *v);
+        if (!v)
+            return NULL;
+        *rows = v;
+        *cap = nc;
+    }
+    power_row *row = &(*rows)[(*n)++];
+    memset(row, 0, sizeof *row);
+    snprintf(row->op, sizeof row->op, "%s", r->op);
+    row->dtype = r->dtype;
+    row->device = r->device;
+    cc_power_init(&row->min);
+    return row;
+}
+
+/* A figure as the table prints it: "exact" (NaN: the provider made no error), "> 2^30" (+Inf:
+ * nothing on the ladder), else the ladder value. */
+static void power_cell(FILE *f, double v)
+{
+    if (isnan(v))
+        fputs(" exact |", f);
+    else if (isinf(v))
+        fputs(" > 2^30 |", f);
+    else
+        fprintf(f, " %.3g |", v);
+}
+
+int cc_power_command(int argc, char **argv, FILE *out, FILE *err)
+{
+    const char *dir = NULL, *md_path = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--markdown") == 0 && i + 1 < argc)
+            md_path = argv[++i];
+        else if (argv[i][0] != '-' && !dir)
+            dir = argv[i];
+        else {
+            fprintf(err, "capcheck power: usage: capcheck power DIR [--markdown FILE] (DIR: a "
+                         "run made with --power)\n");
+            return 2;
+        }
+    }
+    if (!dir) {
+        fprintf(err, "capcheck power: give the folder of a run made with --power\n");
+        return 2;
+    }
+    cc_run run;
+    char msg[1024];
+    if (cc_run_load(dir, CC_LOAD_RESULTS, &run, msg, sizeof msg)) {
+        fprintf(err, "capcheck power: %s\n", msg);
+        return 2;
+    }
+    power_row *rows = NULL;
+    size_t n = 0, cap = 0;
+    int any = 0, rc = 0;
+    const char *acc = "strict";
+    for (size_t i = 0; i < run.n_results && rc == 0; i++) {
+        const cc_result *r = &run.results[i];
+        if (!r->has_power)
+            continue;
+        any = 1;
+        acc = cc_accumulation_name(r->accumulation);
+        power_row *row = power_row_of(&rows, &n, &cap, r);
+        if (!row) {
+            fprintf(err, "capcheck power: out of memory\n");
+            rc = 2;
+            break;
+        }
+        row->cases++;
+        if (r->status != CC_RES_PASS) /* a case that already fails measures nothing */
+            continue;
+        row->measured++;
+        keep_smaller(&row->min.k_fail, r->power.k_fail);
+        keep_smaller(&row->min.ulp_fail, r->power.ulp_fail);
+        if (!r->suspect) { /* one that is already suspect measures nothing under suspect */
+            keep_smaller(&row->min.k_suspect, r->power.k_suspect);
+            keep_smaller(&row->min.ulp_suspect, r->power.ulp_suspect);
+        }
+    }
+    if (rc == 0 && !any) {
+        fprintf(err, "capcheck power: %s has no power figures (run it with --power)\n", dir);
+        rc = 2;
+    }
+    FILE *md = NULL;
+    if (rc == 0 && md_path && !(md = fopen(md_path, "w"))) {
+        fprintf(err, "capcheck power: cannot write %s\n", md_path);
+        rc = 2;
+    }
+    for (FILE *f = out; rc == 0 && f; f = f == out ? md : NULL) {
+        fprintf(f, "Detection power of %s (%s accumulation): per op x dtype, the smallest "
+                   "perturbation one of its passing cases rejects; k in units of the provider's "
+                   "own typical error on that output (RMS), ulps of the dtype; failing, and "
+                   "counting suspect (lambda %g) as failing.\n\n",
+                dir, acc, CC_SUSPECT_LAMBDA);
+        fputs("| op | dtype | device | cases | passing | k fail | k suspect | ulps fail | "
+              "ulps suspect |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n", f);
+        for (size_t i = 0; i < n; i++) {
+            const power_row *row = &rows[i];
+            fprintf(f, "| %s | %s | %s | %ld | %ld |", row->op, cc_dtype_name(row->dtype),
+                    cc_device_name(row->device), row->cases, row->measured);
+            power_cell(f, row->min.k_fail);
+            power_cell(f, row->min.k_suspect);
+            power_cell(f, row->min.ulp_fail);
+            power_cell(f, row->min.ulp_suspect);
+            fputc('\n', f);
+        }
+    }
+    if (md && fclose(md)) {
+        fprintf(err, "capcheck power: cannot write %s\n", md_path);
+        rc = 2;
+    }
+    free(rows);
+    cc_run_free(&run);
+    return rc;
+}

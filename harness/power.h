@@ -1,0 +1,39 @@
+/* Detection power: the smallest error the judge rejects, measured on a correct provider.
+ *
+ * For every output and gradient a case compares, the provider's own values are perturbed and
+ * judged again under the same bound model (rounded to the dtype, as a provider would store them):
+ *   k    got_i + k * tau * s_i, tau the typical error of this correct kernel on this output
+ *        (the root mean square of got - expected over its finite elements), s_i the sign of
+ *        element i's own error (+ where it is exact): "a kernel whose every element errs k times
+ *        more than this one typically does";
+ *   ulp  got_i + j * ulp(got_i) * s_i: "a kernel off by j ulps everywhere".
+ * The figure of a check is the smallest k (on the ladder 1, 1.41, 2, 2.83, .. 2^30) and the
+ * smallest j (1, 2, 4, .. 2^30) that make it fail, and the same with suspect counted as a
+ * failure; a case keeps the smallest over its checks. 0: the unperturbed output is already
+ * rejected; +Inf: nothing on the ladder is; NaN (k only): the provider was exact on every check,
+ * so k times its error is no error.
+ * `capcheck power` reads these figures from results.jsonl (a run with --power) and writes the
+ * table per op x dtype: the suite rejects a perturbation when one of its cases does. */
+#ifndef CAPCHECK_POWER_H
+#define CAPCHECK_POWER_H
+
+#include <stdio.h>
+
+#include "harness/compare.h"
+
+typedef struct {
+    double k_fail, k_suspect;     /* in units of the typical error */
+    double ulp_fail, ulp_suspect; /* in ulps of the dtype */
+} cc_power;
+
+/* Every figure +Inf except k: NaN until a check with an error comes. */
+void cc_power_init(cc_power *pw);
+/* Merge the figures of one compared output into pw (the smaller figure wins; a NaN k never). */
+void cc_power_of_check(const double *expected, const ref_mag *mag, const cc_view *got,
+                       const cc_bound_model *m, cc_power *pw);
+
+/* capcheck power DIR [--markdown FILE]: the table of a run made with --power. Exit 0, or 2 for
+ * a folder without such results (one sentence). */
+int cc_power_command(int argc, char **argv, FILE *out, FILE *err);
+
+#endif
