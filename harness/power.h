@@ -2,16 +2,16 @@
  *
  * For every output and gradient a case compares, the provider's own values are perturbed and
  * judged again under the same bound model (rounded to the dtype, as a provider would store them):
- *   k    got_i + k * tau * s_i, tau the typical error of this correct kernel on this output
- *        (the root mean square of got - expected over its finite elements), s_i the sign of
- *        element i's own error (+ where it is exact): "a kernel whose every element errs k times
- *        more than this one typically does";
- *   ulp  got_i + j * ulp(got_i) * s_i: "a kernel off by j ulps everywhere".
+ *   k    expected_i + k * (got_i - expected_i): "a kernel k times less accurate than this one",
+ *        each element's error scaled by k (the typical error of a correct kernel is the one it
+ *        made on that element; an element it got exactly right stays right);
+ *   ulp  got_i + j * ulp(got_i) * s_i, s_i the sign of element i's own error (+ where it is
+ *        exact): "a kernel off by j more ulps everywhere".
  * The figure of a check is the smallest k (on the ladder 1, 1.41, 2, 2.83, .. 2^30) and the
  * smallest j (1, 2, 4, .. 2^30) that make it fail, and the same with suspect counted as a
  * failure; a case keeps the smallest over its checks. 0: the unperturbed output is already
- * rejected; +Inf: nothing on the ladder is; NaN (k only): the provider was exact on every check,
- * so k times its error is no error.
+ * rejected; +Inf: nothing on the ladder is; NaN (k only): the provider was exact on every
+ * element of every check, so k times its error is no error.
  * `capcheck power` reads these figures from results.jsonl (a run with --power) and writes the
  * table per op x dtype: the suite rejects a perturbation when one of its cases does. */
 #ifndef CAPCHECK_POWER_H

@@ -43,7 +43,10 @@
  *     X error eX_i = (n + 2) A_i; MY_k[o] = sum_i |X_k[i]|_1 |W_k,i,o|_1 bounds |Yr|, |Yi|;
  *     eY_k[o] = (2 width + 1) MY_k[o] + sum_i |W_k,i,o|_1 eX_i (length-2width mixing sums);
  *     m(y_t[o]) = sum_{k < modes} (m_k/n) (1 + iota_k) ((n + 2) MY_k[o] + eY_k[o]).
- *   c_fwd = c_vjp = 2. */
+ *   c_fwd = c_vjp = 2.
+ * Strict f16/bf16: no split (an FFT's butterflies may run in the dtype; ATen has no f16/bf16
+ * FFT on CPU). prob for rfft1d/irfft1d and their adjoints: n becomes sqrt(n); spectralConv has
+ * none (never suspect). */
 
 static int fft_endpoint(int64_t k, int64_t n)
 {
@@ -374,7 +377,8 @@ static ref_status fft_fno_fwd(const ref_params *p, int n, const ref_tensor *in, 
                 for (int64_t t = 0; t < N; t++)
                     a += fabs(x[t]);
                 for (int64_t j = 0; j < 2 * K; j++)
-                    mag[b * K * 2 + j] = (double)(N + 2) * a;
+                    ref_mag_set(mags, b * K * 2 + j, (double)(N + 2) * a, NAN,
+                                (sqrt((double)N) + 2.0) * a);
             }
         }
         twiddles_free(&tw);
@@ -392,7 +396,8 @@ static ref_status fft_fno_fwd(const ref_params *p, int n, const ref_tensor *in, 
                 a += fft_weight(k, N) *
                      (fabs(z[2 * k]) + (fft_endpoint(k, N) ? 0.0 : fabs(z[2 * k + 1])));
             for (int64_t t = 0; t < N; t++)
-                mag[b * N + t] = (double)(N + 2) * a;
+                ref_mag_set(mags, b * N + t, (double)(N + 2) * a, NAN,
+                            (sqrt((double)N) + 2.0) * a);
         }
     }
     twiddles_free(&tw);
@@ -424,7 +429,8 @@ static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
                 for (int64_t k = 0; k < K; k++)
                     a += fabs(G[2 * k]) + (fft_endpoint(k, N) ? 0.0 : fabs(G[2 * k + 1]));
                 for (int64_t t = 0; t < N; t++)
-                    m[b * N + t] = (double)(N + 3) * a;
+                    ref_mag_set(&gmag[0], b * N + t, (double)(N + 3) * a, NAN,
+                                (sqrt((double)N) + 3.0) * a);
             }
         }
         twiddles_free(&tw);
@@ -445,7 +451,9 @@ static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
             dz[2 * k] *= wk;
             dz[2 * k + 1] *= wk; /* exactly 0 at the endpoints (dft_forward) */
             if (m)
-                m[b * K * 2 + 2 * k] = m[b * K * 2 + 2 * k + 1] = wk * (double)(N + 3) * a;
+                for (int part = 0; part < 2; part++)
+                    ref_mag_set(&gmag[0], b * K * 2 + 2 * k + part, wk * (double)(N + 3) * a, NAN,
+                                wk * (sqrt((double)N) + 3.0) * a);
         }
     }
     twiddles_free(&tw);
@@ -519,7 +527,10 @@ static ref_status sample_fft_fno(ref_rng *r, const ref_sample_req *req, ref_para
  * eG_t = (2(T - t) + 1) NG_t. With e_h(t-1) = (2t + 1) N_{t-1} (0 for h0, which is exact):
  *   m(dx_t) = |b_t| (eG_t + NG_t);  m(db_t) = |x_t| (eG_t + NG_t);
  *   m(da_t) = NG_t e_h(t-1) + N_{t-1} (eG_t + NG_t);  m(dh0) = |a_0| (eG_0 + NG_0);
- *   shared da, db: a length-T sum: T sum_t |terms| + sum_t m(term). c_vjp = 2. */
+ *   shared da, db: a length-T sum: T sum_t |terms| + sum_t m(term). c_vjp = 2.
+ * Strict f16/bf16 (ref.h): the recurrence is an accumulation: it runs in float32 and each output
+ * is rounded once (dtype = |value|). prob: each chain of k roundings counts sqrt(k) + 1
+ * (forward: (sqrt(2t + 2) + 1) N_t), T becomes sqrt(T). */
 
 static ref_status scan_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
                              ref_err *e)
@@ -585,7 +596,6 @@ static void scan_states(const ref_tensor *in, double *h, double *N)
 static ref_status scan_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
                            const ref_mag *mags)
 {
-    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     int64_t T = in[2].shape.dim[0], D = in[2].shape.dim[1];
@@ -593,10 +603,13 @@ static ref_status scan_fwd(const ref_params *p, int n, const ref_tensor *in, ref
     if (!N)
         return REF_ENOMEM;
     scan_states(in, out->v, N);
-    if (mag)
+    if (mags)
         for (int64_t t = 0; t < T; t++)
-            for (int64_t d = 0; d < D; d++)
-                mag[t * D + d] = (double)(2 * t + 3) * N[t * D + d];
+            for (int64_t d = 0; d < D; d++) {
+                int64_t i = t * D + d;
+                ref_mag_set(mags, i, (double)(2 * t + 3) * N[i], fabs(out->v[i]),
+                            (sqrt((double)(2 * t + 2)) + 1.0) * N[i]);
+            }
     free(N);
     return REF_OK;
 }
@@ -616,15 +629,19 @@ static ref_status scan_vjp(const ref_params *p, int n, const ref_tensor *in, con
         return REF_ENOMEM;
     }
     scan_states(in, h, N);
-    double *m[4];
-    for (int k = 0; k < 4; k++)
+    double *m[4], *mp[4]; /* worst and prob planes; the dtype share is |value| (set at the end) */
+    for (int k = 0; k < 4; k++) {
         m[k] = gmag && grad[k].v ? gmag[k].worst : NULL;
+        mp[k] = m[k] ? gmag[k].prob : NULL;
+    }
     if (shared)
         for (int k = 0; k < 2; k++)
             if (grad[k].v) {
                 memset(grad[k].v, 0, sizeof(double) * (size_t)D);
                 if (m[k])
                     memset(m[k], 0, sizeof(double) * (size_t)D);
+                if (mp[k])
+                    memset(mp[k], 0, sizeof(double) * (size_t)D);
             }
     for (int64_t d = 0; d < D; d++) {
         double G = 0.0, NG = 0.0;
@@ -639,36 +656,50 @@ static ref_status scan_vjp(const ref_params *p, int n, const ref_tensor *in, con
                 NG = fabs(g->v[i]);
             }
             double eG = (double)(2 * (T - t) + 1) * NG;
+            double eGp = (sqrt((double)(2 * (T - t))) + 1.0) * NG;
             double hp = t > 0 ? h[i - D] : in[3].v[d];
             double np = t > 0 ? N[i - D] : fabs(in[3].v[d]);
             double eh = t > 0 ? (double)(2 * t + 1) * np : 0.0;
+            double ehp = t > 0 ? (sqrt((double)(2 * t)) + 1.0) * np : 0.0;
             double bt = scan_coef(&in[1], t, d, D), xt = in[2].v[i];
-            double da = G * hp, m_da = NG * eh + np * (eG + NG);
-            double db = G * xt, m_db = fabs(xt) * (eG + NG);
+            double da = G * hp, m_da = NG * eh + np * (eG + NG), p_da = NG * ehp + np * (eGp + NG);
+            double db = G * xt, m_db = fabs(xt) * (eG + NG), p_db = fabs(xt) * (eGp + NG);
+            double sT = sqrt((double)T);
             int64_t j = shared ? d : i;
             if (grad[0].v) {
                 grad[0].v[j] = shared ? grad[0].v[j] + da : da;
                 if (m[0])
                     m[0][j] = shared ? m[0][j] + (double)T * NG * np + m_da : m_da;
+                if (mp[0])
+                    mp[0][j] = shared ? mp[0][j] + sT * NG * np + p_da : p_da;
             }
             if (grad[1].v) {
                 grad[1].v[j] = shared ? grad[1].v[j] + db : db;
                 if (m[1])
                     m[1][j] = shared ? m[1][j] + (double)T * NG * fabs(xt) + m_db : m_db;
+                if (mp[1])
+                    mp[1][j] = shared ? mp[1][j] + sT * NG * fabs(xt) + p_db : p_db;
             }
             if (grad[2].v) {
                 grad[2].v[i] = G * bt;
                 if (m[2])
-                    m[2][i] = fabs(bt) * (eG + NG);
+                    ref_mag_set(&gmag[2], i, fabs(bt) * (eG + NG), fabs(grad[2].v[i]),
+                                fabs(bt) * (eGp + NG));
             }
         }
         if (grad[3].v) { /* after the loop G = G_0 (or nothing when T = 0) */
             double a0 = T > 0 ? scan_coef(&in[0], 0, d, D) : 0.0;
             grad[3].v[d] = T > 0 ? G * a0 : 0.0;
             if (m[3])
-                m[3][d] = T > 0 ? fabs(a0) * ((double)(2 * T + 1) * NG + NG) : 0.0;
+                ref_mag_set(&gmag[3], d,
+                            T > 0 ? fabs(a0) * ((double)(2 * T + 1) * NG + NG) : 0.0,
+                            fabs(grad[3].v[d]),
+                            T > 0 ? fabs(a0) * ((sqrt((double)(2 * T)) + 1.0) * NG + NG) : 0.0);
         }
     }
+    for (int k = 0; k < 2; k++) /* da, db: their dtype share is the final rounding */
+        for (int64_t j = 0; m[k] && gmag[k].dtype && j < ref_numel(&in[k].shape); j++)
+            gmag[k].dtype[j] = fabs(grad[k].v[j]);
     free(h), free(N);
     return REF_OK;
 }
@@ -717,7 +748,12 @@ static ref_status sample_scan(ref_rng *r, const ref_sample_req *req, ref_params 
  *   m(dQ_il) = sum_k |K_kl| ((nK + 2) |dS_ik| + m(dS_ik));
  *   m(dK_kl) = sum_i |Q_il| ((nQ + 2) |dS_ik| + m(dS_ik));
  *   m(dV_kj) = sum_i A_ik |g_ij| (nQ + Fp_ik).
- * c_fwd = c_vjp = 2. */
+ * c_fwd = c_vjp = 2.
+ * Strict f16/bf16 (ref.h): each product and the softmax run in float32, but S, A (and dA, dS in
+ * the VJP) are stored in the dtype between them (ATen: bmm, _softmax, bmm), so the dtype share
+ * is every rounding that is not part of a long sum: each formula with its lengths (d, nK, nQ,
+ * dv, and F's nK - 1) set to 0 (Fp0; dA's and dS's own roundings kept), plus the final rounding.
+ * prob: those lengths replaced by their square roots (Fpp). */
 
 typedef struct {
     int64_t batch, nQ, nK, d, dv;
@@ -770,9 +806,10 @@ static ref_status attn_shape(const ref_params *p, int n, const ref_shape *in, re
     return REF_OK;
 }
 
-/* Scores, weights and error factors of query row i of batch b (arrays of length nK). */
+/* Scores, weights and error factors of query row i of batch b (arrays of length nK): Fp, its
+ * dtype share Fp0 and its probabilistic form Fpp (see above). */
 typedef struct {
-    double *S, *sig, *A, *Fp;
+    double *S, *sig, *A, *Fp, *Fp0, *Fpp;
 } attn_row_buf;
 
 static void attn_row(const ref_params *p, int n, const ref_tensor *in, const attn_geom *g,
@@ -780,6 +817,7 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
 {
     const double *Q = in[0].v + (b * g->nQ + i) * g->d, *K = in[1].v + b * g->nK * g->d;
     int64_t first = -1, allowed = 0;
+    double *sig0 = w->Fp0, *sigp = w->Fpp; /* the logit errors' two forms, until the end */
     for (int64_t k = 0; k < g->nK; k++) {
         double s = 0.0, s_abs = 0.0;
         for (int64_t l = 0; l < g->d; l++) {
@@ -788,6 +826,8 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
         }
         w->S[k] = s * g->scale;
         w->sig[k] = g->scale * (double)(g->d + 3) * s_abs;
+        sig0[k] = g->scale * 3.0 * s_abs;
+        sigp[k] = g->scale * (sqrt((double)g->d) + 3.0) * s_abs;
         int ok = (n < 4 || in[3].v[i * g->nK + k] != 0.0) && (!p->causal || k <= i);
         w->A[k] = ok ? 1.0 : 0.0; /* allowed flag until the weights are computed */
         if (ok && first < 0)
@@ -796,10 +836,11 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
     }
     if (allowed == 0) { /* fully blocked row: zero weights */
         for (int64_t k = 0; k < g->nK; k++)
-            w->A[k] = w->Fp[k] = 0.0;
+            w->A[k] = w->Fp[k] = w->Fp0[k] = w->Fpp[k] = 0.0;
         return;
     }
-    double mx = w->S[first], sum = 0.0, spread = 0.0, sig_bar = 0.0;
+    double mx = w->S[first], sum = 0.0, spread = 0.0, sig_bar = 0.0, sig0_bar = 0.0;
+    double sigp_bar = 0.0;
     for (int64_t k = first + 1; k < g->nK; k++)
         if (w->A[k] != 0.0 && w->S[k] > mx)
             mx = w->S[k];
@@ -811,11 +852,21 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
         w->A[k] /= sum;
         spread += ref_mag_prod(w->A[k], fabs(w->S[k] - mx) + 2.0);
         sig_bar += ref_mag_prod(w->A[k], w->sig[k]);
+        sig0_bar += ref_mag_prod(w->A[k], sig0[k]);
+        sigp_bar += ref_mag_prod(w->A[k], sigp[k]);
     }
-    for (int64_t k = 0; k < g->nK; k++)
-        w->Fp[k] = w->A[k] != 0.0 ? 3.0 + fabs(w->S[k] - mx) + (double)(g->nK - 1) + spread +
-                                        w->sig[k] + sig_bar
-                                  : 0.0;
+    for (int64_t k = 0; k < g->nK; k++) {
+        int on = w->A[k] != 0.0;
+        double d = fabs(w->S[k] - mx);
+        w->Fp[k] = on ? 3.0 + d + (double)(g->nK - 1) + spread + w->sig[k] + sig_bar : 0.0;
+        w->Fp0[k] = on ? 3.0 + d + spread + sig0[k] + sig0_bar : 0.0;
+        w->Fpp[k] = on ? 3.0 + d + sqrt((double)(g->nK - 1)) + spread + sigp[k] + sigp_bar : 0.0;
+    }
+}
+
+static void attn_row_free(attn_row_buf *w)
+{
+    free(w->S), free(w->sig), free(w->A), free(w->Fp), free(w->Fp0), free(w->Fpp);
 }
 
 static ref_status attn_row_alloc(int64_t nK, int extra, attn_row_buf *w, double **more)
@@ -823,11 +874,12 @@ static ref_status attn_row_alloc(int64_t nK, int extra, attn_row_buf *w, double 
     size_t len = (size_t)(nK + 1);
     w->S = malloc(sizeof(double) * len), w->sig = malloc(sizeof(double) * len);
     w->A = malloc(sizeof(double) * len), w->Fp = malloc(sizeof(double) * len);
-    int ok = w->S && w->sig && w->A && w->Fp;
+    w->Fp0 = malloc(sizeof(double) * len), w->Fpp = malloc(sizeof(double) * len);
+    int ok = w->S && w->sig && w->A && w->Fp && w->Fp0 && w->Fpp;
     for (int i = 0; i < extra; i++)
         ok = (more[i] = malloc(sizeof(double) * len)) != NULL && ok;
     if (!ok) {
-        free(w->S), free(w->sig), free(w->A), free(w->Fp);
+        attn_row_free(w);
         for (int i = 0; i < extra; i++)
             free(more[i]);
         return REF_ENOMEM;
@@ -838,28 +890,31 @@ static ref_status attn_row_alloc(int64_t nK, int extra, attn_row_buf *w, double 
 static ref_status attn_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
                            const ref_mag *mags)
 {
-    double *mag = ref_mag_worst(mags);
     attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
     attn_row_buf w;
     if (attn_row_alloc(g.nK, 0, &w, NULL) != REF_OK)
         return REF_ENOMEM;
+    double nK = (double)g.nK;
     for (int64_t b = 0; b < g.batch; b++) {
         const double *V = in[2].v + b * g.nK * g.dv;
         for (int64_t i = 0; i < g.nQ; i++) {
             attn_row(p, n, in, &g, b, i, &w);
             for (int64_t j = 0; j < g.dv; j++) {
-                double s = 0.0, s_mag = 0.0;
+                double s = 0.0, s_mag = 0.0, s_dt = 0.0, s_prob = 0.0;
                 for (int64_t k = 0; k < g.nK; k++) {
+                    double av = fabs(V[k * g.dv + j]);
                     s += w.A[k] * V[k * g.dv + j];
-                    s_mag += ref_mag_prod(w.A[k], fabs(V[k * g.dv + j]) * ((double)g.nK + w.Fp[k]));
+                    s_mag += ref_mag_prod(w.A[k], av * (nK + w.Fp[k]));
+                    s_dt += ref_mag_prod(w.A[k], av * w.Fp0[k]);
+                    s_prob += ref_mag_prod(w.A[k], av * (sqrt(nK) + w.Fpp[k]));
                 }
                 out->v[(b * g.nQ + i) * g.dv + j] = s;
-                if (mag)
-                    mag[(b * g.nQ + i) * g.dv + j] = s_mag;
+                if (mags)
+                    ref_mag_set(mags, (b * g.nQ + i) * g.dv + j, s_mag, s_dt + fabs(s), s_prob);
             }
         }
     }
-    free(w.S), free(w.sig), free(w.A), free(w.Fp);
+    attn_row_free(&w);
     return REF_OK;
 }
 
@@ -872,22 +927,42 @@ static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, con
     double *more[4]; /* dA, Gabs, dS, m(dS) */
     if (attn_row_alloc(g.nK, 4, &w, more) != REF_OK)
         return REF_ENOMEM;
-    double *dA = more[0], *Gabs = more[1], *dS = more[2], *mdS = more[3];
-    double *m[3];
-    for (int t = 0; t < 3; t++) {
-        m[t] = gmag && grad[t].v ? gmag[t].worst : NULL;
-        if (grad[t].v)
-            memset(grad[t].v, 0, sizeof(double) * (size_t)ref_numel(&in[t].shape));
-        if (m[t])
-            memset(m[t], 0, sizeof(double) * (size_t)ref_numel(&in[t].shape));
+    double *dA = more[0], *Gabs = more[1], *dS = more[2];
+    double *mdS[3] = {more[3], malloc(sizeof(double) * (size_t)(g.nK + 1)),
+                      malloc(sizeof(double) * (size_t)(g.nK + 1))}; /* worst, dtype, prob */
+    if (!mdS[1] || !mdS[2]) {
+        attn_row_free(&w);
+        for (int i = 0; i < 4; i++)
+            free(more[i]);
+        free(mdS[1]), free(mdS[2]);
+        return REF_ENOMEM;
     }
+    /* the planes accumulate: m[t][f], f = worst, dtype, prob (NULL: not wanted) */
+    double *m[3][3];
+    for (int t = 0; t < 3; t++) {
+        int64_t nt = ref_numel(&in[t].shape);
+        const ref_mag *gm = gmag && grad[t].v && gmag[t].worst ? &gmag[t] : NULL;
+        m[t][0] = gm ? gm->worst : NULL;
+        m[t][1] = gm ? gm->dtype : NULL;
+        m[t][2] = gm ? gm->prob : NULL;
+        if (grad[t].v)
+            memset(grad[t].v, 0, sizeof(double) * (size_t)nt);
+        for (int f = 0; f < 3; f++)
+            if (m[t][f])
+                memset(m[t][f], 0, sizeof(double) * (size_t)nt);
+    }
+    /* lengths per form: nK, nQ, dv, and the factor F */
+    double nK[3] = {(double)g.nK, 0.0, sqrt((double)g.nK)};
+    double nQ[3] = {(double)g.nQ, 0.0, sqrt((double)g.nQ)};
+    double dv[3] = {(double)g.dv, 1.0, sqrt((double)g.dv)}; /* dtype: dA's own rounding */
     for (int64_t b = 0; b < g.batch; b++) {
         const double *K = in[1].v + b * g.nK * g.d, *V = in[2].v + b * g.nK * g.dv;
         for (int64_t i = 0; i < g.nQ; i++) {
             const double *Q = in[0].v + (b * g.nQ + i) * g.d;
             const double *G = gt->v + (b * g.nQ + i) * g.dv;
             attn_row(p, n, in, &g, b, i, &w);
-            double r = 0.0, R = 0.0;
+            const double *F[3] = {w.Fp, w.Fp0, w.Fpp};
+            double r = 0.0, R[3] = {0.0, 0.0, 0.0};
             for (int64_t k = 0; k < g.nK; k++) {
                 dA[k] = Gabs[k] = 0.0;
                 for (int64_t j = 0; j < g.dv; j++) {
@@ -895,44 +970,52 @@ static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, con
                     Gabs[k] += fabs(G[j] * V[k * g.dv + j]);
                 }
                 r += w.A[k] * dA[k];
-                R += ref_mag_prod(w.A[k], ((double)(g.nK + g.dv) + w.Fp[k]) * Gabs[k]);
+                for (int f = 0; f < 3; f++)
+                    R[f] += ref_mag_prod(w.A[k], (nK[f] + dv[f] + F[f][k]) * Gabs[k]);
             }
             for (int64_t k = 0; k < g.nK; k++) {
                 double dsp = w.A[k] * (dA[k] - r);
-                double mdsp = ref_mag_prod(w.A[k], w.Fp[k] * fabs(dA[k] - r) + (double)g.dv * Gabs[k] + R +
-                                        fabs(dA[k]) + fabs(r)) +
-                              fabs(dsp);
                 dS[k] = g.scale * dsp;
-                mdS[k] = g.scale * mdsp + 2.0 * fabs(dS[k]);
+                for (int f = 0; f < 3; f++) {
+                    double mdsp = ref_mag_prod(w.A[k], F[f][k] * fabs(dA[k] - r) +
+                                                           dv[f] * Gabs[k] + R[f] +
+                                                           fabs(dA[k]) + fabs(r)) +
+                                  fabs(dsp);
+                    mdS[f][k] = g.scale * mdsp + 2.0 * fabs(dS[k]);
+                }
             }
             for (int64_t k = 0; k < g.nK; k++) {
                 for (int64_t l = 0; l < g.d; l++) {
                     int64_t qi = (b * g.nQ + i) * g.d + l, ki = (b * g.nK + k) * g.d + l;
-                    if (grad[0].v) {
+                    if (grad[0].v)
                         grad[0].v[qi] += dS[k] * K[k * g.d + l];
-                        if (m[0])
-                            m[0][qi] += fabs(K[k * g.d + l]) *
-                                        ((double)(g.nK + 2) * fabs(dS[k]) + mdS[k]);
-                    }
-                    if (grad[1].v) {
+                    if (grad[1].v)
                         grad[1].v[ki] += dS[k] * Q[l];
-                        if (m[1])
-                            m[1][ki] += fabs(Q[l]) * ((double)(g.nQ + 2) * fabs(dS[k]) + mdS[k]);
+                    for (int f = 0; f < 3; f++) {
+                        if (m[0][f])
+                            m[0][f][qi] += fabs(K[k * g.d + l]) *
+                                           ((nK[f] + 2.0) * fabs(dS[k]) + mdS[f][k]);
+                        if (m[1][f])
+                            m[1][f][ki] +=
+                                fabs(Q[l]) * ((nQ[f] + 2.0) * fabs(dS[k]) + mdS[f][k]);
                     }
                 }
                 if (grad[2].v)
                     for (int64_t j = 0; j < g.dv; j++) {
                         int64_t vi = (b * g.nK + k) * g.dv + j;
                         grad[2].v[vi] += w.A[k] * G[j];
-                        if (m[2])
-                            m[2][vi] += ref_mag_prod(w.A[k], fabs(G[j]) * ((double)g.nQ + w.Fp[k]));
+                        for (int f = 0; f < 3; f++)
+                            if (m[2][f])
+                                m[2][f][vi] +=
+                                    ref_mag_prod(w.A[k], fabs(G[j]) * (nQ[f] + F[f][k]));
                     }
             }
         }
     }
-    free(w.S), free(w.sig), free(w.A), free(w.Fp);
+    attn_row_free(&w);
     for (int i = 0; i < 4; i++)
         free(more[i]);
+    free(mdS[1]), free(mdS[2]);
     return REF_OK;
 }
 

@@ -23,7 +23,10 @@
  * same terms, and padded zeros add exact zeros). So m = n * sum|terms| with n the number of
  * terms (>= 1) and c = 2 (first-order slack of gamma_n = nu/(1-nu)), as for linear. Transform
  * algorithms (Winograd, FFT convolution) are outside this bound: their error is relative to the
- * norms of whole tiles, not of one window; the provider should pin direct/GEMM algorithms. */
+ * norms of whole tiles, not of one window; the provider should pin direct/GEMM algorithms.
+ * Strict f16/bf16 (ref.h): each sum runs in float32 and is rounded once; the forward's product
+ * sum may be rounded to the dtype before the bias is added (as linear's): dtype = |sum x W| + |y|
+ * for the forward, |value| for the gradients. prob: n becomes sqrt(n). */
 #include "ref_families.h"
 
 #include <math.h>
@@ -213,7 +216,7 @@ static ref_status conv_t_shape(const ref_params *p, int n, const ref_shape *in, 
  * m = (n + 1)(sum|x W| + |b|), n = number of terms that exist (conv counts the padded taps too:
  * inC/groups * prod(k)). */
 static ref_status cv_forward(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag, int transposed)
+                             const ref_mag *mags, int transposed)
 {
     cv_geom g;
     ref_shape shapes[3] = {in[0].shape, in[1].shape, in[2].shape};
@@ -250,8 +253,10 @@ static ref_status cv_forward(const ref_params *p, int n, const ref_tensor *in, r
                 }
             }
             out->v[oc * nout + o] = s + b[oc];
-            if (mag)
-                mag[oc * nout + o] = (double)(terms + 1) * (s_abs + fabs(b[oc]));
+            if (mags)
+                ref_mag_set(mags, oc * nout + o, (double)(terms + 1) * (s_abs + fabs(b[oc])),
+                            fabs(s) + fabs(s + b[oc]),
+                            (sqrt((double)terms) + 1.0) * (s_abs + fabs(b[oc])));
         }
     }
     free(src);
@@ -261,15 +266,13 @@ static ref_status cv_forward(const ref_params *p, int n, const ref_tensor *in, r
 static ref_status conv_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
                            const ref_mag *mags)
 {
-    double *mag = ref_mag_worst(mags);
-    return cv_forward(p, n, in, out, mag, 0);
+    return cv_forward(p, n, in, out, mags, 0);
 }
 
 static ref_status conv_t_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
                              const ref_mag *mags)
 {
-    double *mag = ref_mag_worst(mags);
-    return cv_forward(p, n, in, out, mag, 1);
+    return cv_forward(p, n, in, out, mags, 1);
 }
 
 /* convTranspose's dx and dW are ordinary convolutions with g, whose zero padding of g reads
@@ -363,11 +366,13 @@ static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const
     if (st == REF_OK && transposed)
         convt_padded_terms(&g, x, W, grad[0].v, grad[1].v);
     for (int t = 0; st == REF_OK && t < 3; t++) {
-        double *m = gmag ? gmag[t].worst : NULL;
-        if (!grad[t].v || !m)
+        if (!grad[t].v || !gmag || !gmag[t].worst)
             continue;
-        for (int64_t i = 0; i < count[t]; i++)
-            m[i] = (double)(uses[t][i] > 0 ? uses[t][i] : 1) * absum[t][i];
+        for (int64_t i = 0; i < count[t]; i++) {
+            double len = (double)(uses[t][i] > 0 ? uses[t][i] : 1);
+            ref_mag_set(&gmag[t], i, len * absum[t][i], fabs(grad[t].v[i]),
+                        sqrt(len) * absum[t][i]);
+        }
     }
     for (int t = 0; t < 3; t++)
         free(absum[t]), free(uses[t]);

@@ -4,7 +4,13 @@
  * without FMA is within K u sum_k |a_k b_k| of the exact value (gamma_K bound), so
  * m = K * sum_k |a_k b_k| (K >= 1) and c = 2 (first-order slack of gamma_K = Ku/(1-Ku)).
  * scaledMatmul adds 3 roundings per term (alpha rounded to the dtype, the scaling product, and
- * one spare for the split sqrt|alpha| scaling of both operands): m = |alpha| (K + 3) sum|a b|. */
+ * one spare for the split sqrt|alpha| scaling of both operands): m = |alpha| (K + 3) sum|a b|.
+ *
+ * Strict f16/bf16 (ref.h): the dot product runs in float32 and is rounded to the dtype once:
+ * dtype = |y|; scaledMatmul's 3 scaling roundings may happen in the dtype (the operands or the
+ * product scaled there): dtype = 3 |alpha| sum|a b| + |y|; a VJP summed over broadcast batch
+ * axes (ATen: one product per batch, rounded to the dtype, then summed) adds sum|terms| for
+ * those roundings. prob: K becomes sqrt(K). */
 #include "ref_families.h"
 
 #include <math.h>
@@ -86,12 +92,13 @@ static ref_status matmul_shape(const ref_params *p, int n, const ref_shape *in, 
 }
 
 /* out[b, i, j] = alpha * sum_k A[ba, i, k] B[bb, k, j] (left fold from 0 over k);
- * m = |alpha| (max(K, 1) + extra) sum_k |A B| (matmul: alpha = 1, extra = 0).
- * The loop over k runs outside the one over j: B is read along its rows and row i of out
- * gathers its sums in place, each in increasing k as the formula reads. */
-static void mm_forward(const ref_tensor *in, ref_tensor *out, double *mag, double alpha,
+ * m = |alpha| (max(K, 1) + extra) sum_k |A B| (matmul: alpha = 1, extra = 0), split as the file
+ * comment says. The loop over k runs outside the one over j: B is read along its rows and row i
+ * of out gathers its sums in place, each in increasing k as the formula reads. */
+static void mm_forward(const ref_tensor *in, ref_tensor *out, const ref_mag *mags, double alpha,
                        int extra)
 {
+    double *mag = ref_mag_worst(mags);
     mm_geom g;
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
     int64_t nb = ref_numel(&g.batch_out);
@@ -115,10 +122,15 @@ static void mm_forward(const ref_tensor *in, ref_tensor *out, double *mag, doubl
                         mrow[j] += fabs(a * Bk[j]);
                 }
             }
+            double len = (double)(g.k > 0 ? g.k : 1);
             for (int64_t j = 0; j < g.n; j++) {
                 row[j] = alpha * row[j];
-                if (mrow)
-                    mrow[j] = fabs(alpha) * (double)((g.k > 0 ? g.k : 1) + extra) * mrow[j];
+                if (mrow) {
+                    double S = fabs(alpha) * mrow[j];
+                    ref_mag_set(mags, (b * g.m + i) * g.n + j,
+                                fabs(alpha) * (len + extra) * mrow[j], extra * S + fabs(row[j]),
+                                (sqrt(len) + extra) * S);
+                }
             }
         }
     }
@@ -127,10 +139,9 @@ static void mm_forward(const ref_tensor *in, ref_tensor *out, double *mag, doubl
 static ref_status matmul_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
                              const ref_mag *mags)
 {
-    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
-    mm_forward(in, out, mag, 1.0, 0);
+    mm_forward(in, out, mags, 1.0, 0);
     return REF_OK;
 }
 
@@ -204,8 +215,11 @@ static ref_status mm_vjp(const ref_tensor *in, const ref_tensor *gt, ref_tensor 
         for (int64_t i = 0; i < cnt; i++) {
             d[i] *= alpha;
             if (m) {
-                int64_t uses = (t == 0 ? reads_a[i / per] * g.n : reads_b[i / per] * g.m);
-                m[i] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) * m[i];
+                int64_t reads = t == 0 ? reads_a[i / per] : reads_b[i / per];
+                int64_t uses = reads * (t == 0 ? g.n : g.m);
+                double len = (double)(uses > 0 ? uses : 1), S = fabs(alpha) * m[i];
+                ref_mag_set(&gmag[t], i, fabs(alpha) * (len + extra) * m[i],
+                            (extra + (reads > 1)) * S + fabs(d[i]), (sqrt(len) + extra) * S);
             }
         }
     }
@@ -282,9 +296,8 @@ static ref_status scaled_matmul_shape(const ref_params *p, int n, const ref_shap
 static ref_status scaled_matmul_fwd(const ref_params *p, int n, const ref_tensor *in,
                                     ref_tensor *out, const ref_mag *mags)
 {
-    double *mag = ref_mag_worst(mags);
     (void)n;
-    mm_forward(in, out, mag, p->alpha, 3);
+    mm_forward(in, out, mags, p->alpha, 3);
     return REF_OK;
 }
 
@@ -322,10 +335,17 @@ static ref_status sample_scaled_matmul(ref_rng *r, const ref_sample_req *req, re
  *                 rowsum(g * out) form (length-d dot with out's own error);
  *   m(dS_ik)    = P_ik (F_ik |dP_ik - r_i| + d Gabs_ik + R_i + |dP_ik| + |r_i|) + |dS_ik|;
  *   m(dV_kj)    = sum_i P_ik |g_ij| (n + F_ik).
- * c_fwd = c_vjp = 2 (second-order slack). */
+ * c_fwd = c_vjp = 2 (second-order slack).
+ * Strict f16/bf16: the softmax and each product run in float32, but P (and dP in the VJP) is
+ * stored in the dtype between them (ATen: _softmax, then matmul), so the dtype share is those
+ * roundings and the final one:
+ *   out: sum_k P_ik |V_kj| + |out_ij|;   dV: sum_i P_ik |g_ij| + |dV_kj|;
+ *   dS:  P_ik (|dP_ik - r_i| + Gabs_ik + 2 sum_k P_ik Gabs_ik) + |dS_ik|.
+ * prob: every length (m, n, d, and F's m - 1) becomes its square root (Fp in place of F). */
 
-/* One softmax row with its error factors F (see above). */
-static void sm_row(const double *s, int64_t m, double *P, double *F)
+/* One softmax row with its error factors F (see above) and their probabilistic form Fp (m - 1
+ * replaced by sqrt(m - 1)). */
+static void sm_row(const double *s, int64_t m, double *P, double *F, double *Fp)
 {
     if (m == 0)
         return;
@@ -341,8 +361,10 @@ static void sm_row(const double *s, int64_t m, double *P, double *F)
         P[k] /= sum;
         spread += ref_mag_prod(P[k], fabs(s[k] - mx) + 2.0);
     }
-    for (int64_t k = 0; k < m; k++)
+    for (int64_t k = 0; k < m; k++) {
         F[k] = 3.0 + fabs(s[k] - mx) + (double)(m - 1) + spread;
+        Fp[k] = 3.0 + fabs(s[k] - mx) + sqrt((double)(m - 1)) + spread;
+    }
 }
 
 typedef struct {
@@ -385,33 +407,36 @@ static ref_status softmax_matmul_shape(const ref_params *p, int n, const ref_sha
 static ref_status softmax_matmul_fwd(const ref_params *p, int n, const ref_tensor *in,
                                      ref_tensor *out, const ref_mag *mags)
 {
-    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
     double *P = malloc(sizeof(double) * (size_t)(g.m + 1));
     double *F = malloc(sizeof(double) * (size_t)(g.m + 1));
-    if (!P || !F) {
-        free(P), free(F);
+    double *Fp = malloc(sizeof(double) * (size_t)(g.m + 1));
+    if (!P || !F || !Fp) {
+        free(P), free(F), free(Fp);
         return REF_ENOMEM;
     }
     for (int64_t b = 0; b < g.batch; b++) {
         const double *V = in[1].v + b * g.m * g.d;
         for (int64_t i = 0; i < g.n; i++) {
-            sm_row(in[0].v + (b * g.n + i) * g.m, g.m, P, F);
+            sm_row(in[0].v + (b * g.n + i) * g.m, g.m, P, F, Fp);
             for (int64_t j = 0; j < g.d; j++) {
-                double s = 0.0, s_mag = 0.0;
+                double s = 0.0, s_mag = 0.0, s_pv = 0.0, s_prob = 0.0;
                 for (int64_t k = 0; k < g.m; k++) {
+                    double pv = ref_mag_prod(P[k], fabs(V[k * g.d + j]));
                     s += P[k] * V[k * g.d + j];
                     s_mag += ref_mag_prod(P[k], fabs(V[k * g.d + j]) * ((double)g.m + F[k]));
+                    s_pv += pv;
+                    s_prob += ref_mag_prod(pv, sqrt((double)g.m) + Fp[k]);
                 }
                 out->v[(b * g.n + i) * g.d + j] = s;
-                if (mag)
-                    mag[(b * g.n + i) * g.d + j] = s_mag;
+                if (mags)
+                    ref_mag_set(mags, (b * g.n + i) * g.d + j, s_mag, s_pv + fabs(s), s_prob);
             }
         }
     }
-    free(P), free(F);
+    free(P), free(F), free(Fp);
     return REF_OK;
 }
 
@@ -426,12 +451,16 @@ static ref_status softmax_matmul_vjp(const ref_params *p, int n, const ref_tenso
     double *mS = gmag ? gmag[0].worst : NULL, *mV = gmag ? gmag[1].worst : NULL;
     size_t row = (size_t)(g.m + 1);
     double *P = malloc(sizeof(double) * row), *F = malloc(sizeof(double) * row);
+    double *Fp = malloc(sizeof(double) * row);
     double *dP = malloc(sizeof(double) * row), *Gabs = malloc(sizeof(double) * row);
-    if (!P || !F || !dP || !Gabs) {
-        free(P), free(F), free(dP), free(Gabs);
+    int64_t nv = ref_numel(&in[1].shape);
+    /* dV's dtype and prob shares gather beside its worst one: sum_i P|g| and its prob form */
+    double *vPg = mV ? calloc((size_t)nv + 1, sizeof(double)) : NULL;
+    double *vProb = mV ? calloc((size_t)nv + 1, sizeof(double)) : NULL;
+    if (!P || !F || !Fp || !dP || !Gabs || (mV && (!vPg || !vProb))) {
+        free(P), free(F), free(Fp), free(dP), free(Gabs), free(vPg), free(vProb);
         return REF_ENOMEM;
     }
-    int64_t nv = ref_numel(&in[1].shape);
     if (grad[1].v)
         memset(grad[1].v, 0, sizeof(double) * (size_t)nv);
     if (grad[1].v && mV)
@@ -441,7 +470,7 @@ static ref_status softmax_matmul_vjp(const ref_params *p, int n, const ref_tenso
         for (int64_t i = 0; i < g.n; i++) {
             int64_t srow = (b * g.n + i) * g.m;
             const double *G = gt->v + (b * g.n + i) * g.d;
-            sm_row(in[0].v + srow, g.m, P, F);
+            sm_row(in[0].v + srow, g.m, P, F, Fp);
             double r = 0.0;
             for (int64_t k = 0; k < g.m; k++) {
                 dP[k] = 0.0;
@@ -452,28 +481,43 @@ static ref_status softmax_matmul_vjp(const ref_params *p, int n, const ref_tenso
                 }
                 r += P[k] * dP[k];
             }
-            double R = 0.0;
-            for (int64_t k = 0; k < g.m; k++)
+            double R = 0.0, Rp = 0.0, PG = 0.0, sd = sqrt((double)g.d);
+            for (int64_t k = 0; k < g.m; k++) {
                 R += ref_mag_prod(P[k], ((double)(g.m + g.d) + F[k]) * Gabs[k]);
+                Rp += ref_mag_prod(P[k], (sqrt((double)g.m) + sd + Fp[k]) * Gabs[k]);
+                PG += ref_mag_prod(P[k], Gabs[k]);
+            }
             for (int64_t k = 0; k < g.m; k++) {
                 double ds = P[k] * (dP[k] - r);
                 if (grad[0].v)
                     grad[0].v[srow + k] = ds;
                 if (grad[0].v && mS)
-                    mS[srow + k] = ref_mag_prod(P[k], F[k] * fabs(dP[k] - r) + (double)g.d * Gabs[k] + R +
-                                           fabs(dP[k]) + fabs(r)) +
-                                   fabs(ds);
+                    ref_mag_set(&gmag[0], srow + k,
+                                ref_mag_prod(P[k], F[k] * fabs(dP[k] - r) + (double)g.d * Gabs[k] +
+                                                       R + fabs(dP[k]) + fabs(r)) +
+                                    fabs(ds),
+                                ref_mag_prod(P[k], fabs(dP[k] - r) + Gabs[k] + 2.0 * PG) +
+                                    fabs(ds),
+                                ref_mag_prod(P[k], Fp[k] * fabs(dP[k] - r) + sd * Gabs[k] + Rp +
+                                                       fabs(dP[k]) + fabs(r)) +
+                                    fabs(ds));
                 if (grad[1].v)
                     for (int64_t j = 0; j < g.d; j++) {
                         int64_t o = b * g.m * g.d + k * g.d + j;
                         grad[1].v[o] += P[k] * G[j];
-                        if (mV)
+                        if (mV) {
+                            double pg = ref_mag_prod(P[k], fabs(G[j]));
                             mV[o] += ref_mag_prod(P[k], fabs(G[j]) * ((double)g.n + F[k]));
+                            vPg[o] += pg;
+                            vProb[o] += ref_mag_prod(pg, sqrt((double)g.n) + Fp[k]);
+                        }
                     }
             }
         }
     }
-    free(P), free(F), free(dP), free(Gabs);
+    for (int64_t o = 0; grad[1].v && mV && o < nv; o++)
+        ref_mag_set(&gmag[1], o, mV[o], vPg[o] + fabs(grad[1].v[o]), vProb[o]);
+    free(P), free(F), free(Fp), free(dP), free(Gabs), free(vPg), free(vProb);
     return REF_OK;
 }
 
@@ -536,10 +580,12 @@ static int64_t leading_count(const ref_shape *x)
     return L;
 }
 
+/* m = (in + 1)(sum|W x| + |b|): a length-(in + 1) sum with the bias. Strict: the product sum
+ * in float32, rounded to the dtype before the bias is added (ATen's addmm on CPU), then the
+ * sum rounded: dtype = |W x| + |y|; prob: (sqrt(in) + 1)(sum|W x| + |b|). */
 static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
                              const ref_mag *mags)
 {
-    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     int64_t nin = in[1].shape.dim[1], nout = in[1].shape.dim[0];
@@ -553,8 +599,10 @@ static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, r
                 s_abs += fabs(W[o * nin + i] * x[l * nin + i]);
             }
             out->v[l * nout + o] = s + b[o];
-            if (mag)
-                mag[l * nout + o] = (double)(nin + 1) * (s_abs + fabs(b[o]));
+            if (mags)
+                ref_mag_set(mags, l * nout + o, (double)(nin + 1) * (s_abs + fabs(b[o])),
+                            fabs(s) + fabs(s + b[o]),
+                            (sqrt((double)nin) + 1.0) * (s_abs + fabs(b[o])));
         }
     return REF_OK;
 }
@@ -562,7 +610,15 @@ static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, r
 /* dx[l, i] = sum_o W[o, i] g[l, o];  dW[o, i] = sum_l g[l, o] x[l, i];  db[o] = sum_l g[l, o]:
  * each a left fold from 0, dx in increasing o, dW and db in increasing l. The loops that feed a
  * sum run outside the loop over i, so W, x and g are read along their rows and each entry
- * gathers its terms in place, in the same order (m = (terms) * sum|terms| is scaled after). */
+ * gathers its terms in place, in the same order (m = (terms) * sum|terms| is scaled after).
+ * Strict: each is one float32 sum rounded once (dtype = |value|); prob: sqrt(terms). */
+static void set_sum_mags(const ref_mag *mag, int64_t i, double terms, double abs_sum,
+                         double value)
+{
+    double len = terms > 0 ? terms : 1;
+    ref_mag_set(mag, i, len * abs_sum, fabs(value), sqrt(len) * abs_sum);
+}
+
 static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
                              const ref_mag *gmag)
@@ -593,7 +649,7 @@ static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
                 }
             }
             for (int64_t i = 0; mrow && i < nin; i++)
-                mrow[i] = (double)(nout > 0 ? nout : 1) * mrow[i];
+                set_sum_mags(&gmag[0], l * nin + i, (double)nout, mrow[i], row[i]);
         }
     if (dW)
         for (int64_t o = 0; o < nout; o++) {
@@ -613,7 +669,7 @@ static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
                 }
             }
             for (int64_t i = 0; mrow && i < nin; i++)
-                mrow[i] = (double)(L > 0 ? L : 1) * mrow[i];
+                set_sum_mags(&gmag[1], o * nin + i, (double)L, mrow[i], row[i]);
         }
     if (db) {
         for (int64_t o = 0; o < nout; o++) {
@@ -628,7 +684,7 @@ static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
                     mb[o] += fabs(G[l * nout + o]);
             }
         for (int64_t o = 0; mb && o < nout; o++)
-            mb[o] = (double)(L > 0 ? L : 1) * mb[o];
+            set_sum_mags(&gmag[2], o, (double)L, mb[o], db[o]);
     }
     return REF_OK;
 }

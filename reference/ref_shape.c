@@ -7,7 +7,9 @@
  * (t - 1) u sum|terms| of the exact value. So
  *     m_i = (t_i - 1) sum|terms| + |y_i| / 2      (t_i >= 1),   m_i = 0 (t_i = 0).
  * A copy (t = 1) gets u|y|/2: an exact copy passes and any change of a dtype value (at least
- * one ulp > u|y|) fails. Index inputs (gather, scatterAdd) are float64 holding exact integers;
+ * one ulp > u|y|) fails. Strict f16/bf16 (ref.h): a sum of t >= 2 terms runs in float32 and is
+ * rounded once: dtype = |y| (a copy stays |y|/2: exact); prob: sqrt(t - 1) in place of t - 1.
+ * Index inputs (gather, scatterAdd) are float64 holding exact integers;
  * a non-integer or out-of-range index is outside the op's domain (REF_EDOMAIN): TorchLean's
  * types exclude it (its LibTorch capsule defensively zeroes or skips such rows). */
 #include "ref_families.h"
@@ -41,10 +43,15 @@ static double copy_mag(double y)
     return fabs(y) / 2.0;
 }
 
-/* Magnitude of a t-term sum with sum|terms| = abs_sum and value y (rule at the top). */
-static double sum_mag(int64_t t, double abs_sum, double y)
+/* Magnitudes of a t-term sum with sum|terms| = abs_sum and value y (rule at the top). */
+static void set_sum_mags(const ref_mag *mag, int64_t k, int64_t t, double abs_sum, double y)
 {
-    return t > 0 ? (double)(t - 1) * abs_sum + fabs(y) / 2.0 : 0.0;
+    double len = (double)(t > 1 ? t - 1 : 0);
+    if (t <= 0)
+        ref_mag_set(mag, k, 0.0, 0.0, 0.0);
+    else
+        ref_mag_set(mag, k, len * abs_sum + fabs(y) / 2.0, t > 1 ? fabs(y) : fabs(y) / 2.0,
+                    sqrt(len) * abs_sum + fabs(y) / 2.0);
 }
 
 /* Copy with the copy magnitudes (also used by every exact VJP). */
@@ -120,7 +127,7 @@ static void index_add(ref_axis_split a, const double *idx, int64_t count, const 
  * sum|terms| = abs_sum[o, d, i] (abs_sum may be mag itself). */
 static ref_status index_add_mags(ref_axis_split a, const double *idx, int64_t count,
                                  int64_t base_terms, const double *abs_sum, const double *y,
-                                 double *mag)
+                                 const ref_mag *mag)
 {
     int64_t *hits = calloc((size_t)a.len + 1, sizeof(int64_t));
     if (!hits)
@@ -132,7 +139,7 @@ static ref_status index_add_mags(ref_axis_split a, const double *idx, int64_t co
             int64_t terms = base_terms + hits[d];
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t k = (o * a.len + d) * a.inner + i;
-                mag[k] = sum_mag(terms, abs_sum[k], y[k]);
+                set_sum_mags(mag, k, terms, abs_sum[k], y[k]);
             }
         }
     free(hits);
@@ -393,7 +400,7 @@ static ref_status broadcast_vjp(const ref_params *p, int n, const ref_tensor *in
     }
     if (gmag && gmag[0].worst)
         for (int64_t k = 0; k < nx; k++)
-            gmag[0].worst[k] = sum_mag(terms[k], abs_sum[k], grad[0].v[k]);
+            set_sum_mags(&gmag[0], k, terms[k], abs_sum[k], grad[0].v[k]);
     free(abs_sum), free(terms);
     return REF_OK;
 }
@@ -660,7 +667,7 @@ static ref_status gather_vjp(const ref_params *p, int n, const ref_tensor *in,
     index_add(a, idx, count, g->v, grad[0].v, abs_sum);
     ref_status st = REF_OK;
     if (gmag && gmag[0].worst)
-        st = index_add_mags(a, idx, count, 0, abs_sum, grad[0].v, gmag[0].worst);
+        st = index_add_mags(a, idx, count, 0, abs_sum, grad[0].v, &gmag[0]);
     free(abs_sum);
     return st;
 }
@@ -732,20 +739,24 @@ static ref_status scatter_shape(const ref_params *p, int n, const ref_shape *in,
 static ref_status scatter_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
                               const ref_mag *mags)
 {
-    double *mag = ref_mag_worst(mags);
     (void)n;
     ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     int64_t count = in[1].shape.dim[0], N = ref_numel(&in[0].shape);
     const double *idx = in[1].v, *src = in[2].v;
     if (!indices_valid(idx, count, a.len))
         return REF_EDOMAIN;
+    double *abs_sum = mags ? calloc((size_t)N + 1, sizeof(double)) : NULL;
+    if (mags && !abs_sum)
+        return REF_ENOMEM;
     for (int64_t k = 0; k < N; k++) {
         out->v[k] = in[0].v[k];
-        if (mag)
-            mag[k] = fabs(in[0].v[k]); /* sum|terms| for now */
+        if (abs_sum)
+            abs_sum[k] = fabs(in[0].v[k]);
     }
-    index_add(a, idx, count, src, out->v, mag);
-    return mag ? index_add_mags(a, idx, count, 1, mag, out->v, mag) : REF_OK;
+    index_add(a, idx, count, src, out->v, abs_sum);
+    ref_status st = mags ? index_add_mags(a, idx, count, 1, abs_sum, out->v, mags) : REF_OK;
+    free(abs_sum);
+    return st;
 }
 
 /* dBase = g; dSource[o, j, i] = g[o, idx[j], i] (index_select of g). The index gets none. */
