@@ -485,6 +485,31 @@ static cc_status reducesum_bf16_accum_fwd(const cc_call *call, cc_view *out, cha
     return CC_OK;
 }
 
+/* f16/bf16 reduceSum folded in the dtype itself (every partial sum rounded to f16/bf16): what the
+ * relaxed accumulation mode allows and the strict default (float32 accumulation) does not. */
+static cc_status reducesum_dtype_accum_fwd(const cc_call *call, cc_view *out, char *msg,
+                                           size_t len)
+{
+    const cc_view *xv = &call->in[0];
+    int ax = ref_norm_axis(call->params->axis, xv->rank);
+    if ((call->dtype != CC_F16 && call->dtype != CC_BF16) || ax < 0)
+        return ref()->forward(NULL, call, out, msg, len);
+    int64_t outer, L, inner;
+    split_axis(xv, ax, &outer, &L, &inner);
+    double *x = dense(xv);
+    if (!x)
+        return CC_FAILED;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            double acc = 0;
+            for (int64_t j = 0; j < L; j++)
+                acc = cc_round_to(call->dtype, acc + x[(o * L + j) * inner + i]);
+            cc_store(out->dtype, out->data, o * inner + i, acc);
+        }
+    free(x);
+    return CC_OK;
+}
+
 /* a kernel that dereferences the data pointer of an empty tensor (any op). */
 static cc_status crash_on_empty_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
 {
@@ -578,6 +603,7 @@ static const mutant mutants[] = {
     {"mul_vjp_swap", "mul", NULL, mul_vjp_swap_vjp},
     {"softmax_vjp_no_sum", "softmax", NULL, softmax_vjp_no_sum_vjp},
     {"reducesum_bf16_accum", "reduceSum", reducesum_bf16_accum_fwd, NULL},
+    {"reducesum_dtype_accum", "reduceSum", reducesum_dtype_accum_fwd, NULL},
     {"crash_on_empty", NULL, crash_on_empty_fwd, NULL},
     {"exp_skip_last", "exp", exp_skip_last_fwd, NULL},
     {"softmax_no_max_sub", "softmax", softmax_no_max_sub_fwd, NULL},
