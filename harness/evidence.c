@@ -80,6 +80,7 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
         }
         s->cases++;
         s->counts[r->status]++;
+        s->relaxed += r->accumulation == CC_ACC_RELAXED;
         if (!s->worst_line[0] || r->worst_ratio > s->worst_ratio ||
             (isnan(r->worst_ratio) && !isnan(s->worst_ratio))) {
             s->worst_ratio = r->worst_ratio;

@@ -36,6 +36,7 @@ typedef struct {
     long cases, counts[CC_RES_COUNT];
     long fwd_passing, vjp_passing; /* passing cases that checked the forward / the VJP */
     long vacuous, suspect;         /* passing cases with a vacuous bound; suspect ones */
+    long relaxed;                  /* cases judged with relaxed accumulation (compare.h) */
     char first_suspect[CC_CASE_LINE_MAX];
     double worst_ratio;
     char worst_line[CC_CASE_LINE_MAX];

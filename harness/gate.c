@@ -239,6 +239,13 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
             }
             req->allow_unsupported = strcmp(tok[1], "yes") == 0;
             bit = CC_REQ_UNSUPPORTED;
+        } else if (strcmp(key, "accumulation") == 0) {
+            if (nt != 2 || (strcmp(tok[1], "strict") && strcmp(tok[1], "relaxed"))) {
+                snprintf(msg, len, "%s:%d: accumulation is strict or relaxed", name, lineno);
+                return -1;
+            }
+            req->allow_relaxed = strcmp(tok[1], "relaxed") == 0;
+            bit = CC_REQ_ACCUMULATION;
         } else if (strcmp(key, "suspect") == 0) {
             if (nt != 2 || (strcmp(tok[1], "fail") && strcmp(tok[1], "allow"))) {
                 snprintf(msg, len, "%s:%d: suspect is fail or allow", name, lineno);
@@ -250,7 +257,7 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
             snprintf(msg, len,
                      "%s:%d: unknown key '%s' (format, libtorch_version, require, min_passing, "
                      "min_vjp_passing, shape_classes, layout_classes, edge_classes, "
-                     "allow_unsupported, suspect)",
+                     "allow_unsupported, suspect, accumulation)",
                      name, lineno, key);
             return -1;
         }
@@ -321,6 +328,8 @@ void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dt
             out->allow_unsupported = s->req.allow_unsupported;
         if (s->set & CC_REQ_SUSPECT)
             out->suspect_fails = s->req.suspect_fails;
+        if (s->set & CC_REQ_ACCUMULATION)
+            out->allow_relaxed = s->req.allow_relaxed;
     }
 }
 
@@ -369,6 +378,10 @@ static void judge(const cc_policy *pol, cc_verdict *v)
     if (s->counts[CC_RES_UNSUPPORTED] && !q->allow_unsupported)
         reason(v, "%ld cases unsupported by the provider (the policy has allow_unsupported no)",
                s->counts[CC_RES_UNSUPPORTED]);
+    if (s->relaxed && !q->allow_relaxed && (v->dtype == CC_F16 || v->dtype == CC_BF16))
+        reason(v, "%ld cases were judged with relaxed accumulation (f16/bf16 sums folded in "
+                  "the dtype); the policy wants strict",
+               s->relaxed);
     if (s->suspect && q->suspect_fails)
         reason(v, "%ld passing cases are suspect (over the probabilistic bound; the policy has "
                   "suspect fail); first: capcheck repro '%.300s'",

@@ -15,7 +15,9 @@
  *                    allow_unsupported; where the op requires a VJP (TorchLean's requiresVJP)
  *                    the capsule has a vjpMode and at least min_vjp_passing passing cases
  *                    checked it; each listed shape, layout and edge class is covered by a
- *                    passing case; with `suspect fail`, no passing case is suspect;
+ *                    passing case; with `suspect fail`, no passing case is suspect; f16/bf16
+ *                    results were judged with strict accumulation (unless `accumulation
+ *                    relaxed`);
  *   trustedExternal  with one line per unmet requirement, naming what is missing.
  * Exit code: with `require` lines, 0 when every required capsule x dtype is checked, else 1;
  * without, 0 when every capsule x dtype of the report is checked (and there is one), else 1;
@@ -40,10 +42,12 @@ typedef struct {
     unsigned shapes, layouts, edges; /* bit masks of required classes */
     int allow_unsupported;
     int suspect_fails; /* `suspect fail`: a suspect case keeps the capsule out, as a failure */
+    int allow_relaxed; /* `accumulation relaxed`: f16/bf16 evidence judged relaxed counts */
 } cc_requirements;
 
 enum { CC_REQ_MIN = 1, CC_REQ_MIN_VJP = 2, CC_REQ_SHAPES = 4, CC_REQ_LAYOUTS = 8,
-       CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_SUSPECT = 64 };
+       CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_SUSPECT = 64,
+       CC_REQ_ACCUMULATION = 128 };
 
 typedef struct {
     int is_op; /* [op NAME...] rather than [capsule GLOB...] */

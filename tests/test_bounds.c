@@ -88,6 +88,7 @@ static void test_long_bf16_sum_is_vacuous_only_when_relaxed(void **state)
     assert_int_equal(ev.v[0].counts[CC_RES_PASS], 2);
     assert_int_equal(ev.v[0].vacuous, 1);
     assert_int_equal(ev.v[0].fwd_passing, 1);
+    assert_int_equal(ev.v[0].relaxed, 1); /* the gate wants strict unless the policy says */
     cc_evidence_free(&ev);
     cc_catalog_free(&cat);
 }
@@ -239,6 +240,20 @@ static void test_suspect_is_flagged_counted_and_a_policy_failure(void **state)
                                      sizeof msg),
                      -1);
     assert_non_null(strstr(msg, "suspect is fail or allow"));
+    /* relaxed evidence counts only where the policy says so */
+    assert_int_equal(cc_policy_parse("format capcheck-policy/1\n[op reduceSum]\naccumulation "
+                                     "relaxed\n",
+                                     "t", &pol, msg, sizeof msg),
+                     0);
+    cc_policy_requirements(&pol, &cap, CC_F16, &q);
+    assert_true(q.allow_relaxed);
+    snprintf(cap.op, sizeof cap.op, "matmul");
+    cc_policy_requirements(&pol, &cap, CC_F16, &q);
+    assert_false(q.allow_relaxed);
+    assert_int_equal(cc_policy_parse("format capcheck-policy/1\naccumulation loose\n", "t", &pol,
+                                     msg, sizeof msg),
+                     -1);
+    assert_non_null(strstr(msg, "accumulation is strict or relaxed"));
 }
 
 /* ---- detection power ----------------------------------------------------------------------- */
