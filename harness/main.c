@@ -74,7 +74,7 @@ static void usage(FILE *f)
             "      time, side by side in this process, the provider's calls alone and capcheck's\n"
             "      whole per-case path on the cases of at most N elements (default 1024) of\n"
             "      the files (default: the embedded smoke cases); prints cases/s and the ratio\n"
-            "  capcheck power DIR [--markdown FILE]\n"
+            "  capcheck power DIR [--before DIR] [--markdown FILE]\n"
             "      the detection power of a run made with --power: per op x dtype, the\n"
             "      smallest error (in units of the provider's own typical error, and in ulps)\n"
             "      its cases reject, failing and counting suspect as failing\n"

@@ -32,8 +32,9 @@ void cc_power_init(cc_power *pw);
 void cc_power_of_check(const double *expected, const ref_mag *mag, const cc_view *got,
                        const cc_bound_model *m, cc_power *pw);
 
-/* capcheck power DIR [--markdown FILE]: the table of a run made with --power. Exit 0, or 2 for
- * a folder without such results (one sentence). */
+/* capcheck power DIR [--before DIR] [--markdown FILE]: the table of a run made with --power
+ * (beside a second such run's, typically the relaxed model's, with --before). Exit 0, or 2 for a
+ * folder without such results (one sentence). */
 int cc_power_command(int argc, char **argv, FILE *out, FILE *err);
 
 #endif

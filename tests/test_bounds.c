@@ -306,6 +306,15 @@ static void test_power_command_tabulates_a_run(void **state)
     assert_non_null(md);
     assert_non_null(strstr(md, "| op | dtype | device | cases | passing | k fail"));
     free(md);
+    /* beside the relaxed model's run: the f16 sum rejects a smaller k strict than relaxed */
+    assert_int_equal(cc_t_run(NULL, "run " TMP "/p.cases --provider reference --power -j 1 "
+                                    "--accumulation relaxed --out " TMP "/pr",
+                              out, sizeof out),
+                     0);
+    assert_int_equal(cc_t_run(NULL, "power " TMP "/p --before " TMP "/pr", out, sizeof out), 0);
+    assert_non_null(strstr(out, "(relaxed, \"before\": each cell before → after)"));
+    assert_non_null(strstr(out, "| reduceSum | f16 | cpu | 4 | 4 | "));
+    assert_non_null(strstr(out, " → "));
     /* a run without --power has nothing to tabulate; bad arguments are one sentence */
     assert_int_equal(cc_t_run(NULL, "run " TMP "/p.cases --provider reference -j 1 --out " TMP
                                     "/np",
