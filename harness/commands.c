@@ -1,16 +1,20 @@
 #include "harness/commands.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "harness/capsules.h"
-#include "harness/diff.h"
-#include "harness/gate.h"
-#include "harness/jschema.h"
-#include "harness/merge.h"
+#include "harness/report/capsules.h"
+#include "harness/evidence/diff.h"
+#include "harness/evidence/gate.h"
+#include "harness/report/jschema.h"
+#include "harness/evidence/merge.h"
+#include "harness/evidence/history.h"
+#include "harness/evidence/report_html.h"
 
-#define DEFAULT_POLICY "reports/policy.conf"
+#define DEFAULT_POLICY CC_DEFAULT_POLICY
 #define DEFAULT_SCHEMA "reports/schema.json"
 
 const char cc_commands_usage[] =
@@ -26,13 +30,21 @@ const char cc_commands_usage[] =
     "  capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
     "      regressions, fixes, new failures and bound-ratio drift beyond F (default 4) between\n"
     "      two reports; exit 1 on a regression or a new failure\n"
-    "  capcheck merge DIR... --out DIR\n"
+    "  capcheck merge DIR... --out DIR [--policy F]\n"
     "      join the folders of a --shard I/N run into the report an unsharded run writes\n"
+    "  capcheck report DIR [--policy F]\n"
+    "      write DIR/report.html again from the run in DIR, with the gate's verdicts under F\n"
+    "      (default " DEFAULT_POLICY " when it exists)\n"
+    "  capcheck history DIR... --out DIR [--drift F]\n"
+    "      the trend over a series of sealed runs (nightlies, oldest first): per capsule x\n"
+    "      dtype the worst and median bound ratio per night, the night each failure first\n"
+    "      appeared, drift beyond F (default 4) from the first night, where the stack\n"
+    "      changed; DIR/history.html and DIR/history.json\n"
     "  capcheck validate FILE [--schema F]\n"
     "      check a JSON file against a JSON Schema (default " DEFAULT_SCHEMA ")\n";
 
-static const char *const COMMANDS[] = {"gate", "evidence", "emit-lean", "diff", "merge",
-                                       "validate", NULL};
+static const char *const COMMANDS[] = {"gate",   "evidence", "emit-lean", "diff",    "merge",
+                                       "report", "history",  "validate",  NULL};
 
 int cc_is_evidence_command(const char *name)
 {
@@ -44,6 +56,7 @@ int cc_is_evidence_command(const char *name)
 
 typedef struct {
     const char *policy, *catalog, *out, *evidence, *schema;
+    int policy_given; /* --policy on the command line (else the default) */
     double drift;
     int fail_on_drift;
     const char *pos[256];
@@ -59,8 +72,10 @@ static int parse(int argc, char **argv, opts *o)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char **slot = NULL;
-        if (strcmp(a, "--policy") == 0)
+        if (strcmp(a, "--policy") == 0) {
             slot = &o->policy;
+            o->policy_given = 1;
+        }
         else if (strcmp(a, "--catalog") == 0)
             slot = &o->catalog;
         else if (strcmp(a, "--out") == 0)
@@ -180,7 +195,32 @@ int cc_evidence_command(int argc, char **argv)
             fprintf(stderr, "capcheck merge: give the shard folders and --out DIR\n");
             return 2;
         }
-        return cc_merge_command(o.n_pos, o.pos, o.out, stderr);
+        if (o.policy_given && access(o.policy, R_OK)) {
+            fprintf(stderr, "capcheck merge: --policy %s: %s\n", o.policy, strerror(errno));
+            return 2;
+        }
+        int rc = cc_merge_command(o.n_pos, o.pos, o.out, stderr);
+        if (rc != 2 && cc_write_report_html(o.out, o.policy_given ? o.policy : NULL,
+                                            "capcheck merge", stdout, stderr))
+            rc = 2;
+        return rc;
+    }
+    if (strcmp(cmd, "history") == 0) {
+        if (o.n_pos < 1 || !o.out) {
+            fprintf(stderr, "capcheck history: give the run folders, oldest first, and --out DIR\n");
+            return 2;
+        }
+        return cc_history_command(o.n_pos, o.pos, o.out, o.drift, stdout, stderr);
+    }
+    if (strcmp(cmd, "report") == 0) {
+        if (o.n_pos != 1 || o.out) {
+            fprintf(stderr, "capcheck report: give one run folder (it gets report.html)\n");
+            return 2;
+        }
+        return cc_write_report_html(o.pos[0], o.policy_given ? o.policy : NULL,
+                                    "capcheck report", stdout, stderr)
+                   ? 2
+                   : 0;
     }
     if (strcmp(cmd, "validate") == 0) {
         if (o.n_pos != 1) {
@@ -196,4 +236,18 @@ int cc_evidence_command(int argc, char **argv)
         return rc;
     }
     return gate_family(cmd, &o);
+}
+
+int cc_write_report_html(const char *dir, const char *policy, const char *who, FILE *out,
+                         FILE *err)
+{
+    char msg[1024], gate[512];
+    long bytes = 0;
+    if (cc_report_html_write(dir, policy ? policy : CC_DEFAULT_POLICY, policy != NULL, &bytes,
+                             gate, sizeof gate, msg, sizeof msg)) {
+        fprintf(err, "%s: report.html: %s\n", who, msg);
+        return -1;
+    }
+    fprintf(out, "%s: report.html in %s (%ld KB; %s)\n", who, dir, (bytes + 1023) / 1024, gate);
+    return 0;
 }

@@ -1,3 +1,5 @@
+/* Room harness/ (top): only the CLI, main.c and commands.c: the command line,
+ * calling into every room (README "Layout"; scripts/check-layers). */
 /* capcheck command line: run, repro, list. Exit codes: 0 all passed, 1 some case did not pass,
  * 2 bad input or environment (unknown op, malformed line, missing file, absent device). */
 #define _POSIX_C_SOURCE 200809L
@@ -9,19 +11,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/bench.h"
-#include "harness/case.h"
+#include "harness/tools/bench.h"
+#include "harness/case/case.h"
 #include "harness/commands.h"
-#include "harness/dtype.h"
-#include "harness/merge.h"
-#include "harness/plugin.h"
-#include "harness/power.h"
-#include "harness/provenance.h"
-#include "harness/report.h"
-#include "harness/runner.h"
-#include "harness/session.h"
-#include "harness/shrink.h"
-#include "harness/witness.h"
+#include "core/dtype.h"
+#include "harness/evidence/merge.h"
+#include "harness/run/plugin.h"
+#include "harness/report/provenance.h"
+#include "harness/report/report.h"
+#include "harness/run/runner.h"
+#include "harness/session/session.h"
+#include "harness/tools/shrink.h"
+#include "harness/run/witness.h"
+#include "harness/evidence/report_html.h"
+#include "harness/evidence/shard_auto.h"
+#include "harness/tools/power_table.h"
 #include "providers/cuda/cuda_providers.h"
 #include "providers/openblas/openblas_provider.h"
 #include "reference/ref_families.h"
@@ -36,16 +40,21 @@ static void usage(FILE *f)
             "               [--device cpu|cuda] [--tf32 on|off] [--deterministic on|off]\n"
             "               [--attention composed|math|flash|efficient|cudnn]\n"
             "               [--out DIR] [--seed N] [--op NAME]\n"
-            "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N]\n"
-            "               [--witness P[,P...]] [--accumulation strict|relaxed] [--power]\n"
+            "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N|auto]\n"
+            "               [--witness P[,P...]] [--policy F] [--accumulation strict|relaxed]\n"
+            "               [--power]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
-            "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out)\n"
+            "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out) and\n"
+            "      DIR/report.html, with the gate's verdicts under F (default\n"
+            "      " CC_DEFAULT_POLICY " when it exists)\n"
             "      in N worker processes (default: one per CPU); a crash or a hang (limit:\n"
             "      S seconds, default 10, + 1 us per element per input) is that case's result.\n"
             "      Results are journaled as they finish: --resume DIR with the same\n"
             "      arguments runs only what is missing and writes the same report.\n"
             "      --no-fork runs in this process (for a debugger; no crash isolation)\n"
-            "      --shard I/N runs shard I of N (cases dealt by cost; capcheck merge joins them)\n"
+            "      --shard I/N runs shard I of N (cases dealt by cost; capcheck merge joins them);\n"
+            "      --shard auto takes I and N from GitLab parallel, a Kubernetes Indexed Job,\n"
+            "      a Slurm array, Buildkite or CAPCHECK_SHARD_INDEX/COUNT (README: Sharding)\n"
             "      Lines without device= take --device (default cpu).\n"
             "      --witness: each case that does not pass runs again, same inputs, on up to 4\n"
             "      other providers (names, or plugin paths containing a '/'); the report says\n"
@@ -90,7 +99,7 @@ static void usage(FILE *f)
 
 typedef struct {
     const char *provider, *device, *out, *op_filter;
-    const char *provider_lib; /* --provider-lib: a plugin (harness/plugin.h) instead of --provider */
+    const char *provider_lib; /* --provider-lib: a plugin (harness/run/plugin.h), not --provider */
     const char *script;       /* shrink --script: where the Python reproducer goes */
     cc_plugin *plugin;        /* loaded by main() from provider_lib, closed there */
     unsigned long long seed;
@@ -100,6 +109,7 @@ typedef struct {
     const char *shard;  /* --shard I/N */
     const char *tf32, *deterministic, *attention; /* math modes (apply_math_modes) */
     const char *min_time, *reps, *max_elements, *json; /* bench (parsed by cmd_bench) */
+    const char *policy;  /* --policy F: the gate's verdicts in report.html */
     const char *accumulation; /* --accumulation strict|relaxed (judging) */
     int power;                /* --power */
     cc_judging judging;       /* from the two, by parse_options */
@@ -146,6 +156,8 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->attention;
         else if (strcmp(a, "--witness") == 0)
             slot = &o->witness;
+        else if (strcmp(a, "--policy") == 0)
+            slot = &o->policy;
         else if (strcmp(a, "--accumulation") == 0)
             slot = &o->accumulation;
         else if (strcmp(a, "--min-time") == 0)
@@ -263,7 +275,7 @@ static void print_parse_error(const cc_parse_error *e)
 
 /* Pick the provider (the plugin main() loaded, else --provider by name), not initialised;
  * NULL (after one clear sentence) when there is none. run and repro hand it to worker
- * processes, which initialise it themselves (harness/pool.h). */
+ * processes, which initialise it themselves (harness/run/pool.h). */
 static const cc_provider *provider_named(const char *name, char *msg, size_t len)
 {
     return name && !strcmp(name, "openblas") ? cc_openblas_provider(msg, len)
@@ -390,11 +402,28 @@ static int load_cases(const options *o, cc_device *device, cc_case_list *cases, 
     return 0;
 }
 
+/* --shard I/N, or --shard auto: from the engine that launched the job (harness/shard_auto.h),
+ * which is named on stderr. */
+static int shard_of(const char *spec, int *index, int *count, char *msg, size_t len)
+{
+    if (strcmp(spec, "auto") != 0)
+        return cc_shard_parse(spec, index, count, msg, len);
+    char source[256];
+    if (cc_shard_auto(cc_shard_auto_getenv, NULL, index, count, source, sizeof source, msg, len))
+        return -1;
+    fprintf(stderr, "capcheck: --shard auto: shard %d/%d (%s)\n", *index, *count, source);
+    return 0;
+}
+
 static int cmd_run(const options *o, int argc, char **argv)
 {
     cc_device device;
     cc_case_list cases;
     char files[512];
+    if (o->policy && access(o->policy, R_OK)) { /* report.html's gate: refused before the run */
+        fprintf(stderr, "capcheck: --policy %s: %s\n", o->policy, strerror(errno));
+        return 2;
+    }
     if (load_cases(o, &device, &cases, files, sizeof files))
         return 2;
     /* provenance: the case files' hashes, this build, this machine; and the shard */
@@ -404,8 +433,8 @@ static int cmd_run(const options *o, int argc, char **argv)
     if (cc_provenance_collect(&prov, o->n_files ? o->n_files : 1,
                               o->n_files ? o->files : &embedded_path,
                               o->n_files ? NULL : &embedded_text, msg, sizeof msg) ||
-        (o->shard && (cc_shard_parse(o->shard, &prov.shard.index, &prov.shard.count, msg,
-                                     sizeof msg) ||
+        (o->shard && (shard_of(o->shard, &prov.shard.index, &prov.shard.count, msg,
+                               sizeof msg) ||
                       cc_shard_select(&cases, prov.shard.index, prov.shard.count, &prov.shard,
                                       msg, sizeof msg)))) {
         fprintf(stderr, "capcheck: %s\n", msg);
@@ -437,6 +466,8 @@ static int cmd_run(const options *o, int argc, char **argv)
     int rc = cc_session_run(&so);
     cc_case_list_free(&cases);
     free(prov.shard.global);
+    if (rc != 2 && cc_write_report_html(so.out_dir, o->policy, "capcheck", stdout, stderr))
+        rc = 2;
     return rc;
 }
 

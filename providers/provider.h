@@ -76,7 +76,7 @@ typedef struct cc_provider {
      * arithmetic this provider uses for `op` (ref_op.name) in `dtype` on `device` when it is
      * coarser than the dtype's own, e.g. 2^-11 for an f32 matmul or conv that runs on TF32
      * tensor cores; 0 means "the dtype's u". The harness's bound then uses this u in place of
-     * u(dtype) (harness/compare.h, cc_bound_for_compute): a provider can loosen its error model
+     * u(dtype) (harness/run/compare.h, cc_bound_for_compute): a provider can loosen its error model
      * only by declaring what its kernels do, and its describe() should say so ("tf32 on"). A
      * declaration finer than u(dtype) changes nothing (the output is still rounded to the
      * dtype); one coarser than bf16's 2^-8, or not a number, makes the case an error. Called in

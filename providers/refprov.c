@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/dtype.h"
-#include "harness/materialize.h"
+#include "core/dtype.h"
+#include "core/view.h"
 #include "providers/provider.h"
 
 static void store_dense(const double *x, cc_view *out)

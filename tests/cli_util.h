@@ -65,6 +65,18 @@ static __attribute__((unused)) void cc_t_write(const char *path, const char *tex
     fclose(f);
 }
 
+/* The whole file root/dir/name, NUL-terminated; fails the test when it cannot be read. */
+static __attribute__((unused)) char *cc_t_slurp_in(const char *root, const char *dir,
+                                                   const char *name)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s/%s", root, dir, name);
+    char *t = cc_t_slurp(path, NULL);
+    if (!t)
+        fail_msg("cannot read %s", path);
+    return t;
+}
+
 /* Text with every line containing `drop` removed (for comparing reports without "timing"). */
 static __attribute__((unused)) char *cc_t_without_lines(const char *text, const char *drop)
 {

@@ -23,9 +23,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "harness/case.h"
-#include "harness/materialize.h"
-#include "harness/sha256.h"
+#include "harness/case/case.h"
+#include "harness/case/materialize.h"
+#include "core/sha256.h"
 
 #define MAX_OPS 128 /* more than the vocabulary holds */
 

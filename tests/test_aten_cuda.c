@@ -22,8 +22,8 @@
 
 #include <cmocka.h>
 
-#include "harness/case.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "harness/run/runner.h"
 #include "providers/provider.h"
 
 #if CAPCHECK_HAVE_ATEN_CUDA

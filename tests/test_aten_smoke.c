@@ -16,8 +16,8 @@
 #include <cmocka.h>
 #include <dirent.h>
 
-#include "harness/case.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "harness/run/runner.h"
 #include "test_util.h"
 
 static cc_case_list smoke;

@@ -9,15 +9,15 @@
 
 #include <math.h>
 
-#include "harness/capsules.h"
-#include "harness/compare.h"
-#include "harness/dtype.h"
-#include "harness/evidence.h"
-#include "harness/gate.h"
-#include "harness/plugin.h"
-#include "harness/power.h"
-#include "harness/report.h"
-#include "harness/runner.h"
+#include "core/dtype.h"
+#include "harness/evidence/evidence.h"
+#include "harness/evidence/gate.h"
+#include "harness/report/capsules.h"
+#include "harness/report/report.h"
+#include "harness/run/compare.h"
+#include "harness/run/plugin.h"
+#include "harness/run/power.h"
+#include "harness/run/runner.h"
 #include "providers/provider.h"
 #include "test_util.h"
 

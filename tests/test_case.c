@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "harness/case.h"
+#include "harness/case/case.h"
 
 static const cc_case_defaults defaults = {CC_CPU, 0};
 

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/case.h"
+#include "harness/case/case.h"
 
 static int parses(const char *line, char *msg, size_t n)
 {

@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "harness/compare.h"
-#include "harness/dtype.h"
+#include "harness/run/compare.h"
+#include "core/dtype.h"
 #include "test_util.h"
 
 static void test_ratio_is_error_over_bound(void **state)

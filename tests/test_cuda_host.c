@@ -22,9 +22,9 @@
 
 #include <cmocka.h>
 
-#include "harness/case.h"
-#include "harness/dtype.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "core/dtype.h"
+#include "harness/run/runner.h"
 #include "providers/cuda/cudnn_plan.h"
 #include "providers/cuda/fft_lowering.h"
 #include "providers/openblas/gemm_lowering.h"

@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "harness/case.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "harness/run/runner.h"
 #include "providers/cuda/cuda_providers.h"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-/* Edge-value classes (harness/edges.h): the edge= key of case and generator lines, which ops a
+/* Edge-value classes (harness/case/edges.h): the edge= key of case and generator lines, which ops a
  * class applies to, and that the materialized inputs really carry each class's values, at
  * positions that depend on the seed alone. */
 #include <setjmp.h>
@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/case.h"
-#include "harness/dtype.h"
-#include "harness/materialize.h"
+#include "harness/case/case.h"
+#include "core/dtype.h"
+#include "harness/case/materialize.h"
 
 static const cc_case_defaults defaults = {CC_CPU, 0};
 

@@ -5,8 +5,8 @@
  * given twice), each with its reason and exit 2; evidence.json conforms to its schema. */
 #include "cli_util.h"
 
-#include "harness/jschema.h"
-#include "harness/report_out.h"
+#include "harness/report/jschema.h"
+#include "harness/report/report_out.h"
 
 static char tmp[256], run_dir[512], cases[512];
 static char out[1 << 17];

@@ -1,4 +1,4 @@
-/* The journal and its reader (harness/journal.h, results_read.h, json.h): a result survives
+/* The journal and its reader (harness/session/journal.h, results_read.h, json.h): a result survives
  * write -> read exactly (NaN, +-Inf, -0, escapes); records appended in any order give the
  * report of case-index order; a torn tail is dropped and cut off; run.json round-trips. */
 #define _POSIX_C_SOURCE 200809L
@@ -15,10 +15,10 @@
 
 #include <cmocka.h>
 
-#include "harness/journal.h"
-#include "harness/json.h"
-#include "harness/report.h"
-#include "harness/results_read.h"
+#include "harness/session/journal.h"
+#include "core/json.h"
+#include "harness/report/report.h"
+#include "harness/report/results_read.h"
 
 static char tmpdir[256];
 

@@ -49,12 +49,7 @@ static int teardown(void **state)
 
 static char *file_in(const char *dir, const char *name)
 {
-    char path[800];
-    snprintf(path, sizeof path, "%s/%s/%s", tmp, dir, name);
-    char *t = cc_t_slurp(path, NULL);
-    if (!t)
-        fail_msg("cannot read %s", path);
-    return t;
+    return cc_t_slurp_in(tmp, dir, name);
 }
 
 static void same_but(const char *a, const char *b, const char *name, const char *drop)

@@ -21,9 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/case.h"
-#include "harness/plugin.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "harness/run/plugin.h"
+#include "harness/run/runner.h"
 #include "test_util.h"
 
 #define MUTANTS_LIB CAPCHECK_PLUGIN_DIR "/mutants.so"

@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "harness/case.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "harness/run/runner.h"
 #include "providers/openblas/openblas_provider.h"
 #include "test_util.h"
 

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "harness/case.h"
-#include "harness/plugin.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "harness/run/plugin.h"
+#include "harness/run/runner.h"
 #include "test_util.h"
 
 static void expect_refusal(const char *path, const char *what)

@@ -1,4 +1,4 @@
-/* The worker pool (harness/pool.h): a provider that segfaults on one op, aborts on another and
+/* The worker pool (harness/run/pool.h): a provider that segfaults on one op, aborts on another and
  * hangs on a third leaves every other result intact; the three become crash (with the signal
  * name) and timeout results carrying the case's repro line; dead workers are replaced and the
  * run goes on. Provider init and every provider call happen in a worker, never here. */
@@ -16,10 +16,10 @@
 
 #include <cmocka.h>
 
-#include "harness/case.h"
-#include "harness/clock.h"
-#include "harness/pool.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "core/clock.h"
+#include "harness/run/pool.h"
+#include "harness/run/runner.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1 /* ASan turns a SIGSEGV into exit(1) after its report */

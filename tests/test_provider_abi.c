@@ -1,5 +1,5 @@
 /* Provider ABI version 2 and the declared compute roundoff (providers/provider.h,
- * compute_roundoff; harness/compare.h, cc_bound_for_compute).
+ * compute_roundoff; harness/run/compare.h, cc_bound_for_compute).
  *
  *   - the bound model: u = max(declared, u(dtype)) + 2^-53; nothing declared (0) or a finer
  *     declaration is the dtype's bound; the usable range is 0 .. 2^-8;
@@ -16,11 +16,11 @@
 
 #include <math.h>
 
-#include "harness/case.h"
-#include "harness/compare.h"
-#include "harness/dtype.h"
-#include "harness/plugin.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "harness/run/compare.h"
+#include "core/dtype.h"
+#include "harness/run/plugin.h"
+#include "harness/run/runner.h"
 
 static void test_bound_model(void **state)
 {

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "harness/values.h"
+#include "harness/case/values.h"
 #include "reference/ref.h"
 #include "ref_test_util.h"
 

@@ -7,10 +7,10 @@
  * (tests/golden; tests/golden/regenerate rewrites them after a deliberate change). */
 #include "cli_util.h"
 
-#include "harness/capsules.h"
-#include "harness/jschema.h"
-#include "harness/json.h"
-#include "harness/sha256.h"
+#include "harness/report/capsules.h"
+#include "harness/report/jschema.h"
+#include "core/json.h"
+#include "core/sha256.h"
 #include "reference/ref.h"
 
 static char tmp[256], cases[512], good[512], bad[512];

@@ -15,9 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness/case.h"
-#include "harness/plugin.h"
-#include "harness/shrink.h"
+#include "harness/case/case.h"
+#include "harness/run/plugin.h"
+#include "harness/tools/shrink.h"
 #include "test_util.h"
 
 #define MUTANTS_LIB CAPCHECK_PLUGIN_DIR "/mutants.so"

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/case.h"
-#include "harness/runner.h"
+#include "harness/case/case.h"
+#include "harness/run/runner.h"
 
 /* A case line parsed with the defaults CPU, seed 0; fails the test when it does not parse. */
 static __attribute__((unused)) cc_case cc_t_parse_case(const char *line)

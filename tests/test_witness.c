@@ -1,4 +1,4 @@
-/* The three-way report (harness/witness.h): witnesses run a case the primary did not pass, on
+/* The three-way report (harness/run/witness.h): witnesses run a case the primary did not pass, on
  * the same inputs, and the verdict says who is wrong.
  *   - the verdict rules, one by one;
  *   - the planted matmul bug (mutants plugin, matmul_drop_last_k) as the primary, reference and
@@ -19,12 +19,12 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "harness/dtype.h"
-#include "harness/jschema.h"
-#include "harness/pool.h"
-#include "harness/report.h"
-#include "harness/results_read.h"
-#include "harness/witness.h"
+#include "core/dtype.h"
+#include "harness/report/jschema.h"
+#include "harness/run/pool.h"
+#include "harness/report/report.h"
+#include "harness/report/results_read.h"
+#include "harness/run/witness.h"
 
 #ifndef CAPCHECK_HAVE_OPENBLAS
 #define CAPCHECK_HAVE_OPENBLAS 0

@@ -1,4 +1,4 @@
-/* Zero-trust checks (harness/zero_trust.h): an all-zeros, constant or copied output fails with
+/* Zero-trust checks (harness/run/zero_trust.h): an all-zeros, constant or copied output fails with
  * its own message even where the bound would let it through (long bf16 reductions, a scale
  * close to 1), and the reference provider raises no false alarm on the smoke suite nor on
  * every op of the vocabulary in all four dtypes and layouts. */
@@ -12,10 +12,10 @@
 
 #include <cmocka.h>
 
-#include "harness/case.h"
-#include "harness/dtype.h"
-#include "harness/runner.h"
-#include "harness/zero_trust.h"
+#include "harness/case/case.h"
+#include "core/dtype.h"
+#include "harness/run/runner.h"
+#include "harness/run/zero_trust.h"
 #include "test_util.h"
 
 /* ---- the check on its own ----------------------------------------------------------------- */

@@ -478,7 +478,7 @@ void aten_describe(void *, char *buf, size_t len) {
 #endif
     } catch (...) {
     }
-    /* "key value" items (harness/provenance.h reads them into the report's provenance) */
+    /* "key value" items (harness/report/provenance.h reads them into the report's provenance) */
     const char *tf32;
 #if CAPCHECK_ATEN_CUDA
     const char *devices = "cpu,cuda";

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/dtype.h"
+#include "core/dtype.h"
 
 /* ---- pooling --------------------------------------------------------------------------------- */
 

@@ -32,7 +32,7 @@
 
 #include <cudnn.h>
 
-#include "harness/dtype.h"
+#include "core/dtype.h"
 #include "providers/cuda/cuda_common.h"
 #include "providers/cuda/cudnn_plan.h"
 #include "providers/openblas/gemm_lowering.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/dtype.h"
+#include "core/dtype.h"
 
 #define GL_MAX_OWNED 8
 #define GL_MAX_STAGED 3 /* outputs of one call: linear's three gradients at most */

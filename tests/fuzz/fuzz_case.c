@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case.h"
+#include "harness/case/case.h"
 
 /* Generator lines expand into count x dtypes x devices x layouts (x every op for '*') cases:
  * keep the expansion small so one input stays fast. Returns 0 when the text may expand a lot. */

@@ -1,4 +1,4 @@
-/* libFuzzer target: the results.jsonl reader (harness/results_read.c over harness/json.c).
+/* libFuzzer target: the results.jsonl reader (harness/report/results_read.c over core/json.c).
  *
  * Properties: cc_json_parse and cc_result_parse_line never crash, leak or trip UBSan; a record
  * that reads is written back by cc_result_write_json, and that line reads again and writes
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/json.h"
-#include "harness/report.h"
-#include "harness/results_read.h"
+#include "core/json.h"
+#include "harness/report/report.h"
+#include "harness/report/results_read.h"
 
 /* cc_result_write_json's line for r (caller frees); NULL when out of memory. */
 static char *write_line(const cc_result *r, size_t *len)

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/dtype.h"
-#include "harness/materialize.h"
+#include "core/dtype.h"
+#include "core/view.h"
 #include "providers/provider.h"
 
 #define EXPORT __attribute__((visibility("default")))

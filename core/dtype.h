@@ -1,0 +1,27 @@
+/* Room core/ (dtype, view, files, clock, json, sha256): the common layer; knows no case.
+ * May call providers/provider.h (the ABI types) and reference/ only. */
+/* Floating formats: rounding a float64 master value to a case dtype, storing and loading
+ * elements of a provider buffer, and the constants of the error model. */
+#ifndef CAPCHECK_DTYPE_H
+#define CAPCHECK_DTYPE_H
+
+#include <stdint.h>
+
+#include "providers/provider.h"
+
+/* x rounded to nearest-even in dtype t, returned exactly as a double (integers unchanged). */
+double cc_round_to(cc_dtype t, double x);
+void cc_store(cc_dtype t, void *buf, int64_t i, double x); /* rounds, then stores */
+double cc_load(cc_dtype t, const void *buf, int64_t i);
+/* Unit roundoff u of a compute format: f64 2^-53, f32 2^-24, f16 and TF32 2^-11, bf16 2^-8. */
+double cc_unit_roundoff(cc_dtype t);
+double cc_smallest_normal(cc_dtype t);
+/* The spacing of dtype t's values at x (for 0 and non-finite x: at the smallest normal). */
+double cc_ulp(cc_dtype t, double x);
+double cc_max_finite(cc_dtype t);
+int cc_dtype_is_float(cc_dtype t);
+/* Parse "f32" etc.; returns -1 when unknown. */
+int cc_dtype_parse(const char *s, cc_dtype *out);
+int cc_device_parse(const char *s, cc_device *out);
+
+#endif

@@ -1,0 +1,36 @@
+/* Files written all or nothing (files.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "core/files.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+FILE *cc_write_atomic_open(cc_write_atomic *w, const char *path)
+{
+    w->path = path;
+    w->f = NULL;
+    if (snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >= (int)sizeof w->tmp) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    w->f = fopen(w->tmp, "w");
+    return w->f;
+}
+
+int cc_write_atomic_close(cc_write_atomic *w, int failed, unsigned flags)
+{
+    if (!w->f)
+        return -1;
+    errno = 0;
+    int bad = failed || fflush(w->f) || ferror(w->f) ||
+              ((flags & CC_WRITE_SYNC) && fsync(fileno(w->f)));
+    bad |= fclose(w->f) != 0;
+    w->f = NULL;
+    if (bad || rename(w->tmp, w->path)) {
+        int saved = errno; /* the reason, for the caller's sentence, not remove's */
+        remove(w->tmp);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,31 @@
+/* Files written all or nothing: the one way capcheck writes a file that another process, a
+ * later run or a person may read (reports, seals, run.json, evidence, bench figures).
+ *
+ *     cc_write_atomic w;
+ *     FILE *f = cc_write_atomic_open(&w, path);   // PATH.tmp, beside path
+ *     ... write into f ...
+ *     if (cc_write_atomic_close(&w, failed, 0)) ... // flush, close, rename over path
+ *
+ * rename(2) puts the finished file in place: a reader finds the old file or the whole new
+ * one, never half of it, and a failed write leaves the old file as it was. */
+#ifndef CAPCHECK_FILES_H
+#define CAPCHECK_FILES_H
+
+#include <stdio.h>
+
+typedef struct {
+    FILE *f;
+    const char *path; /* the caller's: it must outlive the write */
+    char tmp[4096];   /* PATH.tmp */
+} cc_write_atomic;
+
+enum { CC_WRITE_SYNC = 1 }; /* fsync the data before the rename (power-cut safe) */
+
+/* Create PATH.tmp for writing. NULL (errno set) when it cannot be created; w->tmp names it. */
+FILE *cc_write_atomic_open(cc_write_atomic *w, const char *path);
+/* Finish: flush (and with CC_WRITE_SYNC fsync), close, and rename PATH.tmp over path, unless
+ * `failed` (the caller's writing went wrong) or a step fails: then PATH.tmp is removed and
+ * path is untouched. Returns 0, or -1 with errno saying why (0 when only `failed`). */
+int cc_write_atomic_close(cc_write_atomic *w, int failed, unsigned flags);
+
+#endif

@@ -1,0 +1,471 @@
+#include "core/json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 64
+
+typedef struct {
+    const char *s;
+    size_t n, i;
+    char *msg;
+    size_t msg_len;
+    int failed;
+} parser;
+
+static void fail(parser *p, const char *fmt, ...)
+{
+    if (p->failed)
+        return;
+    p->failed = 1;
+    if (!p->msg || !p->msg_len)
+        return;
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(p->msg, p->msg_len, "%s at byte %zu", what, p->i);
+}
+
+static void skip_ws(parser *p)
+{
+    while (p->i < p->n &&
+           (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r'))
+        p->i++;
+}
+
+static cc_json *node(parser *p, cc_json_type t)
+{
+    cc_json *v = calloc(1, sizeof *v);
+    if (!v)
+        fail(p, "out of memory");
+    else
+        v->type = t;
+    return v;
+}
+
+static int hex4(parser *p, unsigned *out)
+{
+    if (p->i + 4 > p->n) {
+        fail(p, "truncated \\u escape");
+        return -1;
+    }
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        char c = p->s[p->i++];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else {
+            fail(p, "bad hex digit in \\u escape");
+            return -1;
+        }
+    }
+    *out = v;
+    return 0;
+}
+
+static size_t put_utf8(char *o, unsigned cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* At the opening quote; returns a malloc'ed decoded string. */
+static char *parse_string(parser *p)
+{
+    p->i++; /* the quote */
+    size_t start = p->i, end = start;
+    while (end < p->n && p->s[end] != '"') {
+        if (p->s[end] == '\\')
+            end++;
+        end++;
+    }
+    if (end >= p->n) {
+        fail(p, "unterminated string");
+        return NULL;
+    }
+    /* decoded text is never longer than the source (a \uXXXX is 6 bytes, at most 4 out) */
+    char *out = malloc(end - start + 1);
+    if (!out) {
+        fail(p, "out of memory");
+        return NULL;
+    }
+    size_t o = 0;
+    while (p->i < end) {
+        unsigned char c = (unsigned char)p->s[p->i];
+        if (c < 0x20) {
+            fail(p, "control character in a string");
+            free(out);
+            return NULL;
+        }
+        if (c != '\\') {
+            out[o++] = (char)c;
+            p->i++;
+            continue;
+        }
+        p->i++;
+        char e = p->s[p->i++];
+        switch (e) {
+        case '"': out[o++] = '"'; break;
+        case '\\': out[o++] = '\\'; break;
+        case '/': out[o++] = '/'; break;
+        case 'b': out[o++] = '\b'; break;
+        case 'f': out[o++] = '\f'; break;
+        case 'n': out[o++] = '\n'; break;
+        case 'r': out[o++] = '\r'; break;
+        case 't': out[o++] = '\t'; break;
+        case 'u': {
+            unsigned cp;
+            if (hex4(p, &cp)) {
+                free(out);
+                return NULL;
+            }
+            if (cp >= 0xD800 && cp < 0xDC00 && p->i + 6 <= end && p->s[p->i] == '\\' &&
+                p->s[p->i + 1] == 'u') {
+                size_t save = p->i;
+                p->i += 2;
+                unsigned lo;
+                if (hex4(p, &lo)) {
+                    free(out);
+                    return NULL;
+                }
+                if (lo >= 0xDC00 && lo < 0xE000)
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                else
+                    p->i = save;
+            }
+            o += put_utf8(out + o, cp);
+            break;
+        }
+        default:
+            p->i--;
+            fail(p, "bad escape \\%c", e);
+            free(out);
+            return NULL;
+        }
+    }
+    out[o] = 0;
+    p->i = end + 1;
+    return out;
+}
+
+static cc_json *parse_value(parser *p, int depth);
+
+static cc_json *parse_container(parser *p, int depth, int object)
+{
+    cc_json *v = node(p, object ? CC_JSON_OBJECT : CC_JSON_ARRAY);
+    if (!v)
+        return NULL;
+    p->i++; /* [ or { */
+    cc_json **tail = &v->child;
+    skip_ws(p);
+    char close = object ? '}' : ']';
+    if (p->i < p->n && p->s[p->i] == close) {
+        p->i++;
+        return v;
+    }
+    for (;;) {
+        char *key = NULL;
+        skip_ws(p);
+        if (object) {
+            if (p->i >= p->n || p->s[p->i] != '"') {
+                fail(p, "expected a member name");
+                break;
+            }
+            if (!(key = parse_string(p)))
+                break;
+            skip_ws(p);
+            if (p->i >= p->n || p->s[p->i] != ':') {
+                free(key);
+                fail(p, "expected ':'");
+                break;
+            }
+            p->i++;
+        }
+        cc_json *item = parse_value(p, depth + 1);
+        if (!item) {
+            free(key);
+            break;
+        }
+        item->key = key;
+        *tail = item;
+        tail = &item->next;
+        skip_ws(p);
+        if (p->i < p->n && p->s[p->i] == ',') {
+            p->i++;
+            continue;
+        }
+        if (p->i < p->n && p->s[p->i] == close) {
+            p->i++;
+            return v;
+        }
+        fail(p, "expected ',' or '%c'", close);
+        break;
+    }
+    cc_json_free(v);
+    return NULL;
+}
+
+static cc_json *parse_number(parser *p)
+{
+    size_t start = p->i;
+    const char *s = p->s;
+    size_t i = p->i;
+    if (i < p->n && s[i] == '-')
+        i++;
+    if (i < p->n && s[i] == '0')
+        i++;
+    else if (i < p->n && s[i] >= '1' && s[i] <= '9')
+        while (i < p->n && s[i] >= '0' && s[i] <= '9')
+            i++;
+    else {
+        fail(p, "unexpected character '%c'", i < p->n ? s[i] : '?');
+        return NULL;
+    }
+    if (i < p->n && s[i] == '.') {
+        i++;
+        if (!(i < p->n && s[i] >= '0' && s[i] <= '9')) {
+            p->i = i;
+            fail(p, "digit expected after '.'");
+            return NULL;
+        }
+        while (i < p->n && s[i] >= '0' && s[i] <= '9')
+            i++;
+    }
+    if (i < p->n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < p->n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        if (!(i < p->n && s[i] >= '0' && s[i] <= '9')) {
+            p->i = i;
+            fail(p, "digit expected in exponent");
+            return NULL;
+        }
+        while (i < p->n && s[i] >= '0' && s[i] <= '9')
+            i++;
+    }
+    cc_json *v = node(p, CC_JSON_NUMBER);
+    if (!v)
+        return NULL;
+    v->text = malloc(i - start + 1);
+    if (!v->text) {
+        free(v);
+        fail(p, "out of memory");
+        return NULL;
+    }
+    memcpy(v->text, s + start, i - start);
+    v->text[i - start] = 0;
+    v->num = strtod(v->text, NULL);
+    p->i = i;
+    return v;
+}
+
+static cc_json *parse_value(parser *p, int depth)
+{
+    skip_ws(p);
+    if (depth > MAX_DEPTH) {
+        fail(p, "nested deeper than %d", MAX_DEPTH);
+        return NULL;
+    }
+    if (p->i >= p->n) {
+        fail(p, "unexpected end of text");
+        return NULL;
+    }
+    char c = p->s[p->i];
+    if (c == '{' || c == '[')
+        return parse_container(p, depth, c == '{');
+    if (c == '"') {
+        char *s = parse_string(p);
+        if (!s)
+            return NULL;
+        cc_json *v = node(p, CC_JSON_STRING);
+        if (!v) {
+            free(s);
+            return NULL;
+        }
+        v->text = s;
+        return v;
+    }
+    static const struct {
+        const char *word;
+        cc_json_type t;
+    } words[] = {{"true", CC_JSON_TRUE}, {"false", CC_JSON_FALSE}, {"null", CC_JSON_NULL}};
+    for (size_t k = 0; k < 3; k++) {
+        size_t len = strlen(words[k].word);
+        if (p->n - p->i >= len && memcmp(p->s + p->i, words[k].word, len) == 0) {
+            p->i += len;
+            return node(p, words[k].t);
+        }
+    }
+    return parse_number(p);
+}
+
+cc_json *cc_json_parse(const char *text, size_t len, char *msg, size_t msg_len)
+{
+    parser p = {text, len, 0, msg, msg_len, 0};
+    if (msg && msg_len)
+        msg[0] = 0;
+    cc_json *v = parse_value(&p, 0);
+    if (!v)
+        return NULL;
+    skip_ws(&p);
+    if (p.i != p.n) {
+        fail(&p, "text after the value");
+        cc_json_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+void cc_json_free(cc_json *v)
+{
+    while (v) {
+        cc_json *next = v->next;
+        cc_json_free(v->child);
+        free(v->key);
+        free(v->text);
+        free(v);
+        v = next;
+    }
+}
+
+const cc_json *cc_json_get(const cc_json *obj, const char *key)
+{
+    if (!obj || obj->type != CC_JSON_OBJECT)
+        return NULL;
+    for (const cc_json *m = obj->child; m; m = m->next)
+        if (m->key && strcmp(m->key, key) == 0)
+            return m;
+    return NULL;
+}
+
+int cc_json_string(const cc_json *obj, const char *key, const char **out)
+{
+    const cc_json *v = cc_json_get(obj, key);
+    if (!v || v->type != CC_JSON_STRING)
+        return -1;
+    *out = v->text;
+    return 0;
+}
+
+int cc_json_double(const cc_json *obj, const char *key, double *out)
+{
+    const cc_json *v = cc_json_get(obj, key);
+    if (!v)
+        return -1;
+    if (v->type == CC_JSON_NUMBER) {
+        *out = v->num;
+        return 0;
+    }
+    if (v->type == CC_JSON_STRING) {
+        if (strcmp(v->text, "NaN") == 0)
+            *out = NAN;
+        else if (strcmp(v->text, "Infinity") == 0)
+            *out = INFINITY;
+        else if (strcmp(v->text, "-Infinity") == 0)
+            *out = -INFINITY;
+        else
+            return -1;
+        return 0;
+    }
+    return -1;
+}
+
+int cc_json_i64(const cc_json *obj, const char *key, int64_t *out)
+{
+    const cc_json *v = cc_json_get(obj, key);
+    if (!v || v->type != CC_JSON_NUMBER)
+        return -1;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v->text, &end, 10);
+    if (*end || errno)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+int cc_json_u64(const cc_json *obj, const char *key, uint64_t *out)
+{
+    const cc_json *v = cc_json_get(obj, key);
+    if (!v || v->type != CC_JSON_NUMBER || v->text[0] == '-')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v->text, &end, 10);
+    if (*end || errno)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+int cc_json_bool(const cc_json *obj, const char *key, int *out)
+{
+    const cc_json *v = cc_json_get(obj, key);
+    if (!v || (v->type != CC_JSON_TRUE && v->type != CC_JSON_FALSE))
+        return -1;
+    *out = v->type == CC_JSON_TRUE;
+    return 0;
+}
+
+void cc_json_write_string(FILE *f, const char *s)
+{
+    putc('"', f);
+    const char *run = s; /* characters that need no escape go out in one fwrite */
+    for (;; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch >= 0x20 && ch != '"' && ch != '\\')
+            continue;
+        fwrite(run, 1, (size_t)(s - run), f);
+        if (!ch)
+            break;
+        if (ch == '\n')
+            fputs("\\n", f);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else {
+            putc('\\', f);
+            putc(ch, f);
+        }
+        run = s + 1;
+    }
+    putc('"', f);
+}
+
+void cc_json_write_number(FILE *f, double x)
+{
+    if (isnan(x))
+        fputs("\"NaN\"", f);
+    else if (isinf(x))
+        fputs(x > 0 ? "\"Infinity\"" : "\"-Infinity\"", f);
+    else
+        fprintf(f, "%.17g", x);
+}

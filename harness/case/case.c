@@ -1,0 +1,877 @@
+/* Case-line parser, printer and generator expansion (grammar in case.h and the README). */
+#include "harness/case/case.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "harness/case/edges.h"
+
+const char *const cc_layout_names[CC_LAYOUT_COUNT] = {"contig", "transpose", "stride2", "bcast"};
+const char *const cc_edge_class_names[CC_EDGE_COUNT] = {"nan",  "inf",  "signed-zero", "subnormal",
+                                                        "huge", "ties", "masked-row"};
+static const char *const check_names[] = {"both", "fwd", "vjp"};
+
+const char *cc_layout_name(cc_layout l)
+{
+    return l < CC_LAYOUT_COUNT ? cc_layout_names[l] : "?";
+}
+
+/* ---- parameter table: key, the op's REF_P_* bit, kind, field ----------------------------- */
+
+typedef enum { PK_INT, PK_I64, PK_U64, PK_DOUBLE, PK_WINDOW, PK_PERM, PK_SHAPE, PK_NAME } param_kind;
+
+typedef struct {
+    const char *key;
+    unsigned bit;
+    param_kind kind;
+    size_t offset;
+} param_spec;
+
+#define P(key, bit, kind, field) {key, bit, kind, offsetof(ref_params, field)}
+static const param_spec param_specs[] = {
+    P("axis", REF_P_AXIS, PK_INT, axis),
+    P("eps", REF_P_EPS, PK_DOUBLE, eps),
+    P("lo", REF_P_LOHI, PK_DOUBLE, lo),
+    P("hi", REF_P_LOHI, PK_DOUBLE, hi),
+    P("alpha", REF_P_ALPHA, PK_DOUBLE, alpha),
+    P("beta", REF_P_BETA, PK_DOUBLE, beta),
+    P("temp", REF_P_TEMP, PK_DOUBLE, temperature),
+    P("keep", REF_P_KEEP, PK_DOUBLE, keep_prob),
+    P("rseed", REF_P_RSEED, PK_U64, rng_seed),
+    P("k", REF_P_K, PK_I64, k),
+    P("start", REF_P_RANGE, PK_I64, start),
+    P("len", REF_P_RANGE, PK_I64, count),
+    P("kernel", REF_P_WINDOW, PK_WINDOW, kernel),
+    P("stride", REF_P_WINDOW, PK_WINDOW, stride),
+    P("pad", REF_P_WINDOW, PK_WINDOW, pad),
+    P("dil", REF_P_WINDOW, PK_WINDOW, dil),
+    P("groups", REF_P_GROUPS, PK_I64, groups),
+    P("training", REF_P_TRAINING, PK_INT, training),
+    P("causal", REF_P_CAUSAL, PK_INT, causal),
+    P("perm", REF_P_PERM, PK_PERM, perm),
+    P("to", REF_P_TARGET, PK_SHAPE, target),
+    P("modes", REF_P_MODES, PK_I64, modes),
+    P("variant", REF_P_VARIANT, PK_INT, variant),
+    P("length", REF_P_LENGTH, PK_I64, length),
+    P("custom", REF_P_CUSTOM, PK_NAME, custom_name),
+};
+#undef P
+#define N_PARAM_SPECS (sizeof param_specs / sizeof param_specs[0])
+
+static const param_spec *find_param(const char *key)
+{
+    for (size_t i = 0; i < N_PARAM_SPECS; i++)
+        if (strcmp(param_specs[i].key, key) == 0)
+            return &param_specs[i];
+    return NULL;
+}
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+static int fail(cc_parse_error *err, int column, const char *fmt, ...)
+{
+    if (err) {
+        err->column = column;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* ---- value parsers (each returns 0 and consumes the whole string, or -1) ------------------- */
+
+static int parse_i64(const char *s, int64_t *out)
+{
+    if (!*s)
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 0);
+    if (*end || errno)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!*s || *s == '-')
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (*end || errno)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    if (!*s)
+        return -1;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* "[a,b,c]" into up to `max` integers; *n receives the count. *s advances past ']'. */
+static int parse_int_list(const char **s, int64_t *vals, int max, int *n)
+{
+    const char *p = *s;
+    if (*p != '[')
+        return -1;
+    p++;
+    *n = 0;
+    if (*p == ']') {
+        *s = p + 1;
+        return 0;
+    }
+    for (;;) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || *n >= max)
+            return -1;
+        vals[(*n)++] = v;
+        p = end;
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        if (*p == ']') {
+            *s = p + 1;
+            return 0;
+        }
+        return -1;
+    }
+}
+
+/* Every prefix product of the extents stays within CC_CASE_MAX_ELEMENTS (so ref_numel, which
+ * multiplies left to right, never overflows, and a zero extent cannot hide huge ones). */
+static int shape_size_ok(const ref_shape *s)
+{
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) {
+        int64_t d = s->dim[i];
+        if (d < 0 || d > CC_CASE_MAX_ELEMENTS)
+            return 0;
+        if (d > 0 && n > CC_CASE_MAX_ELEMENTS / d)
+            return 0;
+        if (d > 0)
+            n *= d;
+    }
+    return 1;
+}
+
+static int parse_shape_list(const char *s, ref_shape *shapes, int max, int *n)
+{
+    *n = 0;
+    while (*s) {
+        if (*n >= max)
+            return -1;
+        int rank;
+        if (parse_int_list(&s, shapes[*n].dim, REF_MAX_RANK, &rank) != 0)
+            return -1;
+        shapes[*n].rank = rank;
+        if (!shape_size_ok(&shapes[*n]))
+            return -1;
+        (*n)++;
+        if (*s == ',')
+            s++;
+        else if (*s)
+            return -1;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+/* ---- tokens -------------------------------------------------------------------------------- */
+
+#define MAX_TOKENS 48
+
+typedef struct {
+    char text[CC_CASE_LINE_MAX];
+    char *key[MAX_TOKENS], *val[MAX_TOKENS];
+    int col[MAX_TOKENS], val_col[MAX_TOKENS];
+    int n;
+} tokens;
+
+/* Split at white space; "key=value" tokens get key/val, a bare word gets val only. Text after
+ * '#' is a comment. */
+static int tokenize(const char *line, tokens *t, cc_parse_error *err)
+{
+    size_t len = strcspn(line, "#\n\r");
+    if (len >= sizeof t->text)
+        return fail(err, 1, "line is longer than %d characters", CC_CASE_LINE_MAX - 1);
+    memcpy(t->text, line, len);
+    t->text[len] = 0;
+    t->n = 0;
+    char *p = t->text;
+    while (*p) {
+        while (*p && isspace((unsigned char)*p))
+            *p++ = 0;
+        if (!*p)
+            break;
+        if (t->n >= MAX_TOKENS)
+            return fail(err, (int)(p - t->text) + 1, "too many words on one line");
+        int i = t->n++;
+        t->col[i] = (int)(p - t->text) + 1;
+        char *start = p;
+        while (*p && !isspace((unsigned char)*p))
+            p++;
+        char *eq = memchr(start, '=', (size_t)(p - start));
+        if (eq) {
+            *eq = 0;
+            t->key[i] = start;
+            t->val[i] = eq + 1;
+            t->val_col[i] = t->col[i] + (int)(eq + 1 - start);
+        } else {
+            t->key[i] = NULL;
+            t->val[i] = start;
+            t->val_col[i] = t->col[i];
+        }
+    }
+    return 0;
+}
+
+static int find_token(const tokens *t, const char *key)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->key[i] && strcmp(t->key[i], key) == 0)
+            return i;
+    return -1;
+}
+
+/* ---- shared key handling ------------------------------------------------------------------- */
+
+static int parse_named(const char *s, const char *const *names, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int set_param(const ref_op *op, const param_spec *ps, const char *val, int key_col,
+                     int col, ref_params *p, int *spatial_seen, cc_parse_error *err)
+{
+    if (!(op->params & ps->bit))
+        return fail(err, key_col, "%s takes no parameter '%s'", op->name, ps->key);
+    char *field = (char *)p + ps->offset;
+    int64_t i64;
+    switch (ps->kind) {
+    case PK_INT:
+        if (parse_i64(val, &i64) || i64 < -1000000 || i64 > 1000000)
+            return fail(err, col, "'%s' wants an integer, got '%s'", ps->key, val);
+        *(int *)field = (int)i64;
+        return 0;
+    case PK_I64:
+        if (parse_i64(val, (int64_t *)field))
+            return fail(err, col, "'%s' wants an integer, got '%s'", ps->key, val);
+        return 0;
+    case PK_U64:
+        if (parse_u64(val, (uint64_t *)field))
+            return fail(err, col, "'%s' wants an unsigned integer, got '%s'", ps->key, val);
+        return 0;
+    case PK_DOUBLE:
+        if (parse_double(val, (double *)field))
+            return fail(err, col, "'%s' wants a number, got '%s'", ps->key, val);
+        return 0;
+    case PK_WINDOW: {
+        const char *s = val;
+        int n;
+        if (parse_int_list(&s, (int64_t *)field, 3, &n) || *s || n < 1)
+            return fail(err, col, "'%s' wants a list of 1 to 3 integers like [2,2], got '%s'",
+                        ps->key, val);
+        if (*spatial_seen && n != p->spatial)
+            return fail(err, col, "'%s' has %d entries but an earlier window list has %d",
+                        ps->key, n, p->spatial);
+        p->spatial = n;
+        *spatial_seen = 1;
+        return 0;
+    }
+    case PK_PERM: {
+        const char *s = val;
+        int64_t v[REF_MAX_RANK];
+        int n;
+        if (parse_int_list(&s, v, REF_MAX_RANK, &n) || *s)
+            return fail(err, col, "'perm' wants a list of axes like [1,0], got '%s'", val);
+        p->perm_len = n;
+        for (int i = 0; i < n; i++)
+            p->perm[i] = (int)v[i];
+        return 0;
+    }
+    case PK_SHAPE: {
+        int n;
+        if (parse_shape_list(val, (ref_shape *)field, 1, &n))
+            return fail(err, col,
+                        "'%s' wants one shape like [2,3] (at most 2^48 elements), got '%s'",
+                        ps->key, val);
+        return 0;
+    }
+    case PK_NAME:
+        if (!*val || strlen(val) >= sizeof p->custom_name)
+            return fail(err, col, "'%s' wants a name of 1 to %zu characters", ps->key,
+                        sizeof p->custom_name - 1);
+        strcpy(field, val);
+        return 0;
+    }
+    return -1;
+}
+
+/* ---- explicit case lines ------------------------------------------------------------------- */
+
+static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c,
+                        cc_parse_error *err)
+{
+    memset(c, 0, sizeof *c);
+    if (t->n == 0 || t->key[0])
+        return fail(err, t->n ? t->col[0] : 1, "a case line starts with an op name");
+    c->op = ref_op_find(t->val[0]);
+    if (!c->op)
+        return fail(err, t->col[0], "unknown op '%s' (capcheck list ops shows them)", t->val[0]);
+    if (c->op->set_defaults)
+        c->op->set_defaults(&c->params);
+    c->dtype = CC_F32;
+    c->device = def ? def->device : CC_CPU;
+    c->check = c->op->requires_vjp ? CC_CHECK_BOTH : CC_CHECK_FWD;
+    int have_in = 0, in_col = 1, spatial_seen = 0, edge_col = 1;
+    for (int i = 1; i < t->n; i++) {
+        const char *k = t->key[i], *v = t->val[i];
+        int col = t->val_col[i];
+        if (!k)
+            return fail(err, t->col[i], "expected key=value, got '%s'", v);
+        if (strcmp(k, "dtype") == 0) {
+            if (cc_dtype_parse(v, &c->dtype))
+                return fail(err, col, "unknown dtype '%s' (f64, f32, f16, bf16)", v);
+        } else if (strcmp(k, "device") == 0) {
+            if (cc_device_parse(v, &c->device))
+                return fail(err, col, "unknown device '%s' (cpu, cuda)", v);
+        } else if (strcmp(k, "in") == 0) {
+            if (parse_shape_list(v, c->shape, REF_MAX_INPUTS, &c->n_in))
+                return fail(err, col,
+                            "malformed shape list '%s' (write in=[2,3],[3]; at most %d inputs, "
+                            "extents >= 0, at most 2^48 elements each)",
+                            v, REF_MAX_INPUTS);
+            have_in = 1;
+            in_col = col;
+        } else if (strcmp(k, "layout") == 0) {
+            int l = parse_named(v, cc_layout_names, CC_LAYOUT_COUNT);
+            if (l < 0)
+                return fail(err, col, "unknown layout '%s' (contig, transpose, stride2, bcast)", v);
+            c->layout = (cc_layout)l;
+        } else if (strcmp(k, "check") == 0) {
+            int m = parse_named(v, check_names, 3);
+            if (m < 0)
+                return fail(err, col, "unknown check '%s' (both, fwd, vjp)", v);
+            c->check = (cc_check)m;
+        } else if (strcmp(k, "seed") == 0) {
+            if (parse_u64(v, &c->seed))
+                return fail(err, col, "'seed' wants an unsigned integer, got '%s'", v);
+        } else if (strcmp(k, "edge") == 0) {
+            int e = parse_named(v, cc_edge_class_names, CC_EDGE_COUNT);
+            if (e < 0 && strcmp(v, "none") != 0)
+                return fail(err, col,
+                            "unknown edge class '%s' (none, nan, inf, signed-zero, subnormal, "
+                            "huge, ties, masked-row)",
+                            v);
+            c->edges = e < 0 ? 0 : 1u << e;
+            edge_col = col;
+        } else {
+            const param_spec *ps = find_param(k);
+            if (!ps)
+                return fail(err, t->col[i], "unknown key '%s'", k);
+            if (set_param(c->op, ps, v, t->col[i], col, &c->params, &spatial_seen, err))
+                return -1;
+        }
+    }
+    if (!have_in && c->op->min_inputs > 0)
+        return fail(err, t->n ? t->col[t->n - 1] : 1, "%s needs its input shapes: in=[...]",
+                    c->op->name);
+    if (c->n_in < c->op->min_inputs || c->n_in > c->op->max_inputs)
+        return fail(err, in_col, "%s takes %d to %d inputs, the line gives %d", c->op->name,
+                    c->op->min_inputs, c->op->max_inputs, c->n_in);
+    if ((c->check == CC_CHECK_VJP || c->check == CC_CHECK_BOTH) && !c->op->vjp)
+        c->check = CC_CHECK_FWD;
+    ref_shape out;
+    ref_err e = {{0}};
+    if (c->op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
+        return fail(err, in_col, "%s: %s", c->op->name, e.msg);
+    if (!shape_size_ok(&out))
+        return fail(err, in_col, "%s: the output would have more than 2^48 elements",
+                    c->op->name);
+    for (int e = 0; e < CC_EDGE_COUNT; e++)
+        if ((c->edges >> e & 1) && !cc_edge_applies(c, e))
+            return fail(err, edge_col, "edge=%s puts no value into any input of this %s case",
+                        cc_edge_class_names[e], c->op->name);
+    /* the canonical line is what results, reports and repro carry: it must fit their buffers */
+    char canon[2 * CC_CASE_LINE_MAX];
+    cc_case_print(c, canon, sizeof canon);
+    if (strlen(canon) >= CC_CASE_LINE_MAX)
+        return fail(err, 1, "the case's canonical line would be %zu characters, longer than %d",
+                    strlen(canon), CC_CASE_LINE_MAX - 1);
+    return 0;
+}
+
+int cc_case_parse(const char *line, const cc_case_defaults *def, cc_case *out,
+                  cc_parse_error *err)
+{
+    tokens t;
+    if (tokenize(line, &t, err))
+        return -1;
+    return parse_tokens(&t, def, out, err);
+}
+
+/* ---- printing ------------------------------------------------------------------------------ */
+
+typedef struct {
+    char *buf;
+    size_t n, used;
+} sink;
+
+static void put(sink *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(s->buf + s->used, s->n > s->used ? s->n - s->used : 0, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        s->used += (size_t)w;
+}
+
+/* Shortest decimal that reads back to exactly the same double. */
+static void put_double(sink *s, double x)
+{
+    char tmp[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, x);
+        if (strtod(tmp, NULL) == x || isnan(x))
+            break;
+    }
+    put(s, "%s", tmp);
+}
+
+static void put_list(sink *s, const int64_t *v, int n)
+{
+    put(s, "[");
+    for (int i = 0; i < n; i++)
+        put(s, "%s%" PRId64, i ? "," : "", v[i]);
+    put(s, "]");
+}
+
+void cc_case_print(const cc_case *c, char *buf, size_t n)
+{
+    sink s = {buf, n, 0};
+    if (n)
+        buf[0] = 0;
+    put(&s, "%s dtype=%s device=%s", c->op->name, cc_dtype_name(c->dtype),
+        cc_device_name(c->device));
+    for (int i = 0; i < c->n_in; i++) {
+        put(&s, i ? "," : " in=");
+        put_list(&s, c->shape[i].dim, c->shape[i].rank);
+    }
+    const ref_params *p = &c->params;
+    for (size_t i = 0; i < N_PARAM_SPECS; i++) {
+        const param_spec *ps = &param_specs[i];
+        if (!(c->op->params & ps->bit))
+            continue;
+        const char *field = (const char *)p + ps->offset;
+        switch (ps->kind) {
+        case PK_INT:
+            put(&s, " %s=%d", ps->key, *(const int *)field);
+            break;
+        case PK_I64:
+            put(&s, " %s=%" PRId64, ps->key, *(const int64_t *)field);
+            break;
+        case PK_U64:
+            put(&s, " %s=%" PRIu64, ps->key, *(const uint64_t *)field);
+            break;
+        case PK_DOUBLE:
+            put(&s, " %s=", ps->key);
+            put_double(&s, *(const double *)field);
+            break;
+        case PK_WINDOW:
+            if (p->spatial > 0) {
+                put(&s, " %s=", ps->key);
+                put_list(&s, (const int64_t *)field, p->spatial);
+            }
+            break;
+        case PK_PERM: {
+            int64_t v[REF_MAX_RANK];
+            for (int j = 0; j < p->perm_len; j++)
+                v[j] = p->perm[j];
+            put(&s, " perm=");
+            put_list(&s, v, p->perm_len);
+            break;
+        }
+        case PK_SHAPE: {
+            const ref_shape *sh = (const ref_shape *)field;
+            put(&s, " %s=", ps->key);
+            put_list(&s, sh->dim, sh->rank);
+            break;
+        }
+        case PK_NAME:
+            put(&s, " %s=%s", ps->key, field);
+            break;
+        }
+    }
+    for (int e = 0; e < CC_EDGE_COUNT; e++)
+        if (c->edges >> e & 1)
+            put(&s, " edge=%s", cc_edge_class_names[e]);
+    put(&s, " layout=%s check=%s seed=%" PRIu64, cc_layout_name(c->layout),
+        check_names[c->check], c->seed);
+}
+
+/* ---- lists and generator lines ------------------------------------------------------------- */
+
+void cc_case_list_free(cc_case_list *l)
+{
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static int list_push(cc_case_list *l, const cc_case *c)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        cc_case *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = *c;
+    return 0;
+}
+
+/* FNV-1a of a name, to separate the seed streams of ops. */
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+uint64_t cc_generated_seed(uint64_t base, const char *op, int combo, int64_t index)
+{
+    uint64_t h = ref_splitmix64(base ^ name_hash(op));
+    h = ref_splitmix64(h ^ (uint64_t)combo * 0x9e3779b97f4a7c15ULL);
+    return ref_splitmix64(h + (uint64_t)index);
+}
+
+/* Comma list of names into indices via `parse`; returns the count or -1. */
+typedef int (*name_parser)(const char *s, int *out);
+
+static int parse_dtype_name(const char *s, int *out)
+{
+    cc_dtype t;
+    if (cc_dtype_parse(s, &t))
+        return -1;
+    *out = (int)t;
+    return 0;
+}
+
+static int parse_device_name(const char *s, int *out)
+{
+    cc_device d;
+    if (cc_device_parse(s, &d))
+        return -1;
+    *out = (int)d;
+    return 0;
+}
+
+static int parse_layout_name(const char *s, int *out)
+{
+    *out = parse_named(s, cc_layout_names, CC_LAYOUT_COUNT);
+    return *out < 0 ? -1 : 0;
+}
+
+static int parse_edge_name(const char *s, int *out)
+{
+    *out = strcmp(s, "none") == 0 ? -1 : parse_named(s, cc_edge_class_names, CC_EDGE_COUNT);
+    return *out < 0 && strcmp(s, "none") != 0 ? -1 : 0;
+}
+
+static int parse_name_list(const char *val, name_parser parse, int *vals, int max)
+{
+    char buf[256];
+    if (strlen(val) >= sizeof buf)
+        return -1;
+    strcpy(buf, val);
+    int n = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (n >= max || parse(tok, &vals[n]))
+            return -1;
+        n++;
+    }
+    return n;
+}
+
+typedef struct {
+    int64_t count;
+    int dtypes[CC_DTYPE_COUNT], n_dtypes;
+    int devices[CC_DEVICE_COUNT], n_devices;
+    int layouts[CC_LAYOUT_COUNT], n_layouts;
+    int edges[CC_EDGE_COUNT + 1], n_edges; /* edge classes; -1 is none */
+    int edges_listed;                      /* edge= named its classes (not all) */
+    int edge_col;
+    int64_t max_elems;
+    int rank, zero;
+    uint64_t seed;
+    int check; /* -1: the op's default */
+} gen_spec;
+
+static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spec *g,
+                           cc_parse_error *err)
+{
+    memset(g, 0, sizeof *g);
+    g->dtypes[0] = CC_F32;
+    g->n_dtypes = 1;
+    g->devices[0] = def ? (int)def->device : CC_CPU;
+    g->n_devices = 1;
+    g->layouts[0] = CC_LAYOUT_CONTIG;
+    g->n_layouts = 1;
+    g->edges[0] = -1;
+    g->n_edges = 1;
+    g->max_elems = 256;
+    g->rank = -1;
+    g->seed = def ? def->base_seed : 0;
+    g->check = -1;
+    for (int i = 1; i < t->n; i++) {
+        const char *k = t->key[i], *v = t->val[i];
+        int col = t->val_col[i];
+        if (!k)
+            return fail(err, t->col[i], "expected key=value, got '%s'", v);
+        if (strcmp(k, "count") == 0) {
+            if (parse_i64(v, &g->count) || g->count < 0 || g->count > 100000000)
+                return fail(err, col, "'count' wants a whole number, got '%s'", v);
+        } else if (strcmp(k, "dtype") == 0) {
+            if ((g->n_dtypes = parse_name_list(v, parse_dtype_name, g->dtypes, CC_DTYPE_COUNT)) < 1)
+                return fail(err, col, "bad dtype list '%s' (f64,f32,f16,bf16)", v);
+        } else if (strcmp(k, "device") == 0) {
+            if ((g->n_devices = parse_name_list(v, parse_device_name, g->devices,
+                                                CC_DEVICE_COUNT)) < 1)
+                return fail(err, col, "bad device list '%s' (cpu,cuda)", v);
+        } else if (strcmp(k, "layout") == 0) {
+            if ((g->n_layouts = parse_name_list(v, parse_layout_name, g->layouts,
+                                                CC_LAYOUT_COUNT)) < 1)
+                return fail(err, col, "bad layout list '%s' (contig,transpose,stride2,bcast)", v);
+        } else if (strcmp(k, "edge") == 0) {
+            g->edge_col = col;
+            g->edges_listed = strcmp(v, "all") != 0;
+            if (!g->edges_listed) {
+                g->n_edges = CC_EDGE_COUNT;
+                for (int e = 0; e < CC_EDGE_COUNT; e++)
+                    g->edges[e] = e;
+            } else if ((g->n_edges = parse_name_list(v, parse_edge_name, g->edges,
+                                                     CC_EDGE_COUNT + 1)) < 1) {
+                return fail(err, col,
+                            "bad edge class list '%s' (none, nan, inf, signed-zero, subnormal, "
+                            "huge, ties, masked-row, or all)",
+                            v);
+            }
+        } else if (strcmp(k, "size") == 0) {
+            static const char *const sizes[] = {"tiny", "small", "medium", "large"};
+            static const int64_t elems[] = {16, 256, 4096, 1 << 20};
+            int s = parse_named(v, sizes, 4);
+            if (s < 0)
+                return fail(err, col, "unknown size '%s' (tiny, small, medium, large)", v);
+            g->max_elems = elems[s];
+        } else if (strcmp(k, "rank") == 0) {
+            int64_t r;
+            if (parse_i64(v, &r) || r < 0 || r > REF_MAX_RANK)
+                return fail(err, col, "'rank' wants 0 to %d, got '%s'", REF_MAX_RANK, v);
+            g->rank = (int)r;
+        } else if (strcmp(k, "zero") == 0) {
+            g->zero = strcmp(v, "1") == 0;
+        } else if (strcmp(k, "seed") == 0) {
+            if (parse_u64(v, &g->seed))
+                return fail(err, col, "'seed' wants an unsigned integer, got '%s'", v);
+        } else if (strcmp(k, "check") == 0) {
+            if ((g->check = parse_named(v, check_names, 3)) < 0)
+                return fail(err, col, "unknown check '%s' (both, fwd, vjp)", v);
+        } else {
+            return fail(err, t->col[i], "unknown key '%s' in a generator line", k);
+        }
+    }
+    return 0;
+}
+
+/* One generated case of op for (dtype, device, layout, edge class) number `combo`, index i.
+ * Returns 0, 1 when the drawn case takes no value of the combination's edge class (left out), or
+ * -1 with err. */
+static int generate_one(const ref_op *op, const gen_spec *g, int combo, int64_t i, cc_case *c,
+                        cc_parse_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->op = op;
+    int nd = g->n_dtypes, nv = g->n_devices, nl = g->n_layouts;
+    c->dtype = (cc_dtype)g->dtypes[combo % nd];
+    c->device = (cc_device)g->devices[(combo / nd) % nv];
+    c->layout = (cc_layout)g->layouts[(combo / (nd * nv)) % nl];
+    int edge = g->edges[combo / (nd * nv * nl)];
+    c->edges = edge < 0 ? 0 : 1u << edge;
+    c->seed = cc_generated_seed(g->seed, op->name, combo, i);
+    c->check = g->check >= 0 ? (cc_check)g->check
+                             : (op->requires_vjp ? CC_CHECK_BOTH : CC_CHECK_FWD);
+    if (!op->vjp)
+        c->check = CC_CHECK_FWD;
+    /* with zero=1 every 8th case (and the last of a shorter line) asks for a zero-size
+     * dimension; fall back when the op forbids it, then to the op's own rank */
+    int zero = g->zero && (i % 8 == 7 || (g->count < 8 && i == g->count - 1));
+    ref_sample_req reqs[3] = {{g->rank, zero, g->max_elems},
+                              {g->rank, 0, g->max_elems},
+                              {-1, 0, g->max_elems}};
+    /* a draw the edge class cannot reach (a zero-size input, an optional mask left out) is
+     * redrawn from the next seed of the stream, a few times; the case keeps the seed it used */
+    for (int attempt = 0; attempt < (edge >= 0 ? 8 : 1); attempt++) {
+        for (int a = 0; a < 3; a++) {
+            memset(&c->params, 0, sizeof c->params);
+            if (op->set_defaults)
+                op->set_defaults(&c->params);
+            ref_rng r = {c->seed};
+            if (op->sample(&r, &reqs[a], &c->params, &c->n_in, c->shape) != REF_OK)
+                continue;
+            ref_shape out;
+            ref_err e = {{0}};
+            if (op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
+                return fail(err, 1, "%s's sampler drew an invalid case: %s", op->name, e.msg);
+            if (edge >= 0 && !cc_edge_applies(c, edge))
+                continue;
+            return 0;
+        }
+        c->seed = ref_splitmix64(c->seed);
+    }
+    if (edge >= 0)
+        return 1;
+    return fail(err, 1, "%s's sampler cannot draw a case for rank %d", op->name, g->rank);
+}
+
+static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_case_list *out,
+                            cc_parse_error *err)
+{
+    gen_spec g;
+    if (parse_generator(t, def, &g, err))
+        return -1;
+    int all = strcmp(t->val[0], "*") == 0;
+    const ref_op *one = all ? NULL : ref_op_find(t->val[0]);
+    if (!all && !one)
+        return fail(err, t->col[0], "unknown op '%s' (capcheck list ops shows them)", t->val[0]);
+    /* the edge class varies slowest, so a line without edge= numbers its combinations (and
+     * seeds its cases) as before edge classes existed */
+    int per_edge = g.n_dtypes * g.n_devices * g.n_layouts;
+    for (int k = 0; k < (all ? ref_op_count() : 1); k++) {
+        const ref_op *op = all ? ref_op_at(k) : one;
+        if (!op->sample)
+            continue;
+        for (int e = 0; e < g.n_edges; e++) {
+            int64_t made = 0;
+            for (int combo = e * per_edge; combo < (e + 1) * per_edge; combo++)
+                for (int64_t i = 0; i < g.count; i++) {
+                    cc_case c;
+                    int rc = generate_one(op, &g, combo, i, &c, err);
+                    if (rc < 0 || (rc == 0 && list_push(out, &c)))
+                        return -1;
+                    made += rc == 0;
+                }
+            if (made == 0 && g.count > 0 && g.edges[e] >= 0 && g.edges_listed && !all)
+                return fail(err, g.edge_col, "edge=%s puts no value into any input of %s",
+                            cc_edge_class_names[g.edges[e]], op->name);
+        }
+    }
+    return 0;
+}
+
+int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaults *def,
+                        cc_case_list *out, cc_parse_error *err)
+{
+    int line_no = 0;
+    const char *p = text;
+    while (*p) {
+        line_no++;
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        char line[CC_CASE_LINE_MAX + 1];
+        int rc = 0;
+        if (len > CC_CASE_LINE_MAX) {
+            rc = fail(err, 1, "line is longer than %d characters", CC_CASE_LINE_MAX);
+        } else {
+            memcpy(line, p, len);
+            line[len] = 0;
+            tokens t;
+            rc = tokenize(line, &t, err);
+            if (rc == 0 && t.n > 0) {
+                if (find_token(&t, "count") >= 0)
+                    rc = expand_generator(&t, def, out, err);
+                else {
+                    cc_case c;
+                    rc = parse_tokens(&t, def, &c, err);
+                    if (rc == 0 && list_push(out, &c))
+                        rc = fail(err, 1, "out of memory");
+                }
+            }
+        }
+        if (rc) {
+            if (err) {
+                snprintf(err->file, sizeof err->file, "%s", name);
+                err->line = line_no;
+            }
+            return -1;
+        }
+        p = eol ? eol + 1 : p + len;
+    }
+    return 0;
+}
+
+int cc_cases_parse_file(const char *path, const cc_case_defaults *def, cc_case_list *out,
+                        cc_parse_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (err) {
+            snprintf(err->file, sizeof err->file, "%s", path);
+            err->line = 0;
+            err->column = 0;
+            snprintf(err->msg, sizeof err->msg, "cannot open the case file: %s", strerror(errno));
+        }
+        return -1;
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)size + 1);
+    size_t got = text ? fread(text, 1, (size_t)size, f) : 0;
+    fclose(f);
+    if (!text)
+        return -1;
+    text[got] = 0;
+    int rc = cc_cases_parse_text(text, path, def, out, err);
+    free(text);
+    return rc;
+}
+
+int64_t cc_case_largest_tensor(const cc_case *c)
+{
+    ref_shape out;
+    ref_err e = {{0}};
+    if (c->op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
+        return -1;
+    int64_t most = ref_numel(&out);
+    for (int i = 0; i < c->n_in; i++)
+        if (ref_numel(&c->shape[i]) > most)
+            most = ref_numel(&c->shape[i]);
+    return most;
+}

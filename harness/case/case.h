@@ -1,0 +1,109 @@
+/* Room harness/case/: a case line becomes a case (case, edges), then its inputs
+ * (values, materialize). May call core/, providers/provider.h and reference/. */
+/* Case lines: one line of text names a whole case and reproduces it exactly.
+ *
+ *   <op> dtype=<f64|f32|f16|bf16> device=<cpu|cuda> in=[d,...],[d,...] <params...>
+ *        [edge=<class>] layout=<contig|transpose|stride2|bcast> check=<both|fwd|vjp> seed=<u64>
+ *
+ * Generator lines add count=N and expand into count cases for every combination of the listed
+ * dtypes, devices and layouts (comma lists), with shapes and parameters drawn by the op's
+ * sampler and per-case seeds hashed from (base seed, op, combination, index):
+ *
+ *   <op|*> count=<N> dtype=f32,f64 layout=contig,transpose size=<tiny|small|medium|large>
+ *          [rank=R] [zero=1] [edge=none,nan,...|all] [seed=S]
+ *
+ * Blank lines and text after '#' are ignored. The README documents the full grammar. */
+#ifndef CAPCHECK_CASE_H
+#define CAPCHECK_CASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "providers/provider.h"
+#include "reference/ref.h"
+
+typedef enum {
+    CC_LAYOUT_CONTIG = 0, /* dense row-major */
+    CC_LAYOUT_TRANSPOSE,  /* last two axes stored swapped (a transposed view) */
+    CC_LAYOUT_STRIDE2,    /* every other element of a wider buffer along the last axis */
+    CC_LAYOUT_BCAST,      /* axis 0 of rank >= 2 inputs is a stride-0 broadcast */
+    CC_LAYOUT_COUNT
+} cc_layout;
+
+typedef enum { CC_CHECK_BOTH = 0, CC_CHECK_FWD, CC_CHECK_VJP } cc_check;
+
+/* Edge-value classes (DESIGN.md, Materialize): a case may name one, and its inputs then carry
+ * those values at positions fixed by the seed (harness/case/materialize.c says which and where).
+ * A case's `edges` is a bit mask of classes (1u << CC_EDGE_NAN ...); 0 is an ordinary case. */
+enum {
+    CC_EDGE_NAN,         /* NaN */
+    CC_EDGE_INF,         /* +-Inf */
+    CC_EDGE_SIGNED_ZERO, /* +0 and -0 */
+    CC_EDGE_SUBNORMAL,   /* the dtype's subnormals, both signs */
+    CC_EDGE_HUGE,        /* within a factor 16 of the dtype's largest finite value */
+    CC_EDGE_TIES,        /* every value from a small set holding the op's kinks: ties, kinks */
+    CC_EDGE_MASKED_ROW,  /* mask inputs with fully blocked rows */
+    CC_EDGE_COUNT
+};
+extern const char *const cc_edge_class_names[CC_EDGE_COUNT]; /* "nan", "inf", ... */
+
+typedef struct {
+    const ref_op *op;
+    cc_dtype dtype;
+    cc_device device;
+    int n_in;
+    ref_shape shape[REF_MAX_INPUTS];
+    ref_params params;
+    unsigned edges; /* edge-value classes (CC_EDGE_* bits); at most one per case today */
+    cc_layout layout;
+    cc_check check;
+    uint64_t seed;
+} cc_case;
+
+typedef struct {
+    char file[256];
+    int line, column;
+    char msg[384];
+} cc_parse_error;
+
+#define CC_CASE_LINE_MAX 1024
+/* The largest element count of any input or output a case line may name (2^48): beyond it no
+ * buffer can be allocated, and int64 products of the extents could overflow. */
+#define CC_CASE_MAX_ELEMENTS (INT64_C(1) << 48)
+
+/* Defaults that a case line may omit (the CLI's --device, for instance). */
+typedef struct {
+    cc_device device;
+    uint64_t base_seed;
+} cc_case_defaults;
+
+/* Parse one explicit case line. Returns 0, or -1 with err filled (column 1-based). */
+int cc_case_parse(const char *line, const cc_case_defaults *def, cc_case *out,
+                  cc_parse_error *err);
+/* Canonical text of a case; parse(print(c)) == c and print(parse(line)) is canonical. */
+void cc_case_print(const cc_case *c, char *buf, size_t n);
+
+/* The element count of the case's largest tensor, an input or its output; -1 when the op
+ * refuses its shapes. */
+int64_t cc_case_largest_tensor(const cc_case *c);
+
+/* A growable list of cases. */
+typedef struct {
+    cc_case *v;
+    size_t n, cap;
+} cc_case_list;
+
+void cc_case_list_free(cc_case_list *l);
+
+/* Parse a whole file or text (explicit and generator lines). `name` labels errors. */
+int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaults *def,
+                        cc_case_list *out, cc_parse_error *err);
+int cc_cases_parse_file(const char *path, const cc_case_defaults *def, cc_case_list *out,
+                        cc_parse_error *err);
+
+const char *cc_layout_name(cc_layout l);
+extern const char *const cc_layout_names[CC_LAYOUT_COUNT];
+/* The seed of generated case `index` of `op` in combination `combo` under a base seed. */
+uint64_t cc_generated_seed(uint64_t base, const char *op, int combo, int64_t index);
+
+#endif

@@ -1,0 +1,126 @@
+/* Edge-value classes: which inputs take them, where, and which values (the table in edges.h). */
+#include "harness/case/edges.h"
+
+#include <math.h>
+
+#include "core/dtype.h"
+#include "harness/case/values.h"
+
+/* The stream that picks edge positions and values, apart from the stream of ordinary values. */
+static uint64_t edge_key(uint64_t seed, int input, int cls)
+{
+    return ref_splitmix64(cc_input_key(seed, input) ^ (0xed6e0000ULL + (uint64_t)cls));
+}
+
+/* Whether an input drawn from domain d takes class cls (edges.h's table). */
+static int domain_takes(const ref_domain *d, int cls)
+{
+    if (d->kind == REF_DOM_MASK)
+        return cls == CC_EDGE_MASKED_ROW;
+    if (d->kind == REF_DOM_INDEX || cls == CC_EDGE_MASKED_ROW)
+        return 0;
+    switch (d->kind) {
+    case REF_DOM_POSITIVE: /* log's input: TorchLean rejects x <= 0 and NaN */
+        return cls == CC_EDGE_INF || cls == CC_EDGE_SUBNORMAL || cls == CC_EDGE_HUGE ||
+               cls == CC_EDGE_TIES;
+    case REF_DOM_UNIT: /* probabilities in (0,1) */
+        return cls == CC_EDGE_SUBNORMAL || cls == CC_EDGE_TIES;
+    case REF_DOM_DISTINCT: /* topKMask: NaN is kept out of its comparisons (ops.md) */
+        return cls != CC_EDGE_NAN;
+    default:
+        return 1;
+    }
+}
+
+int cc_edge_applies(const cc_case *c, int cls)
+{
+    for (int i = 0; i < c->n_in; i++) {
+        ref_domain d;
+        ref_default_domain(c->op, &c->params, c->n_in, c->shape, i, &d);
+        if (ref_numel(&c->shape[i]) > 0 && domain_takes(&d, cls))
+            return 1;
+    }
+    return 0;
+}
+
+/* Element j of stream k is picked with probability `share`; at least one of n is. */
+static int picked(uint64_t k, int64_t j, int64_t n, double share)
+{
+    return cc_uniform_at(k, 2 * j) < share || j == (int64_t)(ref_splitmix64(k) % (uint64_t)n);
+}
+
+/* The tie set of a domain: small values exact in every dtype, plus the op's kinks. */
+static int tie_values(const ref_domain *d, double *v)
+{
+    static const double normal[] = {-1.0, -0.5, 0.0, 0.5, 1.0};
+    static const double positive[] = {0.5, 1.0, 2.0};
+    static const double unit[] = {0.25, 0.5, 0.75};
+    const double *base = normal;
+    int n = 5;
+    if (d->kind == REF_DOM_POSITIVE) {
+        base = positive;
+        n = 3;
+    } else if (d->kind == REF_DOM_UNIT) {
+        base = unit;
+        n = 3;
+    }
+    for (int k = 0; k < n; k++)
+        v[k] = base[k];
+    for (int a = 0; a < d->n_avoid && a < 2; a++)
+        v[n++] = d->avoid[a];
+    return n;
+}
+
+/* One edge value of class cls for dtype t; u in [0,1) picks it, sign_u its sign. */
+static double edge_value(int cls, cc_dtype t, const ref_domain *d, double u, double sign_u)
+{
+    double sign = d->kind == REF_DOM_POSITIVE || d->kind == REF_DOM_UNIT || sign_u < 0.5 ? 1.0
+                                                                                         : -1.0;
+    switch (cls) {
+    case CC_EDGE_NAN:
+        return NAN;
+    case CC_EDGE_INF:
+        return sign * INFINITY;
+    case CC_EDGE_SIGNED_ZERO:
+        return sign * 0.0;
+    case CC_EDGE_SUBNORMAL: /* [2^-6, 1) x the smallest normal: a nonzero subnormal of every
+                               dtype once rounded (bf16 keeps 7 bits below it) */
+        return sign * cc_smallest_normal(t) * (0x1p-6 + (1.0 - 0x1p-6) * u);
+    case CC_EDGE_HUGE: /* |x| in [M^(1/3)/4, M^(1/3)), M the largest finite value */
+        return sign * cbrt(cc_max_finite(t)) * (0.25 + 0.75 * u);
+    default:
+        return 0.0;
+    }
+}
+
+void cc_edge_inject(const cc_case *c, int i, const ref_domain *d, const ref_shape *s, double *x,
+                    int64_t n)
+{
+    if (n <= 0)
+        return;
+    cc_dtype t = c->dtype;
+    for (int cls = 0; cls < CC_EDGE_COUNT; cls++) {
+        if (!(c->edges >> cls & 1) || !domain_takes(d, cls))
+            continue;
+        uint64_t k = edge_key(c->seed, i, cls);
+        if (cls == CC_EDGE_MASKED_ROW) { /* block whole rows along the last axis */
+            int64_t len = s->rank > 0 && s->dim[s->rank - 1] > 0 ? s->dim[s->rank - 1] : 1;
+            int64_t rows = n / len;
+            for (int64_t r = 0; r < rows; r++)
+                if (picked(k, r, rows, 0.25))
+                    for (int64_t j = 0; j < len; j++)
+                        x[r * len + j] = 0.0;
+        } else if (cls == CC_EDGE_TIES) { /* every value from the tie set */
+            double v[7];
+            int nv = tie_values(d, v);
+            for (int64_t j = 0; j < n; j++)
+                x[j] = v[(int)(cc_uniform_at(k, 2 * j) * nv)];
+        } else {
+            double share = cls == CC_EDGE_SIGNED_ZERO || cls == CC_EDGE_SUBNORMAL ? 0.25 : 1.0 / 16;
+            for (int64_t j = 0; j < n; j++)
+                if (picked(k, j, n, share))
+                    x[j] = edge_value(cls, t, d, cc_uniform_at(k, 2 * j + 1),
+                                      cc_uniform_at(k ^ 0x5151, j));
+        }
+    }
+}

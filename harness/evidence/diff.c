@@ -1,0 +1,186 @@
+#include "harness/evidence/diff.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "harness/evidence/merge.h"
+
+typedef struct {
+    char capsule[80];
+    char op[32], dtype[8], device[8], provider[32];
+    long cases, pass, bad, unsupported;
+    double worst;
+    char first_failure[CC_CASE_LINE_MAX];
+    int seen; /* matched in the other report */
+} diff_row;
+
+enum { ROW_PASSING, ROW_FAILING, ROW_UNSUPPORTED };
+
+static int row_state(const diff_row *r)
+{
+    if (r->bad)
+        return ROW_FAILING;
+    return r->pass > 0 && r->pass == r->cases ? ROW_PASSING : ROW_UNSUPPORTED;
+}
+
+static int load_rows(const cc_run *run, const cc_catalog *cat, diff_row **out, size_t *n,
+                     char *msg, size_t len)
+{
+    const cc_json *rows = cc_json_get(run->json, "rows");
+    *out = NULL;
+    *n = 0;
+    if (!rows || rows->type != CC_JSON_ARRAY) {
+        snprintf(msg, len, "%s has no \"rows\" list", run->report_path);
+        return -1;
+    }
+    size_t cap = 0;
+    for (const cc_json *o = rows->child; o; o = o->next)
+        cap++;
+    *out = calloc(cap ? cap : 1, sizeof **out);
+    if (!*out) {
+        snprintf(msg, len, "out of memory");
+        return -1;
+    }
+    for (const cc_json *o = rows->child; o; o = o->next) {
+        diff_row *r = &(*out)[(*n)++];
+        const char *op, *dtype, *device, *provider, *vjp = "", *ff = "";
+        int64_t cases, pass, fail, unsup, error, crash, timeout;
+        if (cc_json_string(o, "op", &op) || cc_json_string(o, "dtype", &dtype) ||
+            cc_json_string(o, "device", &device) || cc_json_string(o, "provider", &provider) ||
+            cc_json_i64(o, "cases", &cases) || cc_json_i64(o, "pass", &pass) ||
+            cc_json_i64(o, "fail", &fail) || cc_json_i64(o, "unsupported", &unsup) ||
+            cc_json_i64(o, "error", &error) || cc_json_i64(o, "crash", &crash) ||
+            cc_json_i64(o, "timeout", &timeout) || cc_json_double(o, "worst_ratio", &r->worst)) {
+            snprintf(msg, len, "%s: row %zu lacks op, dtype, device, provider, a status count "
+                               "or worst_ratio",
+                     run->report_path, *n);
+            free(*out);
+            *out = NULL;
+            return -1;
+        }
+        cc_json_string(o, "vjp_mode", &vjp);
+        cc_json_string(o, "first_failure", &ff);
+        cc_capsule adhoc;
+        const cc_capsule *c = cc_catalog_resolve(cat, provider, device, op, vjp, &adhoc);
+        snprintf(r->capsule, sizeof r->capsule, "%s", c->name);
+        snprintf(r->op, sizeof r->op, "%s", op);
+        snprintf(r->dtype, sizeof r->dtype, "%s", dtype);
+        snprintf(r->device, sizeof r->device, "%s", device);
+        snprintf(r->provider, sizeof r->provider, "%s", provider);
+        snprintf(r->first_failure, sizeof r->first_failure, "%s", ff);
+        r->cases = (long)cases;
+        r->pass = (long)pass;
+        r->bad = (long)(fail + error + crash + timeout);
+        r->unsupported = (long)unsup;
+    }
+    return 0;
+}
+
+static void describe(char *buf, size_t n, const diff_row *r)
+{
+    if (!r)
+        snprintf(buf, n, "no cases");
+    else if (row_state(r) == ROW_PASSING)
+        snprintf(buf, n, "passing (%ld/%ld)", r->pass, r->cases);
+    else if (row_state(r) == ROW_FAILING)
+        snprintf(buf, n, "failing (%ld of %ld did not pass)", r->bad, r->cases);
+    else
+        snprintf(buf, n, "unsupported (%ld of %ld)", r->unsupported, r->cases);
+}
+
+int cc_diff_command(const char *base_path, const char *new_path, double drift, int fail_on_drift,
+                    const cc_catalog *cat, FILE *out, FILE *err)
+{
+    char msg[1024];
+    cc_run base, neu;
+    diff_row *br = NULL, *nr = NULL;
+    size_t nb = 0, nn = 0;
+    if (cc_run_load(base_path, 0, &base, msg, sizeof msg)) {
+        fprintf(err, "capcheck diff: %s\n", msg);
+        return 2;
+    }
+    if (cc_run_load(new_path, 0, &neu, msg, sizeof msg)) {
+        fprintf(err, "capcheck diff: %s\n", msg);
+        cc_run_free(&base);
+        return 2;
+    }
+    if (load_rows(&base, cat, &br, &nb, msg, sizeof msg) ||
+        load_rows(&neu, cat, &nr, &nn, msg, sizeof msg)) {
+        fprintf(err, "capcheck diff: %s\n", msg);
+        free(br);
+        cc_run_free(&base);
+        cc_run_free(&neu);
+        return 2;
+    }
+    fprintf(out, "capcheck diff: base %s (%s, %ld cases)\n", base.report_path,
+            base.sealed ? "sealed" : "unsealed", base.cases);
+    fprintf(out, "capcheck diff: new  %s (%s, %ld cases)\n", neu.report_path,
+            neu.sealed ? "sealed" : "unsealed", neu.cases);
+    if (strcmp(base.provider_description, neu.provider_description) != 0)
+        fprintf(out, "capcheck diff: the provider changed: '%s' -> '%s'\n",
+                base.provider_description, neu.provider_description);
+    int regressions = 0, fixed = 0, new_failures = 0, drifts = 0, added = 0;
+    char was[128], now[128];
+    for (size_t i = 0; i < nb; i++) {
+        diff_row *b = &br[i], *m = NULL;
+        for (size_t j = 0; j < nn && !m; j++)
+            if (strcmp(nr[j].capsule, b->capsule) == 0 && strcmp(nr[j].dtype, b->dtype) == 0)
+                m = &nr[j];
+        if (m)
+            m->seen = 1;
+        describe(was, sizeof was, b);
+        describe(now, sizeof now, m);
+        int bs = row_state(b), ns = m ? row_state(m) : -1;
+        if (bs == ROW_PASSING && ns != ROW_PASSING && ns != ROW_UNSUPPORTED) {
+            regressions++;
+            fprintf(out, "regression   %s %s: %s -> %s", b->capsule, b->dtype, was, now);
+            if (m && m->first_failure[0])
+                fprintf(out, "; first: capcheck repro '%s'", m->first_failure);
+            fputc('\n', out);
+        } else if (bs == ROW_PASSING && ns == ROW_UNSUPPORTED) {
+            regressions++;
+            fprintf(out, "regression   %s %s: %s -> %s\n", b->capsule, b->dtype, was, now);
+        } else if (bs == ROW_FAILING && ns == ROW_PASSING) {
+            fixed++;
+            fprintf(out, "fixed        %s %s: %s -> %s\n", b->capsule, b->dtype, was, now);
+        } else if (bs != ROW_FAILING && ns == ROW_FAILING) {
+            new_failures++;
+            fprintf(out, "new failure  %s %s: %s -> %s; first: capcheck repro '%s'\n", b->capsule,
+                    b->dtype, was, now, m->first_failure);
+        } else if (bs == ROW_PASSING && ns == ROW_PASSING) {
+            double x = fmax(b->worst, CC_DIFF_RATIO_FLOOR), y = fmax(m->worst, CC_DIFF_RATIO_FLOOR);
+            double factor = y > x ? y / x : x / y;
+            if (factor > drift || isnan(factor)) {
+                drifts++;
+                fprintf(out, "drift        %s %s: worst bound ratio %.4g -> %.4g (%.3gx %s, "
+                             "beyond %gx)\n",
+                        b->capsule, b->dtype, b->worst, m->worst, factor,
+                        y > x ? "worse" : "better", drift);
+            }
+        }
+    }
+    for (size_t j = 0; j < nn; j++) {
+        if (nr[j].seen)
+            continue;
+        describe(now, sizeof now, &nr[j]);
+        if (row_state(&nr[j]) == ROW_FAILING) {
+            new_failures++;
+            fprintf(out, "new failure  %s %s: no cases -> %s; first: capcheck repro '%s'\n",
+                    nr[j].capsule, nr[j].dtype, now, nr[j].first_failure);
+        } else {
+            added++;
+            fprintf(out, "new          %s %s: %s\n", nr[j].capsule, nr[j].dtype, now);
+        }
+    }
+    int rc = regressions || new_failures || (fail_on_drift && drifts) ? 1 : 0;
+    fprintf(out, "capcheck diff: %d regressions, %d fixed, %d new failures, %d drifts beyond %gx, "
+                 "%d new rows: exit %d\n",
+            regressions, fixed, new_failures, drifts, drift, added, rc);
+    free(br);
+    free(nr);
+    cc_run_free(&base);
+    cc_run_free(&neu);
+    return rc;
+}

@@ -1,0 +1,29 @@
+/* capcheck diff BASE NEW: what changed between two reports, per capsule x dtype (rows of
+ * report.json mapped to capsules through the catalog).
+ *
+ * A row is passing when every case passed (and it has one), failing when a case failed,
+ * errored, crashed or timed out, and otherwise unsupported-only. Named changes:
+ *   regression   passing in BASE, failing or absent in NEW (absent: no case of it any more);
+ *   fixed        failing in BASE, passing in NEW;
+ *   new failure  failing in NEW, and not in BASE (absent or unsupported-only there);
+ *   drift        passing in both, worst bound ratio moved by more than the factor F (default
+ *                4, --drift F) either way; ratios below 0.01 count as 0.01 (a change among
+ *                near-exact results is noise, not drift);
+ *   new          a row NEW has and BASE had not, passing.
+ * Exit code: 1 when there is a regression or a new failure (or drift, with --fail-on-drift),
+ * 0 otherwise, 2 for unusable input (unreadable, not a report, a broken .sha256 seal; a report
+ * without a seal is read, and said to be unsealed). */
+#ifndef CAPCHECK_DIFF_H
+#define CAPCHECK_DIFF_H
+
+#include <stdio.h>
+
+#include "harness/report/capsules.h"
+
+#define CC_DIFF_DEFAULT_DRIFT 4.0
+#define CC_DIFF_RATIO_FLOOR 0.01
+
+int cc_diff_command(const char *base, const char *new_path, double drift, int fail_on_drift,
+                    const cc_catalog *cat, FILE *out, FILE *err);
+
+#endif

@@ -1,0 +1,64 @@
+/* Room harness/evidence/: finished runs read back: merge (and --shard auto: shard_auto),
+ * evidence, gate, diff, report.html (report_html), history, and their outputs (evidence_out).
+ * May call harness/session/ and below. */
+/* Evidence per capsule and dtype, aggregated from a run's results (results.jsonl, checked
+ * against report.json's digest by cc_run_load): case counts by status, passing forward and VJP
+ * checks, the worst bound ratio and its case, and the coverage classes of the passing cases:
+ *
+ *   shape classes   of the primary input (input 0; the output for ops without inputs):
+ *                   scalar (rank 0), vector (rank 1), matrix (rank 2), high-rank (rank >= 3),
+ *                   and empty (any input or the output has a zero-size dimension; a case is
+ *                   then also counted under its rank's class);
+ *   layout classes  the case's layout: contig, transpose, stride2, bcast;
+ *   edge classes    the case's edge=<class> (harness/case/case.h): nan, inf, signed-zero,
+ *                   subnormal, huge, ties, masked-row;
+ * A passing case whose bound was vacuous (compare.h) proves nothing: it is counted as vacuous
+ * and in no other evidence (checks, classes); a suspect one is counted as such and as evidence.
+ *
+ * Written out as evidence.json per capsule in TorchLean's vocabulary (ContractClaim,
+ * ContractEvidence; ops.md section 1), and as a Lean file for the capsules the gate upgrades. */
+#ifndef CAPCHECK_EVIDENCE_H
+#define CAPCHECK_EVIDENCE_H
+
+#include <stdio.h>
+
+#include "harness/report/capsules.h"
+#include "harness/evidence/merge.h"
+
+enum { CC_SHAPE_SCALAR, CC_SHAPE_VECTOR, CC_SHAPE_MATRIX, CC_SHAPE_HIGHRANK, CC_SHAPE_EMPTY,
+       CC_SHAPE_COUNT };
+
+extern const char *const cc_shape_class_names[CC_SHAPE_COUNT];
+/* Bit masks of the shape classes and the edge classes of a canonical case line; both 0 when it
+ * does not parse. */
+void cc_case_line_classes(const char *line, unsigned *shapes, unsigned *edges);
+
+typedef struct {
+    cc_capsule capsule;
+    cc_dtype dtype;
+    long cases, counts[CC_RES_COUNT];
+    long fwd_passing, vjp_passing; /* passing cases that checked the forward / the VJP */
+    long vacuous, suspect;         /* passing cases with a vacuous bound; suspect ones */
+    long relaxed;                  /* cases judged with relaxed accumulation (compare.h) */
+    char first_suspect[CC_CASE_LINE_MAX];
+    double worst_ratio;
+    char worst_line[CC_CASE_LINE_MAX];
+    char first_failure[CC_CASE_LINE_MAX];
+    char first_failure_msg[384];
+    long shape_n[CC_SHAPE_COUNT];   /* passing cases per class */
+    long layout_n[CC_LAYOUT_COUNT];
+    long edge_n[CC_EDGE_COUNT];
+} cc_capsule_stats;
+
+typedef struct {
+    cc_capsule_stats *v; /* in order of first appearance in the run */
+    size_t n, cap;
+} cc_evidence;
+
+int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *ev, char *msg,
+                        size_t len);
+void cc_evidence_free(cc_evidence *ev);
+const cc_capsule_stats *cc_evidence_find(const cc_evidence *ev, const char *capsule,
+                                         cc_dtype dtype);
+
+#endif

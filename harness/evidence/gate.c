@@ -1,0 +1,644 @@
+#define _POSIX_C_SOURCE 200809L
+#include "harness/evidence/gate.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+
+/* ---- the policy file ----------------------------------------------------------------------- */
+
+static int class_list(char **tok, int n, const char *const *names, int count, unsigned *mask,
+                      const char **bad)
+{
+    *mask = 0;
+    for (int i = 0; i < n; i++) {
+        char item[256];
+        snprintf(item, sizeof item, "%s", tok[i]);
+        for (char *s = strtok(item, ","); s; s = strtok(NULL, ",")) {
+            if (strcmp(s, "none") == 0)
+                continue;
+            if (strcmp(s, "all") == 0) {
+                *mask = (1u << count) - 1;
+                continue;
+            }
+            int k = 0;
+            while (k < count && strcmp(s, names[k]) != 0)
+                k++;
+            if (k == count) {
+                *bad = tok[i];
+                return -1;
+            }
+            *mask |= 1u << k;
+        }
+    }
+    return 0;
+}
+
+static int dtype_list(const char *s, unsigned *mask)
+{
+    *mask = 0;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        if (strcmp(t, "*") == 0 || strcmp(t, "all") == 0) {
+            *mask |= (1u << CC_F64) | (1u << CC_F32) | (1u << CC_F16) | (1u << CC_BF16);
+            continue;
+        }
+        cc_dtype d;
+        if (cc_dtype_parse(t, &d) || d == CC_I64 || d == CC_U8)
+            return -1;
+        *mask |= 1u << d;
+    }
+    return *mask ? 0 : -1;
+}
+
+#define SHAPES cc_shape_class_names
+#define LAYOUTS cc_layout_names
+#define EDGES cc_edge_class_names
+
+int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg, size_t len)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->defaults.min_passing = 100;
+    p->defaults.min_vjp_passing = 100;
+    p->defaults.shapes = (1u << CC_SHAPE_COUNT) - 1;
+    p->defaults.layouts = (1u << CC_LAYOUT_COUNT) - 1;
+    p->defaults.edges = (1u << CC_EDGE_COUNT) - 1;
+    int lineno = 0, have_format = 0;
+    cc_policy_section *sec = NULL;
+    for (const char *s = text; *s;) {
+        const char *eol = strchr(s, '\n');
+        size_t n = eol ? (size_t)(eol - s) : strlen(s);
+        char line[1024];
+        lineno++;
+        if (n >= sizeof line) {
+            snprintf(msg, len, "%s:%d: line too long", name, lineno);
+            return -1;
+        }
+        memcpy(line, s, n);
+        line[n] = 0;
+        s = eol ? eol + 1 : s + n;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char *tok[40];
+        int nt = 0;
+        for (char *t = strtok(line, " \t\r"); t && nt < 40; t = strtok(NULL, " \t\r"))
+            tok[nt++] = t;
+        if (!nt)
+            continue;
+        if (!have_format && strcmp(tok[0], "format") != 0) {
+            snprintf(msg, len, "%s:%d: a policy starts with 'format %s'", name, lineno,
+                     CC_POLICY_FORMAT);
+            return -1;
+        }
+        if (tok[0][0] == '[') {
+            /* [op NAME...] or [capsule GLOB...], optionally dtype=LIST */
+            char hdr[1024] = "";
+            for (int i = 0; i < nt; i++) {
+                strncat(hdr, tok[i], sizeof hdr - strlen(hdr) - 2);
+                strcat(hdr, " ");
+            }
+            char *open = hdr + 1, *close = strrchr(hdr, ']');
+            if (!close || close[1] != ' ' || close[2]) {
+                snprintf(msg, len, "%s:%d: a section header is '[op NAME...]' or "
+                                   "'[capsule GLOB...]', with an optional dtype=LIST",
+                         name, lineno);
+                return -1;
+            }
+            *close = 0;
+            if (p->n_sec == CC_POLICY_MAX_SECTIONS) {
+                snprintf(msg, len, "%s:%d: more than %d sections", name, lineno,
+                         CC_POLICY_MAX_SECTIONS);
+                return -1;
+            }
+            sec = &p->sec[p->n_sec++];
+            memset(sec, 0, sizeof *sec);
+            sec->line = lineno;
+            char *kind = strtok(open, " ");
+            if (!kind || (strcmp(kind, "op") && strcmp(kind, "capsule"))) {
+                snprintf(msg, len, "%s:%d: a section is [op NAME...] or [capsule GLOB...]", name,
+                         lineno);
+                return -1;
+            }
+            sec->is_op = strcmp(kind, "op") == 0;
+            for (char *t = strtok(NULL, " "); t; t = strtok(NULL, " ")) {
+                if (strncmp(t, "dtype=", 6) == 0) {
+                    if (dtype_list(t + 6, &sec->dtypes)) {
+                        snprintf(msg, len, "%s:%d: bad dtype list '%s' (f64, f32, f16, bf16)",
+                                 name, lineno, t + 6);
+                        return -1;
+                    }
+                    continue;
+                }
+                if (sec->is_op && !ref_op_find(t)) {
+                    snprintf(msg, len, "%s:%d: unknown op '%s'", name, lineno, t);
+                    return -1;
+                }
+                if (sec->n_pat == CC_POLICY_MAX_PATTERNS || strlen(t) >= sizeof sec->pat[0]) {
+                    snprintf(msg, len, "%s:%d: too many or too long names", name, lineno);
+                    return -1;
+                }
+                snprintf(sec->pat[sec->n_pat++], sizeof sec->pat[0], "%s",
+                         sec->is_op ? ref_op_find(t)->name : t);
+            }
+            if (!sec->n_pat) {
+                snprintf(msg, len, "%s:%d: the section names no %s", name, lineno,
+                         sec->is_op ? "op" : "capsule");
+                return -1;
+            }
+            continue;
+        }
+        const char *key = tok[0];
+        int global = strcmp(key, "format") == 0 || strcmp(key, "libtorch_version") == 0 ||
+                     strcmp(key, "require") == 0;
+        if (global && sec) {
+            snprintf(msg, len, "%s:%d: '%s' belongs before the first section", name, lineno, key);
+            return -1;
+        }
+        if (strcmp(key, "format") == 0) {
+            if (nt != 2 || strcmp(tok[1], CC_POLICY_FORMAT) != 0) {
+                snprintf(msg, len, "%s:%d: this capcheck reads policy format %s", name, lineno,
+                         CC_POLICY_FORMAT);
+                return -1;
+            }
+            have_format = 1;
+            continue;
+        }
+        if (strcmp(key, "libtorch_version") == 0) {
+            if (nt != 2 || strlen(tok[1]) >= sizeof p->libtorch_version) {
+                snprintf(msg, len, "%s:%d: libtorch_version wants one version string, or any",
+                         name, lineno);
+                return -1;
+            }
+            snprintf(p->libtorch_version, sizeof p->libtorch_version, "%s",
+                     strcmp(tok[1], "any") == 0 ? "" : tok[1]);
+            continue;
+        }
+        if (strcmp(key, "require") == 0) {
+            if (nt < 3 || p->n_req == CC_POLICY_MAX_REQUIRE || strlen(tok[1]) >= 80) {
+                snprintf(msg, len, "%s:%d: require wants a capsule name or glob and dtypes "
+                                   "(require capcheck.aten_cpu.* f32 f64)",
+                         name, lineno);
+                return -1;
+            }
+            cc_policy_require *r = &p->req[p->n_req++];
+            snprintf(r->glob, sizeof r->glob, "%s", tok[1]);
+            r->line = lineno;
+            for (int i = 2; i < nt; i++) {
+                unsigned m;
+                if (dtype_list(tok[i], &m)) {
+                    snprintf(msg, len, "%s:%d: bad dtype '%s' (f64, f32, f16, bf16, *)", name,
+                             lineno, tok[i]);
+                    return -1;
+                }
+                r->dtypes |= m;
+            }
+            continue;
+        }
+        cc_requirements *req = sec ? &sec->req : &p->defaults;
+        unsigned bit = 0;
+        const char *bad = NULL;
+        if (strcmp(key, "min_passing") == 0 || strcmp(key, "min_vjp_passing") == 0) {
+            char *end;
+            long v = nt == 2 ? strtol(tok[1], &end, 10) : -1;
+            if (nt != 2 || *end || v < 0) {
+                snprintf(msg, len, "%s:%d: %s wants a count", name, lineno, key);
+                return -1;
+            }
+            if (key[4] == 'p') {
+                req->min_passing = v;
+                bit = CC_REQ_MIN;
+            } else {
+                req->min_vjp_passing = v;
+                bit = CC_REQ_MIN_VJP;
+            }
+        } else if (strcmp(key, "shape_classes") == 0) {
+            bit = CC_REQ_SHAPES;
+            if (class_list(tok + 1, nt - 1, SHAPES, CC_SHAPE_COUNT, &req->shapes, &bad))
+                goto bad_class;
+        } else if (strcmp(key, "layout_classes") == 0) {
+            bit = CC_REQ_LAYOUTS;
+            if (class_list(tok + 1, nt - 1, LAYOUTS, CC_LAYOUT_COUNT, &req->layouts, &bad))
+                goto bad_class;
+        } else if (strcmp(key, "edge_classes") == 0) {
+            bit = CC_REQ_EDGES;
+            if (class_list(tok + 1, nt - 1, EDGES, CC_EDGE_COUNT, &req->edges, &bad))
+                goto bad_class;
+        } else if (strcmp(key, "allow_unsupported") == 0) {
+            if (nt != 2 || (strcmp(tok[1], "yes") && strcmp(tok[1], "no"))) {
+                snprintf(msg, len, "%s:%d: allow_unsupported is yes or no", name, lineno);
+                return -1;
+            }
+            req->allow_unsupported = strcmp(tok[1], "yes") == 0;
+            bit = CC_REQ_UNSUPPORTED;
+        } else if (strcmp(key, "accumulation") == 0) {
+            if (nt != 2 || (strcmp(tok[1], "strict") && strcmp(tok[1], "relaxed"))) {
+                snprintf(msg, len, "%s:%d: accumulation is strict or relaxed", name, lineno);
+                return -1;
+            }
+            req->allow_relaxed = strcmp(tok[1], "relaxed") == 0;
+            bit = CC_REQ_ACCUMULATION;
+        } else if (strcmp(key, "suspect") == 0) {
+            if (nt != 2 || (strcmp(tok[1], "fail") && strcmp(tok[1], "allow"))) {
+                snprintf(msg, len, "%s:%d: suspect is fail or allow", name, lineno);
+                return -1;
+            }
+            req->suspect_fails = strcmp(tok[1], "fail") == 0;
+            bit = CC_REQ_SUSPECT;
+        } else {
+            snprintf(msg, len,
+                     "%s:%d: unknown key '%s' (format, libtorch_version, require, min_passing, "
+                     "min_vjp_passing, shape_classes, layout_classes, edge_classes, "
+                     "allow_unsupported, suspect, accumulation)",
+                     name, lineno, key);
+            return -1;
+        }
+        if (sec)
+            sec->set |= bit;
+        continue;
+    bad_class:
+        snprintf(msg, len, "%s:%d: %s: unknown class '%s'", name, lineno, key, bad);
+        return -1;
+    }
+    if (!have_format) {
+        snprintf(msg, len, "%s: empty policy (it starts with 'format %s')", name,
+                 CC_POLICY_FORMAT);
+        return -1;
+    }
+    return 0;
+}
+
+int cc_policy_load(const char *path, cc_policy *p, char *msg, size_t len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(msg, len, "%s: cannot open the policy: %s", path, strerror(errno));
+        return -1;
+    }
+    char *text = malloc(1 << 20);
+    size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (!text) {
+        snprintf(msg, len, "out of memory");
+        return -1;
+    }
+    text[n] = 0;
+    int rc = cc_policy_parse(text, path, p, msg, len);
+    free(text);
+    return rc;
+}
+
+static int section_matches(const cc_policy_section *s, const cc_capsule *c, cc_dtype dtype)
+{
+    if (s->dtypes && !(s->dtypes & (1u << dtype)))
+        return 0;
+    for (int i = 0; i < s->n_pat; i++)
+        if (s->is_op ? strcmp(s->pat[i], c->op) == 0 : fnmatch(s->pat[i], c->name, 0) == 0)
+            return 1;
+    return 0;
+}
+
+void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dtype,
+                            cc_requirements *out)
+{
+    *out = p->defaults;
+    for (int i = 0; i < p->n_sec; i++) {
+        const cc_policy_section *s = &p->sec[i];
+        if (!section_matches(s, c, dtype))
+            continue;
+        if (s->set & CC_REQ_MIN)
+            out->min_passing = s->req.min_passing;
+        if (s->set & CC_REQ_MIN_VJP)
+            out->min_vjp_passing = s->req.min_vjp_passing;
+        if (s->set & CC_REQ_SHAPES)
+            out->shapes = s->req.shapes;
+        if (s->set & CC_REQ_LAYOUTS)
+            out->layouts = s->req.layouts;
+        if (s->set & CC_REQ_EDGES)
+            out->edges = s->req.edges;
+        if (s->set & CC_REQ_UNSUPPORTED)
+            out->allow_unsupported = s->req.allow_unsupported;
+        if (s->set & CC_REQ_SUSPECT)
+            out->suspect_fails = s->req.suspect_fails;
+        if (s->set & CC_REQ_ACCUMULATION)
+            out->allow_relaxed = s->req.allow_relaxed;
+    }
+}
+
+/* ---- judging ------------------------------------------------------------------------------- */
+
+static void reason(cc_verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reason(cc_verdict *v, const char *fmt, ...)
+{
+    if (v->n_reasons == CC_GATE_MAX_REASONS)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->reasons[v->n_reasons++], sizeof v->reasons[0], fmt, ap);
+    va_end(ap);
+}
+
+static void missing_classes(cc_verdict *v, const char *what, unsigned want, const long *have,
+                            int count, const char *const *names)
+{
+    char list[256] = "";
+    for (int k = 0; k < count; k++)
+        if ((want >> k & 1) && have[k] == 0) {
+            size_t used = strlen(list);
+            snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", names[k]);
+        }
+    if (list[0])
+        reason(v, "%s not covered by a passing case: %s", what, list);
+}
+
+static void judge(const cc_policy *pol, cc_verdict *v)
+{
+    cc_policy_requirements(pol, &v->capsule, v->dtype, &v->req);
+    const cc_requirements *q = &v->req;
+    const cc_capsule_stats *s = v->stats;
+    if (!s) {
+        reason(v, "no case in the report");
+        return;
+    }
+    long bad = s->counts[CC_RES_FAIL] + s->counts[CC_RES_ERROR] + s->counts[CC_RES_CRASH] +
+               s->counts[CC_RES_TIMEOUT];
+    if (bad)
+        reason(v, "%ld of %ld cases did not pass (%ld failed, %ld errors, %ld crashed, %ld timed "
+                  "out); first: capcheck repro '%.300s'",
+               bad, s->cases, s->counts[CC_RES_FAIL], s->counts[CC_RES_ERROR],
+               s->counts[CC_RES_CRASH], s->counts[CC_RES_TIMEOUT], s->first_failure);
+    if (s->counts[CC_RES_UNSUPPORTED] && !q->allow_unsupported)
+        reason(v, "%ld cases unsupported by the provider (the policy has allow_unsupported no)",
+               s->counts[CC_RES_UNSUPPORTED]);
+    if (s->relaxed && !q->allow_relaxed && (v->dtype == CC_F16 || v->dtype == CC_BF16))
+        reason(v, "%ld cases were judged with relaxed accumulation (f16/bf16 sums folded in "
+                  "the dtype); the policy wants strict",
+               s->relaxed);
+    if (s->suspect && q->suspect_fails)
+        reason(v, "%ld passing cases are suspect (over the probabilistic bound; the policy has "
+                  "suspect fail); first: capcheck repro '%.300s'",
+               s->suspect, s->first_suspect);
+    long passing = s->counts[CC_RES_PASS] - s->vacuous;
+    if (passing < q->min_passing && s->vacuous)
+        reason(v, "%ld passing cases with a bound that rejects something (%ld more passed with "
+                  "a vacuous bound, never evidence); the policy wants at least %ld",
+               passing, s->vacuous, q->min_passing);
+    else if (passing < q->min_passing)
+        reason(v, "%ld passing cases; the policy wants at least %ld", passing, q->min_passing);
+    const ref_op *op = ref_op_find(v->capsule.op);
+    if (op && op->requires_vjp) {
+        if (strcmp(v->capsule.vjp_mode, "none") == 0)
+            reason(v, "the op requires a VJP but the capsule's vjpMode is none");
+        else if (s->vjp_passing < q->min_vjp_passing)
+            reason(v, "%ld passing cases checked the VJP; the policy wants at least %ld",
+                   s->vjp_passing, q->min_vjp_passing);
+    }
+    missing_classes(v, "shape classes", q->shapes, s->shape_n, CC_SHAPE_COUNT, SHAPES);
+    missing_classes(v, "layout classes", q->layouts, s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
+    missing_classes(v, "edge classes", q->edges, s->edge_n, CC_EDGE_COUNT, EDGES);
+    v->checked = v->n_reasons == 0;
+}
+
+void cc_gate_free(cc_gate *g)
+{
+    cc_run_free(&g->run);
+    cc_evidence_free(&g->ev);
+    free(g->v);
+    memset(g, 0, sizeof *g);
+}
+
+static cc_verdict *add_verdict(cc_gate *g, size_t *cap)
+{
+    if (g->n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 64;
+        cc_verdict *v = realloc(g->v, nc * sizeof *v);
+        if (!v)
+            return NULL;
+        g->v = v;
+        *cap = nc;
+    }
+    cc_verdict *v = &g->v[g->n++];
+    memset(v, 0, sizeof *v);
+    return v;
+}
+
+static int required_by(const cc_policy *pol, const char *name, cc_dtype dtype)
+{
+    for (int i = 0; i < pol->n_req; i++)
+        if ((pol->req[i].dtypes >> dtype & 1) && fnmatch(pol->req[i].glob, name, 0) == 0)
+            return 1;
+    return 0;
+}
+
+int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *const *paths,
+                cc_gate *g, char *msg, size_t len)
+{
+    memset(g, 0, sizeof *g);
+    if (n < 1) {
+        snprintf(msg, len, "no report to gate");
+        return -1;
+    }
+    const unsigned flags = CC_LOAD_SEAL | CC_LOAD_RESULTS | CC_LOAD_PROVENANCE;
+    if (n == 1) {
+        if (cc_run_load(paths[0], flags, &g->run, msg, len))
+            return -1;
+        if (g->run.prov.shard.present) {
+            snprintf(msg, len,
+                     "%s is shard %d/%d of a run: gate all %d shard folders together, or the "
+                     "report capcheck merge makes of them",
+                     g->run.report_path, g->run.prov.shard.index, g->run.prov.shard.count,
+                     g->run.prov.shard.count);
+            cc_gate_free(g);
+            return -1;
+        }
+        memcpy(g->report_sha256, g->run.sha256, sizeof g->report_sha256);
+        snprintf(g->source, sizeof g->source, "%s", g->run.report_path);
+    } else {
+        cc_run *s = calloc((size_t)n, sizeof *s);
+        if (!s) {
+            snprintf(msg, len, "out of memory");
+            return -1;
+        }
+        int loaded = 0, rc = 0;
+        for (; loaded < n && rc == 0; loaded++)
+            if (cc_run_load(paths[loaded], flags, &s[loaded], msg, len))
+                rc = -1;
+        if (rc == 0)
+            rc = cc_run_merge(s, n, &g->run, msg, len);
+        for (int i = 0; i < loaded; i++)
+            cc_run_free(&s[i]);
+        free(s);
+        if (rc)
+            return -1;
+        cc_report rep;
+        if (cc_run_report(&g->run, &rep, msg, len)) {
+            cc_gate_free(g);
+            return -1;
+        }
+        cc_report_json_sha256(&rep, g->report_sha256);
+        cc_report_free(&rep);
+        snprintf(g->source, sizeof g->source, "%d shards merged (the report capcheck merge "
+                                               "writes of them)",
+                 n);
+    }
+    const char *have = g->run.prov.libtorch;
+    if (pol->libtorch_version[0] && strcmp(have, pol->libtorch_version) != 0) {
+        if (have[0])
+            snprintf(msg, len, "%s is from libtorch %s; the policy %s requires libtorch %s",
+                     g->source, have, pol->name, pol->libtorch_version);
+        else
+            snprintf(msg, len,
+                     "%s names no libtorch version (provider: %s); the policy %s requires "
+                     "libtorch %s",
+                     g->source, g->run.provider_description, pol->name, pol->libtorch_version);
+        cc_gate_free(g);
+        return -1;
+    }
+    if (cc_evidence_collect(&g->run, cat, &g->ev, msg, len)) {
+        cc_gate_free(g);
+        return -1;
+    }
+    size_t cap = 0;
+    for (size_t i = 0; i < g->ev.n; i++) {
+        cc_verdict *v = add_verdict(g, &cap);
+        if (!v)
+            goto oom;
+        v->capsule = g->ev.v[i].capsule;
+        v->dtype = g->ev.v[i].dtype;
+        v->stats = &g->ev.v[i];
+        v->required = required_by(pol, v->capsule.name, v->dtype);
+    }
+    /* required capsules the report has no case of, in catalog order */
+    for (int r = 0; r < pol->n_req; r++) {
+        int matched = 0;
+        for (size_t i = 0; i < g->n; i++)
+            matched |= fnmatch(pol->req[r].glob, g->v[i].capsule.name, 0) == 0;
+        for (size_t c = 0; c < cat->n; c++) {
+            if (fnmatch(pol->req[r].glob, cat->v[c].name, 0) != 0)
+                continue;
+            matched = 1;
+            for (int d = 0; d < CC_DTYPE_COUNT; d++) {
+                if (!(pol->req[r].dtypes >> d & 1))
+                    continue;
+                int seen = 0;
+                for (size_t i = 0; i < g->n; i++)
+                    seen |= g->v[i].dtype == (cc_dtype)d &&
+                            strcmp(g->v[i].capsule.name, cat->v[c].name) == 0;
+                if (seen)
+                    continue;
+                cc_verdict *v = add_verdict(g, &cap);
+                if (!v)
+                    goto oom;
+                v->capsule = cat->v[c];
+                v->dtype = (cc_dtype)d;
+                v->required = 1;
+            }
+        }
+        if (!matched) {
+            cc_verdict *v = add_verdict(g, &cap);
+            if (!v)
+                goto oom;
+            snprintf(v->capsule.name, sizeof v->capsule.name, "%s", pol->req[r].glob);
+            v->dtype = CC_DTYPE_COUNT;
+            v->required = 1;
+            reason(v, "%s:%d: require names no capsule of the catalog or the report", pol->name,
+                   pol->req[r].line);
+        }
+    }
+    for (size_t i = 0; i < g->n; i++) {
+        cc_verdict *v = &g->v[i];
+        if (v->dtype != CC_DTYPE_COUNT)
+            judge(pol, v);
+        g->n_checked += v->checked;
+        g->n_required += v->required;
+        g->n_required_checked += v->required && v->checked;
+    }
+    if (pol->n_req)
+        g->exit_code = g->n_required_checked == g->n_required ? 0 : 1;
+    else
+        g->exit_code = g->ev.n > 0 && (size_t)g->n_checked == g->n ? 0 : 1;
+    return 0;
+oom:
+    snprintf(msg, len, "out of memory");
+    cc_gate_free(g);
+    return -1;
+}
+
+/* ---- printing ------------------------------------------------------------------------------ */
+
+static void class_summary(FILE *f, const char *what, const long *n, int count,
+                          const char *const *names)
+{
+    fprintf(f, "%s ", what);
+    int any = 0;
+    for (int k = 0; k < count; k++)
+        if (n[k])
+            fprintf(f, "%s%s", any++ ? "," : "", names[k]);
+    if (!any)
+        fputs("none", f);
+}
+
+static const char *or_none(const char *s)
+{
+    return s && s[0] ? s : "none";
+}
+
+void cc_gate_print(const cc_gate *g, const cc_policy *pol, FILE *f)
+{
+    const cc_run *r = &g->run;
+    const cc_provenance *p = &r->prov;
+    fprintf(f, "capcheck gate: %s: sha256 %s, %ld cases, results digest matches\n", g->source,
+            g->report_sha256, r->cases);
+    fprintf(f, "capcheck gate: provider %s\n", r->provider_description);
+    fprintf(f, "capcheck gate: capcheck %s commit %s; libtorch %s; cuda %s; cudnn %s; gpu %s; "
+               "cpu %s; tf32 %s; deterministic %s; base seed %llu\n",
+            p->capcheck_version, p->git_commit, or_none(p->libtorch), or_none(p->cuda),
+            or_none(p->cudnn), or_none(p->gpu), p->cpu_model,
+            p->tf32[0] ? p->tf32 : "not stated",
+            p->deterministic[0] ? p->deterministic : "not stated", r->base_seed);
+    fprintf(f, "capcheck gate: policy %s (libtorch %s)\n", pol->name,
+            pol->libtorch_version[0] ? pol->libtorch_version : "any");
+    for (size_t i = 0; i < g->n; i++) {
+        const cc_verdict *v = &g->v[i];
+        const char *dt = v->dtype == CC_DTYPE_COUNT ? "*" : cc_dtype_name(v->dtype);
+        if (v->checked) {
+            const cc_capsule_stats *s = v->stats;
+            const ref_op *op = ref_op_find(v->capsule.op);
+            char vjp[48];
+            if (op && !op->requires_vjp && !s->vjp_passing)
+                snprintf(vjp, sizeof vjp, "no VJP required");
+            else
+                snprintf(vjp, sizeof vjp, "VJP %ld", s->vjp_passing);
+            fprintf(f, "checked          %s %s%s: %ld passing of %ld, %s, worst bound ratio %.4g; ",
+                    v->capsule.name, dt, v->required ? " (required)" : "", s->counts[CC_RES_PASS],
+                    s->cases, vjp, s->worst_ratio);
+            class_summary(f, "shapes", s->shape_n, CC_SHAPE_COUNT, SHAPES);
+            fputs("; ", f);
+            class_summary(f, "layouts", s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
+            fputs("; ", f);
+            class_summary(f, "edges", s->edge_n, CC_EDGE_COUNT, EDGES);
+            fprintf(f, "; seed %llu; report sha256:%.16s\n", r->base_seed, g->report_sha256);
+            continue;
+        }
+        fprintf(f, "trustedExternal  %s %s%s (catalog: %s):\n", v->capsule.name, dt,
+                v->required ? " (required)" : "", v->capsule.trust[0] ? v->capsule.trust : "-");
+        for (int k = 0; k < v->n_reasons; k++)
+            fprintf(f, "  - %s\n", v->reasons[k]);
+    }
+    if (pol->n_req)
+        fprintf(f, "capcheck gate: %d of %zu capsule x dtype checked; %d of the %d required "
+                   "checked: exit %d\n",
+                g->n_checked, g->n, g->n_required_checked, g->n_required, g->exit_code);
+    else
+        fprintf(f, "capcheck gate: %d of %zu capsule x dtype checked (no require lines: every "
+                   "one must be): exit %d\n",
+                g->n_checked, g->n, g->exit_code);
+}

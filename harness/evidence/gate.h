@@ -1,0 +1,118 @@
+/* The trust gate (DESIGN.md section 6): a written policy (reports/policy.conf documents the
+ * format) decides, per capsule and dtype, whether a run's evidence moves the capsule from
+ * trustedExternal to checked.
+ *
+ * Before judging anything the gate refuses evidence it cannot trust, with one sentence each
+ * (exit 2): a report without its .sha256 seal or whose bytes no longer match it, results that
+ * do not match the report's digest, a report without provenance, a report naming another
+ * libtorch version than the policy (or none), a lone shard, and a shard set with a shard
+ * missing or given twice, or shards of different runs.
+ *
+ * Then, for every capsule x dtype in the report and every one the policy requires:
+ *   checked          every requirement holds: at least min_passing passing cases (a case
+ *                    whose bound was vacuous is never evidence: it counts nowhere); no case
+ *                    failed, errored, crashed or timed out; no unsupported case unless
+ *                    allow_unsupported; where the op requires a VJP (TorchLean's requiresVJP)
+ *                    the capsule has a vjpMode and at least min_vjp_passing passing cases
+ *                    checked it; each listed shape, layout and edge class is covered by a
+ *                    passing case; with `suspect fail`, no passing case is suspect; f16/bf16
+ *                    results were judged with strict accumulation (unless `accumulation
+ *                    relaxed`);
+ *   trustedExternal  with one line per unmet requirement, naming what is missing.
+ * Exit code: with `require` lines, 0 when every required capsule x dtype is checked, else 1;
+ * without, 0 when every capsule x dtype of the report is checked (and there is one), else 1;
+ * 2 for unusable input (a bad policy, a refused report). */
+#ifndef CAPCHECK_GATE_H
+#define CAPCHECK_GATE_H
+
+#include <stdio.h>
+
+#include "harness/report/capsules.h"
+#include "harness/evidence/evidence.h"
+#include "harness/evidence/merge.h"
+
+#define CC_POLICY_FORMAT "capcheck-policy/1"
+#define CC_POLICY_MAX_SECTIONS 64
+#define CC_POLICY_MAX_PATTERNS 16
+#define CC_POLICY_MAX_REQUIRE 64
+#define CC_GATE_MAX_REASONS 12
+
+typedef struct {
+    long min_passing, min_vjp_passing;
+    unsigned shapes, layouts, edges; /* bit masks of required classes */
+    int allow_unsupported;
+    int suspect_fails; /* `suspect fail`: a suspect case keeps the capsule out, as a failure */
+    int allow_relaxed; /* `accumulation relaxed`: f16/bf16 evidence judged relaxed counts */
+} cc_requirements;
+
+enum { CC_REQ_MIN = 1, CC_REQ_MIN_VJP = 2, CC_REQ_SHAPES = 4, CC_REQ_LAYOUTS = 8,
+       CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_SUSPECT = 64,
+       CC_REQ_ACCUMULATION = 128 };
+
+typedef struct {
+    int is_op; /* [op NAME...] rather than [capsule GLOB...] */
+    int n_pat;
+    char pat[CC_POLICY_MAX_PATTERNS][80];
+    unsigned dtypes; /* bit per cc_dtype; 0: every dtype */
+    unsigned set;    /* CC_REQ_* keys this section sets */
+    cc_requirements req;
+    int line;
+} cc_policy_section;
+
+typedef struct {
+    char glob[80];
+    unsigned dtypes;
+    int line;
+} cc_policy_require;
+
+typedef struct {
+    char name[512];
+    char libtorch_version[48]; /* "" = any */
+    cc_requirements defaults;
+    int n_sec, n_req;
+    cc_policy_section sec[CC_POLICY_MAX_SECTIONS];
+    cc_policy_require req[CC_POLICY_MAX_REQUIRE];
+} cc_policy;
+
+/* Parse policy text; `name` labels errors ("name:line: ..."). Returns 0 or -1 with msg. */
+int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg, size_t len);
+int cc_policy_load(const char *path, cc_policy *p, char *msg, size_t len);
+/* The requirements for one capsule x dtype: the defaults, then every matching section in file
+ * order (a later section overrides the keys it sets). */
+void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dtype,
+                            cc_requirements *out);
+
+typedef struct {
+    cc_capsule capsule;
+    cc_dtype dtype;             /* CC_DTYPE_COUNT: a require line that matched nothing */
+    const cc_capsule_stats *stats; /* NULL: no case in the report */
+    int required, checked;
+    cc_requirements req;
+    int n_reasons;
+    char reasons[CC_GATE_MAX_REASONS][512];
+} cc_verdict;
+
+typedef struct {
+    cc_run run;            /* what was gated (merged when several shards were given) */
+    char report_sha256[65];
+    char source[1024];
+    cc_evidence ev;
+    cc_verdict *v;
+    size_t n;
+    int n_required, n_required_checked, n_checked;
+    int exit_code; /* 0 or 1 (see above) */
+} cc_gate;
+
+/* Load, check and judge. Returns 0, or -1 with the refusal in msg (exit 2). */
+int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *const *paths,
+                cc_gate *g, char *msg, size_t len);
+void cc_gate_free(cc_gate *g);
+void cc_gate_print(const cc_gate *g, const cc_policy *pol, FILE *f);
+
+/* DIR/<capsule>/evidence.json for every capsule of the report. Returns 0 or -1 with msg. */
+int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *dir, char *msg,
+                           size_t len);
+/* A Lean file stating the testSuite evidence of every capsule the gate upgraded. */
+void cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, FILE *f);
+
+#endif

@@ -1,0 +1,38 @@
+/* report.html: the page a person opens after a run, written beside report.md by capcheck run
+ * and capcheck merge, and again by `capcheck report DIR [--policy F]`. One self-contained file
+ * (harness/html.h: no network, inline CSS and SVG, one line of script), drawn from the sealed
+ * run it sits in (report.json and results.jsonl, read back with cc_run_load):
+ *
+ *   summary     cases by status (and vacuous / suspect / retried cases when results say so),
+ *               a banner that says whether everything passed, the platforms;
+ *   failures    first: every op x dtype x column with a case that did not pass, its worst
+ *               cases (at most 5 each, 400 in all) with their worst element, message and the
+ *               `capcheck repro '...'` line, selectable with one click;
+ *   heat map    the worst bound ratio per op (rows) x dtype, one column group per provider and
+ *               platform (or device); a cell per op x dtype x column that has cases;
+ *   distribution  per cell, a histogram of the cases' worst bound ratios by decade, the bound
+ *               (ratio 1) marked: how close to their bound the cases sit;
+ *   gate        with a policy: each capsule x dtype checked, or trustedExternal with what holds
+ *               it back (cc_gate_run; a refusal is shown as the gate's sentence);
+ *   provenance  capcheck version and commit, provider, libtorch / CUDA / GPU / CPU, math modes,
+ *               seed, case files and their sha256, the report's sha256 and results digest.
+ *
+ * Result fields other writers may add are read when present, by name: "platform" (a column
+ * group per platform), and the flags "vacuous", "suspect", "retried" (counted); a status this
+ * file does not know is shown by its name and counted as not passing. */
+#ifndef CAPCHECK_REPORT_HTML_H
+#define CAPCHECK_REPORT_HTML_H
+
+#include <stddef.h>
+
+#define CC_DEFAULT_POLICY "reports/policy.conf"
+
+/* Write dir/report.html for the run in dir. policy: the gate's policy file; NULL for none.
+ * When policy_required is 0 a policy file that does not exist leaves the gate section with a
+ * sentence saying so (capcheck run and merge, which look for CC_DEFAULT_POLICY); otherwise it
+ * is an error. Returns 0 with the page's size in *bytes and a one-line gate summary in gate
+ * (may be NULL), or -1 with a sentence in msg. */
+int cc_report_html_write(const char *dir, const char *policy, int policy_required, long *bytes,
+                         char *gate, size_t gate_len, char *msg, size_t len);
+
+#endif

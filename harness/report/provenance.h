@@ -1,0 +1,79 @@
+/* What produced a report (DESIGN.md section 7): capcheck version and git commit, the
+ * provider's own description (libtorch, CUDA and cuDNN versions, GPU, math modes), the CPU, the
+ * base seed and the sha256 of every case file; for a shard of a sharded run, which shard of
+ * which run. Written into report.json as "provenance" (and "shard"), with "results_digest":
+ * a sha256 over every result in case-index order (cc_results_digest_add), so a report commits
+ * to the results.jsonl beside it while staying independent of timing and completion order.
+ *
+ * The provider-stated fields are read from its describe() text, a list of "key value" items
+ * separated by "; " (e.g. "libtorch 2.15.0; threads 1; tf32 off; deterministic off; cuda none"):
+ * libtorch, cuda, cudnn, gpu, tf32, deterministic, threads, attention (the attention backend,
+ * e.g. "composed (no SDPA)"). A value starting with "none" and an item the provider does not
+ * state are both written as null. */
+#ifndef CAPCHECK_PROVENANCE_H
+#define CAPCHECK_PROVENANCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/json.h"
+#include "harness/run/runner.h"
+#include "core/sha256.h"
+
+#define CC_VERSION "0.1.0" /* the capcheck version every report and run.json carries */
+#define CC_PROV_MAX_FILES 64
+
+typedef struct {
+    char path[256];  /* as given on the command line, or "embedded:smoke.cases" */
+    char sha256[65];
+} cc_prov_file;
+
+/* A shard of a sharded run (--shard index/count); present = 0 for a whole run. */
+typedef struct {
+    int present;
+    int index, count;     /* 1-based index of count */
+    uint64_t total;       /* cases of the whole run */
+    uint64_t case_hash;   /* cc_case_list_hash of the whole run's cases */
+    size_t n;             /* this shard's cases */
+    uint64_t *global;     /* global[k]: index in the whole run of this shard's case k */
+} cc_shard_info;
+
+typedef struct {
+    int present;
+    char capcheck_version[16];
+    char git_commit[48];
+    char cpu_model[128];
+    int n_files;
+    cc_prov_file files[CC_PROV_MAX_FILES];
+    cc_shard_info shard; /* global is owned by whoever filled it (cc_provenance_free for read) */
+    /* stated by the provider (filled by cc_provenance_from_json; the writer derives them from
+     * the provider description every time); "" = not stated or none */
+    char libtorch[48], cuda[48], cudnn[48], gpu[128], tf32[64], deterministic[48], threads[16];
+    char attention[48];
+} cc_provenance;
+
+/* This build's version and commit, this machine's CPU model, and the hash of every case file:
+ * paths[i] is read from disk unless texts && texts[i], which is then hashed instead (the
+ * embedded smoke cases). Returns 0, or -1 with a sentence naming an unreadable file. */
+int cc_provenance_collect(cc_provenance *p, int n, const char *const *paths,
+                          const char *const *texts, char *msg, size_t len);
+const char *cc_git_commit(void); /* the commit capcheck was built from, "-dirty" if modified */
+
+/* The value of item `key` in a provider description ("" when absent or "none..."). */
+void cc_describe_item(const char *desc, const char *key, char *buf, size_t n);
+
+/* report.json's "provenance", optional "shard" and "results_digest" members, each on its own
+ * line(s) beginning with two spaces and ending with ",\n". */
+void cc_provenance_write_json(FILE *f, const cc_provenance *p, const char *provider_description,
+                              unsigned long long base_seed, const cc_sha256_ctx *digest);
+
+/* Read them back from a parsed report. Returns 0; 1 when the report has no "provenance";
+ * -1 with msg when it is malformed. Free with cc_provenance_free (the shard's indices). */
+int cc_provenance_from_json(const cc_json *report, cc_provenance *p, char *msg, size_t len);
+void cc_provenance_free(cc_provenance *p);
+
+/* One result into the digest: canonical line, status, checked flags and bound ratios. */
+void cc_results_digest_add(cc_sha256_ctx *d, const cc_result *r);
+
+#endif

@@ -1,0 +1,555 @@
+#include "harness/report/report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dtype.h"
+#include "core/files.h"
+#include "core/json.h"
+#include "core/sha256.h"
+#include "harness/run/witness.h"
+
+/* The "witnesses" list of a result, compact (results.jsonl) or spaced (report.json). */
+static void write_witness_list(FILE *f, const cc_result *r, int spaced)
+{
+    const char *colon = spaced ? ": " : ":", *comma = spaced ? ", " : ",";
+    fprintf(f, "\"witnesses\"%s[", colon);
+    for (int k = 0; k < r->n_witnesses; k++) {
+        const cc_witness *w = &r->witnesses[k];
+        fprintf(f, "%s{\"provider\"%s", k ? comma : "", colon);
+        cc_json_write_string(f, w->provider);
+        fprintf(f, "%s\"status\"%s\"%s\"%s\"worst_ratio\"%s", comma, colon,
+                cc_result_status_name(w->status), comma, colon);
+        cc_json_write_number(f, w->worst_ratio);
+        if (w->has_value) {
+            fprintf(f, "%s\"got\"%s", comma, colon);
+            cc_json_write_number(f, w->got);
+            fprintf(f, "%s\"agree_ratio\"%s", comma, colon);
+            cc_json_write_number(f, w->agree_ratio);
+        }
+        if (w->message[0]) {
+            fprintf(f, "%s\"message\"%s", comma, colon);
+            cc_json_write_string(f, w->message);
+        }
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+/* ,"witnesses":[...],"verdict":"..." of a record whose witnesses ran (nothing otherwise, so a
+ * run without witnesses writes the records it always wrote). */
+static void write_witnesses(FILE *f, const cc_result *r)
+{
+    if (r->n_witnesses <= 0)
+        return;
+    fputc(',', f);
+    write_witness_list(f, r, 0);
+    fprintf(f, ",\"verdict\":\"%s\"", cc_verdict_name(r->verdict));
+}
+
+void cc_result_write_json(FILE *f, const cc_result *r)
+{
+    fputs("{\"case\":", f);
+    cc_json_write_string(f, r->line);
+    fputs(",\"op\":", f);
+    cc_json_write_string(f, r->op);
+    fprintf(f, ",\"dtype\":\"%s\",\"device\":\"%s\",\"layout\":\"%s\",\"provider\":",
+            cc_dtype_name(r->dtype), cc_device_name(r->device), cc_layout_name(r->layout));
+    cc_json_write_string(f, r->provider);
+    fputs(",\"vjp_mode\":", f);
+    cc_json_write_string(f, r->vjp_mode);
+    fprintf(f, ",\"status\":\"%s\",\"checked_fwd\":%s,\"checked_vjp\":%s,\"fwd_ratio\":",
+            cc_result_status_name(r->status), r->checked_fwd ? "true" : "false",
+            r->checked_vjp ? "true" : "false");
+    cc_json_write_number(f, r->fwd_ratio);
+    fputs(",\"vjp_ratio\":", f);
+    cc_json_write_number(f, r->vjp_ratio);
+    fputs(",\"worst_ratio\":", f);
+    cc_json_write_number(f, r->worst_ratio);
+    fprintf(f, ",\"accumulation\":\"%s\",\"suspect_ratio\":",
+            cc_accumulation_name(r->accumulation));
+    cc_json_write_number(f, r->suspect_ratio);
+    if (r->suspect)
+        fputs(",\"suspect\":true", f);
+    if (r->vacuous)
+        fputs(",\"vacuous\":true", f);
+    if (r->has_power) {
+        fputs(",\"power\":{\"k\":", f);
+        cc_json_write_number(f, r->power.k_fail);
+        fputs(",\"k_suspect\":", f);
+        cc_json_write_number(f, r->power.k_suspect);
+        fputs(",\"ulp\":", f);
+        cc_json_write_number(f, r->power.ulp_fail);
+        fputs(",\"ulp_suspect\":", f);
+        cc_json_write_number(f, r->power.ulp_suspect);
+        fputc('}', f);
+    }
+    if (r->worst_output[0]) {
+        fputs(",\"worst\":{\"output\":", f);
+        cc_json_write_string(f, r->worst_output);
+        fputs(",\"index\":", f);
+        cc_json_write_string(f, r->worst_index);
+        fputs(",\"expected\":", f);
+        cc_json_write_number(f, r->expected);
+        fputs(",\"got\":", f);
+        cc_json_write_number(f, r->got);
+        fputs(",\"bound\":", f);
+        cc_json_write_number(f, r->bound);
+        fputs(",\"inputs\":", f);
+        cc_json_write_string(f, r->worst_inputs);
+        fputc('}', f);
+    }
+    if (r->message[0]) {
+        fputs(",\"message\":", f);
+        cc_json_write_string(f, r->message);
+    }
+    write_witnesses(f, r);
+    fprintf(f, ",\"elements\":%lld,\"seconds\":%.6f}\n", (long long)r->elements, r->seconds);
+}
+
+/* ---- aggregation --------------------------------------------------------------------------- */
+
+const char *cc_report_accumulation(const cc_report *rep)
+{
+    return rep->mixed_accumulation ? "mixed" : cc_accumulation_name(rep->accumulation);
+}
+
+void cc_report_init(cc_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    cc_sha256_init(&rep->digest);
+}
+
+void cc_report_free(cc_report *rep)
+{
+    free(rep->rows);
+    free(rep->witnessed);
+    memset(rep, 0, sizeof *rep);
+}
+
+static cc_report_row *find_row(cc_report *rep, const cc_result *r)
+{
+    for (size_t i = 0; i < rep->n; i++) {
+        cc_report_row *row = &rep->rows[i];
+        if (strcmp(row->op, r->op) == 0 && row->dtype == r->dtype && row->device == r->device &&
+            strcmp(row->provider, r->provider) == 0)
+            return row;
+    }
+    if (rep->n == rep->cap) {
+        size_t cap = rep->cap ? 2 * rep->cap : 32;
+        cc_report_row *rows = realloc(rep->rows, cap * sizeof *rows);
+        if (!rows)
+            return NULL;
+        rep->rows = rows;
+        rep->cap = cap;
+    }
+    cc_report_row *row = &rep->rows[rep->n++];
+    memset(row, 0, sizeof *row);
+    snprintf(row->op, sizeof row->op, "%s", r->op);
+    snprintf(row->provider, sizeof row->provider, "%s", r->provider);
+    snprintf(row->vjp_mode, sizeof row->vjp_mode, "%s", r->vjp_mode);
+    row->dtype = r->dtype;
+    row->device = r->device;
+    return row;
+}
+
+int cc_report_add(cc_report *rep, const cc_result *r)
+{
+    cc_report_row *row = find_row(rep, r);
+    if (!row)
+        return -1;
+    if (rep->cases == 0)
+        rep->accumulation = r->accumulation;
+    rep->mixed_accumulation |= r->accumulation != rep->accumulation;
+    row->cases++;
+    row->counts[r->status]++;
+    row->vacuous += r->vacuous != 0;
+    row->suspect += r->suspect != 0;
+    cc_results_digest_add(&rep->digest, r);
+    rep->cases++;
+    rep->counts[r->status]++;
+    rep->vacuous += r->vacuous != 0;
+    rep->suspect += r->suspect != 0;
+    if (!row->worst_line[0] || r->worst_ratio > row->worst_ratio) {
+        row->worst_ratio = r->worst_ratio;
+        snprintf(row->worst_line, sizeof row->worst_line, "%s", r->line);
+    }
+    if (r->status != CC_RES_PASS && !row->first_failure[0]) {
+        snprintf(row->first_failure, sizeof row->first_failure, "%s", r->line);
+        snprintf(row->first_failure_msg, sizeof row->first_failure_msg, "%s", r->message);
+    }
+    if (r->n_witnesses > 0) {
+        if (rep->n_witnessed == rep->cap_witnessed) {
+            size_t cap = rep->cap_witnessed ? 2 * rep->cap_witnessed : 8;
+            cc_result *w = realloc(rep->witnessed, cap * sizeof *w);
+            if (!w)
+                return -1;
+            rep->witnessed = w;
+            rep->cap_witnessed = cap;
+        }
+        rep->witnessed[rep->n_witnessed++] = *r;
+        rep->verdicts[(unsigned)r->verdict < CC_VERDICT_COUNT ? r->verdict : CC_VERDICT_NONE]++;
+    }
+    return 0;
+}
+
+/* ---- writers ------------------------------------------------------------------------------- */
+
+typedef void (*writer_fn)(const cc_report *rep, FILE *f);
+
+static int write_atomically(const char *path, writer_fn fn, const cc_report *rep)
+{
+    cc_write_atomic w;
+    FILE *f = cc_write_atomic_open(&w, path);
+    if (!f)
+        return -1;
+    fn(rep, f);
+    return cc_write_atomic_close(&w, 0, 0);
+}
+
+/* "witnessed": the verdict counts and, per witnessed case in case order, the primary's worst
+ * element and every witness (only when a witness ran: other reports are unchanged). */
+static void write_witnessed_json(const cc_report *rep, FILE *f)
+{
+    if (!rep->n_witnessed)
+        return;
+    fputs("  \"witnessed\": {\n    \"verdicts\": {", f);
+    for (int v = 1; v < CC_VERDICT_COUNT; v++)
+        fprintf(f, "%s\"%s\": %ld", v > 1 ? ", " : "", cc_verdict_name((cc_three_way_verdict)v),
+                rep->verdicts[v]);
+    fputs("},\n    \"cases\": [\n", f);
+    for (size_t i = 0; i < rep->n_witnessed; i++) {
+        const cc_result *r = &rep->witnessed[i];
+        fputs("      {\"case\": ", f);
+        cc_json_write_string(f, r->line);
+        fputs(", \"provider\": ", f);
+        cc_json_write_string(f, r->provider);
+        fprintf(f, ", \"status\": \"%s\", \"worst_ratio\": ", cc_result_status_name(r->status));
+        cc_json_write_number(f, r->worst_ratio);
+        if (r->worst_output[0]) {
+            fputs(", \"output\": ", f);
+            cc_json_write_string(f, r->worst_output);
+            fputs(", \"index\": ", f);
+            cc_json_write_string(f, r->worst_index);
+            fputs(", \"expected\": ", f);
+            cc_json_write_number(f, r->expected);
+            fputs(", \"got\": ", f);
+            cc_json_write_number(f, r->got);
+            fputs(", \"bound\": ", f);
+            cc_json_write_number(f, r->bound);
+        }
+        if (r->message[0]) {
+            fputs(", \"message\": ", f);
+            cc_json_write_string(f, r->message);
+        }
+        fprintf(f, ", \"verdict\": \"%s\", ", cc_verdict_name(r->verdict));
+        write_witness_list(f, r, 1);
+        fprintf(f, "}%s\n", i + 1 < rep->n_witnessed ? "," : "");
+    }
+    fputs("    ]\n  }\n", f);
+}
+
+static void write_json(const cc_report *rep, FILE *f)
+{
+    fprintf(f, "{\n  \"schema\": \"%s\",\n  \"capcheck_version\": \"%s\",\n", CC_REPORT_SCHEMA,
+            CC_VERSION);
+    /* one line, so a comparison of two reports can drop it (see report.h) */
+    fprintf(f, "  \"timing\": {\"wall_seconds\": %.3f, \"session_cases\": %ld, \"resumed\": %s},\n",
+            rep->wall_seconds, rep->session_cases, rep->resumed ? "true" : "false");
+    fputs("  \"provider_description\": ", f);
+    cc_json_write_string(f, rep->provider_description);
+    fputs(",\n  \"case_files\": ", f);
+    cc_json_write_string(f, rep->case_files);
+    fputs(",\n  \"command\": ", f);
+    cc_json_write_string(f, rep->command);
+    fprintf(f, ",\n  \"base_seed\": %llu,\n  \"cases\": %ld,\n", rep->base_seed, rep->cases);
+    cc_provenance_write_json(f, &rep->provenance, rep->provider_description, rep->base_seed,
+                             &rep->digest);
+    fputs("  \"totals\": {", f);
+    for (int s = 0; s < CC_RES_COUNT; s++)
+        fprintf(f, "%s\"%s\": %ld", s ? ", " : "", cc_result_status_name((cc_result_status)s),
+                rep->counts[s]);
+    fprintf(f, "},\n  \"judgement\": {\"accumulation\": \"%s\", \"suspect_lambda\": %g, "
+               "\"vacuous\": %ld, \"suspect\": %ld},\n  \"rows\": [\n",
+            cc_report_accumulation(rep), CC_SUSPECT_LAMBDA, rep->vacuous, rep->suspect);
+    for (size_t i = 0; i < rep->n; i++) {
+        const cc_report_row *row = &rep->rows[i];
+        const ref_op *op = ref_op_find(row->op);
+        fputs("    {\"op\": ", f);
+        cc_json_write_string(f, row->op);
+        fprintf(f, ", \"report_name\": \"%s\", \"dtype\": \"%s\", \"device\": \"%s\", \"provider\": ",
+                op ? op->report_name : row->op, cc_dtype_name(row->dtype),
+                cc_device_name(row->device));
+        cc_json_write_string(f, row->provider);
+        fputs(", \"vjp_mode\": ", f);
+        cc_json_write_string(f, row->vjp_mode);
+        fprintf(f, ", \"cases\": %ld", row->cases);
+        for (int s = 0; s < CC_RES_COUNT; s++)
+            fprintf(f, ", \"%s\": %ld", cc_result_status_name((cc_result_status)s),
+                    row->counts[s]);
+        fprintf(f, ", \"vacuous\": %ld, \"suspect\": %ld", row->vacuous, row->suspect);
+        fputs(", \"worst_ratio\": ", f);
+        cc_json_write_number(f, row->worst_ratio);
+        fputs(", \"worst_case\": ", f);
+        cc_json_write_string(f, row->worst_line);
+        if (row->first_failure[0]) {
+            fputs(", \"first_failure\": ", f);
+            cc_json_write_string(f, row->first_failure);
+            fputs(", \"first_failure_message\": ", f);
+            cc_json_write_string(f, row->first_failure_msg);
+        }
+        if (op && op->note) {
+            fputs(", \"contract_note\": ", f);
+            cc_json_write_string(f, op->note);
+        }
+        fprintf(f, "}%s\n", i + 1 < rep->n ? "," : "");
+    }
+    fputs(rep->n_witnessed ? "  ],\n" : "  ]\n", f);
+    write_witnessed_json(rep, f);
+    fputs("}\n", f);
+}
+
+#define MD_WITNESS_COLUMNS 16 /* distinct witness names a table shows (a run has at most 4) */
+#define MD_WITNESSED_ROWS 200  /* rows of the table; report.json has every witnessed case */
+
+/* A witness's table cell: its value at the primary's worst element, its status and ratio. */
+static void witness_cell(FILE *f, const cc_witness *w)
+{
+    int compared = w->status == CC_RES_PASS || w->status == CC_RES_FAIL;
+    if (w->has_value)
+        fprintf(f, "%.9g ", w->got);
+    else if (compared)
+        fputs("- ", f);
+    fputs(compared ? "(" : "", f);
+    fputs(cc_result_status_name(w->status), f);
+    if (compared)
+        fprintf(f, ", ratio %.3g)", w->worst_ratio);
+}
+
+/* The three-way table: each witnessed case, the primary's worst element, what the reference
+ * expected there and what each witness gave, and the verdict. */
+static void write_witnessed_markdown(const cc_report *rep, FILE *f)
+{
+    if (!rep->n_witnessed)
+        return;
+    const char *names[MD_WITNESS_COLUMNS];
+    int n_names = 0;
+    for (size_t i = 0; i < rep->n_witnessed; i++)
+        for (int k = 0; k < rep->witnessed[i].n_witnesses; k++) {
+            const char *name = rep->witnessed[i].witnesses[k].provider;
+            int seen = 0;
+            for (int j = 0; j < n_names; j++)
+                seen |= strcmp(names[j], name) == 0;
+            if (!seen && n_names < MD_WITNESS_COLUMNS)
+                names[n_names++] = name;
+        }
+    fprintf(f, "\n## Witnesses: who is wrong\n\n");
+    fprintf(f, "Each case that did not pass ran again, on the same inputs, on the witnesses. A "
+               "witness's cell is its value at the primary's worst element, then its own status "
+               "and worst bound ratio against the reference. Verdicts:");
+    for (int v = 1; v < CC_VERDICT_COUNT; v++)
+        fprintf(f, " %s %ld%s", cc_verdict_name((cc_three_way_verdict)v), rep->verdicts[v],
+                v + 1 < CC_VERDICT_COUNT ? "," : ".\n\n");
+    fprintf(f, "| case | at | %s got | reference expected |", rep->witnessed[0].provider);
+    for (int j = 0; j < n_names; j++)
+        fprintf(f, " %s |", names[j]);
+    fputs(" verdict |\n|---|---|---:|---:|", f);
+    for (int j = 0; j < n_names; j++)
+        fputs("---|", f);
+    fputs("---|\n", f);
+    for (size_t i = 0; i < rep->n_witnessed && i < MD_WITNESSED_ROWS; i++) {
+        const cc_result *r = &rep->witnessed[i];
+        fprintf(f, "| `%s` | ", r->line);
+        if (r->worst_output[0])
+            fprintf(f, "%s%s | %.9g | %.9g |", r->worst_output, r->worst_index, r->got,
+                    r->expected);
+        else
+            fprintf(f, "- | %s | - |", cc_result_status_name(r->status));
+        for (int j = 0; j < n_names; j++) {
+            const cc_witness *w = NULL;
+            for (int k = 0; k < r->n_witnesses && !w; k++)
+                if (strcmp(r->witnesses[k].provider, names[j]) == 0)
+                    w = &r->witnesses[k];
+            fputc(' ', f);
+            if (w)
+                witness_cell(f, w);
+            else
+                fputs("-", f);
+            fputs(" |", f);
+        }
+        fprintf(f, " **%s** |\n", cc_verdict_name(r->verdict));
+    }
+    if (rep->n_witnessed > MD_WITNESSED_ROWS)
+        fprintf(f, "\n(%zu more witnessed cases in report.json.)\n",
+                rep->n_witnessed - MD_WITNESSED_ROWS);
+}
+
+static void write_markdown(const cc_report *rep, FILE *f)
+{
+    fprintf(f, "# capcheck report\n\n");
+    fprintf(f, "- capcheck %s; provider: %s\n- cases: %s; base seed %llu; %ld cases\n",
+            CC_VERSION, rep->provider_description, rep->case_files, rep->base_seed, rep->cases);
+    fprintf(f, "- totals:");
+    for (int s = 0; s < CC_RES_COUNT; s++)
+        fprintf(f, " %s %ld%s", cc_result_status_name((cc_result_status)s), rep->counts[s],
+                s + 1 < CC_RES_COUNT ? "," : "\n");
+    fprintf(f, "- timing: %.2f s wall for the %ld cases this session ran%s\n", rep->wall_seconds,
+            rep->session_cases, rep->resumed ? " (a resumed run)" : "");
+    if (rep->provenance.present)
+        fprintf(f, "- built from commit %s; cpu %s\n", rep->provenance.git_commit,
+                rep->provenance.cpu_model);
+    fprintf(f, "- judged: %s accumulation (%s); vacuous %ld (a bound that admits every value: "
+               "never evidence), suspect %ld (passing, but over the probabilistic bound, "
+               "lambda %g)\n",
+            cc_report_accumulation(rep),
+            rep->mixed_accumulation                 ? "results judged in both modes"
+            : rep->accumulation == CC_ACC_RELAXED ? "f16/bf16 sums folded in the dtype"
+                                                  : "f16/bf16 sums in float32, one rounding to "
+                                                    "the dtype",
+            rep->vacuous, rep->suspect, CC_SUSPECT_LAMBDA);
+    fprintf(f, "\nThe bound ratio is error / (c_op * u(dtype) * m_i + floor): at most 1 passes.\n");
+    size_t *order = malloc((rep->n ? rep->n : 1) * sizeof *order);
+    if (!order)
+        return;
+    cc_report_order_worst(rep, order); /* worst first: rows that did not pass, then by ratio */
+    int any = 0;
+    for (size_t k = 0; k < rep->n; k++) {
+        const cc_report_row *row = &rep->rows[order[k]];
+        if (!row->first_failure[0])
+            continue;
+        if (!any++)
+            fprintf(f, "\n## Not passing (first case of each row; rerun with capcheck repro)\n\n");
+        fprintf(f, "- %s %s: %s\n  `capcheck repro '%s'`\n", row->op, cc_dtype_name(row->dtype),
+                row->first_failure_msg, row->first_failure);
+    }
+    write_witnessed_markdown(rep, f);
+    fprintf(f, "\n## Rows, worst first\n\n");
+    fprintf(f, "| op | dtype | device | provider | vjpMode | cases | passed | failed | "
+               "unsupported | errors | vacuous | suspect | worst ratio | worst case |\n");
+    fprintf(f, "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for (size_t k = 0; k < rep->n; k++) {
+        const cc_report_row *row = &rep->rows[order[k]];
+        fprintf(f,
+                "| %s | %s | %s | %s | %s | %ld | %ld | %ld | %ld | %ld | %ld | %ld | %.3g | "
+                "`%s` |\n",
+                row->op, cc_dtype_name(row->dtype), cc_device_name(row->device), row->provider,
+                row->vjp_mode, row->cases, row->counts[CC_RES_PASS], row->counts[CC_RES_FAIL],
+                row->counts[CC_RES_UNSUPPORTED],
+                row->counts[CC_RES_ERROR] + row->counts[CC_RES_CRASH] +
+                    row->counts[CC_RES_TIMEOUT],
+                row->vacuous, row->suspect, row->worst_ratio, row->worst_line);
+    }
+    free(order);
+    any = 0;
+    for (size_t i = 0; i < rep->n; i++) {
+        const ref_op *op = ref_op_find(rep->rows[i].op);
+        int seen = 0;
+        for (size_t j = 0; j < i; j++)
+            seen |= strcmp(rep->rows[j].op, rep->rows[i].op) == 0;
+        if (!op || !op->note || seen)
+            continue;
+        if (!any++)
+            fprintf(f, "\n## Where TorchLean's contract differs from plain ATen\n\n");
+        fprintf(f, "- %s: %s\n", op->name, op->note);
+    }
+}
+
+void cc_report_write_json_stream(const cc_report *rep, FILE *f)
+{
+    write_json(rep, f);
+}
+
+int cc_report_write_json(const cc_report *rep, const char *path)
+{
+    return write_atomically(path, write_json, rep) || cc_report_seal(path) ? -1 : 0;
+}
+
+int cc_report_write_markdown(const cc_report *rep, const char *path)
+{
+    return write_atomically(path, write_markdown, rep);
+}
+
+/* ---- the sidecar hash ---------------------------------------------------------------------- */
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+int cc_report_seal(const char *path)
+{
+    char hex[65], side[1100];
+    if (cc_sha256_file(path, hex))
+        return -1;
+    snprintf(side, sizeof side, "%s.sha256", path);
+    cc_write_atomic w;
+    FILE *f = cc_write_atomic_open(&w, side);
+    if (!f)
+        return -1;
+    fprintf(f, "%s  %s\n", hex, base_name(path));
+    return cc_write_atomic_close(&w, 0, 0);
+}
+
+int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len)
+{
+    if (cc_sha256_file(path, hex)) {
+        snprintf(msg, len, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char side[1100], line[256];
+    snprintf(side, sizeof side, "%s.sha256", path);
+    FILE *f = fopen(side, "r");
+    if (!f)
+        return 1;
+    int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    if (!got || strlen(line) < 64 || strspn(line, "0123456789abcdef") != 64) {
+        snprintf(msg, len, "%s is not a sha256 line (\"<64 hex digits>  %s\")", side,
+                 base_name(path));
+        return -1;
+    }
+    if (strncmp(line, hex, 64) != 0) {
+        snprintf(msg, len,
+                 "%s does not match its hash: its content has sha256 %.16s..., %s says "
+                 "%.16s...; the report was changed after it was written",
+                 path, hex, side, line);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- ordering ------------------------------------------------------------------------------ */
+
+static int row_bad(const cc_report_row *r)
+{
+    return r->counts[CC_RES_FAIL] + r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] +
+               r->counts[CC_RES_TIMEOUT] >
+           0;
+}
+
+/* a before b? */
+static int worse(const cc_report_row *a, const cc_report_row *b)
+{
+    if (row_bad(a) != row_bad(b))
+        return row_bad(a);
+    int na = isnan(a->worst_ratio) != 0, nb = isnan(b->worst_ratio) != 0;
+    if (na != nb)
+        return na;
+    return !na && a->worst_ratio > b->worst_ratio;
+}
+
+void cc_report_order_worst(const cc_report *rep, size_t *order)
+{
+    /* insertion sort: stable, and reports have tens to hundreds of rows */
+    for (size_t i = 0; i < rep->n; i++) {
+        size_t j = i;
+        while (j > 0 && worse(&rep->rows[i], &rep->rows[order[j - 1]])) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+}

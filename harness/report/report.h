@@ -1,0 +1,85 @@
+/* Room harness/report/: results as records and files (result lines, report.json/.md,
+ * junit, seal), provenance, capsule names, jschema, the pages' HTML parts (html) and the result
+ * fields read by name (result_extras). May call harness/run/ and below. */
+/* Results as evidence: one JSON line per case (results.jsonl), and the aggregate report
+ * (report.json, report.md) per op x dtype x device x provider. */
+#ifndef CAPCHECK_REPORT_H
+#define CAPCHECK_REPORT_H
+
+#include <stdio.h>
+
+#include "harness/report/provenance.h"
+#include "harness/run/runner.h"
+#include "core/sha256.h"
+
+#define CC_REPORT_SCHEMA "capcheck-report/2" /* reports/schema.json */
+
+void cc_result_write_json(FILE *f, const cc_result *r);
+
+typedef struct {
+    char op[32];
+    cc_dtype dtype;
+    cc_device device;
+    char provider[32];
+    char vjp_mode[24];
+    long counts[CC_RES_COUNT];
+    long cases;
+    long vacuous, suspect; /* cases judged vacuous (never evidence), passing cases judged suspect */
+    double worst_ratio;
+    char worst_line[CC_CASE_LINE_MAX];
+    char first_failure[CC_CASE_LINE_MAX];
+    char first_failure_msg[384];
+} cc_report_row;
+
+typedef struct {
+    cc_report_row *rows;
+    size_t n, cap;
+    long cases, counts[CC_RES_COUNT];
+    long vacuous, suspect;
+    /* how the results were judged: the accumulation mode of the first, and whether another
+     * result had the other one (written "mixed") */
+    cc_accumulation accumulation;
+    int mixed_accumulation;
+    /* timing: wall-clock figures of the session that wrote the report. They are kept apart
+     * (JSON "timing" on one line of its own, Markdown "- timing:" line) so that reports of the
+     * same run compare equal without them; everything else depends only on the results. */
+    double wall_seconds;
+    long session_cases; /* cases this session ran (fewer than cases after --resume) */
+    int resumed;
+    char provider_description[256];
+    char case_files[512];
+    unsigned long long base_seed;
+    char command[512];
+    cc_provenance provenance; /* written as "provenance"/"shard" when present (provenance.h) */
+    cc_sha256_ctx digest;     /* "results_digest": every added result, in the order added */
+    /* the added results whose witnesses ran (harness/run/witness.h), in the order added: written
+     * as "witnessed" and a Markdown table only when there is one */
+    cc_result *witnessed;
+    size_t n_witnessed, cap_witnessed;
+    long verdicts[CC_VERDICT_COUNT];
+} cc_report;
+
+void cc_report_init(cc_report *rep);
+/* "strict", "relaxed", or "mixed" when the results were judged in both modes. */
+const char *cc_report_accumulation(const cc_report *rep);
+void cc_report_free(cc_report *rep);
+int cc_report_add(cc_report *rep, const cc_result *r);
+void cc_report_write_json_stream(const cc_report *rep, FILE *f);
+/* Written to a temporary file beside `path`, then renamed: never half a report. The JSON
+ * report is then sealed: PATH.sha256 holds its hash (cc_report_seal). */
+int cc_report_write_json(const cc_report *rep, const char *path);
+int cc_report_write_markdown(const cc_report *rep, const char *path);
+
+/* The rows worst first: rows with a case that did not pass (fail, error, crash, timeout) before
+ * the others, then by worst bound ratio (NaN first), ties in report order. order[] gets
+ * rep->n row indices. */
+void cc_report_order_worst(const cc_report *rep, size_t *order);
+
+/* Write PATH.sha256 for the file at path. Returns 0, or -1. */
+int cc_report_seal(const char *path);
+/* Check PATH against PATH.sha256. Returns 0 when they match (hex receives the digest), 1 when
+ * there is no sidecar (hex still receives the file's digest), -1 with a sentence in msg when
+ * the file cannot be read or does not match. */
+int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len);
+
+#endif

@@ -1,0 +1,164 @@
+/* Provider plugins: dlopen, dlsym(capcheck_provider_v1), check the table (see plugin.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "harness/run/plugin.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct cc_plugin {
+    void *dl;
+    cc_provider table; /* a copy: a missing vjp is filled with a stub that says so */
+    char path[1024];
+};
+
+static cc_status no_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_view *grads,
+                        char *msg, size_t msg_len)
+{
+    (void)ctx;
+    (void)g;
+    (void)grads;
+    snprintf(msg, msg_len, "the plugin has no VJP (its table's vjp is NULL) for %s", call->op);
+    return CC_UNSUPPORTED;
+}
+
+/* dlerror() text is long and repeats the path; keep the part after the last ": ". */
+static const char *dl_reason(void)
+{
+    const char *e = dlerror();
+    if (!e)
+        return "unknown loader error";
+    const char *tail = e, *p = e;
+    while ((p = strstr(p, ": ")) != NULL) {
+        p += 2;
+        if (*p)
+            tail = p;
+    }
+    return tail;
+}
+
+cc_plugin *cc_plugin_open(const char *path, char *msg, size_t msg_len)
+{
+    if (!path || !*path) {
+        snprintf(msg, msg_len, "--provider-lib needs the path of a shared library");
+        return NULL;
+    }
+    cc_plugin *pl = calloc(1, sizeof *pl);
+    if (!pl) {
+        snprintf(msg, msg_len, "out of memory loading the provider library %s", path);
+        return NULL;
+    }
+    /* dlopen searches LD_LIBRARY_PATH and the system folders for a name without '/': a plugin
+     * named on the command line is a file, so anchor it at the working directory. */
+    snprintf(pl->path, sizeof pl->path, "%s%s", strchr(path, '/') ? "" : "./", path);
+    struct stat st;
+    if (stat(pl->path, &st) != 0) {
+        snprintf(msg, msg_len, "cannot load the provider library %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(msg, msg_len, "cannot load the provider library %s: it is not a regular file",
+                 path);
+        goto fail;
+    }
+    dlerror();
+    pl->dl = dlopen(pl->path, RTLD_NOW | RTLD_LOCAL);
+    if (!pl->dl) {
+        snprintf(msg, msg_len, "cannot load the provider library %s: %s", path, dl_reason());
+        goto fail;
+    }
+    dlerror();
+    void *sym = dlsym(pl->dl, CC_PLUGIN_ENTRY);
+    if (!sym) {
+        snprintf(msg, msg_len,
+                 "the provider library %s does not export %s (a plugin defines "
+                 "const cc_provider *%s(void), see providers/provider.h)",
+                 path, CC_PLUGIN_ENTRY, CC_PLUGIN_ENTRY);
+        goto fail;
+    }
+    cc_provider_entry_fn entry;
+    /* POSIX guarantees a data pointer from dlsym converts to a function pointer */
+    memcpy(&entry, &sym, sizeof entry);
+    const cc_provider *t = entry();
+    if (!t) {
+        snprintf(msg, msg_len, "the provider library %s: %s() returned NULL", path,
+                 CC_PLUGIN_ENTRY);
+        goto fail;
+    }
+    if (t->abi_version < CC_PROVIDER_ABI_MIN_VERSION || t->abi_version > CC_PROVIDER_ABI_VERSION) {
+        snprintf(msg, msg_len,
+                 "the provider library %s was built for provider ABI version %d, but this "
+                 "capcheck speaks versions %d to %d: rebuild it against this "
+                 "providers/provider.h",
+                 path, t->abi_version, CC_PROVIDER_ABI_MIN_VERSION, CC_PROVIDER_ABI_VERSION);
+        goto fail;
+    }
+    if (!t->name || !*t->name || !t->forward) {
+        snprintf(msg, msg_len, "the provider library %s returned a table without %s", path,
+                 !t->forward ? "a forward function" : "a name");
+        goto fail;
+    }
+    /* a version-1 table ends at vjp_mode: read no further (the copy's later fields stay NULL) */
+    if (t->abi_version == 1)
+        memcpy(&pl->table, t, offsetof(cc_provider, compute_roundoff));
+    else
+        pl->table = *t;
+    if (!pl->table.vjp)
+        pl->table.vjp = no_vjp;
+    return pl;
+fail:
+    cc_plugin_close(pl);
+    return NULL;
+}
+
+const cc_provider *cc_plugin_provider(const cc_plugin *pl)
+{
+    return pl ? &pl->table : NULL;
+}
+
+const char *cc_plugin_path(const cc_plugin *pl)
+{
+    return pl ? pl->path : NULL;
+}
+
+void cc_plugin_close(cc_plugin *pl)
+{
+    if (!pl)
+        return;
+    if (pl->dl)
+        dlclose(pl->dl);
+    free(pl);
+}
+
+const cc_provider *cc_provider_select(const char *name, const char *lib, cc_plugin **plugin,
+                                      char *msg, size_t msg_len)
+{
+    if (plugin)
+        *plugin = NULL;
+    if (lib) {
+        cc_plugin *pl = cc_plugin_open(lib, msg, msg_len);
+        if (!pl)
+            return NULL;
+        if (plugin)
+            *plugin = pl;
+        return cc_plugin_provider(pl);
+    }
+    if (!name)
+        name = "aten";
+    if (strcmp(name, "aten") == 0) {
+        const cc_provider *p = cc_aten_provider();
+        if (!p)
+            snprintf(msg, msg_len, "this build has no ATen provider (configure with libtorch: "
+                                   "run scripts/setup)");
+        return p;
+    }
+    if (strcmp(name, "reference") == 0)
+        return cc_reference_provider();
+    snprintf(msg, msg_len, "unknown provider '%s' (aten, reference, or --provider-lib PATH)",
+             name);
+    return NULL;
+}

@@ -1,0 +1,105 @@
+/* Room harness/run/: one case through a provider to a cc_result: runner, compare,
+ * zero_trust, pool (workers), witness, plugin. May call harness/case/ and below. */
+/* Run one case end to end: materialize, reference, provider, compare. */
+#ifndef CAPCHECK_RUNNER_H
+#define CAPCHECK_RUNNER_H
+
+#include <stdint.h>
+
+#include "harness/case/case.h"
+#include "harness/run/compare.h"
+#include "harness/run/power.h"
+
+typedef enum {
+    CC_RES_PASS = 0,
+    CC_RES_FAIL,        /* some element over its bound, or a NaN/Inf mismatch */
+    CC_RES_UNSUPPORTED, /* the provider does not implement this op/dtype/device */
+    CC_RES_ERROR,       /* the provider raised an error, or the case could not be built */
+    CC_RES_CRASH,       /* the worker died (signal) */
+    CC_RES_TIMEOUT,
+    CC_RES_COUNT
+} cc_result_status;
+
+/* Witnesses (harness/run/witness.h): other providers run on a case the primary did not pass, so a
+ * reader sees who is wrong. At most CC_MAX_WITNESSES per run. */
+#define CC_MAX_WITNESSES 4
+
+typedef enum {
+    CC_VERDICT_NONE = 0,         /* no witness was asked (no --witness, or the primary passed) */
+    CC_VERDICT_PROVIDER_OUTLIER, /* every witness that ran agrees with the reference */
+    CC_VERDICT_REFERENCE_SUSPECT, /* every witness that ran fails, agreeing with the primary */
+    CC_VERDICT_DISPUTED,         /* otherwise */
+    CC_VERDICT_NO_WITNESS,       /* no witness could run the case */
+    CC_VERDICT_COUNT
+} cc_three_way_verdict;
+
+/* What one witness gave on the primary's case (same materialized inputs). */
+typedef struct {
+    char provider[32];
+    cc_result_status status; /* its own result against the reference */
+    double worst_ratio;      /* its own worst bound ratio against the reference */
+    int has_value;           /* it produced the primary's worst output: got and agree_ratio */
+    double got;              /* its value at the primary's worst element (output and index) */
+    double agree_ratio;      /* |got - the primary's got| / that element's bound (<= 1 agrees) */
+    char message[192];       /* why it did not pass, when it did not (cut to fit) */
+} cc_witness;
+
+typedef struct {
+    char line[CC_CASE_LINE_MAX]; /* canonical repro line */
+    char op[32];
+    cc_dtype dtype;
+    cc_device device;
+    cc_layout layout;
+    char provider[32];
+    char vjp_mode[24];
+    cc_result_status status;
+    char message[384];
+    int checked_fwd, checked_vjp;
+    double fwd_ratio, vjp_ratio, worst_ratio;
+    char worst_output[32];     /* "y" or "grad:<input name>" */
+    char worst_index[96];      /* multi-index, e.g. [1,2] */
+    char worst_inputs[256];    /* inputs at that index where their shape matches */
+    double expected, got, bound;
+    /* how it was judged (compare.h): f16/bf16 accumulation strict or relaxed; the worst error
+     * over the suspect bound, and whether a passing case exceeds it there; whether an output or
+     * gradient had a vacuous bound at every element (never evidence) */
+    cc_accumulation accumulation;
+    double suspect_ratio;
+    int suspect, vacuous;
+    int has_power;  /* run with --power: the detection power figures (power.h) */
+    cc_power power;
+    int64_t elements; /* output elements */
+    double seconds;
+    /* flat row-major index of the worst element in worst_output; in memory only (witnesses are
+     * asked about it before the record is written), not part of the record */
+    int64_t worst_flat;
+    int n_witnesses; /* 0 unless witnesses ran: then the record carries them and the verdict */
+    cc_witness witnesses[CC_MAX_WITNESSES];
+    cc_three_way_verdict verdict;
+} cc_result;
+
+/* One element a run is asked to read back: a witness asked about the primary's worst element. */
+typedef struct {
+    char output[32];     /* "y" or "grad:<input name>" (cc_result.worst_output); "" asks nothing */
+    int64_t index;       /* flat row-major index into that output (cc_result.worst_flat) */
+    double compare_with; /* the value to judge it against (the primary's got) */
+    int found;           /* out: 1 when the run produced that output */
+    double got, ratio;   /* out: the value there; |got - compare_with| / that element's bound */
+} cc_probe;
+
+const char *cc_result_status_name(cc_result_status s);
+/* The identity part of a result (canonical line, op, dtype, device, layout, provider,
+ * vjp_mode), everything else zero and status pass: what cc_run_case starts from, and what the
+ * worker pool fills in for a case whose worker crashed or timed out. */
+void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r);
+/* Never fails: every problem becomes the result's status and message. Judged as j says
+ * (cc_run_case: the defaults, strict accumulation and no power figures). */
+void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r);
+void cc_run_case_judged(const cc_provider *p, const cc_case *c, const cc_judging *j,
+                        cc_result *r);
+/* The same, also reading back the element `probe` names (NULL: none) under the op's error model
+ * of this run (its bound, with compare_with in place of the expected value). */
+void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_judging *j,
+                        cc_probe *probe, cc_result *r);
+
+#endif

@@ -1,0 +1,429 @@
+#define _POSIX_C_SOURCE 200809L
+#include "harness/session/journal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/files.h"
+#include "core/json.h"
+#include "harness/report/results_read.h"
+
+#define RUN_SCHEMA "capcheck-run/1"
+
+static void path_in(const char *dir, const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s", dir, name);
+}
+
+/* Make a new directory entry durable. */
+static void sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+/* ---- run.json ----------------------------------------------------------------------------- */
+
+uint64_t cc_case_list_hash(const cc_case *cases, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    char line[CC_CASE_LINE_MAX];
+    for (size_t i = 0; i < n; i++) {
+        cc_case_print(&cases[i], line, sizeof line);
+        for (const char *s = line;; s++) {
+            unsigned char ch = *s ? (unsigned char)*s : '\n';
+            h ^= ch;
+            h *= 0x100000001b3ull;
+            if (!*s)
+                break;
+        }
+    }
+    return h;
+}
+
+int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t msg_len)
+{
+    char path[1024];
+    path_in(dir, "run.json", path, sizeof path);
+    cc_write_atomic w;
+    FILE *f = cc_write_atomic_open(&w, path);
+    if (!f) {
+        snprintf(msg, msg_len, "cannot write %s: %s", w.tmp, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "{\n  \"schema\": \"%s\",\n  \"capcheck_version\": \"%s\",\n", RUN_SCHEMA,
+            CC_VERSION);
+    fprintf(f, "  \"cases\": %" PRIu64 ",\n  \"case_list_hash\": \"fnv1a64:%016" PRIx64 "\",\n",
+            ri->n_cases, ri->case_hash);
+    fputs("  \"provider\": ", f);
+    cc_json_write_string(f, ri->provider);
+    fputs(",\n  \"provider_description\": ", f);
+    cc_json_write_string(f, ri->provider_description);
+    fputs(",\n  \"case_files\": ", f);
+    cc_json_write_string(f, ri->case_files);
+    fprintf(f, ",\n  \"base_seed\": %llu,\n  \"command\": ", ri->base_seed);
+    cc_json_write_string(f, ri->command);
+    fputs(",\n  \"judging\": ", f);
+    cc_json_write_string(f, ri->judging);
+    if (ri->witnesses[0]) {
+        fputs(",\n  \"witnesses\": ", f);
+        cc_json_write_string(f, ri->witnesses);
+    }
+    fputs("\n}\n", f);
+    if (cc_write_atomic_close(&w, 0, CC_WRITE_SYNC)) {
+        snprintf(msg, msg_len, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    sync_dir(dir);
+    return 0;
+}
+
+static char *read_whole(const char *path, size_t *len, int *missing)
+{
+    *missing = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        *missing = errno == ENOENT;
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap)
+            break;
+        char *b = realloc(buf, cap *= 2);
+        if (!b) {
+            free(buf);
+            buf = NULL;
+        } else
+            buf = b;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+int cc_run_info_read(const char *dir, cc_run_info *ri, char *msg, size_t msg_len)
+{
+    memset(ri, 0, sizeof *ri);
+    char path[1024];
+    path_in(dir, "run.json", path, sizeof path);
+    size_t len = 0;
+    int missing;
+    char *text = read_whole(path, &len, &missing);
+    if (!text) {
+        if (missing)
+            return 1;
+        snprintf(msg, msg_len, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char why[256];
+    cc_json *o = cc_json_parse(text, len, why, sizeof why);
+    free(text);
+    if (!o) {
+        snprintf(msg, msg_len, "%s is not JSON (%s)", path, why);
+        return -1;
+    }
+    const char *schema = "", *hash = "", *s;
+    int rc = 0;
+    cc_json_string(o, "schema", &schema);
+    uint64_t seed = 0;
+    if (strcmp(schema, RUN_SCHEMA) != 0) {
+        snprintf(msg, msg_len, "%s is not a capcheck run file (schema \"%s\", want \"%s\")",
+                 path, schema, RUN_SCHEMA);
+        rc = -1;
+    } else if (cc_json_u64(o, "cases", &ri->n_cases) ||
+               cc_json_string(o, "case_list_hash", &hash) || strncmp(hash, "fnv1a64:", 8) != 0 ||
+               cc_json_u64(o, "base_seed", &seed)) {
+        snprintf(msg, msg_len, "%s lacks \"cases\", \"case_list_hash\" or \"base_seed\"", path);
+        rc = -1;
+    } else {
+        ri->case_hash = strtoull(hash + 8, NULL, 16);
+        ri->base_seed = seed;
+        if (!cc_json_string(o, "provider", &s))
+            snprintf(ri->provider, sizeof ri->provider, "%s", s);
+        if (!cc_json_string(o, "provider_description", &s))
+            snprintf(ri->provider_description, sizeof ri->provider_description, "%s", s);
+        if (!cc_json_string(o, "case_files", &s))
+            snprintf(ri->case_files, sizeof ri->case_files, "%s", s);
+        if (!cc_json_string(o, "command", &s))
+            snprintf(ri->command, sizeof ri->command, "%s", s);
+        if (!cc_json_string(o, "witnesses", &s))
+            snprintf(ri->witnesses, sizeof ri->witnesses, "%s", s);
+        snprintf(ri->judging, sizeof ri->judging, "%s",
+                 cc_json_string(o, "judging", &s) ? "strict" : s);
+    }
+    cc_json_free(o);
+    return rc;
+}
+
+/* ---- scanning the journal ----------------------------------------------------------------- */
+
+void cc_journal_scan_free(cc_journal_scan *s)
+{
+    free(s->offset);
+    memset(s, 0, sizeof *s);
+}
+
+int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t n, cc_journal_scan *out,
+                        char *msg, size_t msg_len)
+{
+    memset(out, 0, sizeof *out);
+    out->n_cases = n;
+    out->offset = malloc((n ? n : 1) * sizeof *out->offset);
+    if (!out->offset) {
+        snprintf(msg, msg_len, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        out->offset[i] = -1;
+    char path[1024];
+    path_in(dir, "results.jsonl", path, sizeof path);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(msg, msg_len, "cannot read %s: %s", path, strerror(errno));
+        cc_journal_scan_free(out);
+        return -1;
+    }
+    char *line = NULL, canon[CC_CASE_LINE_MAX];
+    size_t cap = 0;
+    ssize_t len;
+    int64_t off = 0, bad_line = 0;
+    char bad_why[320] = "";
+    long lineno = 0;
+    int rc = 0;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        int64_t here = off;
+        off += len;
+        int whole = line[len - 1] == '\n';
+        cc_result r;
+        int64_t index = -1;
+        char why[256];
+        if (!whole || cc_result_parse_line(line, (size_t)(len - whole), &r, &index, why,
+                                           sizeof why)) {
+            if (!bad_line) {
+                bad_line = lineno;
+                snprintf(bad_why, sizeof bad_why, "%s", whole ? why : "no newline at its end");
+            }
+            out->torn_lines++;
+            continue;
+        }
+        if (bad_line) {
+            snprintf(msg, msg_len,
+                     "%s is damaged: line %lld is not a result record (%s) but good records "
+                     "follow it; start a new run (without --resume)",
+                     path, (long long)bad_line, bad_why);
+            rc = -1;
+            break;
+        }
+        if (index < 0) {
+            snprintf(msg, msg_len,
+                     "%s line %ld has no \"index\": it was not written by a resumable run", path,
+                     lineno);
+            rc = -1;
+            break;
+        }
+        if ((uint64_t)index >= n) {
+            snprintf(msg, msg_len,
+                     "%s line %ld records case %lld but this run has %zu cases: the case list "
+                     "changed; start a new run (without --resume)",
+                     path, lineno, (long long)index, n);
+            rc = -1;
+            break;
+        }
+        cc_case_print(&cases[index], canon, sizeof canon);
+        if (strcmp(canon, r.line) != 0) {
+            snprintf(msg, msg_len,
+                     "%s line %ld records case %lld as '%s' but this run's case %lld is '%s': "
+                     "the case list changed; start a new run (without --resume)",
+                     path, lineno, (long long)index, r.line, (long long)index, canon);
+            rc = -1;
+            break;
+        }
+        out->valid_end = off;
+        if (out->offset[index] >= 0) {
+            out->duplicates++;
+            continue;
+        }
+        out->offset[index] = here;
+        out->n_done++;
+    }
+    if (rc == 0 && ferror(f)) {
+        snprintf(msg, msg_len, "cannot read %s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    out->file_size = off;
+    free(line);
+    fclose(f);
+    if (rc)
+        cc_journal_scan_free(out);
+    return rc;
+}
+
+int cc_journal_report(const char *dir, const cc_journal_scan *s, cc_report *rep, char *msg,
+                      size_t msg_len)
+{
+    char path[1024];
+    path_in(dir, "results.jsonl", path, sizeof path);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (s->n_done == 0)
+            return 0;
+        snprintf(msg, msg_len, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (size_t i = 0; i < s->n_cases && rc == 0; i++) {
+        if (s->offset[i] < 0)
+            continue;
+        cc_result r;
+        int64_t index;
+        char why[256];
+        ssize_t len;
+        if (fseeko(f, (off_t)s->offset[i], SEEK_SET) || (len = getline(&line, &cap, f)) <= 0 ||
+            cc_result_parse_line(line, (size_t)len, &r, &index, why, sizeof why) ||
+            index != (int64_t)i) {
+            snprintf(msg, msg_len, "cannot read back the record of case %zu from %s", i, path);
+            rc = -1;
+        } else if (cc_report_add(rep, &r)) {
+            snprintf(msg, msg_len, "out of memory");
+            rc = -1;
+        }
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* ---- appending ---------------------------------------------------------------------------- */
+
+struct cc_journal {
+    int fd;
+    char path[1024];
+    double last_sync;
+    int sync_failed;
+};
+
+int cc_journal_open(const char *dir, int64_t keep_bytes, cc_journal **out, char *msg,
+                    size_t msg_len)
+{
+    *out = NULL;
+    cc_journal *j = calloc(1, sizeof *j);
+    if (!j) {
+        snprintf(msg, msg_len, "out of memory");
+        return -1;
+    }
+    path_in(dir, "results.jsonl", j->path, sizeof j->path);
+    j->fd = open(j->path, O_WRONLY | O_CREAT | O_APPEND, 0666);
+    struct flock lk;
+    memset(&lk, 0, sizeof lk);
+    lk.l_type = F_WRLCK;
+    lk.l_whence = SEEK_SET; /* l_start = l_len = 0: the whole file */
+    if (j->fd >= 0 && fcntl(j->fd, F_SETLK, &lk) != 0) { /* before anything is cut */
+        snprintf(msg, msg_len, "another capcheck is writing %s (two runs cannot share a folder)",
+                 j->path);
+        close(j->fd);
+        free(j);
+        return -1;
+    }
+    if (j->fd < 0 || ftruncate(j->fd, (off_t)(keep_bytes < 0 ? 0 : keep_bytes))) {
+        snprintf(msg, msg_len, "cannot write %s: %s", j->path, strerror(errno));
+        if (j->fd >= 0)
+            close(j->fd);
+        free(j);
+        return -1;
+    }
+    fcntl(j->fd, F_SETFD, FD_CLOEXEC);
+    fsync(j->fd);
+    sync_dir(dir);
+    j->last_sync = cc_monotonic_seconds();
+    *out = j;
+    return 0;
+}
+
+int cc_journal_sync(cc_journal *j)
+{
+    if (!j)
+        return 0;
+    int rc = fsync(j->fd);
+    if (rc)
+        j->sync_failed = 1;
+    j->last_sync = cc_monotonic_seconds();
+    return rc;
+}
+
+int cc_journal_append(cc_journal *j, size_t index, const cc_result *r, char *msg,
+                      size_t msg_len)
+{
+    /* the result record as report.c writes it, with the index spliced in first */
+    char *rec = NULL;
+    size_t rec_len = 0;
+    FILE *m = open_memstream(&rec, &rec_len);
+    if (!m) {
+        snprintf(msg, msg_len, "out of memory");
+        return -1;
+    }
+    fprintf(m, "{\"index\":%zu,", index);
+    long head = ftell(m);
+    cc_result_write_json(m, r);
+    if (fclose(m) || !rec || rec_len < (size_t)head + 2 || rec[head] != '{') {
+        free(rec);
+        snprintf(msg, msg_len, "cannot format the record of case %zu", index);
+        return -1;
+    }
+    memmove(rec + head, rec + head + 1, rec_len - (size_t)head); /* drop the record's own '{' */
+    rec_len--;
+    size_t done = 0;
+    while (done < rec_len) {
+        ssize_t w = write(j->fd, rec + done, rec_len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            snprintf(msg, msg_len, "cannot append to %s: %s", j->path,
+                     w < 0 ? strerror(errno) : "short write");
+            free(rec);
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    free(rec);
+    if (cc_monotonic_seconds() - j->last_sync >= CC_JOURNAL_SYNC_SECONDS)
+        cc_journal_sync(j);
+    return 0;
+}
+
+int cc_journal_close(cc_journal *j)
+{
+    if (!j)
+        return 0;
+    cc_journal_sync(j);
+    int bad = j->sync_failed;
+    if (close(j->fd))
+        bad = 1;
+    free(j);
+    return bad ? -1 : 0;
+}

@@ -1,0 +1,59 @@
+/* Room harness/session/: a whole `capcheck run`: its journal (run.json, results.jsonl)
+ * and the session driving the pool. May call harness/report/ and below. */
+/* `capcheck run` as a resumable session: the cases go through the worker pool (pool.h), every
+ * result is journaled as it finishes (journal.h), and the report is built from the complete
+ * journal in case-index order, so an interrupted run finished with --resume reports exactly
+ * what an uninterrupted one does (wall-clock figures live apart, in the report's "timing").
+ *
+ * A fresh run: fork the workers (they initialise the provider), start DIR/results.jsonl
+ * empty, write DIR/run.json, remove any old report, run every case, write the report.
+ * A resume (--resume DIR): DIR/run.json must describe the same run (case count, case-list
+ * hash, provider name, and the provider's describe() text when cases remain); the journal's
+ * recorded cases are skipped, a torn tail is cut off, the rest run, and the report is
+ * written from the whole journal. With witnesses, run.json names them and a resume must name
+ * the same ones (in order). The report's provenance (command, case files, base seed,
+ * provider description) is the run's, from run.json. */
+#ifndef CAPCHECK_SESSION_H
+#define CAPCHECK_SESSION_H
+
+#include <stdio.h>
+
+#include "harness/case/case.h"
+#include "harness/report/provenance.h"
+#include "harness/run/runner.h"
+
+typedef struct {
+    const cc_provider *provider; /* selected, not initialised (the workers do that) */
+    const cc_case *cases;        /* the run's cases, in order (already --op filtered) */
+    size_t n_cases;
+    cc_device default_device;    /* initialised when there are no cases */
+    const char *out_dir;
+    int resume;
+    int workers;         /* <= 0: online CPUs */
+    double timeout_base; /* <= 0: the pool's default */
+    int in_process;      /* --no-fork */
+    const char *case_files;
+    unsigned long long base_seed;
+    const char *command; /* the command line, for the report */
+    FILE *log;           /* failures and progress (stderr) */
+    int tty;             /* log is a terminal: a live progress line */
+    const cc_provenance *provenance; /* what produced the run, for the report (NULL: none) */
+    const cc_provider *const *witnesses; /* --witness (harness/run/witness.h); not initialised */
+    int n_witnesses;
+    cc_judging judging; /* --accumulation, --power (compare.h); run.json records it */
+} cc_session_opts;
+
+/* Exit code: 0 every case passed, 1 some case did not, 2 bad input or environment (one
+ * sentence on log: a provider that cannot run, a run.json or journal of another run, an
+ * unwritable folder). */
+int cc_session_run(const cc_session_opts *o);
+
+/* One case in a worker of its own (or in this process when in_process), for repro: a crash or
+ * hang is a result, not the end of capcheck; with witnesses (n_witnesses > 0) they run on it
+ * too when it does not pass. Returns 0, or -1 with msg when the provider cannot run (init) or
+ * no worker can be started. */
+int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
+                          int in_process, const cc_provider *const *witnesses, int n_witnesses,
+                          const cc_judging *judging, cc_result *r, char *msg, size_t msg_len);
+
+#endif

@@ -1,0 +1,336 @@
+#define _POSIX_C_SOURCE 200809L
+#include "harness/tools/bench.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/files.h"
+#include "harness/session/journal.h"
+#include "core/json.h"
+#include "harness/case/materialize.h"
+#include "harness/run/runner.h"
+
+/* One case made ready for every loop: inputs, the provider's output buffers, the reference's. */
+typedef struct {
+    const cc_case *c;
+    size_t index; /* in the run's case list (the journal record's index) */
+    cc_inputs in;
+    cc_call call;
+    int fwd, vjp; /* which calls the case makes (its check= and whether the op has a VJP) */
+    cc_view out, grads[REF_MAX_INPUTS];
+    ref_tensor y, grad[REF_MAX_INPUTS];
+    ref_mag mag, gmag[REF_MAX_INPUTS];
+} prepared;
+
+typedef struct {
+    const cc_provider *p;
+    prepared *cases;
+    size_t n;
+    cc_journal *journal;
+    size_t status_count[CC_RES_COUNT]; /* the capcheck loop's results, first round */
+    int counted;
+    int failed;      /* a loop saw a call fail that had succeeded before */
+    char msg[512];
+} bench_state;
+
+static void prepared_free(prepared *pc)
+{
+    cc_inputs_free(&pc->in);
+    free(pc->out.data);
+    free(pc->y.v);
+    ref_mag_free(&pc->mag);
+    for (int i = 0; i < REF_MAX_INPUTS; i++) {
+        free(pc->grads[i].data);
+        free(pc->grad[i].v);
+        ref_mag_free(&pc->gmag[i]);
+    }
+}
+
+static int is_data_input(const ref_op *op, int i)
+{
+    int k = i < op->max_inputs ? i : op->max_inputs - 1;
+    return op->input_kind[k < REF_MAX_INPUTS ? k : REF_MAX_INPUTS - 1] == REF_IN_DATA;
+}
+
+static double *zeros(int64_t n)
+{
+    return calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+}
+
+/* The provider's calls on a prepared case (the provider loop's body); CC_OK or its status. */
+static cc_status provider_calls(const cc_provider *p, prepared *pc, char *msg, size_t len)
+{
+    cc_status st = CC_OK;
+    if (pc->fwd)
+        st = p->forward(p->ctx, &pc->call, &pc->out, msg, len);
+    if (st == CC_OK && pc->vjp)
+        st = p->vjp(p->ctx, &pc->call, &pc->in.g_view, pc->grads, msg, len);
+    return st;
+}
+
+static ref_status reference_calls(prepared *pc)
+{
+    const cc_case *c = pc->c;
+    ref_status rs = c->op->forward(&c->params, c->n_in, pc->in.ref_in, &pc->y, &pc->mag);
+    if (rs == REF_OK && pc->vjp)
+        rs = c->op->vjp(&c->params, c->n_in, pc->in.ref_in, &pc->y, &pc->in.g, pc->grad,
+                        pc->gmag);
+    return rs;
+}
+
+/* Prepare case c; 0 when it takes part, 1 when it is too large, 2 when the provider or the
+ * reference does not run it, -1 when out of memory. */
+static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t max_elements,
+                   prepared *pc)
+{
+    memset(pc, 0, sizeof *pc);
+    pc->c = c;
+    pc->index = index;
+    char msg[256] = "";
+    if (cc_case_largest_tensor(c) > max_elements)
+        return 1;
+    if (cc_materialize(c, &pc->in, msg, sizeof msg))
+        return 2;
+    pc->fwd = c->check != CC_CHECK_VJP;
+    pc->vjp = c->check != CC_CHECK_FWD && c->op->vjp != NULL;
+    pc->call = (cc_call){c->op->name, &c->params, c->device, c->dtype, c->n_in, pc->in.view};
+    int64_t ny = ref_numel(&pc->in.out_shape);
+    pc->y = (ref_tensor){pc->in.out_shape, zeros(ny)};
+    if (!pc->y.v || ref_mag_alloc(ny, &pc->mag) || cc_alloc_output(c->dtype, &pc->in.out_shape, &pc->out))
+        return -1;
+    for (int i = 0; pc->vjp && i < c->n_in; i++) {
+        pc->grad[i].shape = c->shape[i];
+        if (!is_data_input(c->op, i))
+            continue;
+        int64_t n = ref_numel(&c->shape[i]);
+        pc->grad[i].v = zeros(n);
+        if (!pc->grad[i].v || ref_mag_alloc(n, &pc->gmag[i]) ||
+            cc_alloc_output(c->dtype, &c->shape[i], &pc->grads[i]))
+            return -1;
+    }
+    if (provider_calls(p, pc, msg, sizeof msg) != CC_OK || reference_calls(pc) != REF_OK)
+        return 2;
+    return 0;
+}
+
+/* ---- the four loops: one round each, over every prepared case ---------------------------- */
+
+static void round_provider(bench_state *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (provider_calls(s->p, &s->cases[i], s->msg, sizeof s->msg) != CC_OK)
+            s->failed = 1;
+}
+
+static void round_capcheck(bench_state *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        cc_result r;
+        cc_run_case(s->p, s->cases[i].c, &r);
+        if (!s->counted)
+            s->status_count[r.status]++;
+        if (cc_journal_append(s->journal, s->cases[i].index, &r, s->msg, sizeof s->msg))
+            s->failed = 1;
+    }
+    s->counted = 1;
+}
+
+static void round_materialize(bench_state *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        cc_inputs in;
+        char msg[256];
+        if (cc_materialize(s->cases[i].c, &in, msg, sizeof msg) == 0)
+            cc_inputs_free(&in);
+        else
+            s->failed = 1;
+    }
+}
+
+static void round_reference(bench_state *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (reference_calls(&s->cases[i]) != REF_OK)
+            s->failed = 1;
+}
+
+enum { LOOP_PROVIDER, LOOP_CAPCHECK, LOOP_MATERIALIZE, LOOP_REFERENCE, LOOP_COUNT };
+static const char *const loop_names[LOOP_COUNT] = {"provider", "capcheck", "materialize",
+                                                   "reference"};
+static void (*const loop_rounds[LOOP_COUNT])(bench_state *) = {
+    round_provider, round_capcheck, round_materialize, round_reference};
+static const char *const loop_what[LOOP_COUNT] = {
+    "the provider's forward and VJP calls alone",
+    "capcheck's whole per-case path, journaled",
+    "drawing and laying out the inputs",
+    "the float64 reference forward and VJP"};
+
+/* Whole rounds until min_seconds have passed; cases per second. */
+static double measure(bench_state *s, int loop, double min_seconds)
+{
+    double t0 = cc_monotonic_seconds(), t;
+    long rounds = 0;
+    do {
+        loop_rounds[loop](s);
+        rounds++;
+        t = cc_monotonic_seconds() - t0;
+    } while (t < min_seconds);
+    return (double)rounds * (double)s->n / t;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int write_json(const char *path, const cc_provider *p, const cc_case *first,
+                      const bench_state *s, size_t n_total, size_t too_large, size_t not_run,
+                      const cc_bench_opts *o, const double *rate, FILE *log)
+{
+    cc_write_atomic w;
+    FILE *f = cc_write_atomic_open(&w, path);
+    if (!f) {
+        fprintf(log, "capcheck bench: cannot write %s: %s\n", w.tmp, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "{\"schema\":\"capcheck-bench/1\",\"provider\":");
+    cc_json_write_string(f, p->name);
+    fprintf(f, ",\"device\":\"%s\",\"source\":", cc_device_name(first->device));
+    cc_json_write_string(f, o->source);
+    fprintf(f, ",\"cases\":%zu,\"measured\":%zu,\"too_large\":%zu,\"not_run\":%zu,"
+               "\"max_elements\":%lld,\"min_seconds\":%g,\"repetitions\":%d,"
+               "\"cases_per_second\":{",
+            n_total, s->n, too_large, not_run, (long long)o->max_elements, o->min_seconds,
+            o->repetitions);
+    for (int k = 0; k < LOOP_COUNT; k++)
+        fprintf(f, "%s\"%s\":%.6g", k ? "," : "", loop_names[k], rate[k]);
+    fprintf(f, "},\"ratio_capcheck_to_provider\":%.6g}\n",
+            rate[LOOP_CAPCHECK] / rate[LOOP_PROVIDER]);
+    if (cc_write_atomic_close(&w, 0, 0)) {
+        fprintf(log, "capcheck bench: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
+                     const cc_bench_opts *opts, FILE *out, FILE *log)
+{
+    cc_bench_opts o = *opts;
+    if (o.min_seconds <= 0)
+        o.min_seconds = 0.2;
+    if (o.repetitions <= 0)
+        o.repetitions = 5;
+    if (o.repetitions > 64)
+        o.repetitions = 64;
+    if (o.max_elements <= 0)
+        o.max_elements = 1024;
+    bench_state s = {.p = p, .cases = calloc(n ? n : 1, sizeof(prepared))};
+    if (!s.cases) {
+        fprintf(log, "capcheck bench: out of memory\n");
+        return 2;
+    }
+    size_t too_large = 0, not_run = 0;
+    int rc = 2;
+    char dir[] = "/tmp/capcheck-bench.XXXXXX";
+    int have_dir = 0;
+    for (size_t i = 0; i < n; i++) {
+        int k = prepare(p, &cases[i], i, o.max_elements, &s.cases[s.n]);
+        if (k < 0) {
+            prepared_free(&s.cases[s.n]);
+            fprintf(log, "capcheck bench: out of memory preparing the cases\n");
+            goto done;
+        }
+        if (k == 0) {
+            s.n++;
+            continue;
+        }
+        prepared_free(&s.cases[s.n]);
+        *(k == 1 ? &too_large : &not_run) += 1;
+    }
+    if (s.n == 0) {
+        fprintf(log, "capcheck bench: none of the %zu cases can be measured (%zu larger than %lld "
+                     "elements, %zu not run by provider %s)\n",
+                n, too_large, (long long)o.max_elements, not_run, p->name);
+        goto done;
+    }
+    /* the capcheck loop journals like a run does, into a scratch folder removed at the end */
+    if (!mkdtemp(dir)) {
+        fprintf(log, "capcheck bench: cannot make a scratch folder: %s\n", strerror(errno));
+        goto done;
+    }
+    have_dir = 1;
+    if (cc_journal_open(dir, -1, &s.journal, s.msg, sizeof s.msg)) {
+        fprintf(log, "capcheck bench: %s\n", s.msg);
+        goto done;
+    }
+    char desc[256] = "";
+    if (p->describe)
+        p->describe(p->ctx, desc, sizeof desc);
+    fprintf(out, "bench: %zu of %zu cases from %s on %s %s%s%s%s\n", s.n, n, o.source, p->name,
+            cc_device_name(cases[0].device), desc[0] ? " (" : "", desc, desc[0] ? ")" : "");
+    fprintf(out, "       left out: %zu larger than %lld elements, %zu not run by the provider\n",
+            too_large, (long long)o.max_elements, not_run);
+    fprintf(out, "       %d repetitions of >= %.2g s per loop, loops taking turns; medians\n",
+            o.repetitions, o.min_seconds);
+
+    double samples[LOOP_COUNT][64], rate[LOOP_COUNT];
+    for (int k = 0; k < LOOP_COUNT; k++) /* warm-up: caches, allocator, lazy initialisation */
+        loop_rounds[k](&s);
+    int tty = isatty(fileno(log));
+    for (int rep = 0; rep < o.repetitions; rep++) {
+        if (tty)
+            fprintf(log, "bench: repetition %d/%d\r", rep + 1, o.repetitions);
+        for (int k = 0; k < LOOP_COUNT; k++)
+            samples[k][rep] = measure(&s, k, o.min_seconds);
+    }
+    if (tty)
+        fprintf(log, "%*s\r", 40, "");
+    if (s.failed) {
+        fprintf(log, "capcheck bench: a call that had succeeded failed on a later round: %s\n",
+                s.msg);
+        goto done;
+    }
+    fprintf(out, "\n%-12s %12s %10s %12s  %s\n", "loop", "cases/s", "us/case", "vs provider",
+            "what it times");
+    for (int k = 0; k < LOOP_COUNT; k++) {
+        rate[k] = median(samples[k], o.repetitions);
+        fprintf(out, "%-12s %12.0f %10.2f %12.3f  %s\n", loop_names[k], rate[k], 1e6 / rate[k],
+                rate[k] / rate[LOOP_PROVIDER], loop_what[k]);
+    }
+    double ratio = rate[LOOP_CAPCHECK] / rate[LOOP_PROVIDER];
+    fprintf(out, "\ncapcheck / provider = %.3f (goal: >= 0.333, %s)\n", ratio,
+            ratio >= 1.0 / 3.0 ? "met" : "not met");
+    fprintf(out, "capcheck's results on these cases:");
+    for (int k = 0; k < CC_RES_COUNT; k++)
+        if (s.status_count[k])
+            fprintf(out, " %zu %s", s.status_count[k], cc_result_status_name((cc_result_status)k));
+    fprintf(out, "\n");
+    rc = o.json_path && write_json(o.json_path, p, &cases[0], &s, n, too_large, not_run, &o,
+                                   rate, log)
+             ? 2
+             : 0;
+done:
+    if (s.journal)
+        cc_journal_close(s.journal);
+    if (have_dir) {
+        char path[64];
+        snprintf(path, sizeof path, "%s/results.jsonl", dir);
+        unlink(path);
+        rmdir(dir);
+    }
+    for (size_t i = 0; i < s.n; i++)
+        prepared_free(&s.cases[i]);
+    free(s.cases);
+    return rc;
+}
