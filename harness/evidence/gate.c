@@ -62,6 +62,15 @@ static int dtype_list(const char *s, unsigned *mask)
 #define LAYOUTS cc_layout_names
 #define EDGES cc_edge_class_names
 
+/* A key with one of two words: *flag = 1 for `on`, 0 for `off`; -1 for anything else. */
+static int two_words(char **tok, int nt, const char *on, const char *off, int *flag)
+{
+    if (nt != 2 || (strcmp(tok[1], on) && strcmp(tok[1], off)))
+        return -1;
+    *flag = strcmp(tok[1], on) == 0;
+    return 0;
+}
+
 int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg, size_t len)
 {
     memset(p, 0, sizeof *p);
@@ -233,26 +242,17 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
             if (class_list(tok + 1, nt - 1, EDGES, CC_EDGE_COUNT, &req->edges, &bad))
                 goto bad_class;
         } else if (strcmp(key, "allow_unsupported") == 0) {
-            if (nt != 2 || (strcmp(tok[1], "yes") && strcmp(tok[1], "no"))) {
-                snprintf(msg, len, "%s:%d: allow_unsupported is yes or no", name, lineno);
-                return -1;
-            }
-            req->allow_unsupported = strcmp(tok[1], "yes") == 0;
             bit = CC_REQ_UNSUPPORTED;
+            if (two_words(tok, nt, "yes", "no", &req->allow_unsupported))
+                goto bad_word;
         } else if (strcmp(key, "accumulation") == 0) {
-            if (nt != 2 || (strcmp(tok[1], "strict") && strcmp(tok[1], "relaxed"))) {
-                snprintf(msg, len, "%s:%d: accumulation is strict or relaxed", name, lineno);
-                return -1;
-            }
-            req->allow_relaxed = strcmp(tok[1], "relaxed") == 0;
             bit = CC_REQ_ACCUMULATION;
+            if (two_words(tok, nt, "relaxed", "strict", &req->allow_relaxed))
+                goto bad_word;
         } else if (strcmp(key, "suspect") == 0) {
-            if (nt != 2 || (strcmp(tok[1], "fail") && strcmp(tok[1], "allow"))) {
-                snprintf(msg, len, "%s:%d: suspect is fail or allow", name, lineno);
-                return -1;
-            }
-            req->suspect_fails = strcmp(tok[1], "fail") == 0;
             bit = CC_REQ_SUSPECT;
+            if (two_words(tok, nt, "fail", "allow", &req->suspect_fails))
+                goto bad_word;
         } else {
             snprintf(msg, len,
                      "%s:%d: unknown key '%s' (format, libtorch_version, require, min_passing, "
@@ -266,6 +266,12 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
         continue;
     bad_class:
         snprintf(msg, len, "%s:%d: %s: unknown class '%s'", name, lineno, key, bad);
+        return -1;
+    bad_word:
+        snprintf(msg, len, "%s:%d: %s is %s", name, lineno, key,
+                 bit == CC_REQ_UNSUPPORTED ? "yes or no"
+                 : bit == CC_REQ_ACCUMULATION ? "strict or relaxed"
+                                              : "fail or allow");
         return -1;
     }
     if (!have_format) {
