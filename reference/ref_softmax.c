@@ -251,6 +251,8 @@ static ref_status log_softmax_vjp(const ref_params *p, int n, const ref_tensor *
         return REF_OK;
     }
     ref_axis_split a = ref_split_param_axis(p, s);
+    if (a.len == 0)
+        return REF_OK; /* empty slices: no gradient to write */
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
             int64_t base = o * a.len * a.inner + i;
