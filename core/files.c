@@ -3,6 +3,7 @@
 #include "core/files.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 FILE *cc_write_atomic_open(cc_write_atomic *w, const char *path)
@@ -33,4 +34,33 @@ int cc_write_atomic_close(cc_write_atomic *w, int failed, unsigned flags)
         return -1;
     }
     return 0;
+}
+
+char *cc_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0, got;
+    char *b = malloc(cap + 1);
+    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(b, (cap *= 2) + 1);
+            if (!nb)
+                free(b);
+            b = nb;
+        }
+    }
+    int bad = ferror(f), saved = errno;
+    fclose(f);
+    if (!b || bad) {
+        free(b);
+        errno = !b ? ENOMEM : saved ? saved : EIO;
+        return NULL;
+    }
+    b[n] = 0;
+    if (len)
+        *len = n;
+    return b;
 }

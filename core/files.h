@@ -1,5 +1,6 @@
 /* Files written all or nothing: the one way capcheck writes a file that another process, a
- * later run or a person may read (reports, seals, run.json, evidence, bench figures).
+ * later run or a person may read (reports, seals, run.json, evidence, bench figures); and the
+ * one way it reads a whole file back (cc_read_file).
  *
  *     cc_write_atomic w;
  *     FILE *f = cc_write_atomic_open(&w, path);   // PATH.tmp, beside path
@@ -27,5 +28,9 @@ FILE *cc_write_atomic_open(cc_write_atomic *w, const char *path);
  * `failed` (the caller's writing went wrong) or a step fails: then PATH.tmp is removed and
  * path is untouched. Returns 0, or -1 with errno saying why (0 when only `failed`). */
 int cc_write_atomic_close(cc_write_atomic *w, int failed, unsigned flags);
+
+/* The whole file at path, NUL-terminated (its length in *len when len is not NULL); free() it.
+ * NULL with errno set (ENOENT: no such file, ENOMEM) when it cannot be read. */
+char *cc_read_file(const char *path, size_t *len);
 
 #endif

@@ -158,7 +158,7 @@ static int gate_family(const char *cmd, const opts *o)
             fprintf(stderr, "capcheck %s: %s\n", cmd, msg);
             rc = 2;
         } else if (strcmp(cmd, "evidence") == 0)
-            printf("capcheck evidence: %d of %zu capsule x dtype checked; evidence.json per "
+            printf("capcheck evidence: %d of %zu capsule x dtype x platform checked; evidence.json per "
                    "capsule in %s\n",
                    g.n_checked, g.n, dir);
     }

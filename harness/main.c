@@ -16,7 +16,10 @@
 #include "harness/commands.h"
 #include "core/dtype.h"
 #include "harness/evidence/merge.h"
+#include "harness/report/expect.h"
+#include "harness/run/platform.h"
 #include "harness/run/plugin.h"
+#include "harness/run/pool.h"
 #include "harness/report/provenance.h"
 #include "harness/report/report.h"
 #include "harness/run/runner.h"
@@ -41,8 +44,9 @@ static void usage(FILE *f)
             "               [--attention composed|math|flash|efficient|cudnn]\n"
             "               [--out DIR] [--seed N] [--op NAME]\n"
             "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N|auto]\n"
-            "               [--witness P[,P...]] [--policy F] [--accumulation strict|relaxed]\n"
-            "               [--power]\n"
+            "               [--witness P[,P...]] [--policy F]\n"
+            "               [--cpu-capability LEVEL[,LEVEL...]|all] [--expect]\n"
+            "               [--accumulation strict|relaxed] [--power]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
             "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out) and\n"
             "      DIR/report.html, with the gate's verdicts under F (default\n"
@@ -59,6 +63,14 @@ static void usage(FILE *f)
             "      --witness: each case that does not pass runs again, same inputs, on up to 4\n"
             "      other providers (names, or plugin paths containing a '/'); the report says\n"
             "      who is wrong: provider-outlier, reference-suspect, disputed or no-witness\n"
+            "      --cpu-capability: every case once per CPU dispatch level (native, amx-fp16,\n"
+            "      amx, avx512-fp16, avx512-bf16, avx512, avx2, default; all: every level this\n"
+            "      CPU supports), each set in the workers before ATen and oneDNN start; results\n"
+            "      and rows per platform key (capcheck list platforms shows this machine's)\n"
+            "      --expect: judge each result by the files' '#! seen STATUS on KEY...' lines\n"
+            "      (a known deviation must still fail on the platforms it was seen on; a pass\n"
+            "      elsewhere is reported 'did not reproduce'); exit 1 only for a broken\n"
+            "      expectation, a crash or an unexpected result\n"
             "      Math modes, passed to the provider's workers as CAPCHECK_TF32=1|0,\n"
             "      CAPCHECK_DETERMINISTIC=1|0, CAPCHECK_ATTENTION=NAME and stated in the report:\n"
             "      --tf32 (default off: TF32 for f32 matmul and conv on CUDA; on, those f32\n"
@@ -72,8 +84,9 @@ static void usage(FILE *f)
             "      --power: also measure how large an error each case rejects (capcheck power)\n"
             "  capcheck repro 'CASE LINE' [--provider ...] [--device ...] [--tf32 ...]\n"
             "               [--deterministic ...] [--attention ...] [--witness P[,P...]]\n"
+            "               [--cpu-capability LEVEL[,LEVEL...]|all]\n"
             "               [--accumulation strict|relaxed]\n"
-            "      rerun one case alone and show its worst element\n"
+            "      rerun one case alone and show its worst element (once per level)\n"
             "  capcheck shrink 'CASE LINE' [--provider ...|--provider-lib ...] [--script FILE]\n"
             "      reduce a failing case while it keeps failing; print the smallest line and\n"
             "      a standalone Python/torch reproducer (to FILE with --script)\n"
@@ -87,6 +100,9 @@ static void usage(FILE *f)
             "      the detection power of a run made with --power: per op x dtype, the\n"
             "      smallest error (in units of the provider's own typical error, and in ulps)\n"
             "      its cases reject, failing and counting suspect as failing\n"
+            "  capcheck list platforms [--provider ...|--provider-lib ...] [--device ...]\n"
+            "      every CPU dispatch level, whether this CPU supports it, and the platform key\n"
+            "      and facts the provider's workers report at each supported level\n"
             "  capcheck list ops\n"
             "      every op of the vocabulary with its forward/VJP status in the reference\n"
             "  capcheck list cases [FILE...] [--op NAME] [--seed N] [--device ...]\n"
@@ -110,6 +126,9 @@ typedef struct {
     const char *tf32, *deterministic, *attention; /* math modes (apply_math_modes) */
     const char *min_time, *reps, *max_elements, *json; /* bench (parsed by cmd_bench) */
     const char *policy;  /* --policy F: the gate's verdicts in report.html */
+    const char *cpu_capability; /* --cpu-capability LIST|all, resolved by main into: */
+    int cpu_levels[CC_MAX_LEVELS];
+    int n_cpu_levels;
     const char *accumulation; /* --accumulation strict|relaxed (judging) */
     int power;                /* --power */
     cc_judging judging;       /* from the two, by parse_options */
@@ -118,6 +137,7 @@ typedef struct {
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
     int n_witnesses;
     int no_fork;        /* --no-fork */
+    int expect;         /* --expect: judge results by the files' "#! seen" directives */
     const char *files[64];
     int n_files;
     const char *line;
@@ -158,6 +178,8 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->witness;
         else if (strcmp(a, "--policy") == 0)
             slot = &o->policy;
+        else if (strcmp(a, "--cpu-capability") == 0)
+            slot = &o->cpu_capability;
         else if (strcmp(a, "--accumulation") == 0)
             slot = &o->accumulation;
         else if (strcmp(a, "--min-time") == 0)
@@ -170,6 +192,9 @@ static int parse_options(int argc, char **argv, int first, options *o)
             slot = &o->json;
         else if (strcmp(a, "--no-fork") == 0) {
             o->no_fork = 1;
+            continue;
+        } else if (strcmp(a, "--expect") == 0) {
+            o->expect = 1;
             continue;
         } else if (strcmp(a, "--power") == 0) {
             o->power = 1;
@@ -462,8 +487,23 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_session_opts so = {p, cases.v, cases.n, device, o->resume ? o->resume : o->out,
                           o->resume != NULL, o->jobs, o->timeout, o->no_fork, files, o->seed,
                           command, stderr, isatty(STDERR_FILENO), &prov, o->witnesses,
-                          o->n_witnesses, o->judging};
+                          o->n_witnesses, o->cpu_levels, o->n_cpu_levels, NULL, o->judging};
+    cc_expectations expect = {0};
+    cc_case_defaults def = {device, o->seed};
+    for (int i = 0; o->expect && i < o->n_files; i++) {
+        cc_parse_error err;
+        if (cc_expect_load(o->files[i], &def, &expect, &err)) {
+            print_parse_error(&err);
+            cc_expect_free(&expect);
+            cc_case_list_free(&cases);
+            free(prov.shard.global);
+            return 2;
+        }
+    }
+    if (o->expect)
+        so.expect = &expect;
     int rc = cc_session_run(&so);
+    cc_expect_free(&expect);
     cc_case_list_free(&cases);
     free(prov.shard.global);
     if (rc != 2 && cc_write_report_html(so.out_dir, o->policy, "capcheck", stdout, stderr))
@@ -493,6 +533,9 @@ static int parse_case_argument(const options *o, const char *usage, cc_case *c)
     return 0;
 }
 
+static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
+                          int again);
+
 static int cmd_repro(const options *o)
 {
     cc_case c;
@@ -501,16 +544,34 @@ static int cmd_repro(const options *o)
     const cc_provider *p = select_provider(o);
     if (!p)
         return 2;
+    int worst = 0; /* the exit code: 0 when every level passed */
+    for (int k = 0; k < (o->n_cpu_levels ? o->n_cpu_levels : 1); k++) {
+        int rc = repro_at_level(o, p, &c, o->n_cpu_levels ? o->cpu_levels[k] : 0, k > 0);
+        if (rc > worst)
+            worst = rc;
+    }
+    return worst;
+}
+
+/* repro at one dispatch level (0: native); its exit code. */
+static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
+                          int again)
+{
     cc_result r;
     char msg[512];
-    if (cc_run_case_in_worker(p, &c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses,
+    if (cc_run_case_in_worker(p, c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, level,
                               &o->judging, &r, msg, sizeof msg)) {
         fprintf(stderr, "capcheck: %s\n", msg);
         return 2;
     }
-    printf("case:     %s\nprovider: %s (vjpMode %s)\nstatus:   %s%s%s\njudged:   %s "
-           "accumulation\n",
-           r.line, r.provider, r.vjp_mode, cc_result_status_name(r.status),
+    if (again)
+        printf("\n");
+    printf("case:     %s\nprovider: %s (vjpMode %s)\n", r.line, r.provider, r.vjp_mode);
+    if (r.platform[0] && o->n_cpu_levels)
+        printf("platform: %s (level %s)\n", r.platform, cc_level_name(level));
+    else if (r.platform[0])
+        printf("platform: %s\n", r.platform);
+    printf("status:   %s%s%s\njudged:   %s accumulation\n", cc_result_status_name(r.status),
            r.suspect ? ", suspect" : "", r.vacuous ? ", vacuous" : "",
            cc_accumulation_name(r.accumulation));
     if (r.checked_fwd)
@@ -648,6 +709,86 @@ static int cmd_list_ops(void)
     return 0;
 }
 
+/* --cpu-capability: the levels (harness/run/platform.h) this CPU can run; 0, or -1 after one
+ * sentence. */
+static int resolve_levels(options *o, int is_run)
+{
+    if (!o->cpu_capability)
+        return 0;
+    char flags[256], msg[512];
+    cc_cpu_flags(flags, sizeof flags);
+    o->n_cpu_levels =
+        cc_levels_parse(o->cpu_capability, flags, o->cpu_levels, CC_MAX_LEVELS, msg, sizeof msg);
+    if (o->n_cpu_levels < 0) {
+        fprintf(stderr, "capcheck: %s\n", msg);
+        return -1;
+    }
+    if (o->no_fork && o->n_cpu_levels > 1) {
+        fprintf(stderr, "capcheck: --no-fork runs in this process, where ATen and oneDNN fix "
+                        "their dispatch at first use: give --cpu-capability one level\n");
+        return -1;
+    }
+    if (is_run && o->shard && o->n_cpu_levels > 1) {
+        fprintf(stderr, "capcheck: --shard takes one --cpu-capability level: shard each "
+                        "level's run and merge each level's shards\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* capcheck list platforms: every level, whether this CPU can run it, and the platform the
+ * provider's worker reports at it. */
+static int cmd_list_platforms(const options *o)
+{
+    cc_device device;
+    if (cc_device_parse(o->device, &device)) {
+        fprintf(stderr, "capcheck: unknown device '%s' (cpu, cuda)\n", o->device);
+        return 2;
+    }
+    const cc_provider *p = select_provider(o);
+    if (!p)
+        return 2;
+    char flags[256], msg[512];
+    cc_cpu_flags(flags, sizeof flags);
+    int all[CC_MAX_LEVELS];
+    int n_all = cc_levels_parse("all", flags, all, CC_MAX_LEVELS, msg, sizeof msg);
+    printf("cpu flags: %s\n", flags[0] ? flags : "none");
+    printf("%-12s %-4s %-3s %-24s %s\n", "level", "all", "ok", "platform", "facts");
+    for (int lv = 0; lv < cc_level_count(); lv++) {
+        int in_all = 0;
+        for (int k = 0; k < n_all; k++)
+            in_all |= all[k] == lv;
+        char why[128];
+        if (!cc_level_supported(lv, flags)) {
+            printf("%-12s %-4s %-3s this CPU cannot run it\n", cc_level_name(lv), "-", "no");
+            continue;
+        }
+        if (!cc_level_within_environment(lv, why, sizeof why)) {
+            printf("%-12s %-4s %-3s %s\n", cc_level_name(lv), "-", "no", why);
+            continue;
+        }
+        cc_pool_config pc = {p, 1, 1u << device, 0, 0, o->no_fork, NULL, 0, lv, o->judging};
+        cc_pool *pool;
+        if (lv > 0 && o->no_fork) {
+            printf("%-12s %-4s %-3s (not probed with --no-fork)\n", cc_level_name(lv),
+                   in_all ? "yes" : "-", "yes");
+            continue;
+        }
+        if (cc_pool_start(&pc, &pool, msg, sizeof msg)) {
+            fprintf(stderr, "capcheck: %s\n", msg);
+            return 2;
+        }
+        const cc_platform *pl = cc_pool_platform(pool, device);
+        char facts[1024] = "";
+        if (pl)
+            cc_platform_summary(pl, facts, sizeof facts);
+        printf("%-12s %-4s %-3s %-24s %s\n", cc_level_name(lv), in_all ? "yes" : "-", "yes",
+               pl ? pl->key : "?", facts);
+        cc_pool_close(pool);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -663,21 +804,31 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "power") == 0)
         return cc_power_command(argc - 2, argv + 2, stdout, stderr);
     int is_list_cases = strcmp(argv[1], "list") == 0 && argc >= 3 && !strcmp(argv[2], "cases");
-    if (strcmp(argv[1], "list") == 0 && !is_list_cases) {
+    int is_list_platforms =
+        strcmp(argv[1], "list") == 0 && argc >= 3 && !strcmp(argv[2], "platforms");
+    if (strcmp(argv[1], "list") == 0 && !is_list_cases && !is_list_platforms) {
         if (argc == 3 && strcmp(argv[2], "ops") == 0)
             return cmd_list_ops();
-        fprintf(stderr, "capcheck: try 'capcheck list ops' or 'capcheck list cases FILE...'\n");
+        fprintf(stderr, "capcheck: try 'capcheck list ops', 'capcheck list cases FILE...' or "
+                        "'capcheck list platforms'\n");
         return 2;
     }
     int is_run = strcmp(argv[1], "run") == 0, is_repro = strcmp(argv[1], "repro") == 0,
         is_shrink = strcmp(argv[1], "shrink") == 0, is_bench = strcmp(argv[1], "bench") == 0;
-    if (!is_run && !is_repro && !is_shrink && !is_bench && !is_list_cases) {
+    if (!is_run && !is_repro && !is_shrink && !is_bench && !is_list_cases && !is_list_platforms) {
         fprintf(stderr, "capcheck: unknown command '%s'\n", argv[1]);
         usage(stderr);
         return 2;
     }
     options o;
-    if (parse_options(argc, argv, is_list_cases ? 3 : 2, &o) || apply_math_modes(&o))
+    if (parse_options(argc, argv, is_list_cases || is_list_platforms ? 3 : 2, &o) ||
+        apply_math_modes(&o))
+        return 2;
+    if (o.cpu_capability && !is_run && !is_repro) {
+        fprintf(stderr, "capcheck: --cpu-capability applies to run and repro only\n");
+        return 2;
+    }
+    if (resolve_levels(&o, is_run))
         return 2;
     if (o.provider_lib) { /* --provider-lib replaces --provider */
         char msg[1024];
@@ -687,7 +838,9 @@ int main(int argc, char **argv)
         }
     }
     int rc = 2;
-    if (o.witness && !is_run && !is_repro)
+    if (o.expect && !is_run)
+        fprintf(stderr, "capcheck: --expect applies to run only\n");
+    else if (o.witness && !is_run && !is_repro)
         fprintf(stderr, "capcheck: --witness applies to run and repro only\n");
     else if ((o.accumulation && !is_run && !is_repro) || (o.power && !is_run))
         fprintf(stderr, "capcheck: %s applies to run%s only\n",
@@ -695,6 +848,8 @@ int main(int argc, char **argv)
                 o.power && !is_run ? "" : " and repro");
     else if (is_list_cases)
         rc = cmd_list_cases(&o);
+    else if (is_list_platforms)
+        rc = cmd_list_platforms(&o);
     else if (is_bench)
         rc = cmd_bench(&o);
     else if (open_witnesses(&o) == 0)

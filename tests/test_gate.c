@@ -10,6 +10,7 @@
 
 static char tmp[256], run_dir[512], cases[512];
 static char out[1 << 17];
+static char here[64]; /* " on <this machine's platform key>", as the verdicts name it */
 
 static const char CASES[] =
     "add count=3 dtype=f32,f64 layout=contig,transpose,stride2,bcast size=small\n"
@@ -32,7 +33,20 @@ static void policy(const char *name, const char *extra, char *path, size_t n)
     cc_t_write(path, text);
 }
 
+/* Run the gate; out gets its output with this machine's " on <platform>" taken out of the
+ * verdict lines (the platform tests look at it themselves). */
 static int gate(const char *policy_path, const char *reports)
+{
+    char args[4096];
+    snprintf(args, sizeof args, "gate %s --policy %s", reports, policy_path);
+    int rc = cc_t_run(NULL, args, out, sizeof out);
+    size_t hl = strlen(here);
+    for (char *s = strstr(out, here); hl && s; s = strstr(s, here))
+        memmove(s, s + hl, strlen(s + hl) + 1);
+    return rc;
+}
+
+static int gate_raw(const char *policy_path, const char *reports)
 {
     char args[4096];
     snprintf(args, sizeof args, "gate %s --policy %s", reports, policy_path);
@@ -50,7 +64,15 @@ static int setup(void **state)
     snprintf(run_dir, sizeof run_dir, "%s/run", tmp);
     char args[1200];
     snprintf(args, sizeof args, "run %s --provider reference --out %s", cases, run_dir);
-    return cc_t_run(NULL, args, out, sizeof out) == 0 ? 0 : -1;
+    if (cc_t_run(NULL, args, out, sizeof out) != 0)
+        return -1;
+    snprintf(args, sizeof args, "%s/results.jsonl", run_dir);
+    char *rec = cc_t_slurp(args, NULL);
+    const char *pl = rec ? strstr(rec, "\"platform\":\"") : NULL;
+    if (pl)
+        snprintf(here, sizeof here, " on %.*s", (int)strcspn(pl + 12, "\""), pl + 12);
+    free(rec);
+    return pl ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -86,7 +108,7 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
     expect_in(out, "trustedExternal  reference.matmul f64 (catalog: checked):\n"
                    "  - 2 passing cases; the policy wants at least 10\n"
                    "  - 2 passing cases checked the VJP; the policy wants at least 10\n");
-    expect_in(out, "2 of 4 capsule x dtype checked; 2 of the 2 required checked: exit 0");
+    expect_in(out, "2 of 4 capsule x dtype x platform checked; 2 of the 2 required checked: exit 0");
 
     /* a section relaxes softmax's layouts: it is upgraded too; requiring everything fails */
     policy("p2.conf", "require reference.* f32\n[op softmax]\nlayout_classes contig stride2\n", p,
@@ -115,6 +137,35 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
     assert_int_equal(gate(p, run_dir), 1);
     expect_in(out, "  - 15 passing cases; the policy wants at least 20\n");
     expect_in(out, "  - shape classes not covered by a passing case: scalar, empty\n");
+}
+
+/* Evidence is per platform: a policy that names platforms wants each required capsule x dtype
+ * checked on each of them; one the report has no case on is named missing. */
+static void test_policy_platforms(void **state)
+{
+    (void)state;
+    char p[512], line[256];
+    policy("pp1.conf", "platforms cpu:nowhere\nrequire reference.add f32\n", p, sizeof p);
+    assert_int_equal(gate_raw(p, run_dir), 1);
+    expect_in(out, "(libtorch any; platforms cpu:nowhere)");
+    expect_in(out, "trustedExternal  reference.add f32 on cpu:nowhere (required) (catalog: checked):\n"
+                   "  - no case on platform cpu:nowhere in the report\n");
+    /* checked on this machine's platform, but not required there */
+    snprintf(line, sizeof line, "checked          reference.add f32%s: 15 passing of 15", here);
+    expect_in(out, line);
+    expect_in(out, "0 of the 1 required checked: exit 1");
+    /* this machine's platform (and any) required: checked */
+    char text[256];
+    snprintf(text, sizeof text, "platforms%s\nrequire reference.add f32\n", here + 3);
+    policy("pp2.conf", text, p, sizeof p);
+    assert_int_equal(gate_raw(p, run_dir), 0);
+    snprintf(line, sizeof line, "checked          reference.add f32%s (required)", here);
+    expect_in(out, line);
+    expect_in(out, "capcheck gate: platform cpu:");
+    /* a key that is not one is bad input */
+    policy("pp3.conf", "platforms amx\n", p, sizeof p);
+    assert_int_equal(gate_raw(p, run_dir), 2);
+    expect_in(out, "platforms wants platform keys");
 }
 
 static void test_failures_keep_a_capsule_out(void **state)
@@ -206,7 +257,7 @@ static void test_refuses_a_broken_shard_set(void **state)
     snprintf(set, sizeof set, "%s/s3 %s/s1 %s/s2", tmp, tmp, tmp);
     assert_int_equal(gate(p, set), 0);
     expect_in(out, "3 shards merged");
-    expect_in(out, "2 of 4 capsule x dtype checked");
+    expect_in(out, "2 of 4 capsule x dtype x platform checked");
 }
 
 static void test_bad_policy_is_one_sentence(void **state)
@@ -236,7 +287,7 @@ static void test_evidence_json_conforms(void **state)
     snprintf(ev, sizeof ev, "%s/evidence", tmp);
     snprintf(args, sizeof args, "evidence %s --policy %s --out %s", run_dir, p, ev);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
-    expect_in(out, "2 of 4 capsule x dtype checked");
+    expect_in(out, "2 of 4 capsule x dtype x platform checked");
     const char *caps[] = {"reference.add", "reference.softmax", "reference.matmul"};
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s/evidence.json", ev, caps[i]);
@@ -250,12 +301,22 @@ static void test_evidence_json_conforms(void **state)
     expect_in(t, "\"value\": {\"claim\": {\"valueRefinement\": {\"op\": \"add\"}}, "
                  "\"evidence\": {\"testSuite\": {\"name\": \"capcheck:reference.add@sha256:");
     expect_in(t, "\"vjpRefinement\": {\"op\": \"add\", \"mode\": \"torchLeanTape\"}");
+    /* the platform each dtype's evidence holds for */
+    char want[256];
+    snprintf(want, sizeof want, "\"platforms\": {\"f64\": [\"%s\"], \"f32\": [\"%s\"]}", here + 4,
+             here + 4);
+    expect_in(t, want);
+    snprintf(want, sizeof want, "{\"dtype\": \"f32\", \"platform\": \"%s\", \"verdict\": \"checked\"",
+             here + 4);
+    expect_in(t, want);
     free(t);
     snprintf(path, sizeof path, "%s/reference.matmul/evidence.json", ev);
     t = cc_t_slurp(path, NULL);
     expect_in(t, "\"trust\": \"trustedExternal\"");
-    expect_in(t, "{\"trustedBoundary\": {\"reason\": \"capcheck evidence insufficient: f64: 2 "
-                 "passing cases; the policy wants at least 10;");
+    snprintf(want, sizeof want, "{\"trustedBoundary\": {\"reason\": \"capcheck evidence "
+                                "insufficient: f64%s: 2 passing cases; the policy wants at least 10;",
+             here);
+    expect_in(t, want);
     free(t);
 }
 
@@ -263,6 +324,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_upgrades_exactly_what_the_policy_allows),
+        cmocka_unit_test(test_policy_platforms),
         cmocka_unit_test(test_failures_keep_a_capsule_out),
         cmocka_unit_test(test_refuses_an_altered_or_unsealed_report),
         cmocka_unit_test(test_refuses_another_libtorch),

@@ -166,7 +166,7 @@ static void test_journal_order_and_torn_tail(void **state)
     fclose(f);
 
     cc_journal_scan s;
-    if (cc_journal_scan_dir(dir, l.v, n, &s, msg, sizeof msg))
+    if (cc_journal_scan_dir(dir, l.v, n, 1, &s, msg, sizeof msg))
         fail_msg("%s", msg);
     assert_int_equal(s.n_done, n - 1);
     assert_int_equal(s.offset[4], -1);
@@ -177,7 +177,7 @@ static void test_journal_order_and_torn_tail(void **state)
     assert_int_equal(cc_journal_append(j, 4, &res[4], msg, sizeof msg), 0);
     assert_int_equal(cc_journal_close(j), 0);
     cc_journal_scan_free(&s);
-    assert_int_equal(cc_journal_scan_dir(dir, l.v, n, &s, msg, sizeof msg), 0);
+    assert_int_equal(cc_journal_scan_dir(dir, l.v, n, 1, &s, msg, sizeof msg), 0);
     assert_int_equal(s.n_done, n);
     assert_int_equal(s.torn_lines, 0);
 
@@ -194,9 +194,18 @@ static void test_journal_order_and_torn_tail(void **state)
     cc_journal_scan_free(&s);
 
     /* run.json */
-    cc_run_info ri = {n, cc_case_list_hash(l.v, n), "reference", "desc \"quoted\"", "a.cases",
-                      "capcheck run a.cases", 18446744073709551615ull, "openblas,reference", "relaxed"},
+    cc_run_info ri = {.n_cases = n, .case_hash = cc_case_list_hash(l.v, n),
+                      .provider = "reference", .provider_description = "desc \"quoted\"",
+                      .case_files = "a.cases", .command = "capcheck run a.cases",
+                      .base_seed = 18446744073709551615ull, .witnesses = "openblas,reference",
+                      .cpu_levels = "avx2,default", .n_platforms = 2, .judging = "relaxed"},
                 back;
+    /* the platforms of a run at two levels: every fact survives the round trip */
+    cc_platform_derive("libtorch 2.15.0; cpu_capability AVX2; onednn 3.13.3; blas mkl 2024.2",
+                       CC_CPU, "sse4_1 avx avx2 fma", "AVX2", "ONEDNN_MAX_CPU_ISA=AVX2", "avx2",
+                       &ri.platforms[0]);
+    cc_platform_derive("cuda 13.2; driver 580.1; cudnn 9.26.0; gpu NVIDIA H200 (sm_90)", CC_CUDA,
+                       "", NULL, "", "", &ri.platforms[1]);
     assert_int_equal(cc_run_info_write(dir, &ri, msg, sizeof msg), 0);
     assert_int_equal(cc_run_info_read(dir, &back, msg, sizeof msg), 0);
     assert_memory_equal(&ri, &back, sizeof ri);

@@ -8,6 +8,8 @@
 
 #include <sys/stat.h>
 
+#include "harness/run/platform.h"
+
 static char tmp[256], smoke[512];
 static char out[1 << 16];
 
@@ -161,6 +163,17 @@ static void test_merge_refuses_broken_sets(void **state)
     snprintf(dirs, sizeof dirs, "%s/s1 %s/s2 %s/s3 %s/other", tmp, tmp, tmp, tmp);
     assert_int_equal(merge(dirs, "m4"), 2);
     expect_in(out, "are not shards of one run");
+    /* a shard run at another dispatch level: another platform, not the same run */
+    char flags[256];
+    cc_cpu_flags(flags, sizeof flags);
+    if (cc_level_supported(cc_level_find("avx2"), flags)) { /* default then differs */
+        snprintf(dir, sizeof dir, "%s/level", tmp);
+        assert_int_equal(run_in(dir, "--shard 4/4 --cpu-capability default"), 0);
+        snprintf(dirs, sizeof dirs, "%s/s1 %s/s2 %s/s3 %s/level", tmp, tmp, tmp, tmp);
+        assert_int_equal(merge(dirs, "m5"), 2);
+        expect_in(out, "their platforms differ ('cpu:");
+        expect_in(out, "' vs 'cpu:default')");
+    }
     struct stat st;
     char m[700];
     snprintf(m, sizeof m, "%s/m1/report.json", tmp);

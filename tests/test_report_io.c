@@ -184,6 +184,14 @@ static void test_reports_conform_to_the_schema(void **state)
     cc_json_free(d);
 }
 
+/* expect "<head> on <key><tail>" in out */
+static void expect_row(const char *hay, const char *head, const char *key, const char *tail)
+{
+    char want[512];
+    snprintf(want, sizeof want, "%s on %s%s", head, key, tail);
+    expect_in(hay, want);
+}
+
 static void test_diff_catches_a_planted_regression(void **state)
 {
     (void)state;
@@ -192,28 +200,67 @@ static void test_diff_catches_a_planted_regression(void **state)
     snprintf(args, sizeof args, "diff %s %s", good, good);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
     expect_in(out, "0 regressions, 0 fixed, 0 new failures, 0 drifts beyond 4x");
+    /* like with like: rows compare on the platforms both reports have */
+    snprintf(path, sizeof path, "%s/report.json", good);
+    char *orig = cc_t_slurp(path, NULL);
+    const char *pk = strstr(orig, "\"platform\": \"");
+    assert_non_null(pk);
+    char key[80], from[120];
+    snprintf(key, sizeof key, "%.*s", (int)strcspn(pk + 13, "\""), pk + 13);
+    snprintf(from, sizeof from, "\"platform\": \"%s\"", key);
+    char other[700];
+    snprintf(other, sizeof other, "%s/other_platform.json", tmp);
+    FILE *of = fopen(other, "w"); /* every row on another platform */
+    for (const char *s = orig, *at; s; s = at ? at + strlen(from) : NULL) {
+        at = strstr(s, from);
+        fprintf(of, "%.*s%s", at ? (int)(at - s) : (int)strlen(s), s,
+                at ? "\"platform\": \"cpu:elsewhere\"" : "");
+    }
+    fclose(of);
+    snprintf(args, sizeof args, "diff %s %s", good, other);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
+    expect_in(out, "no platform in common");
+    expect_in(out, "for cpu:elsewhere");
+    /* one row moved to another platform: gone from this one (a regression here), and the other
+     * platform is named, not compared */
+    cc_t_write(other, orig);
+    cc_t_edit(other, "\"op\": \"softmax\", \"report_name\": \"softmax\", \"dtype\": \"f32\", "
+                     "\"device\": \"cpu\", \"provider\": \"mutants\", \"platform\": \"cpu:",
+              "\"op\": \"softmax\", \"report_name\": \"softmax\", \"dtype\": \"f32\", "
+              "\"device\": \"cpu\", \"provider\": \"mutants\", \"platform\": \"cpu:elsewhere\", \"x\": \"");
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    expect_in(out, "platform     cpu:elsewhere: only in new (1 rows), not compared");
+    char want[200];
+    snprintf(want, sizeof want, "regression   mutants.cpu.softmax f32 on %s: passing (8/8) -> no "
+                                "cases", key);
+    expect_in(out, want);
+    expect_in(out, "on 1 platforms compared: exit 1");
+    free(orig);
     /* an edited row: softmax f32 loses two passes, linear's worst ratio jumps */
     snprintf(path, sizeof path, "%s/report.json", good);
     snprintf(edited, sizeof edited, "%s/edited.json", tmp);
     char *t = cc_t_slurp(path, NULL);
-    cc_t_write(edited, t);
+    /* the row of softmax f32 (its platform key is this machine's) */
+    char *sm = strstr(t, "{\"op\": \"softmax\", \"report_name\": \"softmax\", \"dtype\": \"f32\", "
+                         "\"device\": \"cpu\", \"provider\": \"mutants\", \"platform\": \"cpu:");
+    assert_non_null(sm);
+    char *counts = strstr(sm, "\"cases\": 8, \"pass\": 8, \"fail\": 0");
+    assert_non_null(counts);
+    FILE *ef = fopen(edited, "w");
+    fprintf(ef, "%.*s\"cases\": 8, \"pass\": 6, \"fail\": 2%s", (int)(counts - t), t,
+            counts + strlen("\"cases\": 8, \"pass\": 8, \"fail\": 0"));
+    fclose(ef);
     free(t);
-    cc_t_edit(edited, "\"op\": \"softmax\", \"report_name\": \"softmax\", \"dtype\": \"f32\", "
-                      "\"device\": \"cpu\", \"provider\": \"mutants\", \"vjp_mode\": "
-                      "\"torchLeanTape\", \"cases\": 8, \"pass\": 8, \"fail\": 0",
-              "\"op\": \"softmax\", \"report_name\": \"softmax\", \"dtype\": \"f32\", "
-              "\"device\": \"cpu\", \"provider\": \"mutants\", \"vjp_mode\": "
-              "\"torchLeanTape\", \"cases\": 8, \"pass\": 6, \"fail\": 2");
     snprintf(args, sizeof args, "diff %s %s", good, edited);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
     expect_in(out, "(unsealed, 17 cases)");
-    expect_in(out, "regression   mutants.cpu.softmax f32: passing (8/8) -> failing (2 of 8 did not "
-                   "pass)");
+    expect_row(out, "regression   mutants.cpu.softmax f32", key,
+               ": passing (8/8) -> failing (2 of 8 did not pass)");
     expect_in(out, "1 regressions, 0 fixed, 0 new failures");
     /* the other way round it is a fix */
     snprintf(args, sizeof args, "diff %s %s", edited, good);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
-    expect_in(out, "fixed        mutants.cpu.softmax f32");
+    expect_row(out, "fixed        mutants.cpu.softmax f32", key, ":");
     /* drift beyond the factor: add f32's worst ratio edited to 0.999 */
     t = cc_t_slurp(edited, NULL);
     char *row = strstr(t, "{\"op\": \"add\", \"report_name\": \"add\", \"dtype\": \"f32\"");
@@ -225,12 +272,12 @@ static void test_diff_catches_a_planted_regression(void **state)
     free(t);
     snprintf(args, sizeof args, "diff %s %s --drift 1.5", good, edited);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
-    expect_in(out, "drift        mutants.cpu.add f32: worst bound ratio");
+    expect_row(out, "drift        mutants.cpu.add f32", key, ": worst bound ratio");
     expect_in(out, "worse, beyond 1.5x)");
     /* a real planted bug: the softmax_axis mutant */
     snprintf(args, sizeof args, "diff %s %s", good, bad);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
-    expect_in(out, "regression   mutants.cpu.softmax f32: passing (8/8) -> failing (");
+    expect_row(out, "regression   mutants.cpu.softmax f32", key, ": passing (8/8) -> failing (");
     expect_in(out, "; first: capcheck repro 'softmax dtype=f32 device=cpu");
     /* a sealed report whose seal does not match is refused */
     snprintf(path, sizeof path, "%s/report.json", bad);
@@ -261,7 +308,8 @@ static void test_markdown_and_junit(void **state)
     snprintf(path, sizeof path, "%s/report.junit.xml", bad);
     char *x = cc_t_slurp(path, NULL);
     expect_in(x, "<testsuites name=\"capcheck\" tests=\"3\" failures=\"1\" errors=\"0\"");
-    expect_in(x, "<testcase classname=\"mutants.cpu.softmax\" name=\"softmax f32 cpu\">");
+    expect_in(x, "<testcase classname=\"mutants.cpu.softmax\" name=\"softmax f32 cpu on cpu:");
+    expect_in(x, "<property name=\"platform cpu:");
     expect_in(x, "<failure type=\"fail\" message=\"");
     expect_in(x, "capcheck repro 'softmax dtype=f32 device=cpu");
     assert_int_equal(cc_t_count(x, "<testcase "), 3);

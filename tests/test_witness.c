@@ -275,11 +275,12 @@ static void test_witnesses_are_not_evidence(void **state)
     snprintf(args, sizeof args, "gate %s/outlier --policy %s", tmp, policy);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
     /* the witnesses' passes count for nothing: the matmul capsules have no passing case */
-    expect_in(out, "trustedExternal  mutants.cpu.matmul f32 (catalog: trustedExternal):\n"
-                   "  - 1 of 1 cases did not pass (1 failed,");
+    /* (each verdict names this machine's platform: "f32 on cpu:...") */
+    expect_in(out, "trustedExternal  mutants.cpu.matmul f32 on cpu:");
+    expect_in(out, " (catalog: trustedExternal):\n  - 1 of 1 cases did not pass (1 failed,");
     expect_in(out, "\n  - 0 passing cases; the policy wants");
-    expect_in(out, "trustedExternal  mutants.cpu.add f32 (catalog: trustedExternal):\n"
-                   "  - 1 passing cases; the policy wants");
+    expect_in(out, "trustedExternal  mutants.cpu.add f32 on cpu:");
+    expect_in(out, " (catalog: trustedExternal):\n  - 1 passing cases; the policy wants");
     if (strstr(out, "reference.matmul") || strstr(out, "openblas."))
         fail_msg("a witness counted as evidence:\n%s", out);
     snprintf(ev, sizeof ev, "%s/evidence", tmp);
@@ -448,9 +449,9 @@ static void test_witness_crash_hang_and_init_failure_leave_the_primary_alone(voi
     if (cc_cases_parse_text(POOL_CASES, "pool", &def, &l, &err))
         fail_msg("%s", err.msg);
     cc_result alone[3], seen[3];
-    cc_pool_config bare = {&doubler, 2, 0, 0.3, 0, 0, NULL, 0, {CC_ACC_STRICT, 0}};
+    cc_pool_config bare = {&doubler, 2, 0, 0.3, 0, 0, NULL, 0, 0, {CC_ACC_STRICT, 0}};
     cc_pool_config witnessed = {&doubler, 2, 0, 0.3, 0, 0, witnesses, 4,
-                                {CC_ACC_STRICT, 0}};
+                                0, {CC_ACC_STRICT, 0}};
     run_pool(&bare, &l, alone);
     run_pool(&witnessed, &l, seen);
     for (int i = 0; i < 3; i++) {
@@ -478,7 +479,7 @@ static void test_witness_crash_hang_and_init_failure_leave_the_primary_alone(voi
     assert_false(seen[1].witnesses[0].has_value);
     /* in-process (--no-fork), with the witnesses that do not crash or hang */
     const cc_provider *calm[] = {cc_reference_provider(), &refusing};
-    cc_pool_config inproc = {&doubler, 1, 0, 0, 0, 1, calm, 2, {CC_ACC_STRICT, 0}};
+    cc_pool_config inproc = {&doubler, 1, 0, 0, 0, 1, calm, 2, 0, {CC_ACC_STRICT, 0}};
     cc_case_list f32 = {&l.v[2], 1, 1};
     run_pool(&inproc, &f32, seen);
     assert_int_equal(seen[0].status, CC_RES_FAIL);

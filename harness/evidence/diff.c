@@ -6,10 +6,12 @@
 
 #include "core/dtype.h"
 #include "harness/evidence/merge.h"
+#include "harness/run/platform.h"
 
 typedef struct {
     char capsule[80];
     char op[32], dtype[8], device[8], provider[32];
+    char platform[48]; /* "" for a report that names none */
     long cases, pass, bad, unsupported;
     double worst;
     char first_failure[CC_CASE_LINE_MAX];
@@ -60,8 +62,11 @@ static int load_rows(const cc_run *run, const cc_catalog *cat, diff_row **out, s
             *out = NULL;
             return -1;
         }
+        const char *platform = "";
         cc_json_string(o, "vjp_mode", &vjp);
         cc_json_string(o, "first_failure", &ff);
+        cc_json_string(o, "platform", &platform);
+        snprintf(r->platform, sizeof r->platform, "%s", platform);
         cc_capsule adhoc;
         const cc_capsule *c = cc_catalog_resolve(cat, provider, device, op, vjp, &adhoc);
         snprintf(r->capsule, sizeof r->capsule, "%s", c->name);
@@ -76,6 +81,45 @@ static int load_rows(const cc_run *run, const cc_catalog *cat, diff_row **out, s
         r->unsupported = (long)unsup;
     }
     return 0;
+}
+
+/* The platform keys the rows of a report name, in order of first appearance. */
+typedef struct {
+    int n;
+    char key[CC_MAX_PLATFORMS * 2][48];
+} platform_set;
+
+static int platform_in(const platform_set *s, const char *key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->key[i], key) == 0)
+            return 1;
+    return 0;
+}
+
+static void platforms_of(const diff_row *r, size_t n, platform_set *s)
+{
+    s->n = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!platform_in(s, r[i].platform) && s->n < (int)(sizeof s->key / sizeof s->key[0]))
+            snprintf(s->key[s->n++], sizeof s->key[0], "%s", r[i].platform);
+}
+
+static void platform_list(const platform_set *s, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < s->n && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "",
+                                 s->key[i][0] ? s->key[i] : "(none named)");
+}
+
+static int rows_on(const diff_row *r, size_t n, const char *key)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += strcmp(r[i].platform, key) == 0;
+    return k;
 }
 
 static void describe(char *buf, size_t n, const diff_row *r)
@@ -121,63 +165,101 @@ int cc_diff_command(const char *base_path, const char *new_path, double drift, i
     if (strcmp(base.provider_description, neu.provider_description) != 0)
         fprintf(out, "capcheck diff: the provider changed: '%s' -> '%s'\n",
                 base.provider_description, neu.provider_description);
+    /* like with like: rows are compared on the platforms both reports have */
+    platform_set bp, np;
+    platforms_of(br, nb, &bp);
+    platforms_of(nr, nn, &np);
+    int common = 0;
+    for (int i = 0; i < bp.n; i++)
+        common += platform_in(&np, bp.key[i]);
+    if (!common && (nb || nn)) {
+        char bl[512], nl[512];
+        platform_list(&bp, bl, sizeof bl);
+        platform_list(&np, nl, sizeof nl);
+        fprintf(err,
+                "capcheck diff: %s holds for platform %s and %s for %s: no platform in common, "
+                "so no row compares like with like (a kernel that differs between platforms is "
+                "no regression); diff a report of the same platform (capcheck run "
+                "--cpu-capability LEVEL gives one)\n",
+                base.report_path, bl, neu.report_path, nl);
+        free(br);
+        free(nr);
+        cc_run_free(&base);
+        cc_run_free(&neu);
+        return 2;
+    }
+    for (int i = 0; i < bp.n; i++)
+        if (!platform_in(&np, bp.key[i]))
+            fprintf(out, "platform     %s: only in base (%d rows), not compared\n",
+                    bp.key[i][0] ? bp.key[i] : "(none named)", rows_on(br, nb, bp.key[i]));
+    for (int i = 0; i < np.n; i++)
+        if (!platform_in(&bp, np.key[i]))
+            fprintf(out, "platform     %s: only in new (%d rows), not compared\n",
+                    np.key[i][0] ? np.key[i] : "(none named)", rows_on(nr, nn, np.key[i]));
     int regressions = 0, fixed = 0, new_failures = 0, drifts = 0, added = 0;
     char was[128], now[128];
     for (size_t i = 0; i < nb; i++) {
         diff_row *b = &br[i], *m = NULL;
+        if (!platform_in(&np, b->platform))
+            continue;
         for (size_t j = 0; j < nn && !m; j++)
-            if (strcmp(nr[j].capsule, b->capsule) == 0 && strcmp(nr[j].dtype, b->dtype) == 0)
+            if (strcmp(nr[j].capsule, b->capsule) == 0 && strcmp(nr[j].dtype, b->dtype) == 0 &&
+                strcmp(nr[j].platform, b->platform) == 0)
                 m = &nr[j];
         if (m)
             m->seen = 1;
+        char at[64];
+        snprintf(at, sizeof at, "%s%s", b->platform[0] ? " on " : "", b->platform);
         describe(was, sizeof was, b);
         describe(now, sizeof now, m);
         int bs = row_state(b), ns = m ? row_state(m) : -1;
         if (bs == ROW_PASSING && ns != ROW_PASSING && ns != ROW_UNSUPPORTED) {
             regressions++;
-            fprintf(out, "regression   %s %s: %s -> %s", b->capsule, b->dtype, was, now);
+            fprintf(out, "regression   %s %s%s: %s -> %s", b->capsule, b->dtype, at, was, now);
             if (m && m->first_failure[0])
                 fprintf(out, "; first: capcheck repro '%s'", m->first_failure);
             fputc('\n', out);
         } else if (bs == ROW_PASSING && ns == ROW_UNSUPPORTED) {
             regressions++;
-            fprintf(out, "regression   %s %s: %s -> %s\n", b->capsule, b->dtype, was, now);
+            fprintf(out, "regression   %s %s%s: %s -> %s\n", b->capsule, b->dtype, at, was, now);
         } else if (bs == ROW_FAILING && ns == ROW_PASSING) {
             fixed++;
-            fprintf(out, "fixed        %s %s: %s -> %s\n", b->capsule, b->dtype, was, now);
+            fprintf(out, "fixed        %s %s%s: %s -> %s\n", b->capsule, b->dtype, at, was, now);
         } else if (bs != ROW_FAILING && ns == ROW_FAILING) {
             new_failures++;
-            fprintf(out, "new failure  %s %s: %s -> %s; first: capcheck repro '%s'\n", b->capsule,
-                    b->dtype, was, now, m->first_failure);
+            fprintf(out, "new failure  %s %s%s: %s -> %s; first: capcheck repro '%s'\n",
+                    b->capsule, b->dtype, at, was, now, m->first_failure);
         } else if (bs == ROW_PASSING && ns == ROW_PASSING) {
             double x = fmax(b->worst, CC_DIFF_RATIO_FLOOR), y = fmax(m->worst, CC_DIFF_RATIO_FLOOR);
             double factor = y > x ? y / x : x / y;
             if (factor > drift || isnan(factor)) {
                 drifts++;
-                fprintf(out, "drift        %s %s: worst bound ratio %.4g -> %.4g (%.3gx %s, "
+                fprintf(out, "drift        %s %s%s: worst bound ratio %.4g -> %.4g (%.3gx %s, "
                              "beyond %gx)\n",
-                        b->capsule, b->dtype, b->worst, m->worst, factor,
+                        b->capsule, b->dtype, at, b->worst, m->worst, factor,
                         y > x ? "worse" : "better", drift);
             }
         }
     }
     for (size_t j = 0; j < nn; j++) {
-        if (nr[j].seen)
+        if (nr[j].seen || !platform_in(&bp, nr[j].platform))
             continue;
+        char at[64];
+        snprintf(at, sizeof at, "%s%s", nr[j].platform[0] ? " on " : "", nr[j].platform);
         describe(now, sizeof now, &nr[j]);
         if (row_state(&nr[j]) == ROW_FAILING) {
             new_failures++;
-            fprintf(out, "new failure  %s %s: no cases -> %s; first: capcheck repro '%s'\n",
-                    nr[j].capsule, nr[j].dtype, now, nr[j].first_failure);
+            fprintf(out, "new failure  %s %s%s: no cases -> %s; first: capcheck repro '%s'\n",
+                    nr[j].capsule, nr[j].dtype, at, now, nr[j].first_failure);
         } else {
             added++;
-            fprintf(out, "new          %s %s: %s\n", nr[j].capsule, nr[j].dtype, now);
+            fprintf(out, "new          %s %s%s: %s\n", nr[j].capsule, nr[j].dtype, at, now);
         }
     }
     int rc = regressions || new_failures || (fail_on_drift && drifts) ? 1 : 0;
     fprintf(out, "capcheck diff: %d regressions, %d fixed, %d new failures, %d drifts beyond %gx, "
-                 "%d new rows: exit %d\n",
-            regressions, fixed, new_failures, drifts, drift, added, rc);
+                 "%d new rows on %d platforms compared: exit %d\n",
+            regressions, fixed, new_failures, drifts, drift, added, common, rc);
     free(br);
     free(nr);
     cc_run_free(&base);

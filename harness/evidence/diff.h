@@ -1,5 +1,11 @@
-/* capcheck diff BASE NEW: what changed between two reports, per capsule x dtype (rows of
- * report.json mapped to capsules through the catalog).
+/* capcheck diff BASE NEW: what changed between two reports, per capsule x dtype x platform
+ * (rows of report.json mapped to capsules through the catalog; the platform key each row names,
+ * harness/run/platform.h).
+ *
+ * Like with like: rows are compared only on the platforms both reports have; a platform only
+ * one report has is named ("only in base/new ... not compared") and never counts as a
+ * regression or a new failure. Two reports with no platform in common are refused (exit 2): a
+ * kernel that differs between an AMX and an AVX2 machine is not a regression.
  *
  * A row is passing when every case passed (and it has one), failing when a case failed,
  * errored, crashed or timed out, and otherwise unsupported-only. Named changes:

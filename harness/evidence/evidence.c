@@ -43,10 +43,11 @@ void cc_evidence_free(cc_evidence *ev)
 }
 
 const cc_capsule_stats *cc_evidence_find(const cc_evidence *ev, const char *capsule,
-                                         cc_dtype dtype)
+                                         cc_dtype dtype, const char *platform)
 {
     for (size_t i = 0; i < ev->n; i++)
-        if (ev->v[i].dtype == dtype && strcmp(ev->v[i].capsule.name, capsule) == 0)
+        if (ev->v[i].dtype == dtype && strcmp(ev->v[i].capsule.name, capsule) == 0 &&
+            strcmp(ev->v[i].platform, platform) == 0)
             return &ev->v[i];
     return NULL;
 }
@@ -60,7 +61,8 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
         cc_capsule adhoc;
         const cc_capsule *cap = cc_catalog_resolve(cat, r->provider, cc_device_name(r->device),
                                                    r->op, r->vjp_mode, &adhoc);
-        cc_capsule_stats *s = (cc_capsule_stats *)cc_evidence_find(ev, cap->name, r->dtype);
+        cc_capsule_stats *s =
+            (cc_capsule_stats *)cc_evidence_find(ev, cap->name, r->dtype, r->platform);
         if (!s) {
             if (ev->n == ev->cap) {
                 size_t nc = ev->cap ? 2 * ev->cap : 32;
@@ -77,6 +79,7 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
             memset(s, 0, sizeof *s);
             s->capsule = *cap;
             s->dtype = r->dtype;
+            memcpy(s->platform, r->platform, sizeof s->platform);
         }
         s->cases++;
         s->counts[r->status]++;

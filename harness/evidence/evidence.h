@@ -1,7 +1,8 @@
 /* Room harness/evidence/: finished runs read back: merge (and --shard auto: shard_auto),
  * evidence, gate, diff, report.html (report_html), history, and their outputs (evidence_out).
  * May call harness/session/ and below. */
-/* Evidence per capsule and dtype, aggregated from a run's results (results.jsonl, checked
+/* Evidence per capsule, dtype and platform (harness/run/platform.h: what selected the kernels;
+ * "" for results that name none), aggregated from a run's results (results.jsonl, checked
  * against report.json's digest by cc_run_load): case counts by status, passing forward and VJP
  * checks, the worst bound ratio and its case, and the coverage classes of the passing cases:
  *
@@ -36,6 +37,7 @@ void cc_case_line_classes(const char *line, unsigned *shapes, unsigned *edges);
 typedef struct {
     cc_capsule capsule;
     cc_dtype dtype;
+    char platform[48];
     long cases, counts[CC_RES_COUNT];
     long fwd_passing, vjp_passing; /* passing cases that checked the forward / the VJP */
     long vacuous, suspect;         /* passing cases with a vacuous bound; suspect ones */
@@ -59,6 +61,6 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
                         size_t len);
 void cc_evidence_free(cc_evidence *ev);
 const cc_capsule_stats *cc_evidence_find(const cc_evidence *ev, const char *capsule,
-                                         cc_dtype dtype);
+                                         cc_dtype dtype, const char *platform);
 
 #endif

@@ -3,9 +3,10 @@
  *   ContractClaim     shapeSafety op | layoutCompatibility op layout | valueRefinement op |
  *                     vjpRefinement op mode | vjpUnavailable op
  *   ContractEvidence  testSuite name | trustedBoundary reason | notApplicable
- * A capsule is upgraded when at least one dtype is checked; its testSuite evidence names the
- * report (sha256) and lists exactly the checked dtypes, with their case counts, seed and worst
- * bound ratio. A capsule with no checked dtype keeps trustedBoundary evidence whose reason is
+ * A capsule is upgraded when at least one dtype is checked (on some platform: evidence is per
+ * capsule x dtype x platform); its testSuite evidence names the report (sha256) and lists
+ * exactly the checked dtypes and, per dtype, the platforms it was checked on, with their case
+ * counts, seed and worst bound ratio. A capsule with no checked dtype keeps trustedBoundary evidence whose reason is
  * the gate's list of what is missing. */
 #define _POSIX_C_SOURCE 200809L
 #include "harness/evidence/gate.h"
@@ -83,8 +84,9 @@ static void write_evidence_value(FILE *f, const cc_gate *g, const cc_capsule *c,
         for (size_t i = 0; i < nv; i++)
             for (int k = 0; k < v[i]->n_reasons; k++) {
                 size_t used = strlen(why);
-                snprintf(why + used, sizeof why - used, " %s: %s;", cc_dtype_name(v[i]->dtype),
-                         v[i]->reasons[k]);
+                snprintf(why + used, sizeof why - used, " %s%s%s: %s;",
+                         cc_dtype_name(v[i]->dtype), v[i]->platform[0] ? " on " : "",
+                         v[i]->platform, v[i]->reasons[k]);
             }
         cc_json_write_string(f, why);
         fputs("}}", f);
@@ -95,11 +97,36 @@ static void write_evidence_value(FILE *f, const cc_gate *g, const cc_capsule *c,
     fputs("{\"testSuite\": {\"name\": ", f);
     cc_json_write_string(f, name);
     fputs(", \"dtypes\": [", f);
-    int k = 0;
+    int k = 0, named = 0;
+    for (int d = 0; d < CC_DTYPE_COUNT; d++)
+        for (size_t i = 0; i < nv; i++)
+            if (v[i]->checked && v[i]->dtype == (cc_dtype)d) {
+                fprintf(f, "%s\"%s\"", k++ ? ", " : "", cc_dtype_name(v[i]->dtype));
+                break;
+            }
+    fputs("]", f);
     for (size_t i = 0; i < nv; i++)
-        if (v[i]->checked)
-            fprintf(f, "%s\"%s\"", k++ ? ", " : "", cc_dtype_name(v[i]->dtype));
-    fprintf(f, "], \"cases\": %ld, \"passing\": %ld", cases, passing);
+        named |= v[i]->checked && v[i]->platform[0];
+    if (named) { /* per dtype, the platforms it holds for */
+        fputs(", \"platforms\": {", f);
+        k = 0;
+        for (int d = 0; d < CC_DTYPE_COUNT; d++) {
+            int j = 0;
+            for (size_t i = 0; i < nv; i++) {
+                if (!v[i]->checked || v[i]->dtype != (cc_dtype)d || !v[i]->platform[0])
+                    continue;
+                if (j++)
+                    fputs(", ", f);
+                else
+                    fprintf(f, "%s\"%s\": [", k++ ? ", " : "", cc_dtype_name((cc_dtype)d));
+                cc_json_write_string(f, v[i]->platform);
+            }
+            if (j)
+                fputs("]", f);
+        }
+        fputs("}", f);
+    }
+    fprintf(f, ", \"cases\": %ld, \"passing\": %ld", cases, passing);
     if (vjp)
         fprintf(f, ", \"vjp_passing\": %ld", vjp_passing);
     fprintf(f, ", \"seed\": %llu, \"worst_bound_ratio\": ", g->run.base_seed);
@@ -147,10 +174,16 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
     fprintf(f, "},\n  \"trust\": \"%s\",\n  \"dtypes\": [\n", upgraded ? "checked" : "trustedExternal");
     for (size_t i = 0; i < nv; i++) {
         const cc_capsule_stats *s = v[i]->stats;
-        fprintf(f, "    {\"dtype\": \"%s\", \"verdict\": \"%s\", \"cases\": %ld, \"passing\": %ld, "
+        fprintf(f, "    {\"dtype\": \"%s\", ", cc_dtype_name(v[i]->dtype));
+        if (v[i]->platform[0]) {
+            fputs("\"platform\": ", f);
+            cc_json_write_string(f, v[i]->platform);
+            fputs(", ", f);
+        }
+        fprintf(f, "\"verdict\": \"%s\", \"cases\": %ld, \"passing\": %ld, "
                    "\"failed\": %ld, \"errors\": %ld, \"crashed\": %ld, \"timed_out\": %ld, "
                    "\"unsupported\": %ld, \"vjp_passing\": %ld,\n     \"worst_bound_ratio\": ",
-                cc_dtype_name(v[i]->dtype), v[i]->checked ? "checked" : "trustedExternal",
+                v[i]->checked ? "checked" : "trustedExternal",
                 s->cases, s->counts[CC_RES_PASS], s->counts[CC_RES_FAIL],
                 s->counts[CC_RES_ERROR], s->counts[CC_RES_CRASH], s->counts[CC_RES_TIMEOUT],
                 s->counts[CC_RES_UNSUPPORTED], s->vjp_passing);
@@ -234,7 +267,7 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
 int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *dir, char *msg,
                            size_t len)
 {
-    const cc_verdict *v[CC_DTYPE_COUNT * 4];
+    const cc_verdict *v[CC_DTYPE_COUNT * CC_MAX_PLATFORMS];
     for (size_t i = 0; i < g->n; i++) {
         if (!first_of_capsule(g, i))
             continue;
@@ -341,36 +374,43 @@ void cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, FILE *f)
             p->cpu_model, p->gpu[0] ? p->gpu : "none", p->cuda[0] ? p->cuda : "none",
             p->cudnn[0] ? p->cudnn : "none", p->tf32[0] ? p->tf32 : "not stated",
             p->deterministic[0] ? p->deterministic : "not stated");
+    for (int i = 0; i < p->n_platforms; i++) {
+        char facts[1024];
+        cc_platform_summary(&p->platforms[i], facts, sizeof facts);
+        fprintf(f, "Platform: %s: %s\n", p->platforms[i].key, facts);
+    }
     fprintf(f, "Cases:    %s; base seed %llu\n", g->run.case_files, g->run.base_seed);
     for (int i = 0; i < p->n_files; i++)
         fprintf(f, "          %s sha256:%s\n", p->files[i].path, p->files[i].sha256);
     fprintf(f, "Policy:   %s\n\n", pol->name);
     fputs("Each capsule below was upgraded from trustedExternal to checked by the capcheck gate:\n"
           "its contracts carry `testSuite` evidence naming this report. The evidence covers the\n"
-          "dtypes listed for it and nothing else.\n-/\n", f);
+          "dtypes listed for it, on the platforms listed with them, and nothing else.\n-/\n", f);
     fputs("import NN.Backend.Capsule\n\nnamespace NN.Backend.CapcheckEvidence\n\n"
           "open NN.Backend\n\n", f);
-    const cc_verdict *v[CC_DTYPE_COUNT * 4];
+    const cc_verdict *v[CC_DTYPE_COUNT * CC_MAX_PLATFORMS];
     int upgraded = 0;
     for (size_t i = 0; i < g->n; i++) {
         if (!first_of_capsule(g, i))
             continue;
         size_t nv = capsule_verdicts(g, g->v[i].capsule.name, v, sizeof v / sizeof v[0]);
         const cc_capsule *c = &v[0]->capsule;
-        char dtypes[128] = "", counts[1024] = "";
+        char dtypes[1024] = "", counts[4096] = "";
         long vjp = 0;
         for (size_t k = 0; k < nv; k++) {
             if (!v[k]->checked)
                 continue;
             const cc_capsule_stats *s = v[k]->stats;
             size_t used = strlen(dtypes);
-            snprintf(dtypes + used, sizeof dtypes - used, "%s%s", used ? ", " : "",
-                     cc_dtype_name(v[k]->dtype));
+            snprintf(dtypes + used, sizeof dtypes - used, "%s%s%s%s", used ? ", " : "",
+                     cc_dtype_name(v[k]->dtype), v[k]->platform[0] ? " on " : "",
+                     v[k]->platform);
             used = strlen(counts);
             snprintf(counts + used, sizeof counts - used,
-                     "%s%s: %ld of %ld cases passing, VJP %ld, worst bound ratio %.4g", used ? "; " : "",
-                     cc_dtype_name(v[k]->dtype), s->counts[CC_RES_PASS], s->cases, s->vjp_passing,
-                     s->worst_ratio);
+                     "%s%s%s%s: %ld of %ld cases passing, VJP %ld, worst bound ratio %.4g",
+                     used ? "; " : "", cc_dtype_name(v[k]->dtype),
+                     v[k]->platform[0] ? " on " : "", v[k]->platform, s->counts[CC_RES_PASS],
+                     s->cases, s->vjp_passing, s->worst_ratio);
             vjp += s->vjp_passing;
         }
         if (!dtypes[0])
@@ -384,7 +424,7 @@ void cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, FILE *f)
                     c->op);
             continue;
         }
-        char suite[160], ident[200], claim[200], summary[1600], shapes[128], layouts[128],
+        char suite[160], ident[200], claim[200], summary[5200], shapes[128], layouts[128],
             edges[128];
         covered(v, nv, COVERED_SHAPES, shapes, sizeof shapes);
         covered(v, nv, COVERED_LAYOUTS, layouts, sizeof layouts);
@@ -433,12 +473,14 @@ void cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, FILE *f)
         fprintf(f, "%s\n  (", k++ ? "," : "");
         lean_string(f, g->v[i].capsule.name);
         fputs(", [", f);
-        int d = 0;
-        for (size_t j = 0; j < nv; j++)
-            if (v[j]->checked) {
-                fputs(d++ ? ", " : "", f);
-                lean_string(f, cc_dtype_name(v[j]->dtype));
-            }
+        int d = 0; /* each checked dtype once, whatever platforms it holds for */
+        for (int t = 0; t < CC_DTYPE_COUNT; t++)
+            for (size_t j = 0; j < nv; j++)
+                if (v[j]->checked && v[j]->dtype == (cc_dtype)t) {
+                    fputs(d++ ? ", " : "", f);
+                    lean_string(f, cc_dtype_name(v[j]->dtype));
+                    break;
+                }
         fputs("])", f);
     }
     fprintf(f, "%s]\n\nend NN.Backend.CapcheckEvidence\n", k ? "\n" : "");

@@ -167,7 +167,7 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
         }
         const char *key = tok[0];
         int global = strcmp(key, "format") == 0 || strcmp(key, "libtorch_version") == 0 ||
-                     strcmp(key, "require") == 0;
+                     strcmp(key, "require") == 0 || strcmp(key, "platforms") == 0;
         if (global && sec) {
             snprintf(msg, len, "%s:%d: '%s' belongs before the first section", name, lineno, key);
             return -1;
@@ -189,6 +189,26 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
             }
             snprintf(p->libtorch_version, sizeof p->libtorch_version, "%s",
                      strcmp(tok[1], "any") == 0 ? "" : tok[1]);
+            continue;
+        }
+        if (strcmp(key, "platforms") == 0) {
+            for (int i = 1; i < nt; i++) {
+                if (strcmp(tok[i], "any") == 0 && nt == 2)
+                    break;
+                const char *colon = strchr(tok[i], ':');
+                if (!colon || colon == tok[i] || !colon[1] || strlen(tok[i]) >= 48 ||
+                    p->n_platforms == CC_POLICY_MAX_PLATFORMS) {
+                    snprintf(msg, len, "%s:%d: platforms wants platform keys (cpu:amx cpu:avx2 "
+                                       "cuda:sm90 ...) or any, not '%s'",
+                             name, lineno, tok[i]);
+                    return -1;
+                }
+                snprintf(p->platforms[p->n_platforms++], sizeof p->platforms[0], "%s", tok[i]);
+            }
+            if (nt < 2) {
+                snprintf(msg, len, "%s:%d: platforms wants platform keys or any", name, lineno);
+                return -1;
+            }
             continue;
         }
         if (strcmp(key, "require") == 0) {
@@ -255,7 +275,8 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
                 goto bad_word;
         } else {
             snprintf(msg, len,
-                     "%s:%d: unknown key '%s' (format, libtorch_version, require, min_passing, "
+                     "%s:%d: unknown key '%s' (format, libtorch_version, platforms, require, "
+                     "min_passing, "
                      "min_vjp_passing, shape_classes, layout_classes, edge_classes, "
                      "allow_unsupported, suspect, accumulation)",
                      name, lineno, key);
@@ -371,7 +392,10 @@ static void judge(const cc_policy *pol, cc_verdict *v)
     const cc_requirements *q = &v->req;
     const cc_capsule_stats *s = v->stats;
     if (!s) {
-        reason(v, "no case in the report");
+        if (v->platform[0])
+            reason(v, "no case on platform %s in the report", v->platform);
+        else
+            reason(v, "no case in the report");
         return;
     }
     long bad = s->counts[CC_RES_FAIL] + s->counts[CC_RES_ERROR] + s->counts[CC_RES_CRASH] +
@@ -436,10 +460,25 @@ static cc_verdict *add_verdict(cc_gate *g, size_t *cap)
     return v;
 }
 
-static int required_by(const cc_policy *pol, const char *name, cc_dtype dtype)
+static int required_by(const cc_policy *pol, const char *name, cc_dtype dtype,
+                       const char *platform)
 {
-    for (int i = 0; i < pol->n_req; i++)
+    int on_platform = pol->n_platforms == 0;
+    for (int i = 0; i < pol->n_platforms; i++)
+        on_platform |= strcmp(pol->platforms[i], platform) == 0;
+    for (int i = 0; on_platform && i < pol->n_req; i++)
         if ((pol->req[i].dtypes >> dtype & 1) && fnmatch(pol->req[i].glob, name, 0) == 0)
+            return 1;
+    return 0;
+}
+
+/* Whether the gate has a verdict on capsule x dtype (on platform, unless platform is NULL). */
+static int have_verdict(const cc_gate *g, const char *capsule, cc_dtype dtype,
+                        const char *platform)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (g->v[i].dtype == dtype && strcmp(g->v[i].capsule.name, capsule) == 0 &&
+            (!platform || strcmp(g->v[i].platform, platform) == 0))
             return 1;
     return 0;
 }
@@ -519,8 +558,9 @@ int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *
             goto oom;
         v->capsule = g->ev.v[i].capsule;
         v->dtype = g->ev.v[i].dtype;
+        memcpy(v->platform, g->ev.v[i].platform, sizeof v->platform);
         v->stats = &g->ev.v[i];
-        v->required = required_by(pol, v->capsule.name, v->dtype);
+        v->required = required_by(pol, v->capsule.name, v->dtype, v->platform);
     }
     /* required capsules the report has no case of, in catalog order */
     for (int r = 0; r < pol->n_req; r++) {
@@ -534,18 +574,19 @@ int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *
             for (int d = 0; d < CC_DTYPE_COUNT; d++) {
                 if (!(pol->req[r].dtypes >> d & 1))
                     continue;
-                int seen = 0;
-                for (size_t i = 0; i < g->n; i++)
-                    seen |= g->v[i].dtype == (cc_dtype)d &&
-                            strcmp(g->v[i].capsule.name, cat->v[c].name) == 0;
-                if (seen)
-                    continue;
-                cc_verdict *v = add_verdict(g, &cap);
-                if (!v)
-                    goto oom;
-                v->capsule = cat->v[c];
-                v->dtype = (cc_dtype)d;
-                v->required = 1;
+                /* each required platform, or (with none named) any platform at all */
+                for (int k = 0; k < (pol->n_platforms ? pol->n_platforms : 1); k++) {
+                    const char *pl = pol->n_platforms ? pol->platforms[k] : NULL;
+                    if (have_verdict(g, cat->v[c].name, (cc_dtype)d, pl))
+                        continue;
+                    cc_verdict *v = add_verdict(g, &cap);
+                    if (!v)
+                        goto oom;
+                    v->capsule = cat->v[c];
+                    v->dtype = (cc_dtype)d;
+                    snprintf(v->platform, sizeof v->platform, "%s", pl ? pl : "");
+                    v->required = 1;
+                }
             }
         }
         if (!matched) {
@@ -610,11 +651,21 @@ void cc_gate_print(const cc_gate *g, const cc_policy *pol, FILE *f)
             or_none(p->cudnn), or_none(p->gpu), p->cpu_model,
             p->tf32[0] ? p->tf32 : "not stated",
             p->deterministic[0] ? p->deterministic : "not stated", r->base_seed);
-    fprintf(f, "capcheck gate: policy %s (libtorch %s)\n", pol->name,
+    for (int i = 0; i < p->n_platforms; i++) {
+        char facts[1024];
+        cc_platform_summary(&p->platforms[i], facts, sizeof facts);
+        fprintf(f, "capcheck gate: platform %s: %s\n", p->platforms[i].key, facts);
+    }
+    fprintf(f, "capcheck gate: policy %s (libtorch %s; platforms ", pol->name,
             pol->libtorch_version[0] ? pol->libtorch_version : "any");
+    for (int i = 0; i < pol->n_platforms; i++)
+        fprintf(f, "%s%s", i ? " " : "", pol->platforms[i]);
+    fprintf(f, "%s)\n", pol->n_platforms ? "" : "any");
     for (size_t i = 0; i < g->n; i++) {
         const cc_verdict *v = &g->v[i];
-        const char *dt = v->dtype == CC_DTYPE_COUNT ? "*" : cc_dtype_name(v->dtype);
+        char dt[80];
+        snprintf(dt, sizeof dt, "%s%s%s", v->dtype == CC_DTYPE_COUNT ? "*" : cc_dtype_name(v->dtype),
+                 v->platform[0] ? " on " : "", v->platform);
         if (v->checked) {
             const cc_capsule_stats *s = v->stats;
             const ref_op *op = ref_op_find(v->capsule.op);
@@ -640,11 +691,11 @@ void cc_gate_print(const cc_gate *g, const cc_policy *pol, FILE *f)
             fprintf(f, "  - %s\n", v->reasons[k]);
     }
     if (pol->n_req)
-        fprintf(f, "capcheck gate: %d of %zu capsule x dtype checked; %d of the %d required "
-                   "checked: exit %d\n",
+        fprintf(f, "capcheck gate: %d of %zu capsule x dtype x platform checked; %d of the %d "
+                   "required checked: exit %d\n",
                 g->n_checked, g->n, g->n_required_checked, g->n_required, g->exit_code);
     else
-        fprintf(f, "capcheck gate: %d of %zu capsule x dtype checked (no require lines: every "
-                   "one must be): exit %d\n",
+        fprintf(f, "capcheck gate: %d of %zu capsule x dtype x platform checked (no require "
+                   "lines: every one must be): exit %d\n",
                 g->n_checked, g->n, g->exit_code);
 }

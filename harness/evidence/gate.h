@@ -8,7 +8,13 @@
  * libtorch version than the policy (or none), a lone shard, and a shard set with a shard
  * missing or given twice, or shards of different runs.
  *
- * Then, for every capsule x dtype in the report and every one the policy requires:
+ * Evidence is per capsule x dtype x platform (harness/run/platform.h): a run at several dispatch
+ * levels has a verdict for each. With `platforms KEY...` in the policy, a required capsule x
+ * dtype must be checked on each of those platforms (one it has no case on is named missing),
+ * and a verdict on another platform is not required; without it, every platform the report has
+ * is judged on its own.
+ *
+ * Then, for every capsule x dtype x platform in the report and every one the policy requires:
  *   checked          every requirement holds: at least min_passing passing cases (a case
  *                    whose bound was vacuous is never evidence: it counts nowhere); no case
  *                    failed, errored, crashed or timed out; no unsupported case unless
@@ -36,6 +42,7 @@
 #define CC_POLICY_MAX_PATTERNS 16
 #define CC_POLICY_MAX_REQUIRE 64
 #define CC_GATE_MAX_REASONS 12
+#define CC_POLICY_MAX_PLATFORMS 16
 
 typedef struct {
     long min_passing, min_vjp_passing;
@@ -68,6 +75,10 @@ typedef struct {
 typedef struct {
     char name[512];
     char libtorch_version[48]; /* "" = any */
+    /* platforms KEY...: the platform keys (harness/run/platform.h) the evidence must hold on; none
+     * (or `any`): each platform the report has is judged on its own */
+    int n_platforms;
+    char platforms[CC_POLICY_MAX_PLATFORMS][48];
     cc_requirements defaults;
     int n_sec, n_req;
     cc_policy_section sec[CC_POLICY_MAX_SECTIONS];
@@ -85,6 +96,7 @@ void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dt
 typedef struct {
     cc_capsule capsule;
     cc_dtype dtype;             /* CC_DTYPE_COUNT: a require line that matched nothing */
+    char platform[48];          /* the platform the evidence holds for ("" when none named) */
     const cc_capsule_stats *stats; /* NULL: no case in the report */
     int required, checked;
     cc_requirements req;

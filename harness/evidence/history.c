@@ -22,7 +22,7 @@ enum { ST_CAPCHECK, ST_LIBTORCH, ST_CUDA, ST_CUDNN, ST_GPU, ST_CPU, ST_PLATFORMS
 
 typedef struct {
     char label[128], dir[512], sha256[65];
-    char provider[256];
+    char provider[512]; /* the run's provider_description */
     char stack[ST_COUNT][128];
     char change[600]; /* "libtorch 2.15.0 -> 2.16.0; ..." ("" on the first night, or none) */
     long cases, passed, bad;

@@ -1,6 +1,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "harness/evidence/merge.h"
 
+#include "core/files.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -125,33 +127,6 @@ void cc_run_free(cc_run *r)
     memset(r, 0, sizeof *r);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *b = malloc(cap + 1);
-    while (b && (got = fread(b + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *nb = realloc(b, (cap *= 2) + 1);
-            if (!nb)
-                free(b);
-            b = nb;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!b || bad) {
-        free(b);
-        return NULL;
-    }
-    b[n] = 0;
-    *len = n;
-    return b;
-}
-
 static int get_str(const cc_json *o, const char *key, char *buf, size_t n)
 {
     const char *s;
@@ -262,7 +237,7 @@ int cc_run_load(const char *path, unsigned flags, cc_run *out, char *msg, size_t
         goto bad;
     }
     size_t n;
-    char *text = slurp(out->report_path, &n);
+    char *text = cc_read_file(out->report_path, &n);
     if (!text) {
         snprintf(msg, len, "cannot read %s: %s", out->report_path, strerror(errno));
         goto bad;
@@ -329,8 +304,20 @@ bad:
 
 /* ---- merging ------------------------------------------------------------------------------- */
 
+/* "cpu:amx cpu:avx2": the platform keys a run's provenance lists, in order. */
+static void platform_keys(const cc_provenance *p, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < p->n_platforms && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? " " : "", p->platforms[i].key);
+}
+
 static int same_setup(const cc_run *a, const cc_run *b, char *msg, size_t len)
 {
+    char ka[CC_MAX_PLATFORMS * 50], kb[CC_MAX_PLATFORMS * 50];
+    platform_keys(&a->prov, ka, sizeof ka);
+    platform_keys(&b->prov, kb, sizeof kb);
     const char *what = NULL, *va = "", *vb = "";
 #define CMP(field, name)                                                                     \
     if (!what && strcmp(a->field, b->field) != 0) {                                          \
@@ -343,6 +330,8 @@ static int same_setup(const cc_run *a, const cc_run *b, char *msg, size_t len)
     CMP(case_files, "case files")
     CMP(prov.git_commit, "capcheck commit")
     CMP(prov.capcheck_version, "capcheck version")
+    if (!what && strcmp(ka, kb) != 0) /* shards of one run run on the same platforms */
+        what = "platforms", va = ka, vb = kb;
 #undef CMP
     if (!what && a->base_seed != b->base_seed)
         what = "base seed", va = "", vb = "";

@@ -10,7 +10,8 @@
  *
  * capcheck merge DIR... --out OUT reads the shard folders (report.json, its .sha256 seal,
  * results.jsonl), refuses a set it cannot trust (one sentence each: an unsealed or altered
- * report, results that do not match their report's digest, shards of different runs or set-ups,
+ * report, results that do not match their report's digest, shards of different runs, set-ups or
+ * platforms,
  * a shard missing or given twice, cases in two shards or in none), and writes OUT as one
  * unsharded run would have: results.jsonl in case order, report.json (equal to the unsharded
  * report but for "timing"), report.json.sha256, report.md, report.junit.xml. */
@@ -39,7 +40,7 @@ typedef struct {
     int sealed;      /* 1: report.json.sha256 exists and matches; 0: there is none */
     cc_json *json;   /* the parsed report (NULL for a merge made in memory) */
     cc_provenance prov;
-    char provider_description[256], case_files[512], command[512];
+    char provider_description[512], case_files[512], command[512];
     char accumulation[16]; /* report.json's judgement.accumulation ("strict" when absent) */
     unsigned long long base_seed;
     long cases;

@@ -1,5 +1,7 @@
 #include "harness/report/capsules.h"
 
+#include "core/files.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,28 +132,11 @@ int cc_catalog_load(const char *path, cc_catalog *out, char *msg, size_t len)
 {
     if (!path)
         return cc_catalog_parse(cc_embedded_capsules_tsv, "embedded:capsules.tsv", out, msg, len);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(msg, len, "%s: cannot open the capsule catalog: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t cap = 1 << 16, n = 0, got;
-    char *text = malloc(cap + 1);
-    while (text && (got = fread(text + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *t = realloc(text, (cap *= 2) + 1);
-            if (!t)
-                free(text);
-            text = t;
-        }
-    }
-    fclose(f);
+    char *text = cc_read_file(path, NULL);
     if (!text) {
-        snprintf(msg, len, "out of memory");
+        snprintf(msg, len, "%s: cannot read the capsule catalog: %s", path, strerror(errno));
         return -1;
     }
-    text[n] = 0;
     int rc = cc_catalog_parse(text, path, out, msg, len);
     free(text);
     return rc;

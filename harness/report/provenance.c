@@ -74,28 +74,6 @@ int cc_provenance_collect(cc_provenance *p, int n, const char *const *paths,
     return 0;
 }
 
-void cc_describe_item(const char *desc, const char *key, char *buf, size_t n)
-{
-    buf[0] = 0;
-    size_t kl = strlen(key);
-    for (const char *s = desc ? desc : ""; *s;) {
-        while (*s == ' ' || *s == ';')
-            s++;
-        size_t item = strcspn(s, ";");
-        if (item > kl && strncmp(s, key, kl) == 0 && s[kl] == ' ') {
-            const char *v = s + kl + 1;
-            size_t vl = item - kl - 1;
-            while (vl && v[vl - 1] == ' ')
-                vl--;
-            if (vl >= 4 && strncmp(v, "none", 4) == 0)
-                return;
-            snprintf(buf, n, "%.*s", (int)vl, v);
-            return;
-        }
-        s += item;
-    }
-}
-
 static void jstr_or_null(FILE *f, const char *s)
 {
     if (s[0])
@@ -140,7 +118,12 @@ void cc_provenance_write_json(FILE *f, const cc_provenance *p, const char *desc,
             cc_json_write_string(f, p->files[i].path);
             fprintf(f, ", \"sha256\": \"%s\"}", p->files[i].sha256);
         }
-        fputs("]},\n", f);
+        fputs("]", f);
+        if (p->n_platforms) {
+            fputs(",\n    \"platforms\": ", f);
+            cc_platforms_write_json(f, p->platforms, p->n_platforms);
+        }
+        fputs("},\n", f);
         const cc_shard_info *s = &p->shard;
         if (s->present) {
             fprintf(f,
@@ -231,6 +214,10 @@ int cc_provenance_from_json(const cc_json *rep, cc_provenance *p, char *msg, siz
             copy_str(e, "sha256", pf->sha256, sizeof pf->sha256, 1, msg, len))
             return -1;
     }
+    const cc_json *pl = cc_json_get(o, "platforms");
+    if (pl && cc_platforms_from_json(pl, p->platforms, CC_MAX_PLATFORMS, &p->n_platforms, msg,
+                                     len))
+        return -1;
     const cc_json *s = cc_json_get(rep, "shard");
     if (s) {
         cc_shard_info *si = &p->shard;
@@ -288,6 +275,10 @@ static void digest_num(cc_sha256_ctx *d, double x)
 void cc_results_digest_add(cc_sha256_ctx *d, const cc_result *r)
 {
     cc_sha256_update(d, r->provider, strlen(r->provider));
+    if (r->platform[0]) { /* only where stamped: digests of results without one unchanged */
+        cc_sha256_update(d, "\tP\t", 3);
+        cc_sha256_update(d, r->platform, strlen(r->platform));
+    }
     cc_sha256_update(d, "\t", 1);
     cc_sha256_update(d, r->line, strlen(r->line));
     const char *st = cc_result_status_name(r->status);

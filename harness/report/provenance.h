@@ -9,7 +9,9 @@
  * separated by "; " (e.g. "libtorch 2.15.0; threads 1; tf32 off; deterministic off; cuda none"):
  * libtorch, cuda, cudnn, gpu, tf32, deterministic, threads, attention (the attention backend,
  * e.g. "composed (no SDPA)"). A value starting with "none" and an item the provider does not
- * state are both written as null. */
+ * state are both written as null. The platforms (harness/run/platform.h) are listed with their facts:
+ * ATen's CPU capability, oneDNN's version and ISA, the BLAS, the CPU flags, the overrides, and on
+ * CUDA the GPU and library versions. */
 #ifndef CAPCHECK_PROVENANCE_H
 #define CAPCHECK_PROVENANCE_H
 
@@ -18,6 +20,7 @@
 #include <stdio.h>
 
 #include "core/json.h"
+#include "harness/run/platform.h"
 #include "harness/run/runner.h"
 #include "core/sha256.h"
 
@@ -51,6 +54,10 @@ typedef struct {
      * the provider description every time); "" = not stated or none */
     char libtorch[48], cuda[48], cudnn[48], gpu[128], tf32[64], deterministic[48], threads[16];
     char attention[48];
+    /* what selects the kernels (harness/run/platform.h), one entry per platform the results name,
+     * in run order; written as "platforms" when there is one */
+    int n_platforms;
+    cc_platform platforms[CC_MAX_PLATFORMS];
 } cc_provenance;
 
 /* This build's version and commit, this machine's CPU model, and the hash of every case file:
@@ -60,8 +67,7 @@ int cc_provenance_collect(cc_provenance *p, int n, const char *const *paths,
                           const char *const *texts, char *msg, size_t len);
 const char *cc_git_commit(void); /* the commit capcheck was built from, "-dirty" if modified */
 
-/* The value of item `key` in a provider description ("" when absent or "none..."). */
-void cc_describe_item(const char *desc, const char *key, char *buf, size_t n);
+/* cc_describe_item (a description's "key value" items) is in harness/run/platform.h. */
 
 /* report.json's "provenance", optional "shard" and "results_digest" members, each on its own
  * line(s) beginning with two spaces and ending with ",\n". */

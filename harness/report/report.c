@@ -58,6 +58,10 @@ void cc_result_write_json(FILE *f, const cc_result *r)
     fprintf(f, ",\"dtype\":\"%s\",\"device\":\"%s\",\"layout\":\"%s\",\"provider\":",
             cc_dtype_name(r->dtype), cc_device_name(r->device), cc_layout_name(r->layout));
     cc_json_write_string(f, r->provider);
+    if (r->platform[0]) {
+        fputs(",\"platform\":", f);
+        cc_json_write_string(f, r->platform);
+    }
     fputs(",\"vjp_mode\":", f);
     cc_json_write_string(f, r->vjp_mode);
     fprintf(f, ",\"status\":\"%s\",\"checked_fwd\":%s,\"checked_vjp\":%s,\"fwd_ratio\":",
@@ -126,6 +130,7 @@ void cc_report_free(cc_report *rep)
 {
     free(rep->rows);
     free(rep->witnessed);
+    free(rep->judged);
     memset(rep, 0, sizeof *rep);
 }
 
@@ -134,7 +139,7 @@ static cc_report_row *find_row(cc_report *rep, const cc_result *r)
     for (size_t i = 0; i < rep->n; i++) {
         cc_report_row *row = &rep->rows[i];
         if (strcmp(row->op, r->op) == 0 && row->dtype == r->dtype && row->device == r->device &&
-            strcmp(row->provider, r->provider) == 0)
+            strcmp(row->provider, r->provider) == 0 && strcmp(row->platform, r->platform) == 0)
             return row;
     }
     if (rep->n == rep->cap) {
@@ -149,14 +154,41 @@ static cc_report_row *find_row(cc_report *rep, const cc_result *r)
     memset(row, 0, sizeof *row);
     snprintf(row->op, sizeof row->op, "%s", r->op);
     snprintf(row->provider, sizeof row->provider, "%s", r->provider);
+    memcpy(row->platform, r->platform, sizeof row->platform);
     snprintf(row->vjp_mode, sizeof row->vjp_mode, "%s", r->vjp_mode);
     row->dtype = r->dtype;
     row->device = r->device;
     return row;
 }
 
+static int judge(cc_report *rep, const cc_result *r)
+{
+    char msg[1024];
+    cc_expect_outcome o = cc_expect_judge(cc_expect_find(rep->expect, r->line), r, msg,
+                                          sizeof msg);
+    rep->expect_counts[o]++;
+    if (o == CC_EXPECT_NONE)
+        return 0;
+    if (rep->n_judged == rep->cap_judged) {
+        size_t cap = rep->cap_judged ? 2 * rep->cap_judged : 16;
+        cc_report_judged *j = realloc(rep->judged, cap * sizeof *j);
+        if (!j)
+            return -1;
+        rep->judged = j;
+        rep->cap_judged = cap;
+    }
+    cc_report_judged *j = &rep->judged[rep->n_judged++];
+    memcpy(j->line, r->line, sizeof j->line);
+    memcpy(j->platform, r->platform, sizeof j->platform);
+    j->outcome = o;
+    snprintf(j->msg, sizeof j->msg, "%s", msg);
+    return 0;
+}
+
 int cc_report_add(cc_report *rep, const cc_result *r)
 {
+    if (rep->expect && judge(rep, r))
+        return -1;
     cc_report_row *row = find_row(rep, r);
     if (!row)
         return -1;
@@ -283,6 +315,10 @@ static void write_json(const cc_report *rep, FILE *f)
                 op ? op->report_name : row->op, cc_dtype_name(row->dtype),
                 cc_device_name(row->device));
         cc_json_write_string(f, row->provider);
+        if (row->platform[0]) {
+            fputs(", \"platform\": ", f);
+            cc_json_write_string(f, row->platform);
+        }
         fputs(", \"vjp_mode\": ", f);
         cc_json_write_string(f, row->vjp_mode);
         fprintf(f, ", \"cases\": %ld", row->cases);
@@ -386,6 +422,30 @@ static void write_witnessed_markdown(const cc_report *rep, FILE *f)
                 rep->n_witnessed - MD_WITNESSED_ROWS);
 }
 
+/* The cases judged against the case files' "#! seen" directives (harness/report/expect.h). */
+static void write_expectations_markdown(const cc_report *rep, FILE *f)
+{
+    if (!rep->expect)
+        return;
+    fprintf(f, "\n## Expectations (\"#! seen\" in the case files)\n\n");
+    for (int o = 1; o < CC_EXPECT_COUNT; o++)
+        fprintf(f, "%s%s %ld%s", o == 1 ? "Outcomes: " : "",
+                cc_expect_outcome_name((cc_expect_outcome)o), rep->expect_counts[o],
+                o + 1 < CC_EXPECT_COUNT ? ", " : ". ");
+    fprintf(f, "Broken, crash and unexpected are failures; did-not-reproduce (an expected deviation "
+               "passed on a platform where it was never seen) and also-seen are news, not "
+               "failures.\n\n");
+    if (!rep->n_judged)
+        return;
+    fprintf(f, "| outcome | platform | case | what |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < rep->n_judged; i++) {
+        const cc_report_judged *j = &rep->judged[i];
+        fprintf(f, "| %s%s%s | %s | `%s` | %s |\n", cc_expect_is_failure(j->outcome) ? "**" : "",
+                cc_expect_outcome_name(j->outcome), cc_expect_is_failure(j->outcome) ? "**" : "",
+                j->platform[0] ? j->platform : "-", j->line, j->msg);
+    }
+}
+
 static void write_markdown(const cc_report *rep, FILE *f)
 {
     fprintf(f, "# capcheck report\n\n");
@@ -409,6 +469,11 @@ static void write_markdown(const cc_report *rep, FILE *f)
                                                   : "f16/bf16 sums in float32, one rounding to "
                                                     "the dtype",
             rep->vacuous, rep->suspect, CC_SUSPECT_LAMBDA);
+    for (int i = 0; i < rep->provenance.n_platforms; i++) {
+        char facts[1024];
+        cc_platform_summary(&rep->provenance.platforms[i], facts, sizeof facts);
+        fprintf(f, "- platform **%s**: %s\n", rep->provenance.platforms[i].key, facts);
+    }
     fprintf(f, "\nThe bound ratio is error / (c_op * u(dtype) * m_i + floor): at most 1 passes.\n");
     size_t *order = malloc((rep->n ? rep->n : 1) * sizeof *order);
     if (!order)
@@ -421,20 +486,23 @@ static void write_markdown(const cc_report *rep, FILE *f)
             continue;
         if (!any++)
             fprintf(f, "\n## Not passing (first case of each row; rerun with capcheck repro)\n\n");
-        fprintf(f, "- %s %s: %s\n  `capcheck repro '%s'`\n", row->op, cc_dtype_name(row->dtype),
+        fprintf(f, "- %s %s%s%s: %s\n  `capcheck repro '%s'`\n", row->op,
+                cc_dtype_name(row->dtype), row->platform[0] ? " on " : "", row->platform,
                 row->first_failure_msg, row->first_failure);
     }
     write_witnessed_markdown(rep, f);
+    write_expectations_markdown(rep, f);
     fprintf(f, "\n## Rows, worst first\n\n");
-    fprintf(f, "| op | dtype | device | provider | vjpMode | cases | passed | failed | "
+    fprintf(f, "| op | dtype | device | platform | provider | vjpMode | cases | passed | failed | "
                "unsupported | errors | vacuous | suspect | worst ratio | worst case |\n");
-    fprintf(f, "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    fprintf(f, "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (size_t k = 0; k < rep->n; k++) {
         const cc_report_row *row = &rep->rows[order[k]];
         fprintf(f,
-                "| %s | %s | %s | %s | %s | %ld | %ld | %ld | %ld | %ld | %ld | %ld | %.3g | "
+                "| %s | %s | %s | %s | %s | %s | %ld | %ld | %ld | %ld | %ld | %ld | %ld | %.3g | "
                 "`%s` |\n",
-                row->op, cc_dtype_name(row->dtype), cc_device_name(row->device), row->provider,
+                row->op, cc_dtype_name(row->dtype), cc_device_name(row->device),
+                row->platform[0] ? row->platform : "-", row->provider,
                 row->vjp_mode, row->cases, row->counts[CC_RES_PASS], row->counts[CC_RES_FAIL],
                 row->counts[CC_RES_UNSUPPORTED],
                 row->counts[CC_RES_ERROR] + row->counts[CC_RES_CRASH] +

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 
+#include "harness/report/expect.h"
 #include "harness/report/provenance.h"
 #include "harness/run/runner.h"
 #include "core/sha256.h"
@@ -16,11 +17,14 @@
 
 void cc_result_write_json(FILE *f, const cc_result *r);
 
+/* One row per op x dtype x device x provider x platform (harness/run/platform.h; "" for results
+ * that name none). */
 typedef struct {
     char op[32];
     cc_dtype dtype;
     cc_device device;
     char provider[32];
+    char platform[48];
     char vjp_mode[24];
     long counts[CC_RES_COUNT];
     long cases;
@@ -30,6 +34,14 @@ typedef struct {
     char first_failure[CC_CASE_LINE_MAX];
     char first_failure_msg[384];
 } cc_report_row;
+
+/* One result judged against its expectation. */
+typedef struct {
+    char line[CC_CASE_LINE_MAX];
+    char platform[48];
+    cc_expect_outcome outcome;
+    char msg[1024];
+} cc_report_judged;
 
 typedef struct {
     cc_report_row *rows;
@@ -46,7 +58,7 @@ typedef struct {
     double wall_seconds;
     long session_cases; /* cases this session ran (fewer than cases after --resume) */
     int resumed;
-    char provider_description[256];
+    char provider_description[512];
     char case_files[512];
     unsigned long long base_seed;
     char command[512];
@@ -57,6 +69,12 @@ typedef struct {
     cc_result *witnessed;
     size_t n_witnessed, cap_witnessed;
     long verdicts[CC_VERDICT_COUNT];
+    /* expectations (harness/report/expect.h; NULL: none): every added result is judged against
+     * them; report.md lists each judged case that has an expectation or did not pass */
+    const cc_expectations *expect;
+    long expect_counts[CC_EXPECT_COUNT];
+    cc_report_judged *judged;
+    size_t n_judged, cap_judged;
 } cc_report;
 
 void cc_report_init(cc_report *rep);

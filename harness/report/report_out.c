@@ -36,8 +36,17 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
             failures, errors, skipped);
     fprintf(f, "    <properties>\n      <property name=\"provider\" value=\"");
     cc_html_text(f, rep->provider_description);
-    fprintf(f, "\"/>\n      <property name=\"base_seed\" value=\"%llu\"/>\n    </properties>\n",
-            rep->base_seed);
+    fprintf(f, "\"/>\n      <property name=\"base_seed\" value=\"%llu\"/>\n", rep->base_seed);
+    for (int i = 0; i < rep->provenance.n_platforms; i++) {
+        char facts[1024];
+        cc_platform_summary(&rep->provenance.platforms[i], facts, sizeof facts);
+        fputs("      <property name=\"platform ", f);
+        cc_html_text(f, rep->provenance.platforms[i].key);
+        fputs("\" value=\"", f);
+        cc_html_text(f, facts);
+        fputs("\"/>\n", f);
+    }
+    fputs("    </properties>\n", f);
     for (size_t i = 0; i < rep->n; i++) {
         const cc_report_row *r = &rep->rows[i];
         cc_capsule adhoc;
@@ -45,8 +54,13 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
                                                    r->op, r->vjp_mode, &adhoc);
         fprintf(f, "    <testcase classname=\"");
         cc_html_text(f, cap->name);
-        fprintf(f, "\" name=\"%s %s %s\">\n", r->op, cc_dtype_name(r->dtype),
+        fprintf(f, "\" name=\"%s %s %s", r->op, cc_dtype_name(r->dtype),
                 cc_device_name(r->device));
+        if (r->platform[0]) {
+            fputs(" on ", f);
+            cc_html_text(f, r->platform);
+        }
+        fputs("\">\n", f);
         long errs = r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] + r->counts[CC_RES_TIMEOUT];
         if (errs || r->counts[CC_RES_FAIL]) {
             const char *tag = errs ? "error" : "failure";

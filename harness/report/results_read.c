@@ -122,6 +122,7 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         get_text(o, "device", device, sizeof device, 1, msg, len) ||
         get_text(o, "layout", layout, sizeof layout, 1, msg, len) ||
         get_text(o, "provider", r->provider, sizeof r->provider, 1, msg, len) ||
+        get_text(o, "platform", r->platform, sizeof r->platform, 0, msg, len) ||
         get_text(o, "vjp_mode", r->vjp_mode, sizeof r->vjp_mode, 0, msg, len) ||
         get_text(o, "status", status, sizeof status, 1, msg, len) ||
         get_text(o, "message", r->message, sizeof r->message, 0, msg, len))

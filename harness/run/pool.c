@@ -45,7 +45,8 @@ typedef struct {
     uint64_t tag;
     int32_t init_ok;
     char text[512];        /* hello: the init failure sentence */
-    char description[256]; /* hello: provider describe() */
+    char description[512]; /* hello: provider describe() */
+    cc_platform platform[CC_DEVICE_COUNT]; /* hello: per initialised device (key "" if not) */
     cc_result r;           /* result */
     cc_witness witness;    /* witness */
 } res_msg;
@@ -60,6 +61,7 @@ typedef struct {
     int witness; /* the job's witness index, or PRIMARY_JOB */
     cc_case c;
     size_t have;
+    char platform[CC_DEVICE_COUNT][CC_PLATFORM_KEY_MAX]; /* from its hello */
     res_msg in;
 } worker;
 
@@ -97,7 +99,8 @@ struct cc_pool {
     pid_t parent;
     int fatal;
     char fatal_msg[512];
-    char description[256];
+    char description[512];
+    cc_platform platform[CC_DEVICE_COUNT]; /* the first worker's (key "": not initialised) */
     struct sigaction old_pipe;
     int pipe_saved;
     held_item *held;
@@ -330,6 +333,26 @@ static void witness_done(cc_pool *pool, uint64_t tag, int k, const cc_witness *w
     }
 }
 
+/* ---- platforms ------------------------------------------------------------------------------ */
+
+/* After init, in the process that ran it: the platform of every device the pool initialised. */
+static void detect_platforms(const cc_pool_config *cfg, const char *desc,
+                             cc_platform out[CC_DEVICE_COUNT])
+{
+    for (int d = 0; d < CC_DEVICE_COUNT; d++) {
+        memset(&out[d], 0, sizeof out[d]);
+        if (cfg->devices & (1u << d))
+            cc_platform_detect(desc[0] ? desc : cfg->provider->name, (cc_device)d,
+                               cc_level_name(cfg->cpu_level), &out[d]);
+    }
+}
+
+static void stamp(cc_result *r, const char keys[CC_DEVICE_COUNT][CC_PLATFORM_KEY_MAX])
+{
+    snprintf(r->platform, sizeof r->platform, "%s",
+             (unsigned)r->device < CC_DEVICE_COUNT ? keys[r->device] : "");
+}
+
 /* ---- the worker process ------------------------------------------------------------------- */
 
 static _Noreturn void worker_exit(int code)
@@ -358,6 +381,7 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    cc_level_apply(pool->cfg.cpu_level); /* before ATen or oneDNN first read it */
     const cc_provider *p = pool->cfg.provider;
     res_msg m;
     memset(&m, 0, sizeof m);
@@ -378,6 +402,8 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
     }
     if (m.init_ok && p->describe)
         p->describe(p->ctx, m.description, sizeof m.description);
+    if (m.init_ok)
+        detect_platforms(&pool->cfg, m.description, m.platform);
     witness_readiness ready;
     if (m.init_ok)
         init_witnesses(&pool->cfg, &ready);
@@ -524,6 +550,7 @@ static void made_up_result(const cc_pool *pool, const worker *w, cc_result_statu
     r->status = s;
     snprintf(r->message, sizeof r->message, "%s", msg);
     r->seconds = cc_monotonic_seconds() - w->started;
+    stamp(r, w->platform);
 }
 
 /* Worker k is gone (`why` says how, unless it timed out); its case becomes a crash or timeout
@@ -607,10 +634,15 @@ static void handle_message(cc_pool *pool, int k)
             w->state = W_DEAD;
             return;
         }
+        for (int d = 0; d < CC_DEVICE_COUNT; d++) {
+            cc_platform_end_strings(&m->platform[d]); /* plain data from another process */
+            memcpy(w->platform[d], m->platform[d].key, sizeof w->platform[d]);
+        }
         if (!pool->description[0]) {
             m->description[sizeof m->description - 1] = 0;
             snprintf(pool->description, sizeof pool->description, "%s",
                      m->description[0] ? m->description : pool->cfg.provider->name);
+            memcpy(pool->platform, m->platform, sizeof pool->platform);
         }
         w->state = W_IDLE;
         return;
@@ -626,6 +658,7 @@ static void handle_message(cc_pool *pool, int k)
         r->message[sizeof r->message - 1] = r->worst_output[sizeof r->worst_output - 1] = 0;
         r->worst_index[sizeof r->worst_index - 1] = r->worst_inputs[sizeof r->worst_inputs - 1] = 0;
         r->n_witnesses = 0;
+        stamp(r, w->platform);
         primary_done(pool, w->tag, &w->c, r);
         w->state = W_IDLE;
         return;
@@ -836,6 +869,7 @@ int cc_pool_start(const cc_pool_config *cfg, cc_pool **out, char *msg, size_t ms
     pool->parent = getpid();
     const cc_provider *p = cfg->provider;
     if (pool->cfg.in_process) {
+        cc_level_apply(pool->cfg.cpu_level); /* this process is the worker */
         for (int d = 0; d < CC_DEVICE_COUNT; d++) {
             if (!(pool->cfg.devices & (1u << d)) || !p->init)
                 continue;
@@ -854,6 +888,7 @@ int cc_pool_start(const cc_pool_config *cfg, cc_pool **out, char *msg, size_t ms
             p->describe(p->ctx, pool->description, sizeof pool->description);
         if (!pool->description[0])
             snprintf(pool->description, sizeof pool->description, "%s", p->name);
+        detect_platforms(&pool->cfg, pool->description, pool->platform);
         *out = pool;
         return 0;
     }
@@ -898,6 +933,12 @@ const char *cc_pool_description(const cc_pool *pool)
     return pool->description;
 }
 
+const cc_platform *cc_pool_platform(const cc_pool *pool, cc_device dev)
+{
+    return (unsigned)dev < CC_DEVICE_COUNT && pool->platform[dev].key[0] ? &pool->platform[dev]
+                                                                         : NULL;
+}
+
 int cc_pool_size(const cc_pool *pool)
 {
     return pool->cfg.in_process ? 1 : pool->n;
@@ -913,6 +954,8 @@ int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, siz
     if (pool->cfg.in_process) {
         cc_result r;
         cc_run_case_judged(pool->cfg.provider, c, &pool->cfg.judging, &r);
+        snprintf(r.platform, sizeof r.platform, "%s",
+                 (unsigned)r.device < CC_DEVICE_COUNT ? pool->platform[r.device].key : "");
         if (pool->cfg.n_witnesses && cc_witness_wanted(&r)) {
             cc_probe probe;
             cc_witness_probe_of(&r, &probe);

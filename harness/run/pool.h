@@ -11,7 +11,8 @@
  * Protocol: one pipe each way per worker, fixed-size plain-data messages.
  *   parent -> worker  job    {magic, tag, cc_case}        (cc_case is plain data; its op
  *                                                          pointer is valid after fork)
- *   worker -> parent  hello  {magic, kind=hello, init status, sentence, description}
+ *   worker -> parent  hello  {magic, kind=hello, init status, sentence, description,
+ *                             the platform of every device it initialised}
  *                     result {magic, kind=result, tag, cc_result}
  * A worker runs the whole case (materialize, reference, provider, compare: cc_run_case) and
  * writes one result per job.
@@ -49,6 +50,7 @@
 #include <stdint.h>
 
 #include "harness/case/case.h"
+#include "harness/run/platform.h"
 #include "harness/run/runner.h"
 
 #define CC_POOL_DEFAULT_TIMEOUT 10.0
@@ -67,6 +69,8 @@ typedef struct {
                                     time, no crash isolation (for debuggers) */
     const cc_provider *const *witnesses; /* not initialised; the array outlives the pool */
     int n_witnesses;                     /* 0 .. CC_MAX_WITNESSES */
+    int cpu_level; /* harness/run/platform.h: the CPU dispatch level each worker sets in its own
+                      environment before it initialises anything; 0 (native) sets nothing */
     cc_judging judging;                  /* how every case and witness is judged (compare.h) */
 } cc_pool_config;
 
@@ -82,6 +86,10 @@ const char *cc_signal_name(int sig);
 int cc_pool_start(const cc_pool_config *cfg, cc_pool **out, char *msg, size_t msg_len);
 /* The provider's describe() text as a worker reported it (its name when it has none). */
 const char *cc_pool_description(const cc_pool *pool);
+/* The platform (harness/run/platform.h) the first worker derived on device dev after init, from
+ * the provider's description, its environment and the CPU; NULL when the pool did not
+ * initialise that device. Every result the pool returns carries its worker's platform key. */
+const cc_platform *cc_pool_platform(const cc_pool *pool, cc_device dev);
 int cc_pool_size(const cc_pool *pool);
 
 /* Hand case c to a worker, waiting for one to be free (results that finish meanwhile are

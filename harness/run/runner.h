@@ -51,6 +51,9 @@ typedef struct {
     cc_device device;
     cc_layout layout;
     char provider[32];
+    /* the platform key (harness/run/platform.h) of the worker that ran the case, stamped by the
+     * worker pool; "" for a case run in process without one */
+    char platform[48];
     char vjp_mode[24];
     cc_result_status status;
     char message[384];

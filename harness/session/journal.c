@@ -81,6 +81,14 @@ int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t 
         fputs(",\n  \"witnesses\": ", f);
         cc_json_write_string(f, ri->witnesses);
     }
+    if (ri->cpu_levels[0]) {
+        fputs(",\n  \"cpu_capability\": ", f);
+        cc_json_write_string(f, ri->cpu_levels);
+    }
+    if (ri->n_platforms) {
+        fputs(",\n  \"platforms\": ", f);
+        cc_platforms_write_json(f, ri->platforms, ri->n_platforms);
+    }
     fputs("\n}\n", f);
     if (cc_write_atomic_close(&w, 0, CC_WRITE_SYNC)) {
         snprintf(msg, msg_len, "cannot write %s: %s", path, strerror(errno));
@@ -90,48 +98,15 @@ int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t 
     return 0;
 }
 
-static char *read_whole(const char *path, size_t *len, int *missing)
-{
-    *missing = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *missing = errno == ENOENT;
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap)
-            break;
-        char *b = realloc(buf, cap *= 2);
-        if (!b) {
-            free(buf);
-            buf = NULL;
-        } else
-            buf = b;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 int cc_run_info_read(const char *dir, cc_run_info *ri, char *msg, size_t msg_len)
 {
     memset(ri, 0, sizeof *ri);
     char path[1024];
     path_in(dir, "run.json", path, sizeof path);
     size_t len = 0;
-    int missing;
-    char *text = read_whole(path, &len, &missing);
+    char *text = cc_read_file(path, &len);
     if (!text) {
-        if (missing)
+        if (errno == ENOENT)
             return 1;
         snprintf(msg, msg_len, "cannot read %s: %s", path, strerror(errno));
         return -1;
@@ -171,6 +146,15 @@ int cc_run_info_read(const char *dir, cc_run_info *ri, char *msg, size_t msg_len
             snprintf(ri->witnesses, sizeof ri->witnesses, "%s", s);
         snprintf(ri->judging, sizeof ri->judging, "%s",
                  cc_json_string(o, "judging", &s) ? "strict" : s);
+        if (!cc_json_string(o, "cpu_capability", &s))
+            snprintf(ri->cpu_levels, sizeof ri->cpu_levels, "%s", s);
+        const cc_json *pl = cc_json_get(o, "platforms");
+        char pwhy[256];
+        if (pl && cc_platforms_from_json(pl, ri->platforms, CC_MAX_PLATFORMS, &ri->n_platforms,
+                                         pwhy, sizeof pwhy)) {
+            snprintf(msg, msg_len, "%s: %s", path, pwhy);
+            rc = -1;
+        }
     }
     cc_json_free(o);
     return rc;
@@ -184,10 +168,11 @@ void cc_journal_scan_free(cc_journal_scan *s)
     memset(s, 0, sizeof *s);
 }
 
-int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t n, cc_journal_scan *out,
-                        char *msg, size_t msg_len)
+int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t cases_n, size_t copies,
+                        cc_journal_scan *out, char *msg, size_t msg_len)
 {
     memset(out, 0, sizeof *out);
+    size_t n = cases_n * (copies ? copies : 1);
     out->n_cases = n;
     out->offset = malloc((n ? n : 1) * sizeof *out->offset);
     if (!out->offset) {
@@ -253,7 +238,7 @@ int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t n, cc_jour
             rc = -1;
             break;
         }
-        cc_case_print(&cases[index], canon, sizeof canon);
+        cc_case_print(&cases[(size_t)index % cases_n], canon, sizeof canon);
         if (strcmp(canon, r.line) != 0) {
             snprintf(msg, msg_len,
                      "%s line %ld records case %lld as '%s' but this run's case %lld is '%s': "

@@ -4,9 +4,14 @@
  *                      {"schema":"capcheck-run/1", "cases":N, "case_list_hash":"fnv1a64:...",
  *                       "provider":..., "provider_description":..., "case_files":...,
  *                       "base_seed":..., "command":..., "judging":"strict"
- *                       [, "witnesses":"openblas,reference"]}
+ *                       [, "witnesses":"openblas,reference"]
+ *                       [, "cpu_capability":"avx2,default"][, "platforms":[...]]}
  *                      judging: the accumulation mode, ", power" added for --power (a run.json
  *                      without it is a strict run of a capcheck that had no other).
+ *                      With --cpu-capability, the run is every case once per level, level by
+ *                      level: record index = level position x cases + case index. "platforms"
+ *                      (harness/run/platform.h) grows as each level's workers report theirs, so a
+ *                      resume knows the platform of a level it does not run again.
  *                      The hash is FNV-1a 64 over the canonical line of every case of the run,
  *                      in order, each followed by '\n' (after --op filtering: the run's cases
  *                      are the ones it runs).
@@ -42,13 +47,16 @@ typedef struct {
     uint64_t n_cases;
     uint64_t case_hash;
     char provider[64];
-    char provider_description[256];
+    char provider_description[512];
     char case_files[512];
     char command[512];
     unsigned long long base_seed;
     char witnesses[256]; /* the witness providers' names, comma-separated; "" (and no member in
                             run.json) for a run without witnesses */
     char judging[32];    /* "strict", "relaxed", "strict, power", ... (cc_judging_describe) */
+    char cpu_levels[128]; /* --cpu-capability, the levels in run order ("" without it) */
+    int n_platforms;      /* the platforms the run's workers reported, in level order */
+    cc_platform platforms[CC_MAX_PLATFORMS];
 } cc_run_info;
 
 uint64_t cc_case_list_hash(const cc_case *cases, size_t n);
@@ -67,11 +75,12 @@ typedef struct {
     int duplicates;     /* later records of an already recorded case, ignored */
 } cc_journal_scan;
 
-/* Scan DIR/results.jsonl against the run's cases (a missing journal is an empty one).
+/* Scan DIR/results.jsonl against the run's cases, run `copies` times (the dispatch levels; 1
+ * without them): record index k is case k % n (a missing journal is an empty one).
  * Returns 0, or -1 with one sentence in msg: a record of another case list, damage in the
  * middle, an unreadable file. */
-int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t n, cc_journal_scan *out,
-                        char *msg, size_t msg_len);
+int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t n, size_t copies,
+                        cc_journal_scan *out, char *msg, size_t msg_len);
 void cc_journal_scan_free(cc_journal_scan *s);
 
 /* Add every recorded result to rep in case-index order (deterministic whatever order the

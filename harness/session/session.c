@@ -25,6 +25,8 @@ typedef struct {
     const cc_session_opts *o;
     cc_journal *journal;
     size_t done, total, passed;
+    size_t level_done, level_passed; /* of the level running */
+    const char *level;               /* its name when --cpu-capability gave levels, else NULL */
     double last_progress;
     int failed; /* the journal could not be written */
     char msg[512];
@@ -37,15 +39,30 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
         s->failed = 1;
     s->done++;
     s->passed += r->status == CC_RES_PASS;
+    s->level_done++;
+    s->level_passed += r->status == CC_RES_PASS;
     if (!log)
         return;
-    if (r->status != CC_RES_PASS) {
+    char said[1024];
+    cc_expect_outcome judged = CC_EXPECT_NONE;
+    if (s->o->expect)
+        judged = cc_expect_judge(cc_expect_find(s->o->expect, r->line), r, said, sizeof said);
+    if (s->o->expect && judged != CC_EXPECT_NONE && judged != CC_EXPECT_REPRODUCED) {
         if (s->o->tty)
             fprintf(log, "\r\033[K");
-        fprintf(log, "%s: %s\n  capcheck repro '%s'\n", cc_result_status_name(r->status),
-                r->message, r->line);
+        fprintf(log, "%s: %s\n  capcheck repro '%s'%s%s\n", cc_expect_outcome_name(judged), said,
+                r->line, s->level ? " --cpu-capability " : "", s->level ? s->level : "");
+    } else if (r->status != CC_RES_PASS && !s->o->expect) {
+        if (s->o->tty)
+            fprintf(log, "\r\033[K");
+        if (s->level)
+            fprintf(log, "%s on %s: %s\n  capcheck repro '%s' --cpu-capability %s\n",
+                    cc_result_status_name(r->status), r->platform, r->message, r->line,
+                    s->level);
+        else
+            fprintf(log, "%s: %s\n  capcheck repro '%s'\n", cc_result_status_name(r->status),
+                    r->message, r->line);
         if (r->n_witnesses) {
-            char said[1024];
             cc_witness_summary(r, said, sizeof said);
             fprintf(log, "  witnesses: %s\n", said);
         }
@@ -67,6 +84,16 @@ static void witness_names(const cc_session_opts *o, char *buf, size_t n)
     for (int k = 0; k < o->n_witnesses && used < n; k++)
         used += (size_t)snprintf(buf + used, n - used, "%s%s", k ? "," : "",
                                  o->witnesses[k]->name);
+}
+
+/* The levels' names, comma-separated (run.json's "cpu_capability"; "" without levels). */
+static void level_names(const cc_session_opts *o, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int k = 0; k < o->n_cpu_levels && used < n; k++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", k ? "," : "",
+                                 cc_level_name(o->cpu_levels[k]));
 }
 
 /* Check that DIR/run.json describes this run; -1 with msg when it does not. */
@@ -105,7 +132,63 @@ static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint
                  o->out_dir, was->witnesses, names);
         return -1;
     }
+    level_names(o, names, sizeof names);
+    if (strcmp(was->cpu_levels, names) != 0) {
+        snprintf(msg, len,
+                 "%s/run.json is a run at --cpu-capability '%s'; this command asks for '%s': "
+                 "resume with the same levels, or start a new run without --resume",
+                 o->out_dir, was->cpu_levels[0] ? was->cpu_levels : "(none)",
+                 names[0] ? names : "(none)");
+        return -1;
+    }
     return 0;
+}
+
+/* The platforms a level's pool reports go into the run's list: a platform of this level and
+ * device the run recorded before must be the same one (a resume on a changed machine or
+ * environment is refused), and no other level may have given the same key. Returns 1 when the
+ * list grew, 0 when it did not, -1 with msg. */
+static int note_platforms(const cc_session_opts *o, const cc_pool *pool, unsigned devices,
+                          const char *level, cc_run_info *info, char *msg, size_t len)
+{
+    int grew = 0;
+    for (int d = 0; d < CC_DEVICE_COUNT; d++) {
+        const cc_platform *p = (devices >> d & 1) ? cc_pool_platform(pool, (cc_device)d) : NULL;
+        if (!p)
+            continue;
+        int known = 0;
+        for (int i = 0; i < info->n_platforms; i++) {
+            const cc_platform *q = &info->platforms[i];
+            if (strcmp(q->device, p->device) != 0)
+                continue;
+            int same_level = strcmp(q->level, p->level) == 0;
+            if (same_level && strcmp(q->key, p->key) != 0) {
+                snprintf(msg, len,
+                         "%s/run.json: level %s gave platform %s when the run started; its "
+                         "workers now report %s (the machine or the dispatch environment "
+                         "changed): resume where it started, or start a new run",
+                         o->out_dir, level, q->key, p->key);
+                return -1;
+            }
+            if (!same_level && strcmp(q->key, p->key) == 0) {
+                snprintf(msg, len,
+                         "--cpu-capability: levels %s and %s both give platform %s on %s (%s "
+                         "does not dispatch on them): run one of them",
+                         q->level, level, p->key, p->device, o->provider->name);
+                return -1;
+            }
+            known |= same_level;
+        }
+        if (known)
+            continue;
+        if (info->n_platforms == CC_MAX_PLATFORMS) {
+            snprintf(msg, len, "more than %d platforms in one run", CC_MAX_PLATFORMS);
+            return -1;
+        }
+        info->platforms[info->n_platforms++] = *p;
+        grew = 1;
+    }
+    return grew;
 }
 
 int cc_session_run(const cc_session_opts *o)
@@ -114,6 +197,8 @@ int cc_session_run(const cc_session_opts *o)
     double t0 = cc_monotonic_seconds();
     char msg[1024] = "";
     uint64_t hash = cc_case_list_hash(o->cases, o->n_cases);
+    int n_levels = o->n_cpu_levels > 0 ? o->n_cpu_levels : 1;
+    size_t total = o->n_cases * (size_t)n_levels;
     cc_run_info info;
     memset(&info, 0, sizeof info);
     cc_journal_scan scan;
@@ -121,7 +206,7 @@ int cc_session_run(const cc_session_opts *o)
     cc_pool *pool = NULL;
     cc_journal *journal = NULL;
     size_t *todo = NULL, n_todo = 0;
-    int rc = 2;
+    int rc = 2, started = 0;
 
     if (o->resume) {
         int got = cc_run_info_read(o->out_dir, &info, msg, sizeof msg);
@@ -130,7 +215,8 @@ int cc_session_run(const cc_session_opts *o)
                      "nothing to resume in %s: it has no run.json (start the run with --out %s)",
                      o->out_dir, o->out_dir);
         if (got || check_same_run(o, &info, hash, msg, sizeof msg) ||
-            cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, &scan, msg, sizeof msg))
+            cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)n_levels, &scan, msg,
+                                sizeof msg))
             goto out;
     } else if (cc_make_dir(o->out_dir)) {
         snprintf(msg, sizeof msg, "cannot create the output folder %s: %s", o->out_dir,
@@ -142,86 +228,123 @@ int cc_session_run(const cc_session_opts *o)
         snprintf(msg, sizeof msg, "out of memory");
         goto out;
     }
-    unsigned devices = 0;
-    for (size_t i = 0; i < o->n_cases; i++)
-        if (!o->resume || scan.offset[i] < 0) {
-            todo[n_todo++] = i;
-            devices |= 1u << o->cases[i].device;
-        }
-    if (!o->n_cases)
-        devices = 1u << o->default_device;
+    size_t total_todo = 0;
+    for (size_t g = 0; g < total; g++)
+        total_todo += !o->resume || scan.offset[g] < 0;
 
-    /* the workers first: they initialise the provider, and a provider that cannot run
-     * leaves the folder as it was */
-    if (devices) {
+    run_state st = {o, NULL, 0, total_todo, 0, 0, 0, NULL, 0, 0, ""};
+    for (int k = 0; k < n_levels && !st.failed; k++) {
+        int level = o->n_cpu_levels > 0 ? o->cpu_levels[k] : 0;
+        size_t first = (size_t)k * o->n_cases;
+        unsigned devices = 0;
+        n_todo = 0;
+        for (size_t i = 0; i < o->n_cases; i++)
+            if (!o->resume || scan.offset[first + i] < 0) {
+                todo[n_todo++] = i;
+                devices |= 1u << o->cases[i].device;
+            }
+        if (!o->n_cases && !o->resume)
+            devices = 1u << o->default_device; /* a run of no cases still says who ran it */
+        if (!devices)
+            continue; /* this level is complete in the journal */
+
+        /* the workers first: they initialise the provider, and a provider that cannot run
+         * leaves the folder as it was */
         cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, 0,
-                             o->in_process, o->witnesses, o->n_witnesses, o->judging};
+                             o->in_process, o->witnesses, o->n_witnesses, level, o->judging};
         if (pc.workers <= 0)
             pc.workers = cc_online_cpus();
         if ((size_t)pc.workers > (n_todo ? n_todo : 1))
             pc.workers = n_todo ? (int)n_todo : 1;
         if (cc_pool_start(&pc, &pool, msg, sizeof msg))
             goto out;
-    }
-    const char *desc = pool ? cc_pool_description(pool) : info.provider_description;
-    if (o->resume && pool && strcmp(desc, info.provider_description) != 0) {
-        snprintf(msg, sizeof msg,
-                 "%s/run.json was started with provider %s described as '%s'; this session's "
-                 "provider says '%s': resume on the same set-up, or start a new run without "
-                 "--resume",
-                 o->out_dir, info.provider, info.provider_description, desc);
-        goto out;
-    }
-    if (cc_journal_open(o->out_dir, o->resume ? scan.valid_end : -1, &journal, msg, sizeof msg))
-        goto out;
-    remove_in(o->out_dir, "report.json"); /* no report of an older run beside a new journal */
-    remove_in(o->out_dir, "report.md");
-    remove_in(o->out_dir, "report.json.sha256");
-    remove_in(o->out_dir, "report.junit.xml");
-    if (!o->resume) {
-        info.n_cases = o->n_cases;
-        info.case_hash = hash;
-        snprintf(info.provider, sizeof info.provider, "%s", o->provider->name);
-        snprintf(info.provider_description, sizeof info.provider_description, "%s", desc);
-        snprintf(info.case_files, sizeof info.case_files, "%s", o->case_files ? o->case_files : "");
-        snprintf(info.command, sizeof info.command, "%s", o->command ? o->command : "");
-        info.base_seed = o->base_seed;
-        witness_names(o, info.witnesses, sizeof info.witnesses);
-        snprintf(info.judging, sizeof info.judging, "%s", cc_judging_describe(&o->judging));
-        if (cc_run_info_write(o->out_dir, &info, msg, sizeof msg))
+        char desc[512];
+        cc_describe_without_platform(cc_pool_description(pool), desc, sizeof desc);
+        if ((o->resume || started) && strcmp(desc, info.provider_description) != 0) {
+            snprintf(msg, sizeof msg,
+                     "%s/run.json was started with provider %s described as '%.400s'; the "
+                     "workers of %s%s say '%.400s': resume on the same set-up, or start a new "
+                     "run without --resume",
+                     o->out_dir, info.provider, info.provider_description,
+                     o->n_cpu_levels ? "level " : "this session",
+                     o->n_cpu_levels ? cc_level_name(level) : "", desc);
             goto out;
-    } else if (o->log && (scan.torn_lines || scan.n_done)) {
-        fprintf(log, "capcheck: resuming %s: %zu of %zu cases already recorded%s\n", o->out_dir,
-                scan.n_done, o->n_cases,
-                scan.torn_lines ? "; a torn last record was dropped and will be rerun" : "");
-    }
+        }
+        snprintf(info.provider_description, sizeof info.provider_description, "%s", desc);
+        int grew = note_platforms(o, pool, devices, cc_level_name(level), &info, msg, sizeof msg);
+        if (grew < 0)
+            goto out;
+        if (!started) {
+            started = 1;
+            if (cc_journal_open(o->out_dir, o->resume ? scan.valid_end : -1, &journal, msg,
+                                sizeof msg))
+                goto out;
+            st.journal = journal;
+            /* no report of an older run beside a new journal */
+            remove_in(o->out_dir, "report.json");
+            remove_in(o->out_dir, "report.md");
+            remove_in(o->out_dir, "report.json.sha256");
+            remove_in(o->out_dir, "report.junit.xml");
+            if (!o->resume) {
+                info.n_cases = o->n_cases;
+                info.case_hash = hash;
+                snprintf(info.provider, sizeof info.provider, "%s", o->provider->name);
+                snprintf(info.case_files, sizeof info.case_files, "%s",
+                         o->case_files ? o->case_files : "");
+                snprintf(info.command, sizeof info.command, "%s", o->command ? o->command : "");
+                info.base_seed = o->base_seed;
+                witness_names(o, info.witnesses, sizeof info.witnesses);
+                level_names(o, info.cpu_levels, sizeof info.cpu_levels);
+                snprintf(info.judging, sizeof info.judging, "%s",
+                         cc_judging_describe(&o->judging));
+                grew = 1;
+            } else if (o->log && (scan.torn_lines || scan.n_done)) {
+                fprintf(log,
+                        "capcheck: resuming %s: %zu of %zu cases already recorded%s\n",
+                        o->out_dir, scan.n_done, total,
+                        scan.torn_lines ? "; a torn last record was dropped and will be rerun"
+                                        : "");
+            }
+        }
+        if (grew && cc_run_info_write(o->out_dir, &info, msg, sizeof msg))
+            goto out;
 
-    run_state st = {o, journal, 0, n_todo, 0, 0, 0, ""};
-    for (size_t k = 0; k < n_todo && !st.failed; k++) {
-        if (cc_pool_submit(pool, todo[k], &o->cases[todo[k]], msg, sizeof msg))
-            goto lost_pool;
-        uint64_t tag;
-        cc_result r;
-        while (!st.failed && cc_pool_poll(pool, &tag, &r) == 0)
-            on_result(&st, (size_t)tag, &r);
+        st.level = o->n_cpu_levels ? cc_level_name(level) : NULL;
+        st.level_done = st.level_passed = 0;
+        for (size_t j = 0; j < n_todo && !st.failed; j++) {
+            if (cc_pool_submit(pool, first + todo[j], &o->cases[todo[j]], msg, sizeof msg))
+                goto lost_pool;
+            uint64_t tag;
+            cc_result r;
+            while (!st.failed && cc_pool_poll(pool, &tag, &r) == 0)
+                on_result(&st, (size_t)tag, &r);
+        }
+        while (!st.failed && cc_pool_pending(pool)) {
+            uint64_t tag;
+            cc_result r;
+            int w = cc_pool_wait(pool, &tag, &r, msg, sizeof msg);
+            if (w < 0)
+                goto lost_pool;
+            if (w == 0)
+                on_result(&st, (size_t)tag, &r);
+        }
+        if (o->tty && n_todo && o->log)
+            fprintf(log, "\n");
+        if (st.level && n_todo) {
+            const cc_platform *p = cc_pool_platform(pool, o->cases[todo[0]].device);
+            printf("capcheck: level %s (platform %s): %zu cases, %zu passed\n", st.level,
+                   p ? p->key : "?", st.level_done, st.level_passed);
+        }
+        cc_pool_close(pool);
+        pool = NULL;
     }
-    while (!st.failed && pool && cc_pool_pending(pool)) {
-        uint64_t tag;
-        cc_result r;
-        int w = cc_pool_wait(pool, &tag, &r, msg, sizeof msg);
-        if (w < 0)
-            goto lost_pool;
-        if (w == 0)
-            on_result(&st, (size_t)tag, &r);
-    }
-    if (o->tty && n_todo && o->log)
-        fprintf(log, "\n");
     if (st.failed) {
         snprintf(msg, sizeof msg, "%s", st.msg);
         goto out;
     }
-    cc_pool_close(pool);
-    pool = NULL;
+    if (!started && cc_journal_open(o->out_dir, o->resume ? scan.valid_end : -1, &journal, msg,
+                                    sizeof msg))
+        goto out; /* nothing ran (a resume of a complete run): the report is rebuilt */
     if (cc_journal_close(journal)) {
         journal = NULL;
         snprintf(msg, sizeof msg, "cannot sync %s/results.jsonl", o->out_dir);
@@ -231,16 +354,18 @@ int cc_session_run(const cc_session_opts *o)
 
     /* the report, from the whole journal in case-index order */
     cc_journal_scan_free(&scan);
-    if (cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, &scan, msg, sizeof msg))
+    if (cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)n_levels, &scan, msg,
+                            sizeof msg))
         goto out;
-    if (scan.n_done != o->n_cases) {
+    if (scan.n_done != total) {
         snprintf(msg, sizeof msg,
                  "%s/results.jsonl holds %zu of %zu results; rerun with --resume %s",
-                 o->out_dir, scan.n_done, o->n_cases, o->out_dir);
+                 o->out_dir, scan.n_done, total, o->out_dir);
         goto out;
     }
     cc_report rep;
     cc_report_init(&rep);
+    rep.expect = o->expect;
     if (cc_journal_report(o->out_dir, &scan, &rep, msg, sizeof msg)) {
         cc_report_free(&rep);
         goto out;
@@ -252,8 +377,10 @@ int cc_session_run(const cc_session_opts *o)
     rep.base_seed = info.base_seed;
     if (o->provenance)
         rep.provenance = *o->provenance;
+    rep.provenance.n_platforms = info.n_platforms;
+    memcpy(rep.provenance.platforms, info.platforms, sizeof info.platforms);
     rep.wall_seconds = cc_monotonic_seconds() - t0;
-    rep.session_cases = (long)n_todo;
+    rep.session_cases = (long)total_todo;
     rep.resumed = o->resume;
     int wrote = cc_report_write_outputs(&rep, o->out_dir, msg, sizeof msg) == 0;
     long not_passed = rep.cases - rep.counts[CC_RES_PASS];
@@ -266,12 +393,21 @@ int cc_session_run(const cc_session_opts *o)
            rep.counts[CC_RES_FAIL], rep.counts[CC_RES_UNSUPPORTED],
            rep.counts[CC_RES_ERROR] + rep.counts[CC_RES_CRASH] + rep.counts[CC_RES_TIMEOUT],
            rep.counts[CC_RES_CRASH], rep.counts[CC_RES_TIMEOUT]);
+    long broken = 0;
+    if (o->expect) {
+        printf("capcheck: expectations:");
+        for (int k = 1; k < CC_EXPECT_COUNT; k++) {
+            printf(" %s %ld%s", cc_expect_outcome_name((cc_expect_outcome)k),
+                   rep.expect_counts[k], k + 1 < CC_EXPECT_COUNT ? "," : "\n");
+            broken += cc_expect_is_failure((cc_expect_outcome)k) ? rep.expect_counts[k] : 0;
+        }
+    }
     printf("capcheck: report in %s (report.md, report.json, report.junit.xml, results.jsonl)\n",
            o->out_dir);
     cc_report_free(&rep);
     if (!wrote)
         goto out;
-    rc = not_passed ? 1 : 0;
+    rc = (o->expect ? broken : not_passed) ? 1 : 0;
     goto out;
 
 lost_pool:
@@ -297,10 +433,11 @@ out:
 
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          const cc_judging *judging, cc_result *r, char *msg, size_t msg_len)
+                          int cpu_level, const cc_judging *judging, cc_result *r, char *msg,
+                          size_t msg_len)
 {
     cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, 0, in_process, witnesses,
-                         n_witnesses, *judging};
+                         n_witnesses, cpu_level, *judging};
     cc_pool *pool;
     if (cc_pool_start(&pc, &pool, msg, msg_len))
         return -1;

@@ -12,13 +12,21 @@
  * recorded cases are skipped, a torn tail is cut off, the rest run, and the report is
  * written from the whole journal. With witnesses, run.json names them and a resume must name
  * the same ones (in order). The report's provenance (command, case files, base seed,
- * provider description) is the run's, from run.json. */
+ * provider description) is the run's, from run.json.
+ *
+ * CPU dispatch levels (--cpu-capability, harness/run/platform.h): every case runs once per level,
+ * level after level, each level in a pool of its own whose workers set the level before they
+ * initialise the provider. Each level's workers report their platform; two levels that give
+ * the same platform key are refused (the second would only repeat the first). run.json records
+ * the levels and the platforms, and a resume must name the same levels and find the same
+ * platforms. The report lists the platforms and has rows per platform. */
 #ifndef CAPCHECK_SESSION_H
 #define CAPCHECK_SESSION_H
 
 #include <stdio.h>
 
 #include "harness/case/case.h"
+#include "harness/report/expect.h"
 #include "harness/report/provenance.h"
 #include "harness/run/runner.h"
 
@@ -40,10 +48,17 @@ typedef struct {
     const cc_provenance *provenance; /* what produced the run, for the report (NULL: none) */
     const cc_provider *const *witnesses; /* --witness (harness/run/witness.h); not initialised */
     int n_witnesses;
+    const int *cpu_levels; /* --cpu-capability (harness/run/platform.h levels), in run order */
+    int n_cpu_levels;      /* 0: the machine as it is (one pass, no level set) */
+    /* --expect: judge every result against the case files' "#! seen" directives
+     * (harness/report/expect.h): the log names what is news, report.md lists the outcomes, and the
+     * exit code is 1 only for a broken expectation, a crash or an unexpected result */
+    const cc_expectations *expect;
     cc_judging judging; /* --accumulation, --power (compare.h); run.json records it */
 } cc_session_opts;
 
-/* Exit code: 0 every case passed, 1 some case did not, 2 bad input or environment (one
+/* Exit code: 0 every case passed (with expect: every result met its expectation), 1 some case
+ * did not, 2 bad input or environment (one
  * sentence on log: a provider that cannot run, a run.json or journal of another run, an
  * unwritable folder). */
 int cc_session_run(const cc_session_opts *o);
@@ -54,6 +69,7 @@ int cc_session_run(const cc_session_opts *o);
  * no worker can be started. */
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          const cc_judging *judging, cc_result *r, char *msg, size_t msg_len);
+                          int cpu_level, const cc_judging *judging, cc_result *r, char *msg,
+                          size_t msg_len);
 
 #endif

@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <dlfcn.h>
 
 namespace ccaten::cuda {
 
@@ -92,6 +93,16 @@ std::string describe() {
         r += "; driver none";
     r += "; cudnn ";
     r += hooks.hasCuDNN() ? version_text(hooks.versionCuDNN()) : "none"; // as torch was built
+    // cuBLAS as loaded (libtorch_cuda's dependency): looked up at run time, so the shim needs
+    // no link against it; its libraryPropertyType values are MAJOR 0, MINOR 1, PATCH 2
+    using get_property_fn = int (*)(int, int *);
+    auto get = reinterpret_cast<get_property_fn>(dlsym(RTLD_DEFAULT, "cublasGetProperty"));
+    int v[3] = {0, 0, 0};
+    if (get && get(0, &v[0]) == 0 && get(1, &v[1]) == 0 && get(2, &v[2]) == 0)
+        r += "; cublas " + std::to_string(v[0]) + "." + std::to_string(v[1]) + "." +
+             std::to_string(v[2]);
+    else
+        r += "; cublas none (not loaded)";
     int count = 0;
     cudaDeviceProp prop;
     if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0 &&

@@ -40,6 +40,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/InferenceMode.h>
@@ -463,12 +464,36 @@ cc_status aten_vjp(void *, const cc_call *call, const cc_view *g, cc_view *grads
     }
 }
 
+// The word after `marker` in `text` up to one of `stops` ("" when the marker is absent).
+std::string word_after(const std::string &text, const char *marker, const char *stops) {
+    size_t at = text.find(marker);
+    if (at == std::string::npos)
+        return "";
+    at += std::strlen(marker);
+    return text.substr(at, text.find_first_of(stops, at) - at);
+}
+
+// What selects ATen's CPU kernels (harness/run/platform.h reads these items): the capability ATen
+// dispatches its own kernels to, as it reports it ("AVX512"; ATEN_CPU_CAPABILITY lowers it), the
+// oneDNN version (its ISA is derived from the CPU and ONEDNN_MAX_CPU_ISA by the harness: this
+// libtorch exports no oneDNN query) and the BLAS.
+std::string cpu_dispatch_items() {
+    std::string r = "cpu_capability " + at::get_cpu_capability();
+    std::string dnn = at::hasMKLDNN() ? word_after(at::get_mkldnn_version(), " v", " ") : "";
+    r += "; onednn " + (dnn.empty() ? std::string("none") : dnn);
+    std::string blas = word_after(at::show_config(), "BLAS_INFO=", ", \n");
+    if (blas == "mkl" && at::hasMKL())
+        blas += " " + word_after(at::get_mkl_version(), "Version ", "- ");
+    return r + "; blas " + (blas.empty() ? std::string("none") : blas);
+}
+
 void aten_describe(void *, char *buf, size_t len) {
     if (!buf || !len)
         return;
     int threads = -1, deterministic = -1, tf32_mm = 0, tf32_cv = 0;
-    std::string cuda = "cuda none (torch_cpu only)";
+    std::string cuda = "cuda none (torch_cpu only)", dispatch = "cpu_capability unknown";
     try {
+        dispatch = cpu_dispatch_items();
         threads = at::get_num_threads();
         deterministic = at::globalContext().deterministicAlgorithms() ? 1 : 0;
         tf32_mm = tf32_matmul();
@@ -492,9 +517,9 @@ void aten_describe(void *, char *buf, size_t len) {
 #endif
     std::snprintf(buf, len,
                   "libtorch %s; threads %d; device %s; %s; tf32 %s; deterministic %s; "
-                  "attention composed (no SDPA)",
+                  "attention composed (no SDPA); %s",
                   TORCH_VERSION, threads, devices, cuda.c_str(), tf32,
-                  deterministic < 0 ? "unknown" : deterministic ? "on" : "off");
+                  deterministic < 0 ? "unknown" : deterministic ? "on" : "off", dispatch.c_str());
 }
 
 // TF32 (provider.h, compute_roundoff): f32 cases on cuda of the ops whose ATen calls go through

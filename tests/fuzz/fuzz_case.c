@@ -1,7 +1,8 @@
-/* libFuzzer target: the case-line parser (scripts/fuzz runs it).
+/* libFuzzer target: the case-line parser and the "#! seen" directives of case files
+ * (harness/report/expect.h) (scripts/fuzz runs it).
  *
- * Properties: cc_case_parse and cc_cases_parse_text never crash, leak or trip UBSan on any
- * input; a line that parses prints back (cc_case_print) to a canonical line that fits a
+ * Properties: cc_case_parse, cc_cases_parse_text and cc_expect_parse_text never crash, leak or
+ * trip UBSan on any input; a line that parses prints back (cc_case_print) to a canonical line that fits a
  * result's line buffer, parses again, and prints identically (print . parse is a fixpoint). */
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "harness/case/case.h"
+#include "harness/report/expect.h"
 
 /* Generator lines expand into count x dtypes x devices x layouts (x every op for '*') cases:
  * keep the expansion small so one input stays fast. Returns 0 when the text may expand a lot. */
@@ -58,6 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cc_case_list l = {0};
         cc_cases_parse_text(text, "fuzz", &def, &l, &err);
         cc_case_list_free(&l);
+        cc_expectations e = {0};
+        cc_expect_parse_text(text, "fuzz", &def, &e, &err);
+        cc_expect_free(&e);
     }
     free(text);
     return 0;
