@@ -44,7 +44,7 @@ static void usage(FILE *f)
             "               [--attention composed|math|flash|efficient|cudnn]\n"
             "               [--out DIR] [--seed N] [--op NAME]\n"
             "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N|auto]\n"
-            "               [--witness P[,P...]] [--policy F]\n"
+            "               [--witness P[,P...]] [--policy F] [--repeat N] [--no-guard]\n"
             "               [--cpu-capability LEVEL[,LEVEL...]|all] [--expect]\n"
             "               [--accumulation strict|relaxed] [--power]\n"
             "      run case files (default: the embedded smoke cases) and write\n"
@@ -56,6 +56,10 @@ static void usage(FILE *f)
             "      Results are journaled as they finish: --resume DIR with the same\n"
             "      arguments runs only what is missing and writes the same report.\n"
             "      --no-fork runs in this process (for a debugger; no crash isolation)\n"
+            "      Every provider buffer sits between guard pages: a read or write outside it\n"
+            "      is an out-of-bounds result naming the buffer (--no-guard: plain heap).\n"
+            "      --repeat N calls the provider N times per check on the same inputs; on CPU\n"
+            "      (on CUDA with --deterministic on) differing bits are nondeterministic\n"
             "      --shard I/N runs shard I of N (cases dealt by cost; capcheck merge joins them);\n"
             "      --shard auto takes I and N from GitLab parallel, a Kubernetes Indexed Job,\n"
             "      a Slurm array, Buildkite or CAPCHECK_SHARD_INDEX/COUNT (README: Sharding)\n"
@@ -84,7 +88,7 @@ static void usage(FILE *f)
             "      --power: also measure how large an error each case rejects (capcheck power)\n"
             "  capcheck repro 'CASE LINE' [--provider ...] [--device ...] [--tf32 ...]\n"
             "               [--deterministic ...] [--attention ...] [--witness P[,P...]]\n"
-            "               [--cpu-capability LEVEL[,LEVEL...]|all]\n"
+            "               [--cpu-capability LEVEL[,LEVEL...]|all] [--repeat N] [--no-guard]\n"
             "               [--accumulation strict|relaxed]\n"
             "      rerun one case alone and show its worst element (once per level)\n"
             "  capcheck shrink 'CASE LINE' [--provider ...|--provider-lib ...] [--script FILE]\n"
@@ -129,14 +133,16 @@ typedef struct {
     const char *cpu_capability; /* --cpu-capability LIST|all, resolved by main into: */
     int cpu_levels[CC_MAX_LEVELS];
     int n_cpu_levels;
-    const char *accumulation; /* --accumulation strict|relaxed (judging) */
-    int power;                /* --power */
-    cc_judging judging;       /* from the two, by parse_options */
+    const char *accumulation;      /* --accumulation strict|relaxed, parsed into: */
+    cc_accumulation accumulation_mode;
+    int power;                     /* --power */
     const char *witness; /* --witness LIST, resolved by open_witnesses into: */
     const cc_provider *witnesses[CC_MAX_WITNESSES];
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
     int n_witnesses;
     int no_fork;        /* --no-fork */
+    int repeat;         /* --repeat N: provider calls per check on the same inputs */
+    int no_guard;       /* --no-guard: plain heap buffers for the provider */
     int expect;         /* --expect: judge results by the files' "#! seen" directives */
     const char *files[64];
     int n_files;
@@ -193,6 +199,20 @@ static int parse_options(int argc, char **argv, int first, options *o)
         else if (strcmp(a, "--no-fork") == 0) {
             o->no_fork = 1;
             continue;
+        } else if (strcmp(a, "--no-guard") == 0) {
+            o->no_guard = 1;
+            continue;
+        } else if (strcmp(a, "--repeat") == 0) {
+            char *end;
+            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
+            if (i + 1 >= argc || *end || !argv[i + 1][0] || v < 1 || v > 1000) {
+                fprintf(stderr, "capcheck: --repeat wants a whole number of calls from 1 to "
+                                "1000\n");
+                return -1;
+            }
+            o->repeat = (int)v;
+            i++;
+            continue;
         } else if (strcmp(a, "--expect") == 0) {
             o->expect = 1;
             continue;
@@ -241,12 +261,11 @@ static int parse_options(int argc, char **argv, int first, options *o)
         }
         *slot = argv[++i];
     }
-    if (o->accumulation && cc_accumulation_parse(o->accumulation, &o->judging.accumulation)) {
+    if (o->accumulation && cc_accumulation_parse(o->accumulation, &o->accumulation_mode)) {
         fprintf(stderr, "capcheck: --accumulation wants strict or relaxed, not '%s'\n",
                 o->accumulation);
         return -1;
     }
-    o->judging.power = o->power;
     return 0;
 }
 
@@ -288,6 +307,16 @@ static int apply_math_modes(const options *o)
         return setenv("CAPCHECK_ATTENTION", o->attention, 1);
     }
     return 0;
+}
+
+/* How every case runs: --repeat, --no-guard, and whether deterministic algorithms are on (after
+ * apply_math_modes has settled CAPCHECK_DETERMINISTIC). */
+static cc_run_options run_options(const options *o)
+{
+    const char *det = getenv("CAPCHECK_DETERMINISTIC");
+    cc_run_options r = {o->repeat, o->no_guard, det && strcmp(det, "1") == 0, NULL,
+                        o->accumulation_mode, o->power};
+    return r;
 }
 
 static void print_parse_error(const cc_parse_error *e)
@@ -487,7 +516,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_session_opts so = {p, cases.v, cases.n, device, o->resume ? o->resume : o->out,
                           o->resume != NULL, o->jobs, o->timeout, o->no_fork, files, o->seed,
                           command, stderr, isatty(STDERR_FILENO), &prov, o->witnesses,
-                          o->n_witnesses, o->cpu_levels, o->n_cpu_levels, NULL, o->judging};
+                          o->n_witnesses, o->cpu_levels, o->n_cpu_levels, NULL, run_options(o)};
     cc_expectations expect = {0};
     cc_case_defaults def = {device, o->seed};
     for (int i = 0; o->expect && i < o->n_files; i++) {
@@ -559,8 +588,10 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
 {
     cc_result r;
     char msg[512];
+    cc_run_options run = run_options(o);
     if (cc_run_case_in_worker(p, c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, level,
-                              &o->judging, &r, msg, sizeof msg)) {
+                              &run,
+                              &r, msg, sizeof msg)) {
         fprintf(stderr, "capcheck: %s\n", msg);
         return 2;
     }
@@ -767,7 +798,7 @@ static int cmd_list_platforms(const options *o)
             printf("%-12s %-4s %-3s %s\n", cc_level_name(lv), "-", "no", why);
             continue;
         }
-        cc_pool_config pc = {p, 1, 1u << device, 0, 0, o->no_fork, NULL, 0, lv, o->judging};
+        cc_pool_config pc = {p, 1, 1u << device, 0, 0, o->no_fork, NULL, 0, lv, run_options(o)};
         cc_pool *pool;
         if (lv > 0 && o->no_fork) {
             printf("%-12s %-4s %-3s (not probed with --no-fork)\n", cc_level_name(lv),

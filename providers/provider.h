@@ -61,7 +61,10 @@ typedef struct cc_provider {
     /* Prepare a device (called once per worker before any case); CC_UNSUPPORTED with a
      * sentence in msg when the device is absent. */
     cc_status (*init)(void *ctx, cc_device device, char *msg, size_t msg_len);
-    /* Write the op's output into *out (dense, dtype and shape preset by the harness). */
+    /* Write the op's output into *out (dense, dtype and shape preset by the harness). A provider
+     * that finds one of its kernels wrote outside a buffer (a canary of its own, as the CUDA
+     * providers keep) returns CC_FAILED with msg starting "out-of-bounds:": the case is then
+     * `out-of-bounds`, not an error. */
     cc_status (*forward)(void *ctx, const cc_call *call, cc_view *out, char *msg, size_t msg_len);
     /* Given the output cotangent g (dense), write each requested input gradient: grads[i].data
      * is NULL for inputs that are not differentiated. */

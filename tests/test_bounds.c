@@ -61,10 +61,11 @@ static void test_long_bf16_sum_is_vacuous_only_when_relaxed(void **state)
     (void)state;
     const cc_provider *ref = cc_reference_provider();
     cc_case c = cc_t_parse_case("reduceSum dtype=bf16 in=[4096] axis=0 check=fwd seed=5");
-    cc_judging strict = {CC_ACC_STRICT, 0}, relaxed = {CC_ACC_RELAXED, 0};
+    cc_run_options strict = {0, 0, 0, NULL, CC_ACC_STRICT, 0},
+                   relaxed = {0, 0, 0, NULL, CC_ACC_RELAXED, 0};
     cc_result rs, rr;
-    cc_run_case_judged(ref, &c, &strict, &rs);
-    cc_run_case_judged(ref, &c, &relaxed, &rr);
+    cc_run_case_probed(ref, &c, &strict, NULL, &rs);
+    cc_run_case_probed(ref, &c, &relaxed, NULL, &rr);
     assert_int_equal(rs.status, CC_RES_PASS);
     assert_int_equal(rr.status, CC_RES_PASS);
     assert_false(rs.vacuous);
@@ -108,10 +109,11 @@ static void test_dtype_accumulation_fails_strict_passes_relaxed(void **state)
     if (p->init)
         assert_int_equal(p->init(p->ctx, CC_CPU, msg, sizeof msg), CC_OK);
     cc_case c = cc_t_parse_case("reduceSum dtype=f16 in=[16,512] axis=1 check=fwd seed=2");
-    cc_judging strict = {CC_ACC_STRICT, 0}, relaxed = {CC_ACC_RELAXED, 0};
+    cc_run_options strict = {0, 0, 0, NULL, CC_ACC_STRICT, 0},
+                   relaxed = {0, 0, 0, NULL, CC_ACC_RELAXED, 0};
     cc_result rs, rr;
-    cc_run_case_judged(p, &c, &strict, &rs);
-    cc_run_case_judged(p, &c, &relaxed, &rr);
+    cc_run_case_probed(p, &c, &strict, NULL, &rs);
+    cc_run_case_probed(p, &c, &relaxed, NULL, &rr);
     printf("f16 fold: strict %s (ratio %.3g), relaxed %s (ratio %.3g)\n",
            cc_result_status_name(rs.status), rs.worst_ratio, cc_result_status_name(rr.status),
            rr.worst_ratio);

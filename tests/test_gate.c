@@ -28,7 +28,8 @@ static void policy(const char *name, const char *extra, char *path, size_t n)
     char text[8192];
     snprintf(text, sizeof text,
              "format capcheck-policy/1\n%s\nmin_passing 10\nmin_vjp_passing 10\n"
-             "shape_classes vector matrix\nlayout_classes all\nedge_classes none\n%s",
+             "shape_classes vector matrix\nlayout_classes contig transpose stride2 bcast\n"
+             "edge_classes none\n%s",
              strstr(extra, "libtorch_version") ? "" : "libtorch_version any", extra);
     cc_t_write(path, text);
 }

@@ -124,6 +124,26 @@ static void test_softmax_axis_transposed(void **state)
     assert_int_equal(r.minimal.shape[0].rank, 2); /* a wrong axis needs two axes */
 }
 
+/* A bug that only per-input layouts show keeps the one layout it needs: the first input goes
+ * dense, the second keeps its sliced view; explicit strides follow the shrinking shapes. */
+static void test_per_input_layouts_shrink_one_input_at_a_time(void **state)
+{
+    cc_shrink_result r = shrink(state, "first_input_strides",
+                                "add dtype=f32 in=[5,7],[5,7] layout=[1,6]+2/sliced seed=3");
+    assert_int_equal(r.last.status, CC_RES_FAIL);
+    assert_true(cc_case_input_elements(&r.minimal) <= 4);
+    assert_int_equal(r.minimal.layout, CC_LAYOUT_MIXED);
+    assert_int_equal(r.minimal.in_layout[0].kind, CC_LAYOUT_CONTIG);
+    assert_int_equal(r.minimal.in_layout[1].kind, CC_LAYOUT_SLICED);
+    r = shrink(state, "first_input_strides",
+               "mul dtype=f64 in=[4,6],[4,6] layout=contig/[1,8]+3 seed=5");
+    assert_int_equal(r.last.status, CC_RES_FAIL);
+    assert_int_equal(r.minimal.layout, CC_LAYOUT_MIXED);
+    assert_int_equal(r.minimal.in_layout[1].kind, CC_LAYOUT_STRIDED);
+    char why[160];
+    assert_null(cc_case_layout_problem(&r.minimal, why, sizeof why));
+}
+
 static void test_vjp_failure_keeps_the_gradient(void **state)
 {
     cc_shrink_result r =
@@ -162,7 +182,11 @@ static void test_script_layouts(void **state)
         "softmax dtype=f32 in=[3,4] axis=0 layout=stride2 seed=4",
         "matmul dtype=f32 in=[2,3,4],[2,4,2] layout=bcast seed=5",
         "layerNorm dtype=f64 in=[3,5],[5],[5] axis=1 layout=transpose seed=6",
+        "add dtype=f32 in=[3,4],[3,4] layout=sliced/[1,5]+2 seed=7",
+        "conv dtype=f64 in=[2,4,5],[3,2,2,2],[3] kernel=[2,2] stride=[1,1] pad=[0,0] dil=[1,1] "
+        "groups=1 layout=chlast/[12,1,6,3]+1/contig seed=8",
     };
+    const int n_lines = (int)(sizeof lines / sizeof lines[0]);
     char dir[64];
     make_dir(dir, sizeof dir);
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
@@ -180,18 +204,18 @@ static void test_script_layouts(void **state)
         char canon[CC_CASE_LINE_MAX];
         cc_case_print(&c, canon, sizeof canon);
         assert_non_null(strstr(buf, canon));
-        if (c.layout == CC_LAYOUT_STRIDE2)
+        if (c.layout == CC_LAYOUT_STRIDE2 || c.layout == CC_LAYOUT_MIXED)
             assert_non_null(strstr(buf, "nan")); /* the gaps of the strided buffer */
     }
-    if (access(VENV_PYTHON, X_OK) == 0) { /* one interpreter for all three: torch loads once */
+    if (access(VENV_PYTHON, X_OK) == 0) { /* one interpreter for all: torch loads once */
         char cmd[1024];
         snprintf(cmd, sizeof cmd,
-                 "'%s' -c \"import runpy,sys\nfor i in range(3):\n"
+                 "'%s' -c \"import runpy,sys\nfor i in range(%d):\n"
                  "    try: runpy.run_path('%s/repro%%d.py' %% i, run_name='__main__')\n"
                  "    except SystemExit as e:\n"
                  "        if e.code: sys.exit(e.code)\n\" > '%s/out.txt' 2>&1 || "
                  "{ cat '%s/out.txt'; exit 1; }",
-                 VENV_PYTHON, dir, dir, dir);
+                 VENV_PYTHON, n_lines, dir, dir, dir);
         int st = system(cmd);
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
@@ -203,6 +227,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_drop_last_k),
         cmocka_unit_test(test_softmax_axis_transposed),
+        cmocka_unit_test(test_per_input_layouts_shrink_one_input_at_a_time),
         cmocka_unit_test(test_vjp_failure_keeps_the_gradient),
         cmocka_unit_test(test_crash_shrinks_as_a_crash),
         cmocka_unit_test(test_passing_case_is_refused),

@@ -1,4 +1,5 @@
 /* Case-line parser, printer and generator expansion (grammar in case.h and the README). */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "harness/case/case.h"
 
 #include <ctype.h>
@@ -13,9 +14,11 @@
 #include "core/dtype.h"
 #include "harness/case/edges.h"
 
-const char *const cc_layout_names[CC_LAYOUT_COUNT] = {"contig", "transpose", "stride2", "bcast"};
-const char *const cc_edge_class_names[CC_EDGE_COUNT] = {"nan",  "inf",  "signed-zero", "subnormal",
-                                                        "huge", "ties", "masked-row"};
+const char *const cc_layout_names[CC_LAYOUT_COUNT] = {"contig", "transpose", "stride2", "bcast",
+                                                       "chlast", "sliced",    "mixed",   "strided"};
+#define N_LAYOUT_CLASSES 6 /* contig .. sliced: what one input (or every input) can be */
+const char *const cc_edge_class_names[CC_EDGE_COUNT] = {
+    "nan", "inf", "signed-zero", "subnormal", "huge", "ties", "masked-row", "moderate", "large-mean"};
 static const char *const check_names[] = {"both", "fwd", "vjp"};
 
 const char *cc_layout_name(cc_layout l)
@@ -331,6 +334,209 @@ static int set_param(const ref_op *op, const param_spec *ps, const char *val, in
     return -1;
 }
 
+
+/* ---- layouts ------------------------------------------------------------------------------- */
+
+cc_input_layout cc_case_input_layout(const cc_case *c, int i)
+{
+    if (c->layout == CC_LAYOUT_MIXED)
+        return c->in_layout[i];
+    cc_input_layout l;
+    memset(&l, 0, sizeof l);
+    l.kind = c->layout;
+    return l;
+}
+
+const char *cc_case_layout_problem(const cc_case *c, char *buf, size_t n)
+{
+    if ((unsigned)c->layout >= CC_LAYOUT_COUNT || c->layout == CC_LAYOUT_STRIDED) {
+        snprintf(buf, n, "layout %d is not a case's layout", (int)c->layout);
+        return buf;
+    }
+    if (c->layout != CC_LAYOUT_MIXED)
+        return NULL;
+    for (int i = 0; i < c->n_in; i++) {
+        const cc_input_layout *l = &c->in_layout[i];
+        const ref_shape *s = &c->shape[i];
+        if (l->kind < 0 || (l->kind >= N_LAYOUT_CLASSES && l->kind != CC_LAYOUT_STRIDED)) {
+            snprintf(buf, n, "input %d has no layout class", i + 1);
+            return buf;
+        }
+        if (l->kind != CC_LAYOUT_STRIDED)
+            continue;
+        if (l->offset < 0 || l->offset > CC_CASE_MAX_ELEMENTS) {
+            snprintf(buf, n, "input %d: offset %lld is out of range (0 .. 2^48)", i + 1,
+                     (long long)l->offset);
+            return buf;
+        }
+        /* no two elements share a place, except along a stride-0 (broadcast) axis: sorted by
+         * stride, each axis must step over the whole extent of the one inside it */
+        int order[REF_MAX_RANK], m = 0;
+        double span = (double)l->offset;
+        for (int a = 0; a < s->rank; a++) {
+            if (l->strides[a] < 0 || l->strides[a] > CC_CASE_MAX_ELEMENTS) {
+                snprintf(buf, n, "input %d: stride %lld of axis %d is out of range (0 .. 2^48)",
+                         i + 1, (long long)l->strides[a], a);
+                return buf;
+            }
+            if (s->dim[a] > 1 && l->strides[a] > 0)
+                order[m++] = a;
+            if (s->dim[a] > 0)
+                span += (double)(s->dim[a] - 1) * (double)l->strides[a];
+        }
+        if (span > (double)CC_CASE_MAX_ELEMENTS) {
+            snprintf(buf, n, "input %d: its buffer would hold more than 2^48 elements", i + 1);
+            return buf;
+        }
+        for (int x = 1; x < m; x++) /* insertion sort by stride */
+            for (int y = x; y > 0 && l->strides[order[y]] < l->strides[order[y - 1]]; y--) {
+                int t = order[y];
+                order[y] = order[y - 1];
+                order[y - 1] = t;
+            }
+        for (int k = 1; k < m; k++) {
+            int in = order[k - 1], out = order[k];
+            if (l->strides[out] < l->strides[in] * s->dim[in]) {
+                snprintf(buf, n,
+                         "input %d: strides overlap (axis %d, stride %lld, steps inside axis %d, "
+                         "%lld x stride %lld)",
+                         i + 1, out, (long long)l->strides[out], in, (long long)s->dim[in],
+                         (long long)l->strides[in]);
+                return buf;
+            }
+        }
+    }
+    return NULL;
+}
+
+void cc_case_normalize_layout(cc_case *c)
+{
+    if (c->layout != CC_LAYOUT_MIXED) {
+        memset(c->in_layout, 0, sizeof c->in_layout);
+        return;
+    }
+    int k = c->n_in > 0 ? c->in_layout[0].kind : CC_LAYOUT_CONTIG;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in_layout[i].kind != k || k == CC_LAYOUT_STRIDED)
+            return;
+    c->layout = (cc_layout)k;
+    memset(c->in_layout, 0, sizeof c->in_layout);
+}
+
+void cc_case_refit_layout(cc_case *c, const cc_case *before)
+{
+    if (c->layout != CC_LAYOUT_MIXED)
+        return;
+    for (int i = 0; i < c->n_in; i++) {
+        cc_input_layout *l = &c->in_layout[i];
+        if (l->kind != CC_LAYOUT_STRIDED)
+            continue;
+        const ref_shape *was = i < before->n_in ? &before->shape[i] : NULL, *now = &c->shape[i];
+        if (!was || was->rank != now->rank || before->layout != CC_LAYOUT_MIXED) {
+            memset(l, 0, sizeof *l); /* another rank: that input goes dense */
+            continue;
+        }
+        /* axes in stride order keep their order and their gap factors */
+        int order[REF_MAX_RANK], m = 0;
+        for (int a = 0; a < now->rank; a++)
+            if (l->strides[a] > 0)
+                order[m++] = a;
+        for (int x = 1; x < m; x++)
+            for (int y = x;
+                 y > 0 && (l->strides[order[y]] < l->strides[order[y - 1]] ||
+                           (l->strides[order[y]] == l->strides[order[y - 1]] &&
+                            order[y] > order[y - 1]));
+                 y--) {
+                int t = order[y];
+                order[y] = order[y - 1];
+                order[y - 1] = t;
+            }
+        int64_t old_end = 1, new_end = 1;
+        for (int k = 0; k < m; k++) {
+            int a = order[k];
+            int64_t q = l->strides[a] / old_end;
+            q = q < 1 ? 1 : q;
+            old_end = l->strides[a] * (was->dim[a] > 1 ? was->dim[a] : 1);
+            l->strides[a] = q * new_end;
+            new_end = l->strides[a] * (now->dim[a] > 1 ? now->dim[a] : 1);
+        }
+    }
+    char why[160];
+    if (cc_case_layout_problem(c, why, sizeof why)) /* cannot keep it: dense */
+        c->layout = CC_LAYOUT_CONTIG;
+    cc_case_normalize_layout(c);
+}
+
+/* "[s,...]" or "[s,...]+offset" for an input of rank `rank`. */
+static int parse_strides(const char *v, int rank, cc_input_layout *l)
+{
+    const char *s = v;
+    int64_t st[REF_MAX_RANK];
+    int n;
+    if (parse_int_list(&s, st, REF_MAX_RANK, &n) || n != rank)
+        return -1;
+    memset(l, 0, sizeof *l);
+    l->kind = CC_LAYOUT_STRIDED;
+    memcpy(l->strides, st, sizeof(int64_t) * (size_t)n);
+    if (*s == '+') {
+        if (parse_i64(s + 1, &l->offset))
+            return -1;
+    } else if (*s) {
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_layout_value(const char *v, int col, cc_case *c, cc_parse_error *err)
+{
+    static const char classes[] = "contig, transpose, stride2, bcast, chlast, sliced";
+    if (!strchr(v, '/') && v[0] != '[') {
+        int l = parse_named(v, cc_layout_names, N_LAYOUT_CLASSES);
+        if (l < 0 && parse_named(v, cc_layout_names, CC_LAYOUT_COUNT) >= 0)
+            return fail(err, col,
+                        "layout=%s is a generator class: a case line names one layout per input, "
+                        "like layout=chlast/[1,4]+2",
+                        v);
+        if (l < 0)
+            return fail(err, col, "unknown layout '%s' (%s, or one per input joined by '/')", v,
+                        classes);
+        c->layout = (cc_layout)l;
+        return 0;
+    }
+    char buf[CC_CASE_LINE_MAX];
+    snprintf(buf, sizeof buf, "%s", v);
+    int i = 0;
+    c->layout = CC_LAYOUT_MIXED;
+    for (char *save = NULL, *tok = strtok_r(buf, "/", &save); tok;
+         tok = strtok_r(NULL, "/", &save), i++) {
+        if (i >= c->n_in)
+            return fail(err, col, "layout '%s' names more layouts than the case's %d inputs", v,
+                        c->n_in);
+        cc_input_layout *l = &c->in_layout[i];
+        memset(l, 0, sizeof *l);
+        if (tok[0] == '[') {
+            if (parse_strides(tok, c->shape[i].rank, l))
+                return fail(err, col,
+                            "input %d's layout '%s' wants %d strides like [%s] and an optional "
+                            "+offset",
+                            i + 1, tok, c->shape[i].rank, c->shape[i].rank == 2 ? "1,4" : "...");
+        } else {
+            l->kind = parse_named(tok, cc_layout_names, N_LAYOUT_CLASSES);
+            if (l->kind < 0)
+                return fail(err, col, "input %d: unknown layout '%s' (%s, or [strides]+offset)",
+                            i + 1, tok, classes);
+        }
+    }
+    if (i != c->n_in)
+        return fail(err, col, "layout '%s' names %d layouts for %d inputs (one per input)", v, i,
+                    c->n_in);
+    char why[256];
+    if (cc_case_layout_problem(c, why, sizeof why))
+        return fail(err, col, "layout '%s': %s", v, why);
+    cc_case_normalize_layout(c);
+    return 0;
+}
+
 /* ---- explicit case lines ------------------------------------------------------------------- */
 
 static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c,
@@ -347,7 +553,8 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
     c->dtype = CC_F32;
     c->device = def ? def->device : CC_CPU;
     c->check = c->op->requires_vjp ? CC_CHECK_BOTH : CC_CHECK_FWD;
-    int have_in = 0, in_col = 1, spatial_seen = 0, edge_col = 1;
+    int have_in = 0, in_col = 1, spatial_seen = 0, edge_col = 1, layout_col = 1;
+    const char *layout_val = NULL;
     for (int i = 1; i < t->n; i++) {
         const char *k = t->key[i], *v = t->val[i];
         int col = t->val_col[i];
@@ -368,10 +575,8 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
             have_in = 1;
             in_col = col;
         } else if (strcmp(k, "layout") == 0) {
-            int l = parse_named(v, cc_layout_names, CC_LAYOUT_COUNT);
-            if (l < 0)
-                return fail(err, col, "unknown layout '%s' (contig, transpose, stride2, bcast)", v);
-            c->layout = (cc_layout)l;
+            layout_val = v;
+            layout_col = col;
         } else if (strcmp(k, "check") == 0) {
             int m = parse_named(v, check_names, 3);
             if (m < 0)
@@ -385,7 +590,7 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
             if (e < 0 && strcmp(v, "none") != 0)
                 return fail(err, col,
                             "unknown edge class '%s' (none, nan, inf, signed-zero, subnormal, "
-                            "huge, ties, masked-row)",
+                            "huge, ties, masked-row, moderate, large-mean)",
                             v);
             c->edges = e < 0 ? 0 : 1u << e;
             edge_col = col;
@@ -416,6 +621,8 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
         if ((c->edges >> e & 1) && !cc_edge_applies(c, e))
             return fail(err, edge_col, "edge=%s puts no value into any input of this %s case",
                         cc_edge_class_names[e], c->op->name);
+    if (layout_val && parse_layout_value(layout_val, layout_col, c, err))
+        return -1;
     /* the canonical line is what results, reports and repro carry: it must fit their buffers */
     char canon[2 * CC_CASE_LINE_MAX];
     cc_case_print(c, canon, sizeof canon);
@@ -530,8 +737,23 @@ void cc_case_print(const cc_case *c, char *buf, size_t n)
     for (int e = 0; e < CC_EDGE_COUNT; e++)
         if (c->edges >> e & 1)
             put(&s, " edge=%s", cc_edge_class_names[e]);
-    put(&s, " layout=%s check=%s seed=%" PRIu64, cc_layout_name(c->layout),
-        check_names[c->check], c->seed);
+    if (c->layout != CC_LAYOUT_MIXED) {
+        put(&s, " layout=%s", cc_layout_name(c->layout));
+    } else {
+        put(&s, " layout=");
+        for (int i = 0; i < c->n_in; i++) {
+            const cc_input_layout *l = &c->in_layout[i];
+            put(&s, i ? "/" : "");
+            if (l->kind == CC_LAYOUT_STRIDED) {
+                put_list(&s, l->strides, c->shape[i].rank);
+                if (l->offset)
+                    put(&s, "+%" PRId64, l->offset);
+            } else {
+                put(&s, "%s", cc_layout_name((cc_layout)l->kind));
+            }
+        }
+    }
+    put(&s, " check=%s seed=%" PRIu64, check_names[c->check], c->seed);
 }
 
 /* ---- lists and generator lines ------------------------------------------------------------- */
@@ -542,7 +764,7 @@ void cc_case_list_free(cc_case_list *l)
     memset(l, 0, sizeof *l);
 }
 
-static int list_push(cc_case_list *l, const cc_case *c)
+int cc_case_list_push(cc_case_list *l, const cc_case *c)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
@@ -630,6 +852,8 @@ typedef struct {
     int edge_col;
     int64_t max_elems;
     int rank, zero;
+    int decimal; /* params=decimal: every real parameter a decimal not exact in binary */
+    char except[256]; /* a '*' line's except=op,op: ops it leaves out */
     uint64_t seed;
     int check; /* -1: the op's default */
 } gen_spec;
@@ -668,7 +892,10 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
         } else if (strcmp(k, "layout") == 0) {
             if ((g->n_layouts = parse_name_list(v, parse_layout_name, g->layouts,
                                                 CC_LAYOUT_COUNT)) < 1)
-                return fail(err, col, "bad layout list '%s' (contig,transpose,stride2,bcast)", v);
+                return fail(err, col,
+                            "bad layout list '%s' (contig,transpose,stride2,bcast,chlast,sliced,"
+                            "mixed,strided)",
+                            v);
         } else if (strcmp(k, "edge") == 0) {
             g->edge_col = col;
             g->edges_listed = strcmp(v, "all") != 0;
@@ -680,7 +907,7 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
                                                      CC_EDGE_COUNT + 1)) < 1) {
                 return fail(err, col,
                             "bad edge class list '%s' (none, nan, inf, signed-zero, subnormal, "
-                            "huge, ties, masked-row, or all)",
+                            "huge, ties, masked-row, moderate, large-mean, or all)",
                             v);
             }
         } else if (strcmp(k, "size") == 0) {
@@ -697,6 +924,23 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
             g->rank = (int)r;
         } else if (strcmp(k, "zero") == 0) {
             g->zero = strcmp(v, "1") == 0;
+        } else if (strcmp(k, "except") == 0) {
+            if (strcmp(t->val[0], "*") != 0)
+                return fail(err, t->col[i], "'except' belongs on a '*' line");
+            if (strlen(v) + 2 >= sizeof g->except)
+                return fail(err, col, "'except' lists too many ops");
+            char list[256];
+            snprintf(list, sizeof list, "%s", v);
+            for (char *save = NULL, *op = strtok_r(list, ",", &save); op;
+                 op = strtok_r(NULL, ",", &save))
+                if (!ref_op_find(op))
+                    return fail(err, col, "except: unknown op '%s' (capcheck list ops shows them)",
+                                op);
+            snprintf(g->except, sizeof g->except, ",%s,", v);
+        } else if (strcmp(k, "params") == 0) {
+            if (strcmp(v, "drawn") && strcmp(v, "decimal"))
+                return fail(err, col, "'params' wants drawn or decimal, got '%s'", v);
+            g->decimal = strcmp(v, "decimal") == 0;
         } else if (strcmp(k, "seed") == 0) {
             if (parse_u64(v, &g->seed))
                 return fail(err, col, "'seed' wants an unsigned integer, got '%s'", v);
@@ -708,6 +952,91 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
         }
     }
     return 0;
+}
+
+/* x as a decimal of two significant digits that no binary format holds exactly (0.51, not 0.5):
+ * a provider that rounds an f64 case's parameter to float32 on the way in is then off by up to
+ * 2^-25 relative, which an f64 bound sees. The double nearest the decimal, as a case line reads
+ * it back. Non-finite and zero values stay. */
+static double non_dyadic(double x)
+{
+    if (!isfinite(x) || x == 0)
+        return x;
+    int e = (int)floor(log10(fabs(x))) - 1; /* the second significant digit's power of ten */
+    long long m = llround(x / pow(10.0, e));
+    char buf[48];
+    snprintf(buf, sizeof buf, "%llde%d", m, e);
+    double d = strtod(buf, NULL);
+    if ((double)(float)d == d) { /* exact in binary (0.5, 2, 0.25): one more in the last digit */
+        snprintf(buf, sizeof buf, "%llde%d", m + (x > 0 ? 1 : -1), e);
+        d = strtod(buf, NULL);
+    }
+    return d;
+}
+
+/* params=decimal: the op's real parameters as non-dyadic decimals, kept in their ranges. */
+static void decimal_params(cc_case *c)
+{
+    ref_params *p = &c->params;
+    unsigned bits = c->op->params;
+    if (bits & REF_P_ALPHA)
+        p->alpha = non_dyadic(p->alpha);
+    if (bits & REF_P_BETA)
+        p->beta = non_dyadic(p->beta);
+    if (bits & REF_P_EPS)
+        p->eps = non_dyadic(p->eps);
+    if (bits & REF_P_TEMP)
+        p->temperature = non_dyadic(p->temperature);
+    if (bits & REF_P_KEEP) {
+        double k = non_dyadic(p->keep_prob);
+        p->keep_prob = k > 1 ? 0.99 : k;
+    }
+    if (bits & REF_P_LOHI) {
+        double lo = non_dyadic(p->lo), hi = non_dyadic(p->hi);
+        if ((lo < hi) == (p->lo < p->hi)) {
+            p->lo = lo;
+            p->hi = hi;
+        }
+    }
+}
+
+/* A generated case of layout class mixed or strided gets one layout per input, drawn from its
+ * seed: mixed a class out of the six, strided an axis order, gaps and an offset. */
+static void draw_layouts(cc_case *c)
+{
+    if (c->layout != CC_LAYOUT_MIXED && c->layout != CC_LAYOUT_STRIDED)
+        return;
+    int strided = c->layout == CC_LAYOUT_STRIDED;
+    c->layout = CC_LAYOUT_MIXED;
+    for (int i = 0; i < c->n_in; i++) {
+        ref_rng r = {ref_splitmix64(c->seed ^ (0x1a7000ULL + (uint64_t)i))};
+        cc_input_layout *l = &c->in_layout[i];
+        memset(l, 0, sizeof *l);
+        if (!strided) {
+            l->kind = (int)ref_rng_range(&r, 0, N_LAYOUT_CLASSES - 1);
+            continue;
+        }
+        const ref_shape *s = &c->shape[i];
+        int perm[REF_MAX_RANK];
+        for (int a = 0; a < s->rank; a++)
+            perm[a] = a;
+        for (int a = s->rank - 1; a > 0; a--) {
+            int b = (int)ref_rng_range(&r, 0, a), t = perm[a];
+            perm[a] = perm[b];
+            perm[b] = t;
+        }
+        l->kind = CC_LAYOUT_STRIDED;
+        int64_t st = ref_rng_range(&r, 1, 2); /* the innermost axis: dense or every other */
+        for (int k = s->rank - 1; k >= 0; k--) {
+            int a = perm[k];
+            l->strides[a] = st;
+            st *= s->dim[a] > 1 ? s->dim[a] : 1;
+            if (ref_rng_range(&r, 0, 3) == 0) /* a gap after this axis */
+                st += ref_rng_range(&r, 1, 3);
+        }
+        l->offset = ref_rng_range(&r, 0, 3);
+    }
+    cc_case_normalize_layout(c);
 }
 
 /* One generated case of op for (dtype, device, layout, edge class) number `combo`, index i.
@@ -751,6 +1080,9 @@ static int generate_one(const ref_op *op, const gen_spec *g, int combo, int64_t 
                 return fail(err, 1, "%s's sampler drew an invalid case: %s", op->name, e.msg);
             if (edge >= 0 && !cc_edge_applies(c, edge))
                 continue;
+            draw_layouts(c);
+            if (g->decimal)
+                decimal_params(c);
             return 0;
         }
         c->seed = ref_splitmix64(c->seed);
@@ -775,7 +1107,9 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
     int per_edge = g.n_dtypes * g.n_devices * g.n_layouts;
     for (int k = 0; k < (all ? ref_op_count() : 1); k++) {
         const ref_op *op = all ? ref_op_at(k) : one;
-        if (!op->sample)
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, ",%s,", op->name);
+        if (!op->sample || strstr(g.except, quoted))
             continue;
         for (int e = 0; e < g.n_edges; e++) {
             int64_t made = 0;
@@ -783,7 +1117,7 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
                 for (int64_t i = 0; i < g.count; i++) {
                     cc_case c;
                     int rc = generate_one(op, &g, combo, i, &c, err);
-                    if (rc < 0 || (rc == 0 && list_push(out, &c)))
+                    if (rc < 0 || (rc == 0 && cc_case_list_push(out, &c)))
                         return -1;
                     made += rc == 0;
                 }
@@ -819,7 +1153,7 @@ int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaul
                 else {
                     cc_case c;
                     rc = parse_tokens(&t, def, &c, err);
-                    if (rc == 0 && list_push(out, &c))
+                    if (rc == 0 && cc_case_list_push(out, &c))
                         rc = fail(err, 1, "out of memory");
                 }
             }

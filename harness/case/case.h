@@ -3,7 +3,11 @@
 /* Case lines: one line of text names a whole case and reproduces it exactly.
  *
  *   <op> dtype=<f64|f32|f16|bf16> device=<cpu|cuda> in=[d,...],[d,...] <params...>
- *        [edge=<class>] layout=<contig|transpose|stride2|bcast> check=<both|fwd|vjp> seed=<u64>
+ *        [edge=<class>] layout=<L> check=<both|fwd|vjp> seed=<u64>
+ *
+ * where L is one layout class for every input (contig, transpose, stride2, bcast, chlast,
+ * sliced) or one entry per input joined by '/': a class, or explicit strides in elements with
+ * an optional offset of element [0,...] in its buffer, e.g. layout=chlast/[1,6,2]+3/contig.
  *
  * Generator lines add count=N and expand into count cases for every combination of the listed
  * dtypes, devices and layouts (comma lists), with shapes and parameters drawn by the op's
@@ -27,8 +31,21 @@ typedef enum {
     CC_LAYOUT_TRANSPOSE,  /* last two axes stored swapped (a transposed view) */
     CC_LAYOUT_STRIDE2,    /* every other element of a wider buffer along the last axis */
     CC_LAYOUT_BCAST,      /* axis 0 of rank >= 2 inputs is a stride-0 broadcast */
+    CC_LAYOUT_CHLAST,     /* axis 0 stored innermost: channels-last for [C, spatial...] */
+    CC_LAYOUT_SLICED,     /* a view into a larger buffer: x[1:, ..., 1:-1], at an offset */
+    CC_LAYOUT_MIXED,      /* a layout per input (cc_case.in_layout); on a generator line, a
+                             class drawn per input from the six above */
+    CC_LAYOUT_STRIDED,    /* per input: explicit strides and offset; on a generator line,
+                             strides drawn per input (an axis order, gaps, an offset) */
     CC_LAYOUT_COUNT
 } cc_layout;
+
+/* One input's layout in a case whose layout is CC_LAYOUT_MIXED. */
+typedef struct {
+    int kind;                      /* a class (contig .. sliced) or CC_LAYOUT_STRIDED */
+    int64_t offset;                /* STRIDED: element offset of [0,...,0] in its buffer */
+    int64_t strides[REF_MAX_RANK]; /* STRIDED: in elements, >= 0, not overlapping */
+} cc_input_layout;
 
 typedef enum { CC_CHECK_BOTH = 0, CC_CHECK_FWD, CC_CHECK_VJP } cc_check;
 
@@ -43,6 +60,8 @@ enum {
     CC_EDGE_HUGE,        /* within a factor 16 of the dtype's largest finite value */
     CC_EDGE_TIES,        /* every value from a small set holding the op's kinks: ties, kinks */
     CC_EDGE_MASKED_ROW,  /* mask inputs with fully blocked rows */
+    CC_EDGE_MODERATE,    /* |x| in [10, 100): activation thresholds, overflow guards */
+    CC_EDGE_LARGE_MEAN,  /* a large offset, spread 1: where a one-pass variance cancels */
     CC_EDGE_COUNT
 };
 extern const char *const cc_edge_class_names[CC_EDGE_COUNT]; /* "nan", "inf", ... */
@@ -55,7 +74,8 @@ typedef struct {
     ref_shape shape[REF_MAX_INPUTS];
     ref_params params;
     unsigned edges; /* edge-value classes (CC_EDGE_* bits); at most one per case today */
-    cc_layout layout;
+    cc_layout layout; /* every input's class, or MIXED: then in_layout says (zero otherwise) */
+    cc_input_layout in_layout[REF_MAX_INPUTS];
     cc_check check;
     uint64_t seed;
 } cc_case;
@@ -94,6 +114,8 @@ typedef struct {
 } cc_case_list;
 
 void cc_case_list_free(cc_case_list *l);
+/* Append a copy of c; 0, or -1 when out of memory. */
+int cc_case_list_push(cc_case_list *l, const cc_case *c);
 
 /* Parse a whole file or text (explicit and generator lines). `name` labels errors. */
 int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaults *def,
@@ -102,6 +124,15 @@ int cc_cases_parse_file(const char *path, const cc_case_defaults *def, cc_case_l
                         cc_parse_error *err);
 
 const char *cc_layout_name(cc_layout l);
+/* The layout of input i of c (its class, or its explicit strides). */
+cc_input_layout cc_case_input_layout(const cc_case *c, int i);
+/* NULL when c's per-input layouts fit its shapes, else a sentence saying why not. */
+const char *cc_case_layout_problem(const cc_case *c, char *buf, size_t n);
+/* A MIXED layout whose inputs all have one class becomes that class (the canonical form). */
+void cc_case_normalize_layout(cc_case *c);
+/* Explicit strides of a MIXED case refitted to its current shapes (after a shrink changed them):
+ * the same axis order, gap factors and offset. */
+void cc_case_refit_layout(cc_case *c, const cc_case *before);
 extern const char *const cc_layout_names[CC_LAYOUT_COUNT];
 /* The seed of generated case `index` of `op` in combination `combo` under a base seed. */
 uint64_t cc_generated_seed(uint64_t base, const char *op, int combo, int64_t index);

@@ -2,6 +2,7 @@
 #include "harness/case/edges.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "core/dtype.h"
 #include "harness/case/values.h"
@@ -22,14 +23,36 @@ static int domain_takes(const ref_domain *d, int cls)
     switch (d->kind) {
     case REF_DOM_POSITIVE: /* log's input: TorchLean rejects x <= 0 and NaN */
         return cls == CC_EDGE_INF || cls == CC_EDGE_SUBNORMAL || cls == CC_EDGE_HUGE ||
-               cls == CC_EDGE_TIES;
+               cls == CC_EDGE_TIES || cls == CC_EDGE_MODERATE || cls == CC_EDGE_LARGE_MEAN;
     case REF_DOM_UNIT: /* probabilities in (0,1) */
         return cls == CC_EDGE_SUBNORMAL || cls == CC_EDGE_TIES;
-    case REF_DOM_DISTINCT: /* topKMask: NaN is kept out of its comparisons (ops.md) */
-        return cls != CC_EDGE_NAN;
+    case REF_DOM_DISTINCT: /* topKMask: NaN is kept out of its comparisons (ops.md), and values
+                              drawn anew could tie */
+        return cls != CC_EDGE_NAN && cls != CC_EDGE_MODERATE && cls != CC_EDGE_LARGE_MEAN;
     default:
         return 1;
     }
+}
+
+/* large-mean reaches the ops that take a statistic over an axis (a sum, a mean, a variance, a
+ * maximum): where an offset must cancel. Elsewhere it only saturates (an activation of x ~ 2^12
+ * is 0 or x) or overflows intermediates whose exact result fits, which says nothing new. */
+static int takes_large_mean(const ref_op *op)
+{
+    static const char *const ops[] = {"reduceSum",     "reduceMean", "softmax",   "logSoftmax",
+                                      "hardMaskedSoftmax", "layerNorm", "batchNorm", "mseLoss",
+                                      "crossEntropy",  "distill",    "maxPool",   "avgPool",
+                                      "smoothMaxPool"};
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+        if (strcmp(op->name, ops[k]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Whether input domain d of op takes class cls. */
+static int input_takes(const ref_op *op, const ref_domain *d, int cls)
+{
+    return domain_takes(d, cls) && (cls != CC_EDGE_LARGE_MEAN || takes_large_mean(op));
 }
 
 int cc_edge_applies(const cc_case *c, int cls)
@@ -37,7 +60,7 @@ int cc_edge_applies(const cc_case *c, int cls)
     for (int i = 0; i < c->n_in; i++) {
         ref_domain d;
         ref_default_domain(c->op, &c->params, c->n_in, c->shape, i, &d);
-        if (ref_numel(&c->shape[i]) > 0 && domain_takes(&d, cls))
+        if (ref_numel(&c->shape[i]) > 0 && input_takes(c->op, &d, cls))
             return 1;
     }
     return 0;
@@ -88,6 +111,8 @@ static double edge_value(int cls, cc_dtype t, const ref_domain *d, double u, dou
         return sign * cc_smallest_normal(t) * (0x1p-6 + (1.0 - 0x1p-6) * u);
     case CC_EDGE_HUGE: /* |x| in [M^(1/3)/4, M^(1/3)), M the largest finite value */
         return sign * cbrt(cc_max_finite(t)) * (0.25 + 0.75 * u);
+    case CC_EDGE_MODERATE: /* |x| in [10, 100), log-uniform */
+        return sign * 10.0 * pow(10.0, u);
     default:
         return 0.0;
     }
@@ -100,7 +125,7 @@ void cc_edge_inject(const cc_case *c, int i, const ref_domain *d, const ref_shap
         return;
     cc_dtype t = c->dtype;
     for (int cls = 0; cls < CC_EDGE_COUNT; cls++) {
-        if (!(c->edges >> cls & 1) || !domain_takes(d, cls))
+        if (!(c->edges >> cls & 1) || !input_takes(c->op, d, cls))
             continue;
         uint64_t k = edge_key(c->seed, i, cls);
         if (cls == CC_EDGE_MASKED_ROW) { /* block whole rows along the last axis */
@@ -110,6 +135,14 @@ void cc_edge_inject(const cc_case *c, int i, const ref_domain *d, const ref_shap
                 if (picked(k, r, rows, 0.25))
                     for (int64_t j = 0; j < len; j++)
                         x[r * len + j] = 0.0;
+        } else if (cls == CC_EDGE_LARGE_MEAN) { /* one offset for the whole input */
+            static const int half_precision[] = {26, 12, 6, 4}; /* f64 f32 f16 bf16 */
+            int bits = t <= CC_BF16 ? half_precision[t] : 12;
+            double sign = d->kind == REF_DOM_POSITIVE || cc_uniform_at(k ^ 0x5151, 0) < 0.5 ? 1.0
+                                                                                              : -1.0;
+            double offset = sign * ldexp(1.0 + cc_uniform_at(k, 0), bits);
+            for (int64_t j = 0; j < n; j++)
+                x[j] += offset;
         } else if (cls == CC_EDGE_TIES) { /* every value from the tie set */
             double v[7];
             int nv = tie_values(d, v);

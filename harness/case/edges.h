@@ -14,6 +14,14 @@
  *                                                                          and the op's kinks (each
  *                                                                          domain its own set)
  *   masked-row   mask inputs                            1/4 of the rows    a row (last axis) of 0s
+ *   moderate     N(0,1); positive domains (+ only)      1/4                |x| in [10, 100),
+ *                                                                          log-uniform
+ *   large-mean   N(0,1) and positive inputs of ops      all                M + x: one offset M
+ *                taking a statistic over an axis
+ *                                                                          per input, |M| in
+ *                                                                          [1, 2) x 2^k, k = 26
+ *                                                                          (f64), 12 (f32), 6
+ *                                                                          (f16), 4 (bf16)
  *
  * Huge is the cube root of the range: exp overflows (so softmax must subtract its max) while
  * squares, products and sums of such values stay finite in the dtype. Closer to M, a correct
@@ -24,6 +32,11 @@
  * sense there: log's strictly positive input takes no NaN, zero or negative values (TorchLean
  * rejects them: REF_EDOMAIN), a probability target in (0,1) takes only subnormals and ties, and
  * topKMask's inputs take no NaN (ops.md: NaN is kept out of its comparisons).
+ * Moderate magnitudes are where activation thresholds (softplus's 20, a saturating tanh) and
+ * overflow guards act (exp overflows f16 past 11, f32 past 88). Large-mean inputs keep their
+ * N(0,1) spread beside an offset of 2^k, k about half the dtype's precision, so every row and
+ * every slice has a large mean and a small spread: a one-pass variance E[x^2] - E[x]^2 loses
+ * all of it (relative error about u * 2^2k >= 1) while a two-pass or Welford one keeps it.
  * The output cotangent of a VJP check never takes edge values. */
 #ifndef CAPCHECK_EDGES_H
 #define CAPCHECK_EDGES_H

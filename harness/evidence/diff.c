@@ -77,7 +77,10 @@ static int load_rows(const cc_run *run, const cc_catalog *cat, diff_row **out, s
         snprintf(r->first_failure, sizeof r->first_failure, "%s", ff);
         r->cases = (long)cases;
         r->pass = (long)pass;
-        r->bad = (long)(fail + error + crash + timeout);
+        int64_t oob = 0, nondet = 0; /* absent from reports written before these statuses */
+        cc_json_i64(o, "out-of-bounds", &oob);
+        cc_json_i64(o, "nondeterministic", &nondet);
+        r->bad = (long)(fail + error + crash + timeout + oob + nondet);
         r->unsupported = (long)unsup;
     }
     return 0;

@@ -96,6 +96,9 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
             }
             continue;
         }
+        int calls = r->repeat > 1 ? r->repeat : 1;
+        if (!s->least_repeat || calls < s->least_repeat)
+            s->least_repeat = calls;
         if (r->suspect && !s->suspect++)
             snprintf(s->first_suspect, sizeof s->first_suspect, "%s", r->line);
         if (r->vacuous) {

@@ -50,6 +50,7 @@ typedef struct {
     long shape_n[CC_SHAPE_COUNT];   /* passing cases per class */
     long layout_n[CC_LAYOUT_COUNT];
     long edge_n[CC_EDGE_COUNT];
+    int least_repeat; /* the fewest provider calls per check of a passing case (0: none) */
 } cc_capsule_stats;
 
 typedef struct {

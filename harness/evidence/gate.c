@@ -77,9 +77,12 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
     snprintf(p->name, sizeof p->name, "%s", name);
     p->defaults.min_passing = 100;
     p->defaults.min_vjp_passing = 100;
+    p->defaults.min_repeat = 1;
     p->defaults.shapes = (1u << CC_SHAPE_COUNT) - 1;
-    p->defaults.layouts = (1u << CC_LAYOUT_COUNT) - 1;
-    p->defaults.edges = (1u << CC_EDGE_COUNT) - 1;
+    /* the classes a policy asks for when it names none: the four layouts and seven edge
+     * classes of the first policies (the later ones are asked for by name) */
+    p->defaults.layouts = (1u << (CC_LAYOUT_BCAST + 1)) - 1;
+    p->defaults.edges = (1u << (CC_EDGE_MASKED_ROW + 1)) - 1;
     int lineno = 0, have_format = 0;
     cc_policy_section *sec = NULL;
     for (const char *s = text; *s;) {
@@ -235,7 +238,17 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
         cc_requirements *req = sec ? &sec->req : &p->defaults;
         unsigned bit = 0;
         const char *bad = NULL;
-        if (strcmp(key, "min_passing") == 0 || strcmp(key, "min_vjp_passing") == 0) {
+        if (strcmp(key, "min_repeat") == 0) {
+            char *end;
+            long v = nt == 2 ? strtol(tok[1], &end, 10) : -1;
+            if (nt != 2 || *end || v < 1 || v > 1000) {
+                snprintf(msg, len, "%s:%d: min_repeat wants a number of calls from 1 to 1000",
+                         name, lineno);
+                return -1;
+            }
+            req->min_repeat = v;
+            bit = CC_REQ_REPEAT;
+        } else if (strcmp(key, "min_passing") == 0 || strcmp(key, "min_vjp_passing") == 0) {
             char *end;
             long v = nt == 2 ? strtol(tok[1], &end, 10) : -1;
             if (nt != 2 || *end || v < 0) {
@@ -255,7 +268,9 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
                 goto bad_class;
         } else if (strcmp(key, "layout_classes") == 0) {
             bit = CC_REQ_LAYOUTS;
-            if (class_list(tok + 1, nt - 1, LAYOUTS, CC_LAYOUT_COUNT, &req->layouts, &bad))
+            /* strided is a per-input layout, never a result's class: a case with explicit
+             * strides is "mixed" */
+            if (class_list(tok + 1, nt - 1, LAYOUTS, CC_LAYOUT_STRIDED, &req->layouts, &bad))
                 goto bad_class;
         } else if (strcmp(key, "edge_classes") == 0) {
             bit = CC_REQ_EDGES;
@@ -278,7 +293,7 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
                      "%s:%d: unknown key '%s' (format, libtorch_version, platforms, require, "
                      "min_passing, "
                      "min_vjp_passing, shape_classes, layout_classes, edge_classes, "
-                     "allow_unsupported, suspect, accumulation)",
+                     "allow_unsupported, min_repeat, suspect, accumulation)",
                      name, lineno, key);
             return -1;
         }
@@ -353,6 +368,8 @@ void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dt
             out->edges = s->req.edges;
         if (s->set & CC_REQ_UNSUPPORTED)
             out->allow_unsupported = s->req.allow_unsupported;
+        if (s->set & CC_REQ_REPEAT)
+            out->min_repeat = s->req.min_repeat;
         if (s->set & CC_REQ_SUSPECT)
             out->suspect_fails = s->req.suspect_fails;
         if (s->set & CC_REQ_ACCUMULATION)
@@ -398,13 +415,18 @@ static void judge(const cc_policy *pol, cc_verdict *v)
             reason(v, "no case in the report");
         return;
     }
-    long bad = s->counts[CC_RES_FAIL] + s->counts[CC_RES_ERROR] + s->counts[CC_RES_CRASH] +
-               s->counts[CC_RES_TIMEOUT];
+    long bad = s->counts[CC_RES_FAIL] + cc_count_errors(s->counts);
     if (bad)
         reason(v, "%ld of %ld cases did not pass (%ld failed, %ld errors, %ld crashed, %ld timed "
-                  "out); first: capcheck repro '%.300s'",
+                  "out, %ld out-of-bounds, %ld nondeterministic); first: capcheck repro '%.300s'",
                bad, s->cases, s->counts[CC_RES_FAIL], s->counts[CC_RES_ERROR],
-               s->counts[CC_RES_CRASH], s->counts[CC_RES_TIMEOUT], s->first_failure);
+               s->counts[CC_RES_CRASH], s->counts[CC_RES_TIMEOUT],
+               s->counts[CC_RES_OUT_OF_BOUNDS], s->counts[CC_RES_NONDETERMINISTIC],
+               s->first_failure);
+    if (q->min_repeat > 1 && s->least_repeat && s->least_repeat < q->min_repeat)
+        reason(v, "passing cases ran %d provider call%s per check; the policy wants %ld "
+                  "(capcheck run --repeat %ld)",
+               s->least_repeat, s->least_repeat == 1 ? "" : "s", q->min_repeat, q->min_repeat);
     if (s->counts[CC_RES_UNSUPPORTED] && !q->allow_unsupported)
         reason(v, "%ld cases unsupported by the provider (the policy has allow_unsupported no)",
                s->counts[CC_RES_UNSUPPORTED]);

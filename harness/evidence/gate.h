@@ -48,13 +48,14 @@ typedef struct {
     long min_passing, min_vjp_passing;
     unsigned shapes, layouts, edges; /* bit masks of required classes */
     int allow_unsupported;
+    long min_repeat; /* every passing case ran at least this many provider calls (--repeat) */
     int suspect_fails; /* `suspect fail`: a suspect case keeps the capsule out, as a failure */
     int allow_relaxed; /* `accumulation relaxed`: f16/bf16 evidence judged relaxed counts */
 } cc_requirements;
 
 enum { CC_REQ_MIN = 1, CC_REQ_MIN_VJP = 2, CC_REQ_SHAPES = 4, CC_REQ_LAYOUTS = 8,
-       CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_SUSPECT = 64,
-       CC_REQ_ACCUMULATION = 128 };
+       CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_REPEAT = 64, CC_REQ_SUSPECT = 128,
+       CC_REQ_ACCUMULATION = 256 };
 
 typedef struct {
     int is_op; /* [op NAME...] rather than [capsule GLOB...] */

@@ -110,6 +110,8 @@ void cc_result_write_json(FILE *f, const cc_result *r)
         cc_json_write_string(f, r->message);
     }
     write_witnesses(f, r);
+    if (r->repeat > 1) /* only when repeated: a run without --repeat writes what it always did */
+        fprintf(f, ",\"repeat\":%d", r->repeat);
     fprintf(f, ",\"elements\":%lld,\"seconds\":%.6f}\n", (long long)r->elements, r->seconds);
 }
 
@@ -505,9 +507,8 @@ static void write_markdown(const cc_report *rep, FILE *f)
                 row->platform[0] ? row->platform : "-", row->provider,
                 row->vjp_mode, row->cases, row->counts[CC_RES_PASS], row->counts[CC_RES_FAIL],
                 row->counts[CC_RES_UNSUPPORTED],
-                row->counts[CC_RES_ERROR] + row->counts[CC_RES_CRASH] +
-                    row->counts[CC_RES_TIMEOUT],
-                row->vacuous, row->suspect, row->worst_ratio, row->worst_line);
+                cc_count_errors(row->counts), row->vacuous, row->suspect, row->worst_ratio,
+                row->worst_line);
     }
     free(order);
     any = 0;
@@ -593,9 +594,7 @@ int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len)
 
 static int row_bad(const cc_report_row *r)
 {
-    return r->counts[CC_RES_FAIL] + r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] +
-               r->counts[CC_RES_TIMEOUT] >
-           0;
+    return r->counts[CC_RES_FAIL] + cc_count_errors(r->counts) > 0;
 }
 
 /* a before b? */

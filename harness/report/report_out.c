@@ -19,7 +19,7 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
     long failures = 0, errors = 0, skipped = 0;
     for (size_t i = 0; i < rep->n; i++) {
         const cc_report_row *r = &rep->rows[i];
-        if (r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] + r->counts[CC_RES_TIMEOUT])
+        if (cc_count_errors(r->counts))
             errors++;
         else if (r->counts[CC_RES_FAIL])
             failures++;
@@ -61,7 +61,7 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
             cc_html_text(f, r->platform);
         }
         fputs("\">\n", f);
-        long errs = r->counts[CC_RES_ERROR] + r->counts[CC_RES_CRASH] + r->counts[CC_RES_TIMEOUT];
+        long errs = cc_count_errors(r->counts);
         if (errs || r->counts[CC_RES_FAIL]) {
             const char *tag = errs ? "error" : "failure";
             fprintf(f, "      <%s type=\"%s\" message=\"%ld of %ld cases did not pass (%ld failed, "

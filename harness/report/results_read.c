@@ -187,6 +187,13 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         snprintf(msg, len, "\"elements\" is not an integer");
         return -1;
     }
+    int64_t repeat = 1;
+    if (cc_json_get(o, "repeat") &&
+        (cc_json_i64(o, "repeat", &repeat) || repeat < 2 || repeat > 1000)) {
+        snprintf(msg, len, "\"repeat\" is not a count of calls from 2 to 1000");
+        return -1;
+    }
+    r->repeat = cc_json_get(o, "repeat") ? (int)repeat : 0;
     const cc_json *w = cc_json_get(o, "worst");
     if (w) {
         if (w->type != CC_JSON_OBJECT) {

@@ -21,11 +21,11 @@ int cc_accumulation_parse(const char *s, cc_accumulation *out)
     return 0;
 }
 
-const char *cc_judging_describe(const cc_judging *j)
+const char *cc_judging_describe(cc_accumulation acc, int power)
 {
-    if (j->power)
-        return j->accumulation == CC_ACC_RELAXED ? "relaxed, power" : "strict, power";
-    return cc_accumulation_name(j->accumulation);
+    if (power)
+        return acc == CC_ACC_RELAXED ? "relaxed, power" : "strict, power";
+    return cc_accumulation_name(acc);
 }
 
 cc_bound_model cc_bound_for(cc_dtype t, double c_op)

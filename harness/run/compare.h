@@ -37,14 +37,9 @@ int cc_accumulation_parse(const char *s, cc_accumulation *out); /* 0, or -1 when
  * makes that probability 2 e^-18 = 3.0e-8 per element. */
 #define CC_SUSPECT_LAMBDA 6.0
 
-/* How a run judges every case: the same in every worker, witness and repro. */
-typedef struct {
-    cc_accumulation accumulation;
-    int power; /* also measure each case's detection power (harness/power.h) */
-} cc_judging;
-
-/* "strict", "relaxed", with ", power" for a power run: what run.json and reports state. */
-const char *cc_judging_describe(const cc_judging *j);
+/* "strict", "relaxed", with ", power" for a power run (harness/run/power.h): how a run judges,
+ * as run.json states it. */
+const char *cc_judging_describe(cc_accumulation acc, int power);
 
 typedef struct {
     double c_op, u, floor;

@@ -1,5 +1,6 @@
 /* The worker pool (the protocol and the rules are in pool.h). */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS: the guard-note page a worker shares with the pool */
 #include "harness/run/pool.h"
 
 #include <errno.h>
@@ -18,7 +19,9 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "core/guard.h"
 #include "harness/run/witness.h"
+#include <sys/mman.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -63,6 +66,7 @@ typedef struct {
     size_t have;
     char platform[CC_DEVICE_COUNT][CC_PLATFORM_KEY_MAX]; /* from its hello */
     res_msg in;
+    cc_guard_note *note; /* shared with the worker: what its guard-fault handler found */
 } worker;
 
 typedef struct {
@@ -257,7 +261,7 @@ static void run_witness_job(const cc_pool_config *cfg, const witness_readiness *
     if (why[0])
         cc_witness_set_missing(out, w->name, CC_RES_UNSUPPORTED, why);
     else
-        cc_witness_run(w, c, &cfg->judging, probe, out);
+        cc_witness_run(w, c, &cfg->run, probe, out);
 }
 
 /* The witnesses are all in: name them (the parent's names, not a worker's) and judge. */
@@ -363,7 +367,8 @@ static _Noreturn void worker_exit(int code)
     _exit(code);
 }
 
-static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
+static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd,
+                                  cc_guard_note *note)
 {
     setpgid(0, 0);
 #ifdef __linux__
@@ -409,6 +414,10 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
         init_witnesses(&pool->cfg, &ready);
     if (write_full(res_fd, &m, sizeof m) || !m.init_ok)
         worker_exit(0);
+    cc_guard_install(note); /* after init: a provider's own handlers stay behind it */
+    cc_guard_cache cache = {0};
+    cc_run_options run = pool->cfg.run;
+    run.guard_cache = &cache; /* this worker's mappings, reused from case to case */
     job_msg j;
     for (;;) {
         int rc = read_full(job_fd, &j, sizeof j);
@@ -419,9 +428,10 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd)
         memset(&m, 0, sizeof m);
         m.magic = MSG_MAGIC;
         m.tag = j.tag;
+        cc_guard_note_expect(j.tag);
         if (j.witness == PRIMARY_JOB) {
             m.kind = MSG_RESULT;
-            cc_run_case_judged(p, &j.c, &pool->cfg.judging, &m.r);
+            cc_run_case_probed(p, &j.c, &run, NULL, &m.r);
         } else if (j.witness >= 0 && j.witness < pool->cfg.n_witnesses) {
             m.kind = MSG_WITNESS;
             run_witness_job(&pool->cfg, &ready, j.witness, &j.c, &j.probe, &m.witness);
@@ -448,6 +458,14 @@ static int spawn(cc_pool *pool, int k)
 {
     worker *w = &pool->w[k];
     int jp[2], rp[2];
+    if (!w->note) { /* one note page per worker slot, kept across replacements */
+        void *pg = mmap(NULL, sizeof(cc_guard_note), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (pg == MAP_FAILED)
+            return -1;
+        w->note = pg;
+    }
+    memset(w->note, 0, sizeof *w->note);
     if (pipe(jp))
         return -1;
     if (pipe(rp)) {
@@ -472,7 +490,7 @@ static int spawn(cc_pool *pool, int k)
                 close_fds(&pool->w[i]);
         close(jp[1]);
         close(rp[0]);
-        worker_main(pool, jp[0], rp[1]);
+        worker_main(pool, jp[0], rp[1], w->note);
     }
     setpgid(pid, pid); /* also done by the child; whichever runs first */
     close(jp[0]);
@@ -571,11 +589,18 @@ static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
             set_fatal(pool, "a worker initialising provider %s %s", names, why);
         return;
     }
+    /* a guard fault left its note: the case read or wrote outside a buffer */
+    int oob = !timed_out && w->note && w->note->magic == CC_GUARD_NOTE_MAGIC &&
+              w->note->tag == w->tag;
+    if (oob)
+        w->note->message[sizeof w->note->message - 1] = 0;
     if (was == W_BUSY && w->witness != PRIMARY_JOB) {
         /* a witness's crash or hang is that witness's result; the primary's stands */
         const char *name = pool->cfg.witnesses[w->witness]->name;
         char msg[256];
-        if (timed_out)
+        if (oob)
+            snprintf(msg, sizeof msg, "%.250s", w->note->message);
+        else if (timed_out)
             snprintf(msg, sizeof msg,
                      "no result within this case's time limit of %.6g s; the worker running "
                      "witness %s was killed",
@@ -584,7 +609,10 @@ static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
             snprintf(msg, sizeof msg, "the worker running this case on witness %s %s", name,
                      why);
         cc_witness wit;
-        cc_witness_set_missing(&wit, name, timed_out ? CC_RES_TIMEOUT : CC_RES_CRASH, msg);
+        cc_witness_set_missing(&wit, name,
+                               oob ? CC_RES_OUT_OF_BOUNDS
+                                   : timed_out ? CC_RES_TIMEOUT : CC_RES_CRASH,
+                               msg);
         witness_done(pool, w->tag, w->witness, &wit);
     } else if (was == W_BUSY) {
         cc_result r;
@@ -597,6 +625,8 @@ static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
                      "elements x %d inputs); the worker was killed",
                      w->limit, pool->cfg.timeout_base, (long long)(in + out), w->c.n_in);
             made_up_result(pool, w, CC_RES_TIMEOUT, msg, &r);
+        } else if (oob) {
+            made_up_result(pool, w, CC_RES_OUT_OF_BOUNDS, w->note->message, &r);
         } else {
             snprintf(msg, sizeof msg, "the worker running this case %s", why);
             made_up_result(pool, w, CC_RES_CRASH, msg, &r);
@@ -953,7 +983,7 @@ int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, siz
 {
     if (pool->cfg.in_process) {
         cc_result r;
-        cc_run_case_judged(pool->cfg.provider, c, &pool->cfg.judging, &r);
+        cc_run_case_probed(pool->cfg.provider, c, &pool->cfg.run, NULL, &r);
         snprintf(r.platform, sizeof r.platform, "%s",
                  (unsigned)r.device < CC_DEVICE_COUNT ? pool->platform[r.device].key : "");
         if (pool->cfg.n_witnesses && cc_witness_wanted(&r)) {
@@ -1037,6 +1067,9 @@ void cc_pool_close(cc_pool *pool)
         return;
     if (pool->w) {
         stop_workers(pool);
+        for (int k = 0; k < pool->n; k++)
+            if (pool->w[k].note)
+                munmap(pool->w[k].note, sizeof(cc_guard_note));
         free(pool->w);
     }
     if (pool->pipe_saved)

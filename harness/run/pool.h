@@ -31,7 +31,9 @@
  *   deadline passed             -> SIGKILL the worker (and its process group), result
  *                                  `timeout`;
  * either way the made-up result carries the case's canonical repro line, and a replacement
- * worker is forked. Messages name no pid and no elapsed time, so a crash or timeout result is
+ * worker is forked. A worker killed by a fault in a guard page (harness/guard.h) has left a note
+ * in a page it shares with the parent: that case's result is `out-of-bounds` with the note's
+ * sentence (the buffer, the side, the distance) instead of `crash`. Messages name no pid and no elapsed time, so a crash or timeout result is
  * as deterministic as the case.
  *
  * Workers run in their own process group (a Ctrl-C at the terminal reaches only the parent,
@@ -71,7 +73,7 @@ typedef struct {
     int n_witnesses;                     /* 0 .. CC_MAX_WITNESSES */
     int cpu_level; /* harness/run/platform.h: the CPU dispatch level each worker sets in its own
                       environment before it initialises anything; 0 (native) sets nothing */
-    cc_judging judging;                  /* how every case and witness is judged (compare.h) */
+    cc_run_options run;                  /* repeat, guard, determinism: every case's */
 } cc_pool_config;
 
 int cc_online_cpus(void);

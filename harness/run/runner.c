@@ -12,22 +12,22 @@
 #include "core/dtype.h"
 #include "harness/case/materialize.h"
 #include "harness/run/zero_trust.h"
+#include "core/guard.h"
 
-static const char *const status_names[CC_RES_COUNT] = {"pass",  "fail",  "unsupported",
-                                                       "error", "crash", "timeout"};
+static const char *const status_names[CC_RES_COUNT] = {
+    "pass", "fail", "unsupported", "error", "crash", "timeout", "out-of-bounds", "nondeterministic"};
+
+long cc_count_errors(const long *counts)
+{
+    return counts[CC_RES_ERROR] + counts[CC_RES_CRASH] + counts[CC_RES_TIMEOUT] +
+           counts[CC_RES_OUT_OF_BOUNDS] + counts[CC_RES_NONDETERMINISTIC];
+}
 
 const char *cc_result_status_name(cc_result_status s)
 {
     return s < CC_RES_COUNT ? status_names[s] : "?";
 }
 
-static const char *input_name(const ref_op *op, int i)
-{
-    int k = i < op->max_inputs ? i : op->max_inputs - 1;
-    if (k >= REF_MAX_INPUTS)
-        k = REF_MAX_INPUTS - 1;
-    return op->input_names[k] ? op->input_names[k] : "x";
-}
 
 /* Multi-index text of flat index i in shape s. */
 static void format_index(const ref_shape *s, int64_t i, char *buf, size_t n)
@@ -61,7 +61,7 @@ static void note_worst(cc_result *r, const cc_case *c, const cc_inputs *in,
     for (int i = 0; i < c->n_in; i++)
         if (ref_shape_eq(&c->shape[i], shape) && used < sizeof r->worst_inputs)
             used += (size_t)snprintf(r->worst_inputs + used, sizeof r->worst_inputs - used,
-                                     "%s%s=%.17g", used ? " " : "", input_name(c->op, i),
+                                     "%s%s=%.17g", used ? " " : "", cc_input_name(c->op, i),
                                      in->ref_in[i].v[cmp->worst_index]);
 }
 
@@ -79,14 +79,14 @@ static void read_probe(cc_probe *pr, const char *what, const cc_view *got, int64
 
 /* What every compared output adds to the result beyond its ratio: the suspect ratio, vacuity,
  * and (with --power) the detection power. */
-static void judge_check(cc_result *r, const cc_judging *j, const cc_comparison *cmp,
+static void judge_check(cc_result *r, const cc_run_options *o, const cc_comparison *cmp,
                         const double *expected, const ref_mag *mag, const cc_view *got,
                         const cc_bound_model *bm)
 {
     if (cmp->suspect_ratio > r->suspect_ratio)
         r->suspect_ratio = cmp->suspect_ratio;
     r->vacuous |= cmp->vacuous;
-    if (j->power)
+    if (o->power)
         cc_power_of_check(expected, mag, got, bm, &r->power);
 }
 
@@ -94,7 +94,11 @@ static int provider_failed(cc_status st, const char *msg, const char *phase, cc_
 {
     if (st == CC_OK)
         return 0;
-    r->status = st == CC_UNSUPPORTED ? CC_RES_UNSUPPORTED : CC_RES_ERROR;
+    /* a provider that checks its own buffers (the CUDA providers' canaries) says so first */
+    int oob = st == CC_FAILED && strncmp(msg, "out-of-bounds:", 14) == 0;
+    r->status = st == CC_UNSUPPORTED ? CC_RES_UNSUPPORTED
+                : oob                ? CC_RES_OUT_OF_BOUNDS
+                                     : CC_RES_ERROR;
     snprintf(r->message, sizeof r->message, "%s: %s", phase, msg[0] ? msg : "no message");
     return 1;
 }
@@ -104,7 +108,7 @@ static int zt_sources(const cc_case *c, const cc_inputs *in, int with_g, cc_zt_s
 {
     int k = 0;
     for (int i = 0; i < c->n_in; i++)
-        src[k++] = (cc_zt_source){input_name(c->op, i), in->ref_in[i].v,
+        src[k++] = (cc_zt_source){cc_input_name(c->op, i), in->ref_in[i].v,
                                   ref_numel(&in->ref_in[i].shape)};
     if (with_g)
         src[k++] = (cc_zt_source){"the cotangent g", in->g.v, ref_numel(&in->g.shape)};
@@ -114,54 +118,157 @@ static int zt_sources(const cc_case *c, const cc_inputs *in, int with_g, cc_zt_s
 /* The case's bound model: its dtype, compute roundoff and accumulation mode, and the non-finite
  * rule of the NaN and Inf edge classes (compare.h). */
 static cc_bound_model case_bound(const cc_case *c, double compute_u, double c_op,
-                                 const cc_judging *j)
+                                 cc_accumulation acc)
 {
-    cc_bound_model bm = cc_bound_for_judging(c->dtype, compute_u, c_op, j->accumulation);
+    cc_bound_model bm = cc_bound_for_judging(c->dtype, compute_u, c_op, acc);
     bm.nonfinite_alike = (c->edges & (1u << CC_EDGE_NAN | 1u << CC_EDGE_INF)) != 0;
     return bm;
 }
 
-static void run_forward(const cc_provider *p, const cc_case *c, const cc_judging *j,
-                        const cc_call *call, cc_inputs *in, const ref_tensor *y,
-                        const ref_mag *mag, double cu, cc_probe *probe, cc_result *r, char *zt,
-                        size_t zt_len)
+/* One case's run: what every provider call of it shares. */
+typedef struct {
+    const cc_provider *p;
+    const cc_case *c;
+    const cc_call *call;
+    cc_inputs *in;
+    const cc_run_options *o;
+    int repeats;    /* provider calls per check */
+    int must_agree; /* repeats must give the same bits */
+    double cu;      /* the provider's compute roundoff for this case */
+    cc_probe *probe;
+    cc_result *r;
+    char zt[384]; /* the first zero-trust verdict, if any */
+    /* the first repeat that disagreed with the first call */
+    int differs, differs_call;
+    char differs_what[32];
+    int64_t differs_index;
+    double differs_first, differs_now;
+} case_run;
+
+/* The flat index of the first element where a and b (same shape and dtype) differ in their
+ * bits, any NaN equal to any NaN; -1 when none does. */
+static int64_t first_difference(const cc_view *a, const cc_view *b)
 {
-    cc_view out;
-    if (cc_alloc_output(c->dtype, &in->out_shape, &out)) {
-        r->status = CC_RES_ERROR;
-        snprintf(r->message, sizeof r->message, "out of memory");
-        return;
+    size_t es = cc_dtype_size(a->dtype);
+    int64_t n = 1;
+    for (int k = 0; k < a->rank; k++)
+        n *= a->shape[k];
+    for (int64_t i = 0; i < n; i++) {
+        const char *x = (const char *)a->data + (size_t)i * es, *y = (const char *)b->data + (size_t)i * es;
+        if (memcmp(x, y, es) == 0)
+            continue;
+        if (cc_dtype_is_float(a->dtype) && isnan(cc_load(a->dtype, a->data, i)) &&
+            isnan(cc_load(b->dtype, b->data, i)))
+            continue;
+        return i;
     }
-    char msg[256] = "";
-    cc_status st = p->forward(p->ctx, call, &out, msg, sizeof msg);
-    if (!provider_failed(st, msg, "forward", r)) {
-        cc_bound_model bm = case_bound(c, cu, c->op->c_fwd, j);
+    return -1;
+}
+
+static void note_difference(case_run *cr, int call, const char *what, const cc_view *first,
+                            const cc_view *now)
+{
+    if (cr->differs || !cr->must_agree)
+        return;
+    int64_t i = first_difference(first, now);
+    if (i < 0)
+        return;
+    cr->differs = 1;
+    cr->differs_call = call;
+    snprintf(cr->differs_what, sizeof cr->differs_what, "%s", what);
+    cr->differs_index = i;
+    cr->differs_first = cc_load(first->dtype, first->data, i);
+    cr->differs_now = cc_load(now->dtype, now->data, i);
+}
+
+/* Before provider call k (0-based): every second one moves the provider's input buffers to the
+ * other placement, so an under-run read of call 0's slack faults there (guard.h). */
+static int place_for_call(case_run *cr, int k, const char *what)
+{
+    cc_guard_set *m = &cr->in->mem;
+    m->call = what;
+    m->repeat = k;
+    m->repeats = cr->repeats;
+    cc_guard_place want = k % 2 ? CC_PLACE_START : CC_PLACE_END;
+    if (m->guarded && m->place != want && cc_inputs_replace(cr->c, cr->in, want)) {
+        cr->r->status = CC_RES_ERROR;
+        snprintf(cr->r->message, sizeof cr->r->message, "out of memory moving the inputs");
+        return -1;
+    }
+    return 0;
+}
+
+/* After a provider call: its canaries. */
+static int guard_spoiled(case_run *cr)
+{
+    char msg[384];
+    if (cc_guard_check(&cr->in->mem, msg, sizeof msg) == 0)
+        return 0;
+    cr->r->status = CC_RES_OUT_OF_BOUNDS;
+    snprintf(cr->r->message, sizeof cr->r->message, "%s", msg);
+    return 1;
+}
+
+static void run_forward(case_run *cr, const ref_tensor *y, const ref_mag *mag)
+{
+    const cc_case *c = cr->c;
+    cc_inputs *in = cr->in;
+    cc_result *r = cr->r;
+    cc_view first;
+    memset(&first, 0, sizeof first);
+    cc_bound_model bm = case_bound(c, cr->cu, c->op->c_fwd, cr->o->accumulation);
+    for (int k = 0; k < cr->repeats && r->status == CC_RES_PASS; k++) {
+        if (place_for_call(cr, k, "forward"))
+            break;
+        cc_view out;
+        if (cc_alloc_output_in(in, "output y", c->dtype, &in->out_shape, &out)) {
+            r->status = CC_RES_ERROR;
+            snprintf(r->message, sizeof r->message, "out of memory");
+            break;
+        }
+        char msg[256] = "";
+        cc_guard_arm(&in->mem);
+        cc_status st = cr->p->forward(cr->p->ctx, cr->call, &out, msg, sizeof msg);
+        cc_guard_arm(NULL);
+        if (provider_failed(st, msg, "forward", r) || guard_spoiled(cr)) {
+            cc_guard_free(&in->mem, out.data);
+            break;
+        }
         cc_comparison cmp;
         cc_compare(y->v, mag, &out, &bm, &cmp);
         r->checked_fwd = 1;
-        r->fwd_ratio = cmp.worst_ratio;
+        if (k == 0 || cmp.worst_ratio > r->fwd_ratio)
+            r->fwd_ratio = cmp.worst_ratio;
         note_worst(r, c, in, &cmp, "y", &in->out_shape);
-        judge_check(r, j, &cmp, y->v, mag, &out, &bm);
-        read_probe(probe, "y", &out, cmp.n, mag, &bm);
-        cc_zt_source src[REF_MAX_INPUTS + 1];
-        int ns = zt_sources(c, in, 0, src);
-        if (!zt[0])
-            cc_zero_trust("y", y->v, mag->worst, c->op->c_fwd, &out, src, ns, zt, zt_len);
+        if (k == 0) {
+            judge_check(r, cr->o, &cmp, y->v, mag, &out, &bm);
+            read_probe(cr->probe, "y", &out, cmp.n, mag, &bm);
+            cc_zt_source src[REF_MAX_INPUTS + 1];
+            int ns = zt_sources(c, in, 0, src);
+            if (!cr->zt[0])
+                cc_zero_trust("y", y->v, mag->worst, c->op->c_fwd, &out, src, ns, cr->zt,
+                              sizeof cr->zt);
+            first = out;
+        } else {
+            note_difference(cr, k, "y", &first, &out);
+            cc_guard_free(&in->mem, out.data);
+        }
     }
-    free(out.data);
+    cc_guard_free(&in->mem, first.data);
 }
 
-static void run_vjp(const cc_provider *p, const cc_case *c, const cc_judging *j,
-                    const cc_call *call, cc_inputs *in, const ref_tensor *y, double cu,
-                    cc_probe *probe, cc_result *r, char *zt, size_t zt_len)
+static void run_vjp(case_run *cr, const ref_tensor *y)
 {
+    const cc_case *c = cr->c;
+    cc_inputs *in = cr->in;
+    cc_result *r = cr->r;
     const ref_op *op = c->op;
     ref_tensor grad[REF_MAX_INPUTS];
     ref_mag gmag[REF_MAX_INPUTS];
     memset(gmag, 0, sizeof gmag);
-    cc_view got[REF_MAX_INPUTS];
+    cc_view first[REF_MAX_INPUTS];
     memset(grad, 0, sizeof grad);
-    memset(got, 0, sizeof got);
+    memset(first, 0, sizeof first);
     int fail = 0;
     for (int i = 0; i < c->n_in; i++) {
         grad[i].shape = c->shape[i];
@@ -170,8 +277,7 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_judging *j,
             continue;
         int64_t n = ref_numel(&c->shape[i]);
         grad[i].v = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-        if (!grad[i].v || ref_mag_alloc(n, &gmag[i]) ||
-            cc_alloc_output(c->dtype, &c->shape[i], &got[i]))
+        if (!grad[i].v || ref_mag_alloc(n, &gmag[i]))
             fail = 1;
     }
     if (fail) {
@@ -184,36 +290,68 @@ static void run_vjp(const cc_provider *p, const cc_case *c, const cc_judging *j,
         snprintf(r->message, sizeof r->message, "reference VJP failed");
         goto done;
     }
-    char msg[256] = "";
-    cc_status st = p->vjp(p->ctx, call, &in->g_view, got, msg, sizeof msg);
-    if (provider_failed(st, msg, "vjp", r))
-        goto done;
-    cc_bound_model bm = case_bound(c, cu, op->c_vjp, j);
-    r->checked_vjp = 1;
-    for (int i = 0; i < c->n_in; i++) {
-        if (!grad[i].v)
-            continue;
-        ref_mag_complete(&gmag[i], ref_numel(&c->shape[i]));
-        cc_comparison cmp;
-        cc_compare(grad[i].v, &gmag[i], &got[i], &bm, &cmp);
-        if (cmp.worst_ratio > r->vjp_ratio)
-            r->vjp_ratio = cmp.worst_ratio;
-        char what[32];
-        snprintf(what, sizeof what, "grad:%s", input_name(op, i));
-        note_worst(r, c, in, &cmp, what, &c->shape[i]);
-        judge_check(r, j, &cmp, grad[i].v, &gmag[i], &got[i], &bm);
-        read_probe(probe, what, &got[i], cmp.n, &gmag[i], &bm);
-        cc_zt_source src[REF_MAX_INPUTS + 1];
-        int ns = zt_sources(c, in, 1, src);
-        if (!zt[0])
-            cc_zero_trust(what, grad[i].v, gmag[i].worst, op->c_vjp, &got[i], src, ns, zt,
-                          zt_len);
+    for (int i = 0; i < c->n_in; i++)
+        if (grad[i].v)
+            ref_mag_complete(&gmag[i], ref_numel(&c->shape[i]));
+    cc_bound_model bm = case_bound(c, cr->cu, op->c_vjp, cr->o->accumulation);
+    for (int k = 0; k < cr->repeats && r->status == CC_RES_PASS; k++) {
+        if (place_for_call(cr, k, "vjp"))
+            break;
+        cc_view got[REF_MAX_INPUTS];
+        memset(got, 0, sizeof got);
+        for (int i = 0; i < c->n_in && !fail; i++) {
+            char name[40];
+            snprintf(name, sizeof name, "grad:%s", cc_input_name(op, i));
+            if (grad[i].v && cc_alloc_output_in(in, name, c->dtype, &c->shape[i], &got[i]))
+                fail = 1;
+        }
+        char msg[256] = "";
+        cc_status st = CC_OK;
+        if (!fail) {
+            cc_guard_arm(&in->mem);
+            st = cr->p->vjp(cr->p->ctx, cr->call, &in->g_view, got, msg, sizeof msg);
+            cc_guard_arm(NULL);
+        }
+        if (fail) {
+            r->status = CC_RES_ERROR;
+            snprintf(r->message, sizeof r->message, "out of memory");
+        } else if (!provider_failed(st, msg, "vjp", r) && !guard_spoiled(cr)) {
+            r->checked_vjp = 1;
+            for (int i = 0; i < c->n_in; i++) {
+                if (!grad[i].v)
+                    continue;
+                cc_comparison cmp;
+                cc_compare(grad[i].v, &gmag[i], &got[i], &bm, &cmp);
+                if (cmp.worst_ratio > r->vjp_ratio)
+                    r->vjp_ratio = cmp.worst_ratio;
+                char what[32];
+                snprintf(what, sizeof what, "grad:%s", cc_input_name(op, i));
+                note_worst(r, c, in, &cmp, what, &c->shape[i]);
+                if (k == 0) {
+                    judge_check(r, cr->o, &cmp, grad[i].v, &gmag[i], &got[i], &bm);
+                    read_probe(cr->probe, what, &got[i], cmp.n, &gmag[i], &bm);
+                    cc_zt_source src[REF_MAX_INPUTS + 1];
+                    int ns = zt_sources(c, in, 1, src);
+                    if (!cr->zt[0])
+                        cc_zero_trust(what, grad[i].v, gmag[i].worst, op->c_vjp, &got[i], src,
+                                      ns, cr->zt, sizeof cr->zt);
+                } else {
+                    note_difference(cr, k, what, &first[i], &got[i]);
+                }
+            }
+        }
+        for (int i = 0; i < c->n_in; i++) {
+            if (k == 0 && r->status == CC_RES_PASS)
+                first[i] = got[i];
+            else
+                cc_guard_free(&in->mem, got[i].data);
+        }
     }
 done:
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
         free(grad[i].v);
         ref_mag_free(&gmag[i]);
-        free(got[i].data);
+        cc_guard_free(&in->mem, first[i].data);
     }
 }
 
@@ -233,29 +371,25 @@ void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r)
 
 void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r)
 {
-    cc_judging j = {CC_ACC_STRICT, 0};
-    cc_run_case_probed(p, c, &j, NULL, r);
+    cc_run_case_probed(p, c, NULL, NULL, r);
 }
 
-void cc_run_case_judged(const cc_provider *p, const cc_case *c, const cc_judging *j,
-                        cc_result *r)
-{
-    cc_run_case_probed(p, c, j, NULL, r);
-}
-
-void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_judging *j,
+void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_options *o,
                         cc_probe *probe, cc_result *r)
 {
+    static const cc_run_options defaults = {0, 0, 0, NULL, CC_ACC_STRICT, 0};
+    if (!o)
+        o = &defaults;
     double t0 = cc_monotonic_seconds();
     cc_result_begin(p, c, r);
-    r->accumulation = j->accumulation;
-    r->has_power = j->power;
-    if (j->power)
+    r->accumulation = o->accumulation;
+    r->has_power = o->power;
+    if (o->power)
         cc_power_init(&r->power);
 
     cc_inputs in;
     char msg[256] = "";
-    if (cc_materialize(c, &in, msg, sizeof msg)) {
+    if (cc_materialize_in(c, !o->unguarded, o->guard_cache, CC_PLACE_END, &in, msg, sizeof msg)) {
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message, "materialize: %s", msg);
         r->seconds = cc_monotonic_seconds() - t0;
@@ -267,10 +401,21 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_judging
     ref_mag mag;
     int no_mag = ref_mag_alloc(ny, &mag);
     cc_call call = {c->op->name, &c->params, c->device, c->dtype, c->n_in, in.view};
+    case_run cr;
+    memset(&cr, 0, sizeof cr);
+    cr.p = p;
+    cr.c = c;
+    cr.call = &call;
+    cr.in = &in;
+    cr.o = o;
+    cr.repeats = o->repeat > 1 ? o->repeat : 1;
+    r->repeat = cr.repeats;
+    cr.must_agree = c->device == CC_CPU || o->deterministic;
+    cr.probe = probe;
+    cr.r = r;
     /* the provider's compute roundoff for this op/dtype/device (TF32...): 0 = u(dtype) */
-    double cu = p->compute_roundoff
-                    ? p->compute_roundoff(p->ctx, c->op->name, c->dtype, c->device)
-                    : 0.0;
+    cr.cu = p->compute_roundoff ? p->compute_roundoff(p->ctx, c->op->name, c->dtype, c->device)
+                                : 0.0;
     ref_status rs = y.v && !no_mag ? c->op->forward(&c->params, c->n_in, in.ref_in, &y, &mag)
                                    : REF_ENOMEM;
     if (rs == REF_OK)
@@ -279,21 +424,29 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_judging
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message, "reference forward failed (%s)",
                  rs == REF_EDOMAIN ? "input outside the op's domain" : "status");
-    } else if (!cc_compute_roundoff_valid(cu)) {
+    } else if (!cc_compute_roundoff_valid(cr.cu)) {
         r->status = CC_RES_ERROR;
         snprintf(r->message, sizeof r->message,
                  "provider %s declares a compute roundoff of %g for %s %s on %s: outside 0 "
                  "(none) .. 2^-8 (bf16)",
-                 p->name, cu, c->op->name, cc_dtype_name(c->dtype), cc_device_name(c->device));
+                 p->name, cr.cu, c->op->name, cc_dtype_name(c->dtype), cc_device_name(c->device));
     } else {
-        char zt[384] = ""; /* the first zero-trust verdict, if any */
         if (c->check != CC_CHECK_VJP)
-            run_forward(p, c, j, &call, &in, &y, &mag, cu, probe, r, zt, sizeof zt);
+            run_forward(&cr, &y, &mag);
         if (r->status == CC_RES_PASS && c->check != CC_CHECK_FWD && c->op->vjp)
-            run_vjp(p, c, j, &call, &in, &y, cu, probe, r, zt, sizeof zt);
-        if (r->status == CC_RES_PASS && zt[0]) {
+            run_vjp(&cr, &y);
+        if (cr.differs && (r->status == CC_RES_PASS || r->status == CC_RES_FAIL)) {
+            r->status = CC_RES_NONDETERMINISTIC;
+            snprintf(r->message, sizeof r->message,
+                     "%s[%lld] differs between call 1 and call %d of %d on the same inputs: "
+                     "%.9g then %.9g (repeats must agree bit for bit %s); worst bound ratio %.3g",
+                     cr.differs_what, (long long)cr.differs_index, cr.differs_call + 1,
+                     cr.repeats, cr.differs_first, cr.differs_now,
+                     c->device == CC_CPU ? "on cpu" : "with deterministic algorithms on",
+                     r->worst_ratio);
+        } else if (r->status == CC_RES_PASS && cr.zt[0]) {
             r->status = CC_RES_FAIL;
-            snprintf(r->message, sizeof r->message, "%s", zt);
+            snprintf(r->message, sizeof r->message, "%s", cr.zt);
         } else if (r->status == CC_RES_PASS && r->worst_ratio > 1.0) {
             r->status = CC_RES_FAIL;
             snprintf(r->message, sizeof r->message,
@@ -301,6 +454,9 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_judging
                      r->worst_output, r->worst_index, r->expected, r->got, r->bound,
                      r->worst_ratio);
         }
+        if (r->status == CC_RES_FAIL && cr.repeats > 1)
+            snprintf(r->message + strlen(r->message), sizeof r->message - strlen(r->message),
+                     " (worst of %d calls)", cr.repeats);
         r->suspect = r->status == CC_RES_PASS && r->suspect_ratio > 1.0;
     }
     free(y.v);

@@ -17,8 +17,22 @@ typedef enum {
     CC_RES_ERROR,       /* the provider raised an error, or the case could not be built */
     CC_RES_CRASH,       /* the worker died (signal) */
     CC_RES_TIMEOUT,
+    CC_RES_OUT_OF_BOUNDS,    /* the provider read or wrote outside a buffer (harness/guard.h) */
+    CC_RES_NONDETERMINISTIC, /* repeated calls on the same inputs gave different bits */
     CC_RES_COUNT
 } cc_result_status;
+
+/* How a case is run (zero-initialised: the defaults). */
+typedef struct {
+    int repeat;         /* provider calls per check on the same inputs; 0 or 1: one */
+    int unguarded;      /* 1: plain heap buffers, no guard pages or canaries (bench, --no-guard) */
+    int deterministic;  /* 1: deterministic algorithms are on (--deterministic on): repeats must
+                           agree bit for bit on every device; on CPU they must anyway */
+    struct cc_guard_cache *guard_cache; /* mappings kept between cases (core/guard.h); NULL:
+                                           none */
+    cc_accumulation accumulation; /* how f16/bf16 sums are judged (compare.h); 0: strict */
+    int power;                    /* also measure each case's detection power (power.h) */
+} cc_run_options;
 
 /* Witnesses (harness/run/witness.h): other providers run on a case the primary did not pass, so a
  * reader sees who is wrong. At most CC_MAX_WITNESSES per run. */
@@ -72,6 +86,7 @@ typedef struct {
     int has_power;  /* run with --power: the detection power figures (power.h) */
     cc_power power;
     int64_t elements; /* output elements */
+    int repeat;       /* provider calls per check (--repeat); 0 or 1: one, and not recorded */
     double seconds;
     /* flat row-major index of the worst element in worst_output; in memory only (witnesses are
      * asked about it before the record is written), not part of the record */
@@ -91,18 +106,24 @@ typedef struct {
 } cc_probe;
 
 const char *cc_result_status_name(cc_result_status s);
+/* Of per-status counts: the provider faults that are not a wrong value (error, crash, timeout,
+ * out-of-bounds, nondeterministic), which reports count as "errors". */
+long cc_count_errors(const long *counts);
 /* The identity part of a result (canonical line, op, dtype, device, layout, provider,
  * vjp_mode), everything else zero and status pass: what cc_run_case starts from, and what the
  * worker pool fills in for a case whose worker crashed or timed out. */
 void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r);
-/* Never fails: every problem becomes the result's status and message. Judged as j says
- * (cc_run_case: the defaults, strict accumulation and no power figures). */
+/* Never fails: every problem becomes the result's status and message. Default options. */
 void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r);
-void cc_run_case_judged(const cc_provider *p, const cc_case *c, const cc_judging *j,
-                        cc_result *r);
-/* The same, also reading back the element `probe` names (NULL: none) under the op's error model
- * of this run (its bound, with compare_with in place of the expected value). */
-void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_judging *j,
+/* The same under options `o` (NULL: defaults), also reading back the element `probe` names
+ * (NULL: none) under the op's error model of this run (cc_element_ratio with compare_with in
+ * place of the expected value).
+ * With o->repeat = N > 1 each provider call runs N times on the same inputs, every second time
+ * with the buffers at the other placement (harness/guard.h); each output is judged against its
+ * bound, and where repeats must agree (every CPU case; CUDA cases under o->deterministic) an
+ * output that differs from the first call's bits (any NaN equals any NaN, as TorchLean's
+ * AgreeUpToNaN) makes the case `nondeterministic`. */
+void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_options *o,
                         cc_probe *probe, cc_result *r);
 
 #endif

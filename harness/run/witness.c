@@ -34,15 +34,17 @@ void cc_witness_probe_of(const cc_result *primary, cc_probe *probe)
     probe->compare_with = primary->got;
 }
 
-void cc_witness_run(const cc_provider *w, const cc_case *c, const cc_judging *j,
+void cc_witness_run(const cc_provider *w, const cc_case *c, const cc_run_options *o,
                     const cc_probe *asked, cc_witness *out)
 {
     cc_probe probe = *asked;
     probe.found = 0;
     cc_result r;
-    cc_judging plain = *j;
-    plain.power = 0; /* a witness answers who is wrong; power is the primary's */
-    cc_run_case_probed(w, c, &plain, &probe, &r);
+    /* the default run options, judged as the primary is */
+    cc_run_options wo;
+    memset(&wo, 0, sizeof wo);
+    wo.accumulation = o ? o->accumulation : CC_ACC_STRICT;
+    cc_run_case_probed(w, c, &wo, &probe, &r);
     memset(out, 0, sizeof *out);
     snprintf(out->provider, sizeof out->provider, "%s", w->name);
     out->status = r.status;

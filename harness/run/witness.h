@@ -35,9 +35,9 @@ int cc_verdict_parse(const char *s, cc_three_way_verdict *out);
 int cc_witness_wanted(const cc_result *primary);
 /* What a witness is asked: the primary's worst element and value (output "" when it has none). */
 void cc_witness_probe_of(const cc_result *primary, cc_probe *probe);
-/* Run case c on witness provider w (initialised) with the probe, judged as the primary is
- * (j); describe what it gave. */
-void cc_witness_run(const cc_provider *w, const cc_case *c, const cc_judging *j,
+/* Run case c on witness provider w (initialised) with the probe, with the default run options
+ * but judged as the primary is (o's accumulation mode); describe what it gave. */
+void cc_witness_run(const cc_provider *w, const cc_case *c, const cc_run_options *o,
                     const cc_probe *asked, cc_witness *out);
 /* A witness that gave no result of its own (it cannot run on the device, or its worker crashed
  * or timed out): its status and the sentence saying why. */

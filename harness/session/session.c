@@ -116,11 +116,12 @@ static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint
                  o->out_dir, was->provider, o->provider->name);
         return -1;
     }
-    if (strcmp(was->judging, cc_judging_describe(&o->judging)) != 0) {
+    const char *judging = cc_judging_describe(o->run.accumulation, o->run.power);
+    if (strcmp(was->judging, judging) != 0) {
         snprintf(msg, len,
                  "%s/run.json is a run judged '%s'; this command judges '%s': resume with the "
                  "same --accumulation and --power, or start a new run without --resume",
-                 o->out_dir, was->judging, cc_judging_describe(&o->judging));
+                 o->out_dir, was->judging, judging);
         return -1;
     }
     char names[256];
@@ -251,7 +252,7 @@ int cc_session_run(const cc_session_opts *o)
         /* the workers first: they initialise the provider, and a provider that cannot run
          * leaves the folder as it was */
         cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, 0,
-                             o->in_process, o->witnesses, o->n_witnesses, level, o->judging};
+                             o->in_process, o->witnesses, o->n_witnesses, level, o->run};
         if (pc.workers <= 0)
             pc.workers = cc_online_cpus();
         if ((size_t)pc.workers > (n_todo ? n_todo : 1))
@@ -294,9 +295,9 @@ int cc_session_run(const cc_session_opts *o)
                 snprintf(info.command, sizeof info.command, "%s", o->command ? o->command : "");
                 info.base_seed = o->base_seed;
                 witness_names(o, info.witnesses, sizeof info.witnesses);
-                level_names(o, info.cpu_levels, sizeof info.cpu_levels);
                 snprintf(info.judging, sizeof info.judging, "%s",
-                         cc_judging_describe(&o->judging));
+                         cc_judging_describe(o->run.accumulation, o->run.power));
+                level_names(o, info.cpu_levels, sizeof info.cpu_levels);
                 grew = 1;
             } else if (o->log && (scan.torn_lines || scan.n_done)) {
                 fprintf(log,
@@ -391,8 +392,11 @@ int cc_session_run(const cc_session_opts *o)
            rep.wall_seconds > 0 ? (double)rep.session_cases / rep.wall_seconds : 0.0,
            rep.counts[CC_RES_PASS],
            rep.counts[CC_RES_FAIL], rep.counts[CC_RES_UNSUPPORTED],
-           rep.counts[CC_RES_ERROR] + rep.counts[CC_RES_CRASH] + rep.counts[CC_RES_TIMEOUT],
+           cc_count_errors(rep.counts),
            rep.counts[CC_RES_CRASH], rep.counts[CC_RES_TIMEOUT]);
+    if (rep.counts[CC_RES_OUT_OF_BOUNDS] + rep.counts[CC_RES_NONDETERMINISTIC])
+        printf("capcheck: of those errors %ld out-of-bounds, %ld nondeterministic\n",
+               rep.counts[CC_RES_OUT_OF_BOUNDS], rep.counts[CC_RES_NONDETERMINISTIC]);
     long broken = 0;
     if (o->expect) {
         printf("capcheck: expectations:");
@@ -433,11 +437,13 @@ out:
 
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          int cpu_level, const cc_judging *judging, cc_result *r, char *msg,
+                          int cpu_level, const cc_run_options *run, cc_result *r, char *msg,
                           size_t msg_len)
 {
     cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, 0, in_process, witnesses,
-                         n_witnesses, cpu_level, *judging};
+                         n_witnesses, cpu_level, {0, 0, 0, NULL, CC_ACC_STRICT, 0}};
+    if (run)
+        pc.run = *run;
     cc_pool *pool;
     if (cc_pool_start(&pc, &pool, msg, msg_len))
         return -1;

@@ -54,7 +54,7 @@ typedef struct {
      * (harness/report/expect.h): the log names what is news, report.md lists the outcomes, and the
      * exit code is 1 only for a broken expectation, a crash or an unexpected result */
     const cc_expectations *expect;
-    cc_judging judging; /* --accumulation, --power (compare.h); run.json records it */
+    cc_run_options run; /* --repeat, --no-guard, --deterministic */
 } cc_session_opts;
 
 /* Exit code: 0 every case passed (with expect: every result met its expectation), 1 some case
@@ -69,7 +69,7 @@ int cc_session_run(const cc_session_opts *o);
  * no worker can be started. */
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          int cpu_level, const cc_judging *judging, cc_result *r, char *msg,
+                          int cpu_level, const cc_run_options *run, cc_result *r, char *msg,
                           size_t msg_len);
 
 #endif

@@ -31,6 +31,7 @@ typedef struct {
     size_t n;
     cc_journal *journal;
     size_t status_count[CC_RES_COUNT]; /* the capcheck loop's results, first round */
+    cc_guard_cache guard_cache;        /* the capcheck loop's mappings, kept as a worker's are */
     int counted;
     int failed;      /* a loop saw a call fail that had succeeded before */
     char msg[512];
@@ -125,17 +126,30 @@ static void round_provider(bench_state *s)
             s->failed = 1;
 }
 
-static void round_capcheck(bench_state *s)
+/* The whole per-case path as run does it: guarded buffers (core/guard.h), or plain heap blocks
+ * (--no-guard), the difference being the guards' cost. */
+static void capcheck_path(bench_state *s, int guarded)
 {
+    cc_run_options o = {1, !guarded, 0, &s->guard_cache, CC_ACC_STRICT, 0};
     for (size_t i = 0; i < s->n; i++) {
         cc_result r;
-        cc_run_case(s->p, s->cases[i].c, &r);
-        if (!s->counted)
+        cc_run_case_probed(s->p, s->cases[i].c, &o, NULL, &r);
+        if (!s->counted && guarded)
             s->status_count[r.status]++;
         if (cc_journal_append(s->journal, s->cases[i].index, &r, s->msg, sizeof s->msg))
             s->failed = 1;
     }
-    s->counted = 1;
+    s->counted |= guarded;
+}
+
+static void round_capcheck(bench_state *s)
+{
+    capcheck_path(s, 1);
+}
+
+static void round_unguarded(bench_state *s)
+{
+    capcheck_path(s, 0);
 }
 
 static void round_materialize(bench_state *s)
@@ -157,16 +171,18 @@ static void round_reference(bench_state *s)
             s->failed = 1;
 }
 
-enum { LOOP_PROVIDER, LOOP_CAPCHECK, LOOP_MATERIALIZE, LOOP_REFERENCE, LOOP_COUNT };
+enum { LOOP_PROVIDER, LOOP_CAPCHECK, LOOP_MATERIALIZE, LOOP_REFERENCE, LOOP_UNGUARDED,
+       LOOP_COUNT };
 static const char *const loop_names[LOOP_COUNT] = {"provider", "capcheck", "materialize",
-                                                   "reference"};
+                                                   "reference", "unguarded"};
 static void (*const loop_rounds[LOOP_COUNT])(bench_state *) = {
-    round_provider, round_capcheck, round_materialize, round_reference};
+    round_provider, round_capcheck, round_materialize, round_reference, round_unguarded};
 static const char *const loop_what[LOOP_COUNT] = {
     "the provider's forward and VJP calls alone",
-    "capcheck's whole per-case path, journaled",
+    "capcheck's whole per-case path, journaled (guarded buffers)",
     "drawing and laying out the inputs",
-    "the float64 reference forward and VJP"};
+    "the float64 reference forward and VJP",
+    "capcheck's per-case path with plain heap buffers (--no-guard)"};
 
 /* Whole rounds until min_seconds have passed; cases per second. */
 static double measure(bench_state *s, int loop, double min_seconds)
@@ -332,5 +348,6 @@ done:
     for (size_t i = 0; i < s.n; i++)
         prepared_free(&s.cases[i]);
     free(s.cases);
+    cc_guard_cache_clear(&s.guard_cache);
     return rc;
 }

@@ -158,6 +158,15 @@ static double param_cost(const cc_case *c)
     return s;
 }
 
+/* How far a case's layout is from dense: inputs not contiguous (each counts). */
+static int layout_cost(const cc_case *c)
+{
+    int n = 0;
+    for (int i = 0; i < c->n_in; i++)
+        n += cc_case_input_layout(c, i).kind != CC_LAYOUT_CONTIG;
+    return n;
+}
+
 /* -1 when a is strictly smaller than b in the shrink order. */
 static int case_cmp(const cc_case *a, const cc_case *b)
 {
@@ -171,7 +180,7 @@ static int case_cmp(const cc_case *a, const cc_case *b)
         rb += b->shape[i].rank;
     if (ra != rb)
         return ra < rb ? -1 : 1;
-    int la = a->layout != CC_LAYOUT_CONTIG, lb = b->layout != CC_LAYOUT_CONTIG;
+    int la = layout_cost(a), lb = layout_cost(b);
     if (la != lb)
         return la < lb ? -1 : 1;
     int ca = a->check == CC_CHECK_BOTH, cb = b->check == CC_CHECK_BOTH;
@@ -208,9 +217,12 @@ static int valid_case(const cc_case *c)
     return c->op->shape(&c->params, c->n_in, c->shape, &out, &e) == REF_OK;
 }
 
-static void cand_push(cand_list *l, const cc_case *c, const cc_case *cur)
+static void cand_push(cand_list *l, const cc_case *c_in, const cc_case *cur)
 {
-    if (!valid_case(c) || case_cmp(c, cur) >= 0)
+    cc_case fitted = *c_in, *c = &fitted;
+    cc_case_refit_layout(c, cur); /* explicit strides follow the shapes they describe */
+    char why[160];
+    if (!valid_case(c) || cc_case_layout_problem(c, why, sizeof why) || case_cmp(c, cur) >= 0)
         return;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 64;
@@ -449,6 +461,15 @@ static void mode_candidates(cand_list *l, const cc_case *cur, const cc_result *f
     }
     if (cur->layout != CC_LAYOUT_CONTIG) {
         c.layout = CC_LAYOUT_CONTIG;
+        cc_case_normalize_layout(&c);
+        cand_push(l, &c, cur);
+    }
+    for (int i = 0; cur->layout == CC_LAYOUT_MIXED && i < cur->n_in; i++) {
+        if (cur->in_layout[i].kind == CC_LAYOUT_CONTIG)
+            continue;
+        c = *cur; /* one input's layout made dense, the others kept */
+        memset(&c.in_layout[i], 0, sizeof c.in_layout[i]);
+        cc_case_normalize_layout(&c);
         cand_push(l, &c, cur);
     }
 }
@@ -631,17 +652,11 @@ static void py_ints(FILE *f, const int64_t *v, int n)
     fputs(n == 1 ? ",)" : ")", f);
 }
 
-/* The buffer behind a view as a Python list, its storage length the furthest element + 1. */
-static void py_buffer(FILE *f, const cc_view *v)
+/* A buffer of `len` elements as a Python list (what lies around a view, NaN gaps included). */
+static void py_buffer(FILE *f, cc_dtype t, const void *base, int64_t len)
 {
-    int64_t len = 1;
-    for (int a = 0; a < v->rank; a++) {
-        if (v->shape[a] == 0) {
-            len = 0;
-            break;
-        }
-        len += (v->shape[a] - 1) * v->strides[a];
-    }
+    const cc_view view = {t, 0, {0}, {0}, (void *)base};
+    const cc_view *v = &view;
     fputc('[', f);
     for (int64_t j = 0; j < len; j++) {
         if (j)
@@ -763,11 +778,11 @@ static const char py_tail[] =
     "def run(dtype, device):\n"
     "    \"\"\"Forward (and VJP) in `dtype` on `device`, from exactly the values above.\"\"\"\n"
     "    X, leaves = [], []\n"
-    "    for (buf, kind, shape, strides), data in zip(INPUTS, DIFFERENTIABLE):\n"
+    "    for (buf, kind, shape, strides, offset), data in zip(INPUTS, DIFFERENTIABLE):\n"
     "        if dtype is torch.float64 and kind.is_floating_point:\n"
     "            kind = torch.float64  # the reference: the same values, in float64\n"
     "        storage = torch.tensor(buf, dtype=torch.float64).to(kind).to(device)\n"
-    "        x = torch.as_strided(storage, shape, strides)\n"
+    "        x = torch.as_strided(storage, shape, strides, offset)\n"
     "        if WANT_VJP and data:\n"
     "            x = x.detach().requires_grad_(True)\n"
     "            leaves.append(x)\n"
@@ -861,7 +876,7 @@ int cc_shrink_write_python(const cc_case *c, const cc_result *r, FILE *f, char *
             "# Standalone reproducer written by `capcheck shrink` (needs only torch).\n"
             "#   %s\n"
             "# The inputs are exactly the values capcheck materialized for this case, laid out\n"
-            "# with the same storage and strides (layout=%s: gaps of a strided buffer hold NaN).\n"
+            "# with the same storage, strides and offsets (layout=%s: gaps hold NaN).\n"
             "# It runs the ATen op in %s on %s, then the same op in float64 from the same values,\n"
             "# and prints the largest difference of every output.\n"
             "import math\nimport sys\n\nimport torch\nimport torch.nn.functional as F\n\n"
@@ -888,20 +903,21 @@ int cc_shrink_write_python(const cc_case *c, const cc_result *r, FILE *f, char *
         fprintf(f, "%s%s", i ? ", " : "",
                 c->op->input_kind[k] == REF_IN_DATA ? "True" : "False");
     }
-    fputs("]\n# (storage values, dtype, shape, strides in elements) of every input\nINPUTS = [\n",
+    fputs("]\n# (storage values, dtype, shape, strides and storage offset in elements) of every "
+          "input\nINPUTS = [\n",
           f);
     for (int i = 0; i < c->n_in; i++) {
         const cc_view *v = &in.view[i];
         fputs("  (", f);
-        py_buffer(f, v);
+        py_buffer(f, v->dtype, in.storage[i], in.storage_len[i]);
         fprintf(f, ",\n   %s, ", torch_dtype(v->dtype));
         py_ints(f, v->shape, v->rank);
         fputs(", ", f);
         py_ints(f, v->strides, v->rank);
-        fputs("),\n", f);
+        fprintf(f, ", %lld),\n", (long long)in.offset[i]);
     }
     fputs("]\n# the output cotangent of the VJP (dense, output shape)\nG = ", f);
-    py_buffer(f, &in.g_view);
+    py_buffer(f, in.g_view.dtype, in.g_view.data, ref_numel(&in.out_shape));
     fputs("\n# what capcheck saw\n", f);
     fprintf(f, "PROVIDER = '%s'\nWORST_OUTPUT = '%s'\nWORST_INDEX = ", r ? r->provider : "?",
             r && r->worst_output[0] ? r->worst_output : "y");

@@ -63,12 +63,17 @@ static cc_status add_buf(ccu_bufs *bs, void *host, size_t bytes, int is_output, 
         return cc_say(msg, len, CC_FAILED, "internal: more than %d device buffers in one call",
                        CCU_MAX_BUFS);
     void *d = NULL;
-    cc_status st = ccu_check(cudaMalloc(&d, bytes), "cudaMalloc", msg, len);
+    cc_status st = ccu_check(cudaMalloc(&d, bytes + 2 * CCU_CANARY_BYTES), "cudaMalloc", msg, len);
     if (st != CC_OK)
         return st;
-    bs->b[bs->n++] = (ccu_buf){d, host, bytes, is_output};
-    *dev = d;
-    return CC_OK;
+    char *buf = (char *)d + CCU_CANARY_BYTES;
+    bs->b[bs->n++] = (ccu_buf){buf, host, bytes, is_output};
+    *dev = buf;
+    st = ccu_check(cudaMemset(d, CCU_CANARY, CCU_CANARY_BYTES), "cudaMemset (canary)", msg, len);
+    if (st == CC_OK)
+        st = ccu_check(cudaMemset(buf + bytes, CCU_CANARY, CCU_CANARY_BYTES),
+                       "cudaMemset (canary)", msg, len);
+    return st;
 }
 
 cc_status ccu_upload(ccu_bufs *bs, const void *host, size_t bytes, void **dev, char *msg,
@@ -97,6 +102,33 @@ cc_status ccu_scratch(ccu_bufs *bs, size_t bytes, void **dev, char *msg, size_t 
     return st;
 }
 
+/* 0 when both canaries of b are intact; else -1 with the out-of-bounds sentence. */
+static int canary_spoiled(const ccu_buf *b, int index, char *msg, size_t len)
+{
+    unsigned char seen[2][CCU_CANARY_BYTES];
+    const char *buf = b->dev;
+    if (cudaMemcpy(seen[0], buf - CCU_CANARY_BYTES, CCU_CANARY_BYTES, cudaMemcpyDeviceToHost) !=
+            cudaSuccess ||
+        cudaMemcpy(seen[1], buf + b->bytes, CCU_CANARY_BYTES, cudaMemcpyDeviceToHost) !=
+            cudaSuccess)
+        return 0; /* the copy's own error is reported by the caller's checks */
+    for (int side = 0; side < 2; side++)
+        for (int k = 0; k < CCU_CANARY_BYTES; k++)
+            if (seen[side][k] != CCU_CANARY) {
+                int far = side ? k + 1 : CCU_CANARY_BYTES - k;
+                for (int j = 0; side && j < CCU_CANARY_BYTES; j++)
+                    if (seen[side][j] != CCU_CANARY)
+                        far = j + 1;
+                cc_say(msg, len, CC_FAILED,
+                       "out-of-bounds: a kernel wrote %d byte%s %s device buffer %d (%s, %zu "
+                       "bytes; its canary was overwritten)",
+                       far, far == 1 ? "" : "s", side ? "past the end of" : "before the start of",
+                       index, b->is_output ? "an output" : "an input or scratch", b->bytes);
+                return -1;
+            }
+    return 0;
+}
+
 cc_status ccu_finish(ccu_bufs *bs, cc_status st, char *msg, size_t len)
 {
     /* a failure already described keeps its sentence; later errors only if there was none */
@@ -109,12 +141,16 @@ cc_status ccu_finish(ccu_bufs *bs, cc_status st, char *msg, size_t len)
     if (st == CC_OK)
         st = s2;
     for (int i = 0; st == CC_OK && i < bs->n; i++)
+        if (canary_spoiled(&bs->b[i], i, msg, len))
+            st = CC_FAILED;
+    for (int i = 0; st == CC_OK && i < bs->n; i++)
         if (bs->b[i].is_output)
             st = ccu_check(cudaMemcpy(bs->b[i].host, bs->b[i].dev, bs->b[i].bytes,
                                       cudaMemcpyDeviceToHost),
                            "cudaMemcpy to the host", msg, len);
     for (int i = 0; i < bs->n; i++) {
-        cc_status s3 = ccu_check(cudaFree(bs->b[i].dev), "cudaFree", m, ml);
+        cc_status s3 =
+            ccu_check(cudaFree((char *)bs->b[i].dev - CCU_CANARY_BYTES), "cudaFree", m, ml);
         if (st == CC_OK)
             st = s3;
     }

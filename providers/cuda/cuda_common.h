@@ -24,9 +24,14 @@ cc_status ccu_check(cudaError_t e, const char *what, char *msg, size_t len);
 cc_status ccu_check_call(const char *who, const cc_call *call, int allow_half, char *msg,
                          size_t len);
 
-/* The device buffers of one provider call. */
+/* The device buffers of one provider call. Each sits between two canary regions of
+ * CCU_CANARY_BYTES (device memory has no guard pages to give): ccu_finish checks them after the
+ * call and answers CC_FAILED with "out-of-bounds: ..." (the runner's out-of-bounds status) when a
+ * kernel wrote outside a buffer. A read outside goes unseen on the device. */
+#define CCU_CANARY_BYTES 256
+#define CCU_CANARY 0xa5
 typedef struct {
-    void *dev;
+    void *dev;  /* the buffer, CCU_CANARY_BYTES into its allocation */
     void *host; /* outputs: where finish copies the result */
     size_t bytes;
     int is_output;

@@ -5,7 +5,11 @@
  *
  * Each mutant is a bug a real kernel has had: a wrong axis, an off-by-one loop bound, a dropped
  * gradient term, a wrong tie rule, a few ulp too loose, a stride ignored, a crash on an empty
- * tensor, a softmax that overflows without its max subtraction (caught by edge=huge/inf). */
+ * tensor, a softmax that overflows without its max subtraction (caught by edge=huge/inf); and
+ * the classes of issue 14: softplus's threshold at moderate x, a one-pass variance on large-mean
+ * rows, an f64 parameter rounded to float32, a rank-3 kernel given rank 4, one layout assumed
+ * for every input, reads and writes one element outside a buffer (the guard pages), a kernel
+ * wrong on every third call and one whose bits vary from call to call (--repeat). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <signal.h>
@@ -563,41 +567,285 @@ static cc_status logsoftmax_via_log_fwd(const cc_call *call, cc_view *out, char 
     return st;
 }
 
+
+/* ---- value classes, layouts, rank, memory, repeats (issue 14) ---------------------------------- */
+
+/* softplus with PyTorch's default threshold: x itself above 20 (ops.md: TorchLean's softplus has
+ * none). Off by log(1 + e^-x) ~ 2e-9 at x = 20: only f64 at moderate x sees it. */
+static cc_status softplus_threshold_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    cc_status st;
+    double *y = ref_forward_f64(call, out, msg, len, &st), *x = dense(&call->in[0]);
+    if (y && x) {
+        for (int64_t i = 0, n = view_numel(out); i < n; i++)
+            if (x[i] > 20.0)
+                y[i] = x[i];
+        store_all(out, y);
+        st = CC_OK;
+    } else if (y || x) {
+        st = CC_FAILED;
+    }
+    free(y);
+    free(x);
+    return st;
+}
+
+/* layerNorm with a one-pass variance, E[x^2] - E[x]^2, accumulated as the kernel's registers
+ * would: in the case dtype (float32 for f16/bf16, as the accumulation contract says). Exact on
+ * centred data; cancels on rows with a large mean and a small spread. */
+static cc_status layernorm_one_pass_var_fwd(const cc_call *call, cc_view *out, char *msg,
+                                            size_t len)
+{
+    (void)msg;
+    (void)len;
+    const cc_view *xv = &call->in[0];
+    int ax = ref_norm_axis(call->params->axis, xv->rank);
+    int64_t R = 1, N = 1;
+    for (int a = 0; a < xv->rank; a++)
+        *(a < ax ? &R : &N) *= xv->shape[a];
+    cc_dtype acc = call->dtype == CC_F64 ? CC_F64 : CC_F32;
+    double *x = dense(xv), *gm = dense(&call->in[1]), *bt = dense(&call->in[2]);
+    double *y = calloc((size_t)(R * N > 0 ? R * N : 1), sizeof(double));
+    cc_status st = CC_FAILED;
+    if (x && gm && bt && y) {
+        for (int64_t r = 0; r < R; r++) {
+            const double *row = x + r * N;
+            double s = 0, s2 = 0;
+            for (int64_t j = 0; j < N; j++) {
+                s = cc_round_to(acc, s + row[j]);
+                s2 = cc_round_to(acc, s2 + cc_round_to(acc, row[j] * row[j]));
+            }
+            double mu = cc_round_to(acc, s / (double)N);
+            double var = cc_round_to(acc, s2 / (double)N - mu * mu);
+            double sd = sqrt((var > 0 ? var : 0) + call->params->eps);
+            for (int64_t j = 0; j < N; j++)
+                y[r * N + j] = (row[j] - mu) / sd * gm[j] + bt[j];
+        }
+        store_all(out, y);
+        st = CC_OK;
+    }
+    free(x);
+    free(gm);
+    free(bt);
+    free(y);
+    return st;
+}
+
+/* scale with its constant rounded to float32 on the way in (TorchLean's CUDA ABI rounds host
+ * doubles so): exact for 0.5 or 3, off by up to 2^-25 relative for 0.51 in an f64 case. */
+static cc_status scale_alpha_f32_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    ref_params p = *call->params;
+    p.alpha = (double)(float)p.alpha;
+    cc_call c = *call;
+    c.params = &p;
+    return ref()->forward(NULL, &c, out, msg, len);
+}
+
+/* softmax written for rank <= 3: the axis's inner extent is taken from at most the two axes
+ * after it, so rank >= 4 with three or more axes after the axis groups the wrong elements. */
+static cc_status softmax_rank3_inner_fwd(const cc_call *call, cc_view *out, char *msg,
+                                         size_t len)
+{
+    const cc_view *xv = &call->in[0];
+    int r = xv->rank, ax = ref_norm_axis(call->params->axis, r);
+    if (ax < 0 || r - 1 - ax <= 2)
+        return ref()->forward(NULL, call, out, msg, len);
+    int64_t n = view_numel(xv), L = xv->shape[ax], inner = xv->shape[r - 1] * xv->shape[r - 2];
+    if (n == 0 || L == 0 || inner == 0)
+        return ref()->forward(NULL, call, out, msg, len);
+    double *x = dense(xv);
+    if (!x)
+        return CC_FAILED;
+    int64_t outer = n / (L * inner);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            double m = -INFINITY, s = 0;
+            for (int64_t j = 0; j < L; j++)
+                m = fmax(m, x[(o * L + j) * inner + i]);
+            for (int64_t j = 0; j < L; j++)
+                s += exp(x[(o * L + j) * inner + i] - m);
+            for (int64_t j = 0; j < L; j++) {
+                int64_t k = (o * L + j) * inner + i;
+                cc_store(out->dtype, out->data, k, exp(x[k] - m) / s);
+            }
+        }
+    free(x);
+    return CC_OK;
+}
+
+/* A kernel that walks every operand shaped like the first with the first one's strides (it
+ * assumed one layout for all, as TensorIterator-less code does): right while layouts agree. */
+static cc_status first_input_strides_fwd(const cc_call *call, cc_view *out, char *msg,
+                                         size_t len)
+{
+    cc_call c = *call;
+    cc_view in[REF_MAX_INPUTS];
+    memcpy(in, call->in, sizeof(cc_view) * (size_t)call->n_in);
+    for (int i = 1; i < call->n_in; i++)
+        if (in[i].rank == in[0].rank &&
+            !memcmp(in[i].shape, in[0].shape, sizeof(int64_t) * (size_t)in[0].rank))
+            memcpy(in[i].strides, in[0].strides, sizeof(int64_t) * (size_t)in[0].rank);
+    c.in = in;
+    return ref()->forward(NULL, &c, out, msg, len);
+}
+
+/* The furthest element of a view from its first, in elements (-1 when it has none). */
+static int64_t last_offset(const cc_view *v)
+{
+    int64_t off = 0;
+    for (int a = 0; a < v->rank; a++) {
+        if (v->shape[a] == 0)
+            return -1;
+        off += (v->shape[a] - 1) * v->strides[a];
+    }
+    return off;
+}
+
+/* exp whose store loop runs one element too far: y[n] is written (a zero). */
+static cc_status exp_write_past_end_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    cc_status st = ref()->forward(NULL, call, out, msg, len);
+    if (st == CC_OK)
+        cc_store(out->dtype, out->data, view_numel(out), 0.0);
+    return st;
+}
+
+/* exp whose vector loop loads a whole vector past the tail of x and drops the extra lanes: the
+ * values are right, only the read one element past the end of the buffer is wrong. */
+static cc_status exp_read_past_end_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    const cc_view *x = &call->in[0];
+    volatile double sink = cc_load(x->dtype, x->data, last_offset(x) + 1);
+    (void)sink;
+    return ref()->forward(NULL, call, out, msg, len);
+}
+
+/* exp that reads x[-1] (a loop peeled from the wrong end): caught where the buffer sits flush
+ * against its leading guard page, which --repeat's second call does. */
+static cc_status exp_read_before_start_fwd(const cc_call *call, cc_view *out, char *msg,
+                                           size_t len)
+{
+    const cc_view *x = &call->in[0];
+    volatile double sink = cc_load(x->dtype, x->data, -1);
+    (void)sink;
+    return ref()->forward(NULL, call, out, msg, len);
+}
+
+/* exp that also clears y[-1] (an off-by-one in a backwards loop). */
+static cc_status exp_write_before_start_fwd(const cc_call *call, cc_view *out, char *msg,
+                                            size_t len)
+{
+    cc_status st = ref()->forward(NULL, call, out, msg, len);
+    if (st == CC_OK)
+        cc_store(out->dtype, out->data, -1, 0.0);
+    return st;
+}
+
+/* exp wrong on every third call of the process (a race that loses one call in three): a run
+ * fails a varying set of cases, and repro of one of them passes unless it repeats. */
+static cc_status exp_every_third_call_fwd(const cc_call *call, cc_view *out, char *msg,
+                                          size_t len)
+{
+    static unsigned long calls; /* this planted bug's state: one counter per worker process */
+    cc_status st = ref()->forward(NULL, call, out, msg, len);
+    if (st == CC_OK && ++calls % 3 == 0)
+        for (int64_t i = 0, n = view_numel(out); i < n; i++)
+            cc_store(out->dtype, out->data, i, 2.0 * cc_load(out->dtype, out->data, i) + 1.0);
+    return st;
+}
+
+/* reduceSum summing in a different order on every other call (atomics finishing in another
+ * order): every result within its bound, the bits not reproducible; only --repeat sees it. */
+static cc_status reducesum_order_varies_fwd(const cc_call *call, cc_view *out, char *msg,
+                                            size_t len)
+{
+    static unsigned long calls; /* this planted bug's state: one counter per worker process */
+    const cc_view *xv = &call->in[0];
+    int ax = ref_norm_axis(call->params->axis, xv->rank);
+    if (ax < 0 || call->dtype == CC_F64)
+        return ref()->forward(NULL, call, out, msg, len);
+    int backwards = (int)(++calls % 2);
+    int64_t outer, L, inner;
+    split_axis(xv, ax, &outer, &L, &inner);
+    double *x = dense(xv);
+    if (!x)
+        return CC_FAILED;
+    cc_dtype acc = CC_F32;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            double s = 0;
+            for (int64_t k = 0; k < L; k++) {
+                int64_t j = backwards ? L - 1 - k : k;
+                s = cc_round_to(acc, s + x[(o * L + j) * inner + i]);
+            }
+            cc_store(out->dtype, out->data, o * inner + i, s);
+        }
+    free(x);
+    (void)msg;
+    (void)len;
+    return CC_OK;
+}
+
 typedef struct {
     const char *name, *op; /* op NULL: every op */
     fwd_fn fwd;            /* NULL: the reference */
     vjp_fn vjp;
+    int repeat;            /* the --repeat the suite needs to see it (0: one call) */
 } mutant;
 
 static const mutant mutants[] = {
-    {"softmax_axis", "softmax", softmax_axis_fwd, softmax_axis_vjp},
-    {"reducesum_off_by_one", "reduceSum", reducesum_off_by_one_fwd, NULL},
-    {"linear_transposed_w", "linear", linear_transposed_w_fwd, NULL},
-    {"linear_no_bias_grad", "linear", NULL, linear_no_bias_grad_vjp},
-    {"maxpool_tie_last", "maxPool", NULL, maxpool_tie_last_vjp},
-    {"layernorm_eps_outside", "layerNorm", layernorm_eps_outside_fwd, NULL},
-    {"layernorm_unbiased_var", "layerNorm", layernorm_unbiased_var_fwd, NULL},
-    {"gelu_erf", "gelu", gelu_erf_fwd, NULL},
-    {"nan_to_zero", NULL, nan_to_zero_fwd, NULL},
-    {"exp_8ulp_f32", "exp", exp_8ulp_f32_fwd, NULL},
-    {"ignore_stride", NULL, ignore_stride_fwd, ignore_stride_vjp},
-    {"matmul_drop_last_k", "matmul", matmul_drop_last_k_fwd, NULL},
-    {"matmul_tf32", "matmul", matmul_tf32_fwd, NULL},
-    {"relu_grad_leak", "relu", NULL, relu_grad_leak_vjp},
-    {"mul_vjp_swap", "mul", NULL, mul_vjp_swap_vjp},
-    {"softmax_vjp_no_sum", "softmax", NULL, softmax_vjp_no_sum_vjp},
-    {"reducesum_bf16_accum", "reduceSum", reducesum_bf16_accum_fwd, NULL},
-    {"reducesum_dtype_accum", "reduceSum", reducesum_dtype_accum_fwd, NULL},
-    {"crash_on_empty", NULL, crash_on_empty_fwd, NULL},
-    {"exp_skip_last", "exp", exp_skip_last_fwd, NULL},
-    {"softmax_no_max_sub", "softmax", softmax_no_max_sub_fwd, NULL},
-    {"logsoftmax_via_log", "logSoftmax", logsoftmax_via_log_fwd, NULL},
+    {"softmax_axis", "softmax", softmax_axis_fwd, softmax_axis_vjp, 0},
+    {"reducesum_off_by_one", "reduceSum", reducesum_off_by_one_fwd, NULL, 0},
+    {"linear_transposed_w", "linear", linear_transposed_w_fwd, NULL, 0},
+    {"linear_no_bias_grad", "linear", NULL, linear_no_bias_grad_vjp, 0},
+    {"maxpool_tie_last", "maxPool", NULL, maxpool_tie_last_vjp, 0},
+    {"layernorm_eps_outside", "layerNorm", layernorm_eps_outside_fwd, NULL, 0},
+    {"layernorm_unbiased_var", "layerNorm", layernorm_unbiased_var_fwd, NULL, 0},
+    {"gelu_erf", "gelu", gelu_erf_fwd, NULL, 0},
+    {"nan_to_zero", NULL, nan_to_zero_fwd, NULL, 0},
+    {"exp_8ulp_f32", "exp", exp_8ulp_f32_fwd, NULL, 0},
+    {"ignore_stride", NULL, ignore_stride_fwd, ignore_stride_vjp, 0},
+    {"matmul_drop_last_k", "matmul", matmul_drop_last_k_fwd, NULL, 0},
+    {"matmul_tf32", "matmul", matmul_tf32_fwd, NULL, 0},
+    {"relu_grad_leak", "relu", NULL, relu_grad_leak_vjp, 0},
+    {"mul_vjp_swap", "mul", NULL, mul_vjp_swap_vjp, 0},
+    {"softmax_vjp_no_sum", "softmax", NULL, softmax_vjp_no_sum_vjp, 0},
+    {"reducesum_bf16_accum", "reduceSum", reducesum_bf16_accum_fwd, NULL, 0},
+    {"crash_on_empty", NULL, crash_on_empty_fwd, NULL, 0},
+    {"exp_skip_last", "exp", exp_skip_last_fwd, NULL, 0},
+    {"softmax_no_max_sub", "softmax", softmax_no_max_sub_fwd, NULL, 0},
+    {"logsoftmax_via_log", "logSoftmax", logsoftmax_via_log_fwd, NULL, 0},
+    {"softplus_threshold", "softplus", softplus_threshold_fwd, NULL, 0},
+    {"layernorm_one_pass_var", "layerNorm", layernorm_one_pass_var_fwd, NULL, 0},
+    {"scale_alpha_f32", "scale", scale_alpha_f32_fwd, NULL, 0},
+    {"softmax_rank3_inner", "softmax", softmax_rank3_inner_fwd, NULL, 0},
+    {"first_input_strides", NULL, first_input_strides_fwd, NULL, 0},
+    {"exp_write_past_end", "exp", exp_write_past_end_fwd, NULL, 0},
+    {"exp_read_past_end", "exp", exp_read_past_end_fwd, NULL, 0},
+    {"exp_write_before_start", "exp", exp_write_before_start_fwd, NULL, 0},
+    {"exp_read_before_start", "exp", exp_read_before_start_fwd, NULL, 2},
+    {"exp_every_third_call", "exp", exp_every_third_call_fwd, NULL, 0},
+    {"reducesum_order_varies", "reduceSum", reducesum_order_varies_fwd, NULL, 2},
+    {"reducesum_dtype_accum", "reduceSum", reducesum_dtype_accum_fwd, NULL, 0},
 };
 #define N_MUTANTS (int)(sizeof mutants / sizeof mutants[0])
 
 EXPORT const char *capcheck_mutant_name(int i)
 {
     return i >= 0 && i < N_MUTANTS ? mutants[i].name : NULL;
+}
+
+/* The op mutant i plants its bug in (NULL: every op). */
+EXPORT const char *capcheck_mutant_op(int i)
+{
+    return i >= 0 && i < N_MUTANTS ? mutants[i].op : NULL;
+}
+
+/* The provider calls per check (--repeat) the suite needs to catch mutant i: 1 for most. */
+EXPORT int capcheck_mutant_repeat(int i)
+{
+    return i >= 0 && i < N_MUTANTS && mutants[i].repeat > 1 ? mutants[i].repeat : 1;
 }
 
 /* The active mutant: NULL for none; *unknown set when CC_MUTANT_ENV names no mutant. */

@@ -1,0 +1,321 @@
+/* Guarded buffers (the placements, what they catch and the handler's protocol are in guard.h). */
+#define _GNU_SOURCE /* REG_ERR in ucontext_t: whether a fault was a read or a write (x86-64) */
+#include "core/guard.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+/* The state the fault handler reads (guard.h says why it is static). */
+static const cc_guard_set *volatile armed_set;
+static cc_guard_note *volatile fault_note;
+static struct sigaction previous[2]; /* SIGSEGV, SIGBUS as they were before cc_guard_install */
+
+static size_t page_size(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (size_t)p : 4096;
+}
+
+#define CANARY 0xa5 /* every slack byte: a byte pattern no float of a buffer's own is made of */
+
+/* The first and the last slack byte that no longer holds the canary; 0 when all do. */
+static int spoiled_span(const unsigned char *p, size_t n, size_t *first, size_t *last)
+{
+    uint64_t word;
+    memset(&word, CANARY, sizeof word);
+    size_t k = 0, lo = n, hi = 0;
+    for (; k + 8 <= n; k += 8) { /* word at a time: the slack is up to a page per buffer */
+        uint64_t w;
+        memcpy(&w, p + k, 8);
+        if (w == word)
+            continue;
+        for (size_t j = k; j < k + 8; j++)
+            if (p[j] != CANARY) {
+                lo = j < lo ? j : lo;
+                hi = j;
+            }
+    }
+    for (; k < n; k++)
+        if (p[k] != CANARY) {
+            lo = k < lo ? k : lo;
+            hi = k;
+        }
+    *first = lo;
+    *last = hi;
+    return lo < n;
+}
+
+void cc_guard_set_init(cc_guard_set *s, int guarded)
+{
+    memset(s, 0, sizeof *s);
+    s->guarded = guarded;
+    s->call = "call";
+    s->repeats = 1;
+}
+
+void *cc_guard_alloc(cc_guard_set *s, size_t bytes, const char *name)
+{
+    if (s->n >= CC_GUARD_MAX_BUFFERS)
+        return NULL;
+    cc_guarded *b = &s->b[s->n];
+    memset(b, 0, sizeof *b);
+    snprintf(b->name, sizeof b->name, "%s", name);
+    b->bytes = bytes;
+    if (!s->guarded) {
+        b->data = malloc(bytes > 0 ? bytes : 1);
+        if (!b->data)
+            return NULL;
+        s->n++;
+        return b->data;
+    }
+    size_t pg = page_size(), pages = (bytes + pg - 1) / pg;
+    b->map_len = (pages + 2) * pg;
+    unsigned char *first;
+    int reused = -1;
+    for (int k = 0; s->cache && k < s->cache->n && reused < 0; k++)
+        if (s->cache->slot[k].map_len == b->map_len)
+            reused = k;
+    if (reused >= 0) { /* its guard pages are still PROT_NONE; its data pages may be sealed */
+        b->map = s->cache->slot[reused].map;
+        int sealed = s->cache->slot[reused].readonly;
+        s->cache->slot[reused] = s->cache->slot[--s->cache->n];
+        first = (unsigned char *)b->map + pg;
+        if (sealed && pages && mprotect(first, pages * pg, PROT_READ | PROT_WRITE)) {
+            munmap(b->map, b->map_len);
+            b->map = NULL;
+            return NULL;
+        }
+    } else {
+        b->map = mmap(NULL, b->map_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (b->map == MAP_FAILED) {
+            b->map = NULL;
+            return NULL;
+        }
+        first = (unsigned char *)b->map + pg;
+        if (pages && mprotect(first, pages * pg, PROT_READ | PROT_WRITE)) {
+            munmap(b->map, b->map_len);
+            b->map = NULL;
+            return NULL;
+        }
+    }
+    b->slack_len = pages * pg - bytes;
+    if (s->place == CC_PLACE_END) {
+        b->data = first + b->slack_len;
+        b->slack = first;
+    } else {
+        b->data = first;
+        b->slack = first + bytes;
+    }
+    memset(b->slack, CANARY, b->slack_len);
+    s->n++;
+    return b->data;
+}
+
+static void release(cc_guard_set *s, cc_guarded *b)
+{
+    cc_guard_cache *c = s->cache;
+    if (b->map && c && c->n < CC_GUARD_CACHE_SLOTS) {
+        c->slot[c->n].map = b->map;
+        c->slot[c->n].map_len = b->map_len;
+        c->slot[c->n].readonly = b->readonly;
+        c->n++;
+    } else if (b->map) {
+        munmap(b->map, b->map_len);
+    } else {
+        free(b->data);
+    }
+    memset(b, 0, sizeof *b);
+}
+
+void cc_guard_cache_clear(cc_guard_cache *c)
+{
+    for (int k = 0; k < c->n; k++)
+        munmap(c->slot[k].map, c->slot[k].map_len);
+    c->n = 0;
+}
+
+void cc_guard_free(cc_guard_set *s, void *data)
+{
+    for (int i = 0; data && i < s->n; i++)
+        if (s->b[i].data == data) {
+            release(s, &s->b[i]);
+            s->b[i] = s->b[--s->n];
+            return;
+        }
+}
+
+void cc_guard_free_all(cc_guard_set *s)
+{
+    for (int i = 0; i < s->n; i++)
+        release(s, &s->b[i]);
+    s->n = 0;
+}
+
+void cc_guard_seal(cc_guard_set *s, void *data)
+{
+    size_t pg = page_size();
+    for (int i = 0; i < s->n; i++) {
+        cc_guarded *b = &s->b[i];
+        if (b->data != data || !b->map)
+            continue;
+        b->readonly = 1;
+        if (b->map_len > 2 * pg)
+            mprotect((unsigned char *)b->map + pg, b->map_len - 2 * pg, PROT_READ);
+    }
+}
+
+int cc_guard_check(const cc_guard_set *s, char *msg, size_t len)
+{
+    for (int i = 0; i < s->n; i++) {
+        const cc_guarded *b = &s->b[i];
+        if (!b->map || b->readonly)
+            continue;
+        int before = b->slack < b->data;
+        size_t lo, hi;
+        if (spoiled_span(b->slack, b->slack_len, &lo, &hi)) {
+            /* the furthest spoiled canary byte from the buffer */
+            long far = before ? (long)(b->slack_len - lo) : (long)hi + 1;
+            snprintf(msg, len,
+                     "out-of-bounds: the provider's %s wrote up to %ld byte%s %s %s (a buffer of "
+                     "%zu bytes; its canary was overwritten)",
+                     s->call, far, far == 1 ? "" : "s",
+                     before ? "before the start of" : "past the end of", b->name, b->bytes);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- the fault handler (async-signal-safe: no stdio, no allocation) ------------------------ */
+
+typedef struct {
+    char *p;
+    size_t left;
+} text;
+
+static void put_s(text *t, const char *s)
+{
+    while (*s && t->left > 1) {
+        *t->p++ = *s++;
+        t->left--;
+    }
+    *t->p = 0;
+}
+
+static void put_u(text *t, unsigned long long v)
+{
+    char digits[24];
+    int n = 0;
+    do
+        digits[n++] = (char)('0' + v % 10);
+    while ((v /= 10) && n < (int)sizeof digits);
+    char s[24];
+    for (int k = 0; k < n; k++)
+        s[k] = digits[n - 1 - k];
+    s[n] = 0;
+    put_s(t, s);
+}
+
+/* 1 write, 0 read, -1 unknown. */
+static int fault_was_write(void *uctx)
+{
+#if defined(__x86_64__) && defined(REG_ERR)
+    const ucontext_t *uc = uctx;
+    return (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+    (void)uctx;
+    return -1;
+#endif
+}
+
+static void guard_handler(int sig, siginfo_t *info, void *uctx)
+{
+    const cc_guard_set *s = armed_set;
+    cc_guard_note *note = fault_note;
+    unsigned char *a = info ? (unsigned char *)info->si_addr : NULL;
+    size_t pg = page_size();
+    for (int i = 0; s && a && i < s->n; i++) {
+        const cc_guarded *b = &s->b[i];
+        if (!b->map)
+            continue;
+        unsigned char *lo = b->map, *hi = lo + b->map_len;
+        if (a < lo || a >= hi)
+            continue;
+        int in_head = a < lo + pg, in_tail = a >= hi - pg;
+        if (!in_head && !in_tail && !b->readonly)
+            break; /* a fault inside its own pages is nothing of ours */
+        if (note) {
+            int w = fault_was_write(uctx);
+            text t = {note->message, sizeof note->message};
+            put_s(&t, "out-of-bounds: the provider's ");
+            put_s(&t, s->call);
+            if (s->repeats > 1) {
+                put_s(&t, " (call ");
+                put_u(&t, (unsigned long long)s->repeat + 1);
+                put_s(&t, " of ");
+                put_u(&t, (unsigned long long)s->repeats);
+                put_s(&t, ")");
+            }
+            put_s(&t, w > 0 ? " wrote " : w == 0 ? " read " : " accessed ");
+            if (in_head || in_tail) {
+                unsigned long long d = in_head ? (unsigned long long)(b->data - a)
+                                               : (unsigned long long)(a - (b->data + b->bytes)) + 1;
+                put_s(&t, "memory ");
+                put_u(&t, d);
+                put_s(&t, d == 1 ? " byte " : " bytes ");
+                put_s(&t, in_head ? "before the start of " : "past the end of ");
+            } else {
+                put_s(&t, "into the read-only ");
+            }
+            put_s(&t, b->name);
+            put_s(&t, " (a buffer of ");
+            put_u(&t, (unsigned long long)b->bytes);
+            put_s(&t, in_head || in_tail ? " bytes; caught by its guard page)"
+                                         : " bytes; inputs are read-only)");
+            note->magic = CC_GUARD_NOTE_MAGIC;
+        }
+        break;
+    }
+    /* let the fault run its course under the handler that was there before: a fault happens
+     * again when this returns; a signal sent (raise, kill) is sent again */
+    sigaction(sig, &previous[sig == SIGBUS], NULL);
+    if (!info || info->si_code <= 0)
+        raise(sig);
+}
+
+int cc_guard_install(cc_guard_note *note)
+{
+    fault_note = note;
+    struct sigaction now;
+    if (sigaction(SIGSEGV, NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) &&
+        now.sa_sigaction == guard_handler)
+        return 0; /* installed already: keep the handler it replaced */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = guard_handler;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSEGV, &sa, &previous[0]) || sigaction(SIGBUS, &sa, &previous[1]))
+        return -1;
+    return 0;
+}
+
+void cc_guard_note_expect(uint64_t tag)
+{
+    cc_guard_note *note = fault_note;
+    if (!note)
+        return;
+    note->magic = 0;
+    note->tag = tag;
+    note->message[0] = 0;
+}
+
+void cc_guard_arm(const cc_guard_set *s)
+{
+    armed_set = s;
+}

@@ -1,0 +1,159 @@
+/* Guarded buffers and repeat runs through the capcheck binary and its worker pool: the planted
+ * bugs of tests/plugins/mutants.c that read or write one element outside a buffer come back as
+ * `out-of-bounds` naming the buffer, on every run; one wrong on every third call passes a plain
+ * repro and is caught by --repeat; one whose bits vary between calls is `nondeterministic`; the
+ * unmutated plugin and the reference stay clean under --repeat. */
+#include "cli_util.h"
+
+#define MUTANTS "--provider-lib " CAPCHECK_PLUGIN_DIR "/mutants.so"
+#define EXP_LINE "'exp dtype=f32 in=[37] seed=1'"
+
+static char out[1 << 16];
+
+/* capcheck repro LINE under CAPCHECK_MUTANT=mutant with extra options; the exit code. */
+static int repro(const char *mutant, const char *line, const char *opts)
+{
+    char prefix[128], args[1024];
+    snprintf(prefix, sizeof prefix, "CAPCHECK_MUTANT=%s ", mutant);
+    snprintf(args, sizeof args, "repro %s " MUTANTS " %s", line, opts);
+    return cc_t_run(prefix, args, out, sizeof out);
+}
+
+static void expect_in_output(const char *want)
+{
+    if (!strstr(out, want))
+        fail_msg("expected \"%s\" in:\n%s", want, out);
+}
+
+/* Each planted out-of-bounds access, three runs each: the same result every time. */
+static void expect_out_of_bounds(const char *mutant, const char *opts, const char *what)
+{
+    for (int run = 0; run < 3; run++) {
+        assert_int_equal(repro(mutant, EXP_LINE, opts), 1);
+        expect_in_output("status:   out-of-bounds");
+        expect_in_output(what);
+    }
+}
+
+static void test_read_past_the_end(void **state)
+{
+    (void)state;
+    expect_out_of_bounds("exp_read_past_end", "",
+                         "forward read memory 1 byte past the end of input x (a buffer of 148 "
+                         "bytes; caught by its guard page)");
+}
+
+static void test_write_past_the_end(void **state)
+{
+    (void)state;
+    expect_out_of_bounds("exp_write_past_end", "",
+                         "forward wrote memory 1 byte past the end of output y (a buffer of 148 "
+                         "bytes; caught by its guard page)");
+}
+
+static void test_write_before_the_start(void **state)
+{
+    (void)state;
+    expect_out_of_bounds("exp_write_before_start", "",
+                         "forward wrote up to 4 bytes before the start of output y");
+}
+
+/* x[-1] lies in the slack of a buffer placed flush with its end: unseen by one call, caught by
+ * the second call of --repeat 2, which places every buffer flush with its start. */
+static void test_read_before_the_start_needs_the_other_placement(void **state)
+{
+    (void)state;
+    assert_int_equal(repro("exp_read_before_start", EXP_LINE, ""), 0);
+    expect_in_output("status:   pass");
+    expect_out_of_bounds("exp_read_before_start", "--repeat 2",
+                         "forward (call 2 of 2) read memory 4 bytes before the start of input x");
+}
+
+/* A whole run goes on past the faults: every exp case out-of-bounds, everything else passes. */
+static void test_a_run_records_every_fault_and_goes_on(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/capcheck_guard_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char args[512];
+    snprintf(args, sizeof args, "run --op exp " MUTANTS " -j 2 --out %s/run", dir);
+    assert_int_equal(cc_t_run("CAPCHECK_MUTANT=exp_write_past_end ", args, out, sizeof out), 1);
+    char path[600];
+    snprintf(path, sizeof path, "%s/run/results.jsonl", dir);
+    char *text = cc_t_slurp(path, NULL);
+    assert_non_null(text);
+    long cases = 0, oob = 0;
+    for (char *p = text; (p = strstr(p, "{\"index\"")); p++) {
+        cases++;
+        char *end = strchr(p, '\n');
+        int is_oob = strstr(p, "\"status\":\"out-of-bounds\"") &&
+                     (!end || strstr(p, "\"status\":\"out-of-bounds\"") < end);
+        oob += is_oob;
+    }
+    free(text);
+    printf("exp cases: %ld, out-of-bounds: %ld\n", cases, oob);
+    assert_true(cases > 100);
+    assert_int_equal(oob, cases); /* an empty output is written past its end too */
+    expect_in_output("out-of-bounds");
+    cc_t_remove_dir(dir);
+}
+
+/* Wrong on every third call: a fresh worker's repro passes, --repeat 3 catches it. */
+static void test_every_third_call_needs_repeat(void **state)
+{
+    (void)state;
+    assert_int_equal(repro("exp_every_third_call", EXP_LINE, ""), 0);
+    assert_int_equal(repro("exp_every_third_call", EXP_LINE, "--repeat 3"), 1);
+    expect_in_output("status:   nondeterministic");
+    expect_in_output("y[0] differs between call 1 and call 3 of 3 on the same inputs");
+}
+
+/* Bits that vary between calls, every value within its bound: only --repeat sees it. */
+static void test_varying_bits_are_nondeterministic(void **state)
+{
+    (void)state;
+    const char *line = "'reduceSum dtype=f32 in=[64,33] axis=0 seed=3'";
+    assert_int_equal(repro("reducesum_order_varies", line, ""), 0);
+    assert_int_equal(repro("reducesum_order_varies", line, "--repeat 2"), 1);
+    expect_in_output("status:   nondeterministic");
+    expect_in_output("repeats must agree bit for bit on cpu");
+}
+
+/* No false alarms: the unmutated plugin and the reference under --repeat 3, guarded. */
+static void test_clean_providers_repeat_clean(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/capcheck_guard_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char args[512];
+    snprintf(args, sizeof args, "run --op softmax " MUTANTS " --repeat 3 -j 2 --out %s/clean",
+             dir);
+    assert_int_equal(cc_t_run("CAPCHECK_MUTANT= ", args, out, sizeof out), 0);
+    snprintf(args, sizeof args,
+             "run --op layerNorm --provider reference --repeat 2 -j 2 --out %s/ref", dir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    cc_t_remove_dir(dir);
+}
+
+static void test_bad_repeat_is_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(cc_t_run(NULL, "repro " EXP_LINE " --repeat 0", out, sizeof out), 2);
+    expect_in_output("--repeat wants a whole number of calls from 1 to 1000");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_read_past_the_end),
+        cmocka_unit_test(test_write_past_the_end),
+        cmocka_unit_test(test_write_before_the_start),
+        cmocka_unit_test(test_read_before_the_start_needs_the_other_placement),
+        cmocka_unit_test(test_a_run_records_every_fault_and_goes_on),
+        cmocka_unit_test(test_every_third_call_needs_repeat),
+        cmocka_unit_test(test_varying_bits_are_nondeterministic),
+        cmocka_unit_test(test_clean_providers_repeat_clean),
+        cmocka_unit_test(test_bad_repeat_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
