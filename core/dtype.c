@@ -71,7 +71,7 @@ int cc_device_parse(const char *s, cc_device *out)
 {
     if (strcmp(s, "cpu") == 0)
         *out = CC_CPU;
-    else if (strcmp(s, "cuda") == 0)
+    else if (strcmp(s, "cuda") == 0 || strcmp(s, "gpu") == 0) /* TorchLean's Device.gpu alias */
         *out = CC_CUDA;
     else
         return -1;

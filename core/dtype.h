@@ -22,6 +22,8 @@ double cc_max_finite(cc_dtype t);
 int cc_dtype_is_float(cc_dtype t);
 /* Parse "f32" etc.; returns -1 when unknown. */
 int cc_dtype_parse(const char *s, cc_dtype *out);
+/* "cpu", "cuda", or "gpu" (TorchLean's Device.gpu, an alias of cuda); -1 otherwise
+ * (core/torchlean.h, cc_device_unknown_msg, says why). */
 int cc_device_parse(const char *s, cc_device *out);
 
 #endif

@@ -25,8 +25,10 @@ const char cc_commands_usage[] =
     "      required capsule is checked, 1 when one is not, 2 when the evidence is refused\n"
     "  capcheck evidence REPORT... --out DIR [--policy F]\n"
     "      DIR/<capsule>/evidence.json for every capsule, in TorchLean's vocabulary\n"
-    "  capcheck emit-lean REPORT... [--policy F]\n"
-    "      a Lean file with the testSuite evidence of every capsule the gate upgrades\n"
+    "  capcheck emit-lean REPORT... [--policy F] [--catalog F] [--torchlean COMMIT]\n"
+    "      a TorchLean module: a CapsuleModule of KernelCapsules for the capsules the gate\n"
+    "      upgrades, and profiles that admit them, for TorchLean at COMMIT (default: the\n"
+    "      newest of providers/torchlean/*.tsv)\n"
     "  capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
     "      regressions, fixes, new failures and bound-ratio drift beyond F (default 4) between\n"
     "      two reports; exit 1 on a regression or a new failure\n"
@@ -55,7 +57,7 @@ int cc_is_evidence_command(const char *name)
 }
 
 typedef struct {
-    const char *policy, *catalog, *out, *evidence, *schema;
+    const char *policy, *catalog, *out, *evidence, *schema, *torchlean;
     int policy_given; /* --policy on the command line (else the default) */
     double drift;
     int fail_on_drift;
@@ -84,6 +86,8 @@ static int parse(int argc, char **argv, opts *o)
             slot = &o->evidence;
         else if (strcmp(a, "--schema") == 0)
             slot = &o->schema;
+        else if (strcmp(a, "--torchlean") == 0)
+            slot = &o->torchlean;
         else if (strcmp(a, "--fail-on-drift") == 0) {
             o->fail_on_drift = 1;
             continue;
@@ -150,7 +154,17 @@ static int gate_family(const char *cmd, const opts *o)
         cc_gate_print(&g, pol, stdout);
         rc = g.exit_code;
     } else if (strcmp(cmd, "emit-lean") == 0) {
-        cc_gate_emit_lean(&g, pol, stdout);
+        cc_torchlean tl;
+        if (cc_torchlean_load(o->torchlean, &tl, msg, sizeof msg)) {
+            fprintf(stderr, "capcheck emit-lean: --torchlean: %s\n", msg);
+            rc = 2;
+        } else {
+            if (cc_gate_emit_lean(&g, pol, &cat, &tl, stdout)) {
+                fprintf(stderr, "capcheck emit-lean: cannot write the module\n");
+                rc = 2;
+            }
+            cc_torchlean_free(&tl);
+        }
     }
     const char *dir = strcmp(cmd, "evidence") == 0 ? o->out : o->evidence;
     if (dir) {

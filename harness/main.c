@@ -19,6 +19,7 @@
 #include "harness/report/expect.h"
 #include "harness/run/platform.h"
 #include "harness/run/plugin.h"
+#include "harness/report/capsules.h"
 #include "harness/run/pool.h"
 #include "harness/report/provenance.h"
 #include "harness/report/report.h"
@@ -26,6 +27,7 @@
 #include "harness/session/session.h"
 #include "harness/tools/shrink.h"
 #include "harness/run/witness.h"
+#include "core/torchlean.h"
 #include "harness/evidence/report_html.h"
 #include "harness/evidence/shard_auto.h"
 #include "harness/tools/power_table.h"
@@ -332,9 +334,17 @@ static void print_parse_error(const cc_parse_error *e)
  * processes, which initialise it themselves (harness/run/pool.h). */
 static const cc_provider *provider_named(const char *name, char *msg, size_t len)
 {
-    return name && !strcmp(name, "openblas") ? cc_openblas_provider(msg, len)
-           : cc_cuda_provider_known(name)    ? cc_cuda_provider(name, msg, len)
-                                             : cc_provider_select(name, NULL, NULL, msg, len);
+    if (name && !strcmp(name, "openblas"))
+        return cc_openblas_provider(msg, len);
+    if (cc_cuda_provider_known(name))
+        return cc_cuda_provider(name, msg, len);
+    const cc_provider *p = cc_provider_select(name, NULL, NULL, msg, len);
+    if (!p && name && !cc_is_builtin_provider(name)) { /* say what TorchLean calls it */
+        char list[160];
+        cc_builtin_provider_list(list, sizeof list);
+        cc_provider_unknown_msg(name, list, msg, len);
+    }
+    return p;
 }
 
 static const cc_provider *select_provider(const options *o)
@@ -418,7 +428,9 @@ static int load_cases(const options *o, cc_device *device, cc_case_list *cases, 
     memset(cases, 0, sizeof *cases);
     files[0] = 0;
     if (cc_device_parse(o->device, device)) {
-        fprintf(stderr, "capcheck: unknown device '%s' (cpu, cuda)\n", o->device);
+        char why[512];
+        cc_device_unknown_msg(o->device, why, sizeof why);
+        fprintf(stderr, "capcheck: --device: %s\n", why);
         return -1;
     }
     const ref_op *want = o->op_filter ? ref_op_find(o->op_filter) : NULL;
@@ -484,9 +496,16 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_provenance prov;
     char msg[512];
     const char *embedded_path = "embedded:smoke.cases", *embedded_text = cc_embedded_smoke_cases;
+    const cc_provider *named = select_provider(o);
+    if (!named) {
+        cc_case_list_free(&cases);
+        return 2;
+    }
     if (cc_provenance_collect(&prov, o->n_files ? o->n_files : 1,
                               o->n_files ? o->files : &embedded_path,
                               o->n_files ? NULL : &embedded_text, msg, sizeof msg) ||
+        cc_provider_identity_set(&prov.provider, named->name,
+                                 o->plugin ? cc_plugin_path(o->plugin) : NULL, msg, sizeof msg) ||
         (o->shard && (shard_of(o->shard, &prov.shard.index, &prov.shard.count, msg,
                                sizeof msg) ||
                       cc_shard_select(&cases, prov.shard.index, prov.shard.count, &prov.shard,
@@ -497,12 +516,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     }
     /* not initialised here: the worker processes do that (a CUDA context does not survive
      * fork), and a provider that cannot run on a case's device is one sentence from them */
-    const cc_provider *p = select_provider(o);
-    if (!p) {
-        cc_case_list_free(&cases);
-        free(prov.shard.global);
-        return 2;
-    }
+    const cc_provider *p = named;
     /* the command of the whole run: a shard's report says which shard it is in "shard" */
     char command[512] = "";
     for (int i = 0, used = 0; i < argc && used < (int)sizeof command - 1; i++) {
@@ -545,7 +559,9 @@ static int parse_case_argument(const options *o, const char *usage, cc_case *c)
 {
     cc_device device;
     if (cc_device_parse(o->device, &device)) {
-        fprintf(stderr, "capcheck: unknown device '%s' (cpu, cuda)\n", o->device);
+        char why[512];
+        cc_device_unknown_msg(o->device, why, sizeof why);
+        fprintf(stderr, "capcheck: --device: %s\n", why);
         return -1;
     }
     if (o->n_files != 1) {

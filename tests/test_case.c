@@ -10,6 +10,8 @@
 #include <cmocka.h>
 
 #include "harness/case/case.h"
+#include "core/dtype.h"
+#include "core/torchlean.h"
 
 static const cc_case_defaults defaults = {CC_CPU, 0};
 
@@ -102,7 +104,11 @@ static void test_error_messages_name_the_column(void **state)
     expect_error("softmax in=[2,3", 12, "malformed shape list");
     expect_error("softmax in=[-1]", 12, "malformed shape list");
     expect_error("softmax in=[2] dtype=f8", 22, "unknown dtype 'f8'");
-    expect_error("softmax in=[2] device=tpu", 23, "unknown device");
+    expect_error("softmax in=[2] device=tpx", 23, "unknown device 'tpx' (TorchLean's devices at "
+                                                  "3447b74: cpu cuda rocm");
+    expect_error("softmax in=[2] device=tpu", 23, "device 'tpu' is a TorchLean device "
+                                                  "(NN.Backend.Device.tpu) that no capcheck "
+                                                  "provider runs on");
     expect_error("softmax in=[2] layout=diagonal", 23, "unknown layout");
     expect_error("softmax in=[2] eps=1", 16, "softmax takes no parameter 'eps'");
     expect_error("softmax in=[2] bogus=1", 16, "unknown key 'bogus'");
@@ -114,6 +120,57 @@ static void test_error_messages_name_the_column(void **state)
     expect_error("softmax axis=0", 9, "needs its input shapes");
     expect_error("softmax in=[2] stray", 16, "expected key=value");
     expect_error("in=[2]", 1, "starts with an op name");
+}
+
+/* Every device TorchLean names is either one capcheck runs (gpu is TorchLean's alias of cuda)
+ * or "known, no capcheck provider": never "unknown". */
+static void test_torchlean_device_names(void **state)
+{
+    (void)state;
+    cc_torchlean tl;
+    cc_parse_error err;
+    char msg[512], why[512], line[64];
+    if (cc_torchlean_load(NULL, &tl, msg, sizeof msg))
+        fail_msg("%s", msg);
+    const cc_tl_row *dev = cc_tl_find(&tl, "inductive", "NN.Backend.Device");
+    const cc_tl_row *gpu = cc_tl_find(&tl, "alias", "NN.Backend.Device.gpu");
+    assert_non_null(dev);
+    assert_non_null(gpu);
+    assert_string_equal(gpu->value, "cuda");
+    int known = 0, runs = 0;
+    for (const char *s = dev->value; *s;) {
+        char name[32];
+        size_t n = strcspn(s, " ");
+        snprintf(name, sizeof name, "%.*s", (int)n, s);
+        s += n + (s[n] == ' ');
+        cc_device d;
+        if (cc_device_parse(name, &d) == 0) {
+            runs++;
+            continue;
+        }
+        cc_device_unknown_msg(name, why, sizeof why);
+        if (!strstr(why, "is a TorchLean device"))
+            fail_msg("%s: %s", name, why);
+        known++;
+    }
+    assert_int_equal(runs, 2);
+    assert_int_equal(known, 7); /* rocm metal wasm tpu trainium custom external */
+    cc_torchlean_free(&tl);
+    /* in a generator's device list too */
+    cc_case_list l = {0};
+    memset(&err, 0, sizeof err);
+    assert_int_equal(cc_cases_parse_text("softmax count=1 device=cpu,rocm\n", "g.cases", &defaults,
+                                         &l, &err),
+                     -1);
+    assert_non_null(strstr(err.msg, "bad device list 'cpu,rocm' (cpu,cuda): device 'rocm' is a "
+                                    "TorchLean device"));
+    cc_case_list_free(&l);
+    /* the alias parses as cuda and prints as cuda */
+    cc_case c;
+    assert_int_equal(cc_case_parse("relu in=[3] device=gpu seed=1", &defaults, &c, &err), 0);
+    assert_int_equal(c.device, CC_CUDA);
+    cc_case_print(&c, line, sizeof line);
+    assert_non_null(strstr(line, "device=cuda"));
 }
 
 static void test_file_errors_name_file_and_line(void **state)
@@ -188,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_canonical),
         cmocka_unit_test(test_generator_lines_expand_deterministically),
         cmocka_unit_test(test_error_messages_name_the_column),
+        cmocka_unit_test(test_torchlean_device_names),
         cmocka_unit_test(test_file_errors_name_file_and_line),
         cmocka_unit_test(test_generated_inputs_stay_in_budget),
     };

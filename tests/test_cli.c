@@ -36,6 +36,15 @@ static void test_bad_input_is_one_sentence_and_exit_2(void **state)
     assert_non_null(strstr(out, "/no/such.cases: cannot open the case file"));
     assert_int_equal(cc_t_run(NULL, "run --provider nosuch", out, sizeof out), 2);
     assert_non_null(strstr(out, "unknown provider 'nosuch'"));
+    /* TorchLean's provider and device names: known (with what capcheck runs for them) or not */
+    assert_int_equal(cc_t_run(NULL, "run --provider cuDNN", out, sizeof out), 2);
+    assert_non_null(strstr(out, "'cuDNN' is TorchLean's provider NN.Backend.Provider.cuDNN; "
+                                "capcheck checks its capsules with --provider cudnn"));
+    assert_int_equal(cc_t_run(NULL, "run --provider webgpu", out, sizeof out), 2);
+    assert_non_null(strstr(out, "NN.Backend.Provider.webGpu, which no capcheck provider "
+                                "implements: load one with --provider-lib"));
+    assert_int_equal(cc_t_run(NULL, "run --provider reference --device metal", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--device: device 'metal' is a TorchLean device"));
     assert_int_equal(cc_t_run(NULL, "repro 'softmax in=[2] axis=5'", out, sizeof out), 2);
     assert_non_null(strstr(out, "axis 5 is out of range"));
     assert_int_equal(cc_t_run(NULL, "frob", out, sizeof out), 2);

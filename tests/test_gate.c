@@ -7,6 +7,9 @@
 
 #include "harness/report/jschema.h"
 #include "harness/report/report_out.h"
+#include "core/sha256.h"
+
+#include <sys/stat.h>
 
 static char tmp[256], run_dir[512], cases[512];
 static char out[1 << 17];
@@ -95,42 +98,42 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
 {
     (void)state;
     char p[512];
-    policy("p1.conf", "require reference.add f32 f64\n", p, sizeof p);
+    policy("p1.conf", "require capcheck.oracle.add f32 f64\n", p, sizeof p);
     assert_int_equal(gate(p, run_dir), 0);
     expect_in(out, "results digest matches");
     /* add passes everything in both dtypes; nothing else qualifies */
     assert_int_equal(cc_t_count(out, "\nchecked "), 2);
-    expect_in(out, "checked          reference.add f32 (required): 15 passing of 15, VJP 15");
-    expect_in(out, "checked          reference.add f64 (required): 15 passing of 15, VJP 15");
+    expect_in(out, "checked          capcheck.oracle.add f32 (required): 15 passing of 15, VJP 15");
+    expect_in(out, "checked          capcheck.oracle.add f64 (required): 15 passing of 15, VJP 15");
     expect_in(out, "; edges nan; seed 0; report sha256:");
     expect_in(out, "seed 0; report sha256:");
-    expect_in(out, "trustedExternal  reference.softmax f32 (catalog: checked):\n"
+    expect_in(out, "trustedExternal  capcheck.oracle.softmax f32 (catalog: trustedExternal):\n"
                    "  - layout classes not covered by a passing case: transpose, bcast\n");
-    expect_in(out, "trustedExternal  reference.matmul f64 (catalog: checked):\n"
+    expect_in(out, "trustedExternal  capcheck.oracle.matmul f64 (catalog: trustedExternal):\n"
                    "  - 2 passing cases; the policy wants at least 10\n"
                    "  - 2 passing cases checked the VJP; the policy wants at least 10\n");
     expect_in(out, "2 of 4 capsule x dtype x platform checked; 2 of the 2 required checked: exit 0");
 
     /* a section relaxes softmax's layouts: it is upgraded too; requiring everything fails */
-    policy("p2.conf", "require reference.* f32\n[op softmax]\nlayout_classes contig stride2\n", p,
+    policy("p2.conf", "require capcheck.oracle.* f32\n[op softmax]\nlayout_classes contig stride2\n", p,
            sizeof p);
     assert_int_equal(gate(p, run_dir), 1);
     assert_int_equal(cc_t_count(out, "\nchecked "), 3);
-    expect_in(out, "checked          reference.softmax f32 (required): 13 passing of 13");
+    expect_in(out, "checked          capcheck.oracle.softmax f32 (required): 13 passing of 13");
     /* a required capsule the run has no case of */
-    expect_in(out, "trustedExternal  reference.relu f32 (required) (catalog: checked):\n"
+    expect_in(out, "trustedExternal  capcheck.oracle.relu f32 (required) (catalog: trustedExternal):\n"
                    "  - no case in the report\n");
 
     /* an edge class counts only where a passing case carries it: add has edge=nan cases, no
      * edge=ties ones */
     policy("p3.conf", "[op add]\nedge_classes nan ties\n", p, sizeof p);
     assert_int_equal(gate(p, run_dir), 1);
-    expect_in(out, "trustedExternal  reference.add f32 (catalog: checked):\n"
+    expect_in(out, "trustedExternal  capcheck.oracle.add f32 (catalog: trustedExternal):\n"
                    "  - edge classes not covered by a passing case: ties\n");
     assert_int_equal(cc_t_count(out, "\nchecked "), 0);
     policy("p3b.conf", "[op add]\nedge_classes nan\n", p, sizeof p);
     gate(p, run_dir);
-    expect_in(out, "checked          reference.add f32: 15 passing of 15");
+    expect_in(out, "checked          capcheck.oracle.add f32: 15 passing of 15");
 
     /* stricter counts and shape classes name each shortfall */
     policy("p4.conf", "min_passing 20\nshape_classes scalar vector matrix high-rank empty\n", p,
@@ -146,21 +149,21 @@ static void test_policy_platforms(void **state)
 {
     (void)state;
     char p[512], line[256];
-    policy("pp1.conf", "platforms cpu:nowhere\nrequire reference.add f32\n", p, sizeof p);
+    policy("pp1.conf", "platforms cpu:nowhere\nrequire capcheck.oracle.add f32\n", p, sizeof p);
     assert_int_equal(gate_raw(p, run_dir), 1);
     expect_in(out, "(libtorch any; platforms cpu:nowhere)");
-    expect_in(out, "trustedExternal  reference.add f32 on cpu:nowhere (required) (catalog: checked):\n"
+    expect_in(out, "trustedExternal  capcheck.oracle.add f32 on cpu:nowhere (required) (catalog: trustedExternal):\n"
                    "  - no case on platform cpu:nowhere in the report\n");
     /* checked on this machine's platform, but not required there */
-    snprintf(line, sizeof line, "checked          reference.add f32%s: 15 passing of 15", here);
+    snprintf(line, sizeof line, "checked          capcheck.oracle.add f32%s: 15 passing of 15", here);
     expect_in(out, line);
     expect_in(out, "0 of the 1 required checked: exit 1");
     /* this machine's platform (and any) required: checked */
     char text[256];
-    snprintf(text, sizeof text, "platforms%s\nrequire reference.add f32\n", here + 3);
+    snprintf(text, sizeof text, "platforms%s\nrequire capcheck.oracle.add f32\n", here + 3);
     policy("pp2.conf", text, p, sizeof p);
     assert_int_equal(gate_raw(p, run_dir), 0);
-    snprintf(line, sizeof line, "checked          reference.add f32%s (required)", here);
+    snprintf(line, sizeof line, "checked          capcheck.oracle.add f32%s (required)", here);
     expect_in(out, line);
     expect_in(out, "capcheck gate: platform cpu:");
     /* a key that is not one is bad input */
@@ -181,11 +184,11 @@ static void test_failures_keep_a_capsule_out(void **state)
            sizeof p);
     assert_int_equal(gate(p, dir), 1);
     /* a provider without a catalog row: its ad-hoc capsule */
-    expect_in(out, "trustedExternal  mutants.cpu.softmax f32 (catalog: trustedExternal):\n"
+    expect_in(out, "trustedExternal  plugin.mutants.cpu.softmax f32 (catalog: trustedExternal):\n"
                    "  - ");
     expect_in(out, "cases did not pass (");
     expect_in(out, "first: capcheck repro 'softmax dtype=f32");
-    expect_in(out, "checked          mutants.cpu.add f32");
+    expect_in(out, "checked          plugin.mutants.cpu.add f32");
 }
 
 static void test_refuses_an_altered_or_unsealed_report(void **state)
@@ -222,10 +225,16 @@ static void test_refuses_another_libtorch(void **state)
     assert_int_equal(gate(p, run_dir), 2);
     expect_in(out, "names no libtorch version (provider: capcheck float64 reference");
     expect_in(out, "requires libtorch 2.15.0");
-    /* a report from another libtorch, sealed as capcheck would have sealed it */
+    /* a report from another libtorch, sealed as capcheck would have sealed it; one that does
+     * not record who ran (an older capcheck), since a built-in reference's or a plugin's
+     * libtorch_version is never read */
     copy_run("libtorch", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/report.json", dir);
     cc_t_edit(path, "\"libtorch_version\": null", "\"libtorch_version\": \"2.14.0\"");
+    assert_int_equal(cc_report_seal(path), 0);
+    assert_int_equal(gate(p, dir), 2);
+    expect_in(out, "names no libtorch version");
+    cc_t_edit(path, ",\n    \"provider\": {\"name\": \"reference\", \"kind\": \"builtin\"}", "");
     assert_int_equal(cc_report_seal(path), 0);
     assert_int_equal(gate(p, dir), 2);
     expect_in(out, "is from libtorch 2.14.0; the policy");
@@ -244,7 +253,7 @@ static void test_refuses_a_broken_shard_set(void **state)
                  cases, tmp, i, i);
         assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
     }
-    policy("ps.conf", "require reference.add f32 f64\n", p, sizeof p);
+    policy("ps.conf", "require capcheck.oracle.add f32 f64\n", p, sizeof p);
     snprintf(set, sizeof set, "%s/s1", tmp);
     assert_int_equal(gate(p, set), 2);
     expect_in(out, "is shard 1/3 of a run: gate all 3 shard folders together");
@@ -289,18 +298,18 @@ static void test_evidence_json_conforms(void **state)
     snprintf(args, sizeof args, "evidence %s --policy %s --out %s", run_dir, p, ev);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
     expect_in(out, "2 of 4 capsule x dtype x platform checked");
-    const char *caps[] = {"reference.add", "reference.softmax", "reference.matmul"};
+    const char *caps[] = {"capcheck.oracle.add", "capcheck.oracle.softmax", "capcheck.oracle.matmul"};
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s/evidence.json", ev, caps[i]);
         int rc = cc_jschema_validate_files("reports/evidence.schema.json", path, msg, sizeof msg);
         if (rc)
             fail_msg("%s", msg);
     }
-    snprintf(path, sizeof path, "%s/reference.add/evidence.json", ev);
+    snprintf(path, sizeof path, "%s/capcheck.oracle.add/evidence.json", ev);
     char *t = cc_t_slurp(path, NULL);
     expect_in(t, "\"trust\": \"checked\"");
     expect_in(t, "\"value\": {\"claim\": {\"valueRefinement\": {\"op\": \"add\"}}, "
-                 "\"evidence\": {\"testSuite\": {\"name\": \"capcheck:reference.add@sha256:");
+                 "\"evidence\": {\"testSuite\": {\"name\": \"capcheck report sha256:");
     expect_in(t, "\"vjpRefinement\": {\"op\": \"add\", \"mode\": \"torchLeanTape\"}");
     /* the platform each dtype's evidence holds for */
     char want[256];
@@ -311,7 +320,7 @@ static void test_evidence_json_conforms(void **state)
              here + 4);
     expect_in(t, want);
     free(t);
-    snprintf(path, sizeof path, "%s/reference.matmul/evidence.json", ev);
+    snprintf(path, sizeof path, "%s/capcheck.oracle.matmul/evidence.json", ev);
     t = cc_t_slurp(path, NULL);
     expect_in(t, "\"trust\": \"trustedExternal\"");
     snprintf(want, sizeof want, "{\"trustedBoundary\": {\"reason\": \"capcheck evidence "
@@ -319,6 +328,100 @@ static void test_evidence_json_conforms(void **state)
              here);
     expect_in(t, want);
     free(t);
+}
+
+/* Evidence binds to the provider that ran: a plugin may not call itself by a built-in's name;
+ * its description cannot claim a libtorch version; its results map to a catalog capsule only
+ * where the catalog pins its library's sha256, else to capsules under its own name. */
+static void test_evidence_binds_to_the_provider_that_ran(void **state)
+{
+    (void)state;
+    char args[4096], dir[512], p[512], lib[512], sha[65], cat[600], path[700];
+    snprintf(dir, sizeof dir, "%s/imp", tmp);
+    snprintf(args, sizeof args, "run %s --provider-lib %s/mutants_aten.so --out %s", cases,
+             CAPCHECK_PLUGIN_DIR, dir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
+    expect_in(out, "mutants_aten.so calls itself 'aten', the name of capcheck's built-in provider");
+    struct stat st;
+    assert_int_equal(stat(dir, &st), -1); /* refused before anything ran */
+
+    /* "libtorch 2.15.0; cuda 12.1; ..." from a plugin: the report states no libtorch */
+    snprintf(dir, sizeof dir, "%s/odd", tmp);
+    snprintf(args, sizeof args, "run %s --provider-lib %s/mutants_odd.so --out %s", cases,
+             CAPCHECK_PLUGIN_DIR, dir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    char *rep = cc_t_slurp(path, NULL);
+    expect_in(rep, "\"provider_description\": \"libtorch 2.15.0; cuda 12.1;");
+    expect_in(rep, "\"libtorch_version\": null");
+    expect_in(rep, "\"provider\": {\"name\": \"2fast-/a_b\", \"kind\": \"plugin\", \"library\": ");
+    free(rep);
+    policy("pv_odd.conf", "libtorch_version 2.15.0\n", p, sizeof p);
+    assert_int_equal(gate(p, dir), 2);
+    expect_in(out, "names no libtorch version (provider: libtorch 2.15.0; cuda 12.1;");
+    /* ... and no built-in's capsules: its own */
+    policy("pv_any.conf", "", p, sizeof p);
+    gate(p, dir);
+    expect_in(out, "plugin.2fast-/a_b.cpu.add f32");
+    if (strstr(out, "capcheck.aten_cpu") || strstr(out, "libtorch."))
+        fail_msg("a plugin's results became a built-in's evidence:\n%s", out);
+    /* the platform the results ran on reaches the Lean module's header and summaries */
+    snprintf(args, sizeof args, "emit-lean %s --policy %s", dir, p);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    char want[256];
+    snprintf(want, sizeof want, "\nPlatform:  %s: ", here + 4);
+    expect_in(out, want);
+    snprintf(want, sizeof want, "(f32 on %s: 15 of 15 cases passing", here + 4);
+    expect_in(out, want);
+    snprintf(want, sizeof want, "; platforms %s; provider libtorch 2.15.0;", here + 4);
+    expect_in(out, want);
+    /* its evidence folder is one safe name: the '/' of "2fast-/a_b" becomes %2F */
+    char ev[600], msg[1024];
+    snprintf(ev, sizeof ev, "%s/odd_ev", tmp);
+    snprintf(args, sizeof args, "evidence %s --policy %s --out %s", dir, p, ev);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    snprintf(path, sizeof path, "%s/plugin.2fast-%%2Fa_b.cpu.add/evidence.json", ev);
+    if (cc_jschema_validate_files("reports/evidence.schema.json", path, msg, sizeof msg))
+        fail_msg("%s", msg);
+
+    /* a report whose recorded provider is not the one its results name is refused */
+    char moved[512];
+    snprintf(moved, sizeof moved, "%s/renamed", tmp);
+    snprintf(args, sizeof args, "rm -rf %s && cp -r %s %s", moved, dir, moved);
+    assert_int_equal(system(args), 0);
+    snprintf(path, sizeof path, "%s/report.json", moved);
+    cc_t_edit(path, "\"provider\": {\"name\": \"2fast-/a_b\", \"kind\": \"plugin\"",
+              "\"provider\": {\"name\": \"aten\", \"kind\": \"plugin\"");
+    assert_int_equal(cc_report_seal(path), 0);
+    assert_int_equal(gate(p, moved), 2);
+    expect_in(out, "its results are of provider '2fast-/a_b', its provenance names 'aten'");
+
+    /* pinned by sha256: the catalog's capsule; another library: its own name again */
+    snprintf(lib, sizeof lib, "%s/mutants.so", CAPCHECK_PLUGIN_DIR);
+    assert_int_equal(cc_sha256_file(lib, sha), 0);
+    snprintf(dir, sizeof dir, "%s/pinned", tmp);
+    snprintf(args, sizeof args, "run %s --provider-lib %s --out %s", cases, lib, dir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    snprintf(cat, sizeof cat, "%s/pinned.tsv", tmp);
+    char row[512];
+    snprintf(row, sizeof row, "tl.add\tadd\ttorchLean\tcpu\tchecked\ttorchLeanTape\t"
+                              "notApplicable\tcanonicalTensor\ttorchlean\tmutants\tsha256:%s\n",
+             sha);
+    cc_t_write(cat, row);
+    snprintf(args, sizeof args, "gate %s --policy %s --catalog %s", dir, p, cat);
+    cc_t_run(NULL, args, out, sizeof out);
+    char line[256];
+    snprintf(line, sizeof line, "checked          tl.add f32%s: 15 passing of 15", here);
+    expect_in(out, line);
+    expect_in(out, "plugin.mutants.cpu.softmax f32");
+    row[strlen(row) - 2] = row[strlen(row) - 2] == '0' ? '1' : '0'; /* another build's hash */
+    cc_t_write(cat, row);
+    cc_t_run(NULL, args, out, sizeof out);
+    snprintf(line, sizeof line, "checked          plugin.mutants.cpu.add f32%s: 15 passing of 15",
+             here);
+    expect_in(out, line);
+    if (strstr(out, "tl.add"))
+        fail_msg("a pin for another library held:\n%s", out);
 }
 
 int main(void)
@@ -332,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_refuses_a_broken_shard_set),
         cmocka_unit_test(test_bad_policy_is_one_sentence),
         cmocka_unit_test(test_evidence_json_conforms),
+        cmocka_unit_test(test_evidence_binds_to_the_provider_that_ran),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -92,31 +92,78 @@ static void test_catalog(void **state)
     assert_int_equal(torchlean, 92);
     assert_int_equal(libtorch, 47);
     assert_int_equal(reference, 45);
-    /* every op of the reference has a capsule on ATen CPU, ATen CUDA and the reference */
+    /* every op of the reference has a capsule on ATen CPU and ATen CUDA */
     for (int i = 0; i < ref_op_count(); i++) {
         const char *op = ref_op_at(i)->name;
-        if (!cc_catalog_find(&cat, "aten", "cpu", op) || !cc_catalog_find(&cat, "aten", "cuda", op) ||
-            !cc_catalog_find(&cat, "reference", "cpu", op))
+        if (!cc_catalog_find(&cat, "aten", "cpu", op) || !cc_catalog_find(&cat, "aten", "cuda", op))
             fail_msg("op %s lacks a capsule", op);
     }
     assert_string_equal(cc_catalog_find(&cat, "aten", "cuda", "attention")->name,
                         "libtorch.direct_attention");
     assert_string_equal(cc_catalog_find(&cat, "aten", "cpu", "logSoftmax")->name,
                         "capcheck.aten_cpu.log_softmax");
+    /* TorchLean's reference capsules are its Lean runtime: capcheck's oracle never maps there */
+    for (int i = 0; i < ref_op_count(); i++) {
+        const cc_capsule *c = cc_catalog_find(&cat, "reference", "cpu", ref_op_at(i)->name);
+        if (!c || strncmp(c->name, "capcheck.oracle.", 16) || strcmp(c->source, "oracle") ||
+            strcmp(c->provider, "-"))
+            fail_msg("op %s: the oracle's capsule is %s", ref_op_at(i)->name, c ? c->name : "none");
+    }
     cc_capsule adhoc;
-    const cc_capsule *c = cc_catalog_resolve(&cat, "mutants", "cpu", "logSoftmax", "backendVJP",
-                                             &adhoc);
-    assert_string_equal(c->name, "mutants.cpu.log_softmax");
+    const cc_capsule *c;
+    /* cuBLAS, cuDNN and cuFFT capsules carry TorchLean's own provider constructors */
+    assert_string_equal(cc_catalog_find(&cat, "cublas", "cuda", "matmul")->provider, "cuBLAS");
+    assert_string_equal(cc_catalog_find(&cat, "cudnn", "cuda", "conv")->provider, "cuDNN");
+    assert_string_equal(cc_catalog_find(&cat, "cufft", "cuda", "fftFno")->provider, "cuFFT");
+    /* a plugin gets capsules under its own name, whatever it calls itself */
+    cc_provider_identity plugin = {"aten", "plugin", "/x/aten.so", ""};
+    memset(plugin.sha256, 'a', 64);
+    c = cc_catalog_resolve(&cat, &plugin, "aten", "cuda", "softmax", "backendVJP", &adhoc);
+    assert_string_equal(c->name, "plugin.aten.cuda.softmax");
     assert_string_equal(c->trust, "trustedExternal");
+    assert_string_equal(c->provider, "external");
+    c = cc_catalog_resolve(&cat, &plugin, "mutants", "cpu", "logSoftmax", "backendVJP", &adhoc);
+    assert_string_equal(c->name, "plugin.mutants.cpu.log_softmax");
+    /* a report that does not record who ran is read by name */
+    c = cc_catalog_resolve(&cat, NULL, "aten", "cuda", "softmax", "backendVJP", &adhoc);
+    assert_string_equal(c->name, "libtorch.softmax");
+    cc_catalog_free(&cat);
+    /* ... unless the catalog pins the plugin's library by sha256 to a capsule */
+    char pinned[512];
+    snprintf(pinned, sizeof pinned,
+             "tl.softmax\tsoftmax\ttorchLean\tcpu\tchecked\tbackendVJP\tfixedLeft\t"
+             "canonicalTensor\ttorchlean\tmine\tsha256:%.64s\n",
+             "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    if (cc_catalog_parse(pinned, "pin.tsv", &cat, msg, sizeof msg))
+        fail_msg("%s", msg);
+    cc_provider_identity mine = {"mine", "plugin", "/x/mine.so", ""};
+    memset(mine.sha256, 'b', 64);
+    assert_string_equal(cc_catalog_resolve(&cat, &mine, "mine", "cpu", "softmax", "backendVJP",
+                                           &adhoc)->name,
+                        "tl.softmax");
+    mine.sha256[0] = 'c'; /* another build of it: its own name again */
+    assert_string_equal(cc_catalog_resolve(&cat, &mine, "mine", "cpu", "softmax", "backendVJP",
+                                           &adhoc)->name,
+                        "plugin.mine.cpu.softmax");
     cc_catalog_free(&cat);
     /* bad rows are one sentence naming the line */
-    assert_int_equal(cc_catalog_parse("a\tfrob\tp\tcpu\tchecked\tnone\tnotApplicable\t"
+    assert_int_equal(cc_catalog_parse("a\tfrob\texternal\tcpu\tchecked\tnone\tnotApplicable\t"
                                       "flatRowMajor\tcapcheck\tx\n",
                                       "t.tsv", &cat, msg, sizeof msg),
                      -1);
     expect_in(msg, "t.tsv:1: capsule a: unknown op");
-    assert_int_equal(cc_catalog_parse("a\tadd\tp\tcpu\tchecked\tnone\tnotApplicable\tflatRowMajor"
-                                      "\tcapcheck\tx\nb\tadd\tp\tcpu\tchecked\tnone\t"
+    assert_int_equal(cc_catalog_parse("a\tadd\tnvidiaMagic\tcpu\tchecked\tnone\tnotApplicable\t"
+                                      "flatRowMajor\tcapcheck\tx\n",
+                                      "t.tsv", &cat, msg, sizeof msg),
+                     -1);
+    expect_in(msg, "t.tsv:1: capsule a: unknown provider (one of TorchLean's");
+    assert_int_equal(cc_catalog_parse("a\tadd\texternal\tcpu\tchecked\tnone\tnotApplicable\t"
+                                      "flatRowMajor\tcapcheck\tx\tsha256:12\n",
+                                      "t.tsv", &cat, msg, sizeof msg),
+                     -1);
+    expect_in(msg, "t.tsv:1: capsule a: the pin is sha256:<64 hex digits>");
+    assert_int_equal(cc_catalog_parse("a\tadd\texternal\tcpu\tchecked\tnone\tnotApplicable\tflatRowMajor"
+                                      "\tcapcheck\tx\nb\tadd\texternal\tcpu\tchecked\tnone\t"
                                       "notApplicable\tflatRowMajor\tcapcheck\tx\n",
                                       "t.tsv", &cat, msg, sizeof msg),
                      -1);
@@ -231,7 +278,7 @@ static void test_diff_catches_a_planted_regression(void **state)
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
     expect_in(out, "platform     cpu:elsewhere: only in new (1 rows), not compared");
     char want[200];
-    snprintf(want, sizeof want, "regression   mutants.cpu.softmax f32 on %s: passing (8/8) -> no "
+    snprintf(want, sizeof want, "regression   plugin.mutants.cpu.softmax f32 on %s: passing (8/8) -> no "
                                 "cases", key);
     expect_in(out, want);
     expect_in(out, "on 1 platforms compared: exit 1");
@@ -254,13 +301,13 @@ static void test_diff_catches_a_planted_regression(void **state)
     snprintf(args, sizeof args, "diff %s %s", good, edited);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
     expect_in(out, "(unsealed, 17 cases)");
-    expect_row(out, "regression   mutants.cpu.softmax f32", key,
+    expect_row(out, "regression   plugin.mutants.cpu.softmax f32", key,
                ": passing (8/8) -> failing (2 of 8 did not pass)");
     expect_in(out, "1 regressions, 0 fixed, 0 new failures");
     /* the other way round it is a fix */
     snprintf(args, sizeof args, "diff %s %s", edited, good);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
-    expect_row(out, "fixed        mutants.cpu.softmax f32", key, ":");
+    expect_row(out, "fixed        plugin.mutants.cpu.softmax f32", key, ":");
     /* drift beyond the factor: add f32's worst ratio edited to 0.999 */
     t = cc_t_slurp(edited, NULL);
     char *row = strstr(t, "{\"op\": \"add\", \"report_name\": \"add\", \"dtype\": \"f32\"");
@@ -272,12 +319,12 @@ static void test_diff_catches_a_planted_regression(void **state)
     free(t);
     snprintf(args, sizeof args, "diff %s %s --drift 1.5", good, edited);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
-    expect_row(out, "drift        mutants.cpu.add f32", key, ": worst bound ratio");
+    expect_row(out, "drift        plugin.mutants.cpu.add f32", key, ": worst bound ratio");
     expect_in(out, "worse, beyond 1.5x)");
     /* a real planted bug: the softmax_axis mutant */
     snprintf(args, sizeof args, "diff %s %s", good, bad);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
-    expect_row(out, "regression   mutants.cpu.softmax f32", key, ": passing (8/8) -> failing (");
+    expect_row(out, "regression   plugin.mutants.cpu.softmax f32", key, ": passing (8/8) -> failing (");
     expect_in(out, "; first: capcheck repro 'softmax dtype=f32 device=cpu");
     /* a sealed report whose seal does not match is refused */
     snprintf(path, sizeof path, "%s/report.json", bad);
@@ -308,7 +355,7 @@ static void test_markdown_and_junit(void **state)
     snprintf(path, sizeof path, "%s/report.junit.xml", bad);
     char *x = cc_t_slurp(path, NULL);
     expect_in(x, "<testsuites name=\"capcheck\" tests=\"3\" failures=\"1\" errors=\"0\"");
-    expect_in(x, "<testcase classname=\"mutants.cpu.softmax\" name=\"softmax f32 cpu on cpu:");
+    expect_in(x, "<testcase classname=\"plugin.mutants.cpu.softmax\" name=\"softmax f32 cpu on cpu:");
     expect_in(x, "<property name=\"platform cpu:");
     expect_in(x, "<failure type=\"fail\" message=\"");
     expect_in(x, "capcheck repro 'softmax dtype=f32 device=cpu");
@@ -335,12 +382,35 @@ static void golden(const char *args, const char *file)
     free(want);
 }
 
+/* The golden TorchLean modules, one per run and TorchLean commit targeted (tests/golden/regenerate
+ * writes them; tests/check_lean_module.py checks their names against TorchLean's): a run of the
+ * oracle (nothing emitted), a checked ATen run, a partly checked run of a plugin pinned to
+ * TorchLean's reference capsules, and a run with names hard on Lean text. */
 static void test_golden_gate_and_lean(void **state)
 {
     (void)state;
-    golden("emit-lean tests/golden/gate_run --policy tests/golden/golden.policy",
-           "gate_run.lean");
+    const char *g = "tests/golden", *tl = "--torchlean 3447b74f6bf43f83ad50885851caf0bc01b4c53d";
+    char args[1024];
+    snprintf(args, sizeof args, "emit-lean %s/gate_run --policy %s/golden.policy %s", g, g, tl);
+    golden(args, "gate_run.3447b74.lean");
+    snprintf(args, sizeof args, "emit-lean %s/checked_run --policy %s/lean.policy %s", g, g, tl);
+    golden(args, "checked_run.3447b74.lean");
+    snprintf(args, sizeof args,
+             "emit-lean %s/partly_run --policy %s/lean.policy --catalog %s/partly.catalog.tsv %s", g,
+             g, g, tl);
+    golden(args, "partly_run.3447b74.lean");
+    snprintf(args, sizeof args,
+             "emit-lean %s/unusual_run --policy %s/lean.policy --catalog %s/unusual.catalog.tsv %s",
+             g, g, g, tl);
+    golden(args, "unusual_run.3447b74.lean");
     golden("gate tests/golden/gate_run --policy tests/golden/golden.policy", "gate_run.gate.txt");
+    /* a TorchLean commit capcheck has no data for is one sentence */
+    snprintf(args, sizeof args, "emit-lean %s/gate_run --policy %s/golden.policy --torchlean "
+                                "b2a2184",
+             g, g);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
+    expect_in(out, "no TorchLean data for commit 'b2a2184' (at least 7 hex digits of one of: "
+                   "3447b74f6bf4)");
 }
 
 int main(void)

@@ -276,12 +276,12 @@ static void test_witnesses_are_not_evidence(void **state)
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
     /* the witnesses' passes count for nothing: the matmul capsules have no passing case */
     /* (each verdict names this machine's platform: "f32 on cpu:...") */
-    expect_in(out, "trustedExternal  mutants.cpu.matmul f32 on cpu:");
+    expect_in(out, "trustedExternal  plugin.mutants.cpu.matmul f32 on cpu:");
     expect_in(out, " (catalog: trustedExternal):\n  - 1 of 1 cases did not pass (1 failed,");
     expect_in(out, "\n  - 0 passing cases; the policy wants");
-    expect_in(out, "trustedExternal  mutants.cpu.add f32 on cpu:");
+    expect_in(out, "trustedExternal  plugin.mutants.cpu.add f32 on cpu:");
     expect_in(out, " (catalog: trustedExternal):\n  - 1 passing cases; the policy wants");
-    if (strstr(out, "reference.matmul") || strstr(out, "openblas."))
+    if (strstr(out, "capcheck.oracle.matmul") || strstr(out, "openblas."))
         fail_msg("a witness counted as evidence:\n%s", out);
     snprintf(ev, sizeof ev, "%s/evidence", tmp);
     snprintf(args, sizeof args, "evidence %s/outlier --out %s --policy %s", tmp, ev, policy);
@@ -293,12 +293,12 @@ static void test_witnesses_are_not_evidence(void **state)
     char name[256];
     int n = 0;
     while (fgets(name, sizeof name, p)) {
-        if (strncmp(name, "mutants.", 8) != 0)
+        if (strncmp(name, "plugin.mutants.", 15) != 0)
             fail_msg("evidence for %s from a witnessed run", name);
         n++;
     }
     pclose(p);
-    assert_int_equal(n, 2); /* mutants.cpu.matmul and mutants.cpu.add */
+    assert_int_equal(n, 2); /* plugin.mutants.cpu.matmul and plugin.mutants.cpu.add */
 }
 
 static void test_reference_suspect_disputed_and_unsupported(void **state)

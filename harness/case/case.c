@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "harness/case/edges.h"
+#include "core/torchlean.h"
 
 const char *const cc_layout_names[CC_LAYOUT_COUNT] = {"contig", "transpose", "stride2", "bcast",
                                                        "chlast", "sliced",    "mixed",   "strided"};
@@ -564,8 +565,11 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
             if (cc_dtype_parse(v, &c->dtype))
                 return fail(err, col, "unknown dtype '%s' (f64, f32, f16, bf16)", v);
         } else if (strcmp(k, "device") == 0) {
-            if (cc_device_parse(v, &c->device))
-                return fail(err, col, "unknown device '%s' (cpu, cuda)", v);
+            if (cc_device_parse(v, &c->device)) {
+                char why[512];
+                cc_device_unknown_msg(v, why, sizeof why);
+                return fail(err, col, "%s", why);
+            }
         } else if (strcmp(k, "in") == 0) {
             if (parse_shape_list(v, c->shape, REF_MAX_INPUTS, &c->n_in))
                 return fail(err, col,
@@ -887,8 +891,17 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
                 return fail(err, col, "bad dtype list '%s' (f64,f32,f16,bf16)", v);
         } else if (strcmp(k, "device") == 0) {
             if ((g->n_devices = parse_name_list(v, parse_device_name, g->devices,
-                                                CC_DEVICE_COUNT)) < 1)
-                return fail(err, col, "bad device list '%s' (cpu,cuda)", v);
+                                                CC_DEVICE_COUNT)) < 1) {
+                char item[64], why[512] = "";
+                for (const char *s = v; *s && !why[0]; s += strcspn(s, ",") + (s[strcspn(s, ",")] != 0)) {
+                    cc_device d;
+                    snprintf(item, sizeof item, "%.*s", (int)strcspn(s, ","), s);
+                    if (cc_device_parse(item, &d))
+                        cc_device_unknown_msg(item, why, sizeof why);
+                }
+                return fail(err, col, "bad device list '%s' (cpu,cuda)%s%s", v, why[0] ? ": " : "",
+                            why);
+            }
         } else if (strcmp(k, "layout") == 0) {
             if ((g->n_layouts = parse_name_list(v, parse_layout_name, g->layouts,
                                                 CC_LAYOUT_COUNT)) < 1)

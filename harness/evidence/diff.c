@@ -68,7 +68,8 @@ static int load_rows(const cc_run *run, const cc_catalog *cat, diff_row **out, s
         cc_json_string(o, "platform", &platform);
         snprintf(r->platform, sizeof r->platform, "%s", platform);
         cc_capsule adhoc;
-        const cc_capsule *c = cc_catalog_resolve(cat, provider, device, op, vjp, &adhoc);
+        const cc_capsule *c =
+            cc_catalog_resolve(cat, &run->prov.provider, provider, device, op, vjp, &adhoc);
         snprintf(r->capsule, sizeof r->capsule, "%s", c->name);
         snprintf(r->op, sizeof r->op, "%s", op);
         snprintf(r->dtype, sizeof r->dtype, "%s", dtype);

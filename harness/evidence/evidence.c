@@ -52,6 +52,31 @@ const cc_capsule_stats *cc_evidence_find(const cc_evidence *ev, const char *caps
     return NULL;
 }
 
+int cc_list_next(const char **p, char *buf, size_t n)
+{
+    if (!**p)
+        return 0;
+    size_t item = strcspn(*p, ",");
+    snprintf(buf, n, "%.*s", (int)item, *p);
+    *p += item;
+    while (**p == ',' || **p == ' ')
+        (*p)++;
+    return 1;
+}
+
+void cc_list_add(char *list, size_t n, const char *items)
+{
+    char item[128], have[128];
+    for (const char *p = items; cc_list_next(&p, item, sizeof item);) {
+        int seen = 0;
+        for (const char *q = list; !seen && cc_list_next(&q, have, sizeof have);)
+            seen = strcmp(have, item) == 0;
+        size_t used = strlen(list);
+        if (!seen && item[0])
+            snprintf(list + used, n - used, "%s%s", used ? ", " : "", item);
+    }
+}
+
 int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *ev, char *msg,
                         size_t len)
 {
@@ -59,8 +84,9 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
     for (size_t i = 0; i < run->n_results; i++) {
         const cc_result *r = &run->results[i];
         cc_capsule adhoc;
-        const cc_capsule *cap = cc_catalog_resolve(cat, r->provider, cc_device_name(r->device),
-                                                   r->op, r->vjp_mode, &adhoc);
+        const cc_capsule *cap =
+            cc_catalog_resolve(cat, &run->prov.provider, r->provider, cc_device_name(r->device),
+                               r->op, r->vjp_mode, &adhoc);
         cc_capsule_stats *s =
             (cc_capsule_stats *)cc_evidence_find(ev, cap->name, r->dtype, r->platform);
         if (!s) {
@@ -80,7 +106,10 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *e
             s->capsule = *cap;
             s->dtype = r->dtype;
             memcpy(s->platform, r->platform, sizeof s->platform);
+            snprintf(s->vjp_mode, sizeof s->vjp_mode, "%s", r->vjp_mode);
         }
+        if (strcmp(s->vjp_mode, r->vjp_mode) != 0)
+            snprintf(s->vjp_mode, sizeof s->vjp_mode, "mixed");
         s->cases++;
         s->counts[r->status]++;
         s->relaxed += r->accumulation == CC_ACC_RELAXED;

@@ -37,7 +37,9 @@ void cc_case_line_classes(const char *line, unsigned *shapes, unsigned *edges);
 typedef struct {
     cc_capsule capsule;
     cc_dtype dtype;
-    char platform[48];
+    char platform[48];   /* the platform the results ran on ("" when they name none) */
+    char vjp_mode[24];   /* the mode the results state (what the provider ran), "mixed" when
+                            they disagree; the capsule's own is the catalog's */
     long cases, counts[CC_RES_COUNT];
     long fwd_passing, vjp_passing; /* passing cases that checked the forward / the VJP */
     long vacuous, suspect;         /* passing cases with a vacuous bound; suspect ones */
@@ -57,6 +59,11 @@ typedef struct {
     cc_capsule_stats *v; /* in order of first appearance in the run */
     size_t n, cap;
 } cc_evidence;
+
+/* ", "-separated lists (platform keys, dtypes): the next item of *p into buf (0 at the end), and
+ * adding each item of `items` to `list` once. */
+int cc_list_next(const char **p, char *buf, size_t n);
+void cc_list_add(char *list, size_t n, const char *items);
 
 int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, cc_evidence *ev, char *msg,
                         size_t len);

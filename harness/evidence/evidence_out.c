@@ -1,13 +1,14 @@
-/* What the gate certifies, written out: evidence.json per capsule (gate.h) and a Lean file
- * for the capsules it upgraded. Both in TorchLean's vocabulary (ops.md section 1):
+/* What the gate certifies, written out: evidence.json per capsule (gate.h; the Lean module is
+ * harness/evidence/lean_out.c). In TorchLean's vocabulary (ops.md section 1):
  *   ContractClaim     shapeSafety op | layoutCompatibility op layout | valueRefinement op |
  *                     vjpRefinement op mode | vjpUnavailable op
  *   ContractEvidence  testSuite name | trustedBoundary reason | notApplicable
  * A capsule is upgraded when at least one dtype is checked (on some platform: evidence is per
  * capsule x dtype x platform); its testSuite evidence names the report (sha256) and lists
  * exactly the checked dtypes and, per dtype, the platforms it was checked on, with their case
- * counts, seed and worst bound ratio. A capsule with no checked dtype keeps trustedBoundary evidence whose reason is
- * the gate's list of what is missing. */
+ * counts, seed and worst bound ratio. A capsule with no checked dtype keeps trustedBoundary
+ * evidence whose reason is the gate's list of what is missing. The capsule's vjp_mode is the mode
+ * the results state (what the provider ran); the catalog's is kept as catalog_vjp_mode. */
 #define _POSIX_C_SOURCE 200809L
 #include "harness/evidence/gate.h"
 
@@ -26,31 +27,11 @@
 #define LAYOUTS cc_layout_names
 #define EDGES cc_edge_class_names
 
-/* The verdicts of one capsule, in report order. */
-static size_t capsule_verdicts(const cc_gate *g, const char *name, const cc_verdict **out,
-                               size_t max)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < g->n && n < max; i++)
-        if (g->v[i].stats && strcmp(g->v[i].capsule.name, name) == 0)
-            out[n++] = &g->v[i];
-    return n;
-}
-
-static int first_of_capsule(const cc_gate *g, size_t i)
-{
-    if (!g->v[i].stats)
-        return 0;
-    for (size_t j = 0; j < i; j++)
-        if (g->v[j].stats && strcmp(g->v[j].capsule.name, g->v[i].capsule.name) == 0)
-            return 0;
-    return 1;
-}
-
-/* The testSuite name of a capsule's evidence in this report. */
+/* The testSuite name of a capsule's evidence in this report: the sealed report itself. */
 static void suite_name(const cc_gate *g, const cc_capsule *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "capcheck:%s@sha256:%.16s", c->name, g->report_sha256);
+    (void)c;
+    cc_gate_suite_name(g, buf, n);
 }
 
 /* ---- evidence.json ------------------------------------------------------------------------- */
@@ -142,6 +123,12 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
     int upgraded = 0;
     for (size_t i = 0; i < nv; i++)
         upgraded |= v[i]->checked;
+    char ran[24]; /* the VJP mode the results state, over every dtype */
+    snprintf(ran, sizeof ran, "%s", v[0]->stats->vjp_mode);
+    for (size_t i = 1; i < nv; i++)
+        if (strcmp(ran, v[i]->stats->vjp_mode) != 0)
+            snprintf(ran, sizeof ran, "mixed");
+    int one_mode = strcmp(ran, "torchLeanTape") == 0 || strcmp(ran, "backendVJP") == 0;
     fputs("{\n  \"schema\": \"capcheck-evidence/1\",\n  \"capsule\": {\"name\": ", f);
     cc_json_write_string(f, c->name);
     fputs(", \"op\": ", f);
@@ -149,14 +136,7 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
     fputs(", \"report_name\": ", f);
     cc_json_write_string(f, op ? op->report_name : c->op);
     fputs(", \"backend_op\": ", f);
-    /* the nine ops that are not TorchLean BackendOps (ops.md section 0) */
-    static const char *const not_backend[] = {"div", "neg", "silu", "topKMask", "scaledMatmul",
-                                              "softmaxMatmul", "crossEntropy", "distill",
-                                              "custom"};
-    int backend = 1;
-    for (int i = 0; i < 9; i++)
-        backend &= strcmp(c->op, not_backend[i]) != 0;
-    fputs(backend ? "true" : "false", f);
+    fputs(ref_is_backend_op(c->op) ? "true" : "false", f);
     fputs(",\n    \"provider\": ", f);
     cc_json_write_string(f, c->provider);
     fputs(", \"device\": ", f);
@@ -164,6 +144,8 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
     fputs(", \"catalog_trust\": ", f);
     cc_json_write_string(f, c->trust);
     fputs(", \"vjp_mode\": ", f);
+    cc_json_write_string(f, ran);
+    fputs(", \"catalog_vjp_mode\": ", f);
     cc_json_write_string(f, c->vjp_mode);
     fputs(", \"reduction\": ", f);
     cc_json_write_string(f, c->reduction);
@@ -171,7 +153,8 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
     cc_json_write_string(f, c->layout);
     fputs(", \"source\": ", f);
     cc_json_write_string(f, c->source);
-    fprintf(f, "},\n  \"trust\": \"%s\",\n  \"dtypes\": [\n", upgraded ? "checked" : "trustedExternal");
+    fprintf(f, "},\n  \"trust\": \"%s\",\n  \"dtypes\": [\n",
+            upgraded ? "checked" : "trustedExternal");
     for (size_t i = 0; i < nv; i++) {
         const cc_capsule_stats *s = v[i]->stats;
         fprintf(f, "    {\"dtype\": \"%s\", ", cc_dtype_name(v[i]->dtype));
@@ -219,7 +202,7 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
     fputs("}}, \"evidence\": ", f);
     write_evidence_value(f, g, c, v, nv, 0);
     fputs("},\n    \"vjp\": ", f);
-    if (strcmp(c->vjp_mode, "none") == 0 || (op && !op->requires_vjp && !op->vjp)) {
+    if (strcmp(ran, "none") == 0 || (op && !op->requires_vjp && !op->vjp)) {
         fputs("{\"claim\": {\"vjpUnavailable\": {\"op\": ", f);
         cc_json_write_string(f, c->op);
         fputs("}}, \"evidence\": {\"notApplicable\": {}}}", f);
@@ -227,9 +210,19 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
         fputs("{\"claim\": {\"vjpRefinement\": {\"op\": ", f);
         cc_json_write_string(f, c->op);
         fputs(", \"mode\": ", f);
-        cc_json_write_string(f, c->vjp_mode);
+        cc_json_write_string(f, one_mode ? ran : c->vjp_mode);
         fputs("}}, \"evidence\": ", f);
-        write_evidence_value(f, g, c, v, nv, 1);
+        if (one_mode)
+            write_evidence_value(f, g, c, v, nv, 1);
+        else {
+            char why[160];
+            snprintf(why, sizeof why, "the provider does not state one VJP mode it ran (results: "
+                                      "%s); the catalog's mode was not what was tested",
+                     ran[0] ? ran : "none given");
+            fputs("{\"trustedBoundary\": {\"reason\": ", f);
+            cc_json_write_string(f, why);
+            fputs("}}", f);
+        }
         fputc('}', f);
     }
     fputs("\n  },\n  \"report\": {\"sha256\": ", f);
@@ -258,10 +251,34 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
     }
     fputs(", \"cpu_model\": ", f);
     cc_json_write_string(f, p->cpu_model);
+    fputs("},\n  \"provider\": {\"name\": ", f);
+    const cc_provider_identity *id = &p->provider;
+    cc_json_write_string(f, id->kind[0] ? id->name : g->run.results ? g->run.results[0].provider : "");
+    fputs(", \"kind\": ", f);
+    cc_json_write_string(f, id->kind[0] ? id->kind : "not recorded");
+    if (id->library[0]) {
+        fputs(", \"library\": ", f);
+        cc_json_write_string(f, id->library);
+        fprintf(f, ", \"sha256\": \"%s\"", id->sha256);
+    }
     fputs("},\n  \"policy\": ", f);
     cc_json_write_string(f, pol->name);
     fputs("\n}\n", f);
     return ferror(f) ? -1 : 0;
+}
+
+/* A capsule name as one folder name: letters, digits, '.', '_' and '-' kept, any other byte (a
+ * '/' of a plugin's name, say) and a leading '.' as %XX. Injective, and never "..". */
+static void folder_name(const char *name, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (const unsigned char *s = (const unsigned char *)name; *s && k + 4 < n; s++) {
+        int keep = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                   *s == '_' || *s == '-' || (*s == '.' && s != (const unsigned char *)name);
+        k += keep ? (size_t)snprintf(buf + k, n - k, "%c", *s)
+                  : (size_t)snprintf(buf + k, n - k, "%%%02X", *s);
+    }
+    buf[k < n ? k : n - 1] = 0;
 }
 
 int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *dir, char *msg,
@@ -269,11 +286,12 @@ int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *d
 {
     const cc_verdict *v[CC_DTYPE_COUNT * CC_MAX_PLATFORMS];
     for (size_t i = 0; i < g->n; i++) {
-        if (!first_of_capsule(g, i))
+        size_t nv = cc_gate_capsule(g, i, v, sizeof v / sizeof v[0]);
+        if (!nv)
             continue;
-        size_t nv = capsule_verdicts(g, g->v[i].capsule.name, v, sizeof v / sizeof v[0]);
-        char sub[1200], path[1300];
-        snprintf(sub, sizeof sub, "%s/%s", dir, g->v[i].capsule.name);
+        char sub[1200], path[1300], folder[300];
+        folder_name(g->v[i].capsule.name, folder, sizeof folder);
+        snprintf(sub, sizeof sub, "%s/%s", dir, folder);
         snprintf(path, sizeof path, "%s/evidence.json", sub);
         if (cc_make_dir(sub)) {
             snprintf(msg, len, "cannot create %s: %s", sub, strerror(errno));
@@ -291,198 +309,4 @@ int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *d
         }
     }
     return 0;
-}
-
-/* ---- Lean ---------------------------------------------------------------------------------- */
-
-static void lean_ident(const char *name, const char *suffix, char *buf, size_t n)
-{
-    size_t k = 0;
-    for (const char *s = name; *s && k + 1 < n; s++)
-        buf[k++] = (char)((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-                                  (*s >= '0' && *s <= '9') || *s == '_'
-                              ? *s
-                              : '_');
-    buf[k] = 0;
-    snprintf(buf + k, n - k, "_%s", suffix);
-}
-
-/* A Lean string literal: quotes and backslashes escaped. */
-static void lean_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        fputc(*s == '\n' ? ' ' : *s, f);
-    }
-    fputc('"', f);
-}
-
-static void lean_descriptor(FILE *f, const char *ident, const char *claim, const char *summary,
-                            const char *evidence_kind, const char *suite)
-{
-    fprintf(f, "def %s : ContractDescriptor where\n  claim := %s\n  summary := ", ident, claim);
-    lean_string(f, summary);
-    fprintf(f, "\n  evidence := %s", evidence_kind);
-    if (suite) {
-        fputc(' ', f);
-        lean_string(f, suite);
-    }
-    fputs("\n  provenance := #[]\n\n", f);
-}
-
-enum { COVERED_SHAPES, COVERED_LAYOUTS, COVERED_EDGES };
-
-/* The shape, layout or edge classes the checked dtypes' passing cases cover. */
-static void covered(const cc_verdict **v, size_t nv, int what, char *buf, size_t n)
-{
-    buf[0] = 0;
-    int count = what == COVERED_SHAPES    ? CC_SHAPE_COUNT
-                : what == COVERED_LAYOUTS ? CC_LAYOUT_COUNT
-                                          : CC_EDGE_COUNT;
-    const char *const *names = what == COVERED_SHAPES    ? SHAPES
-                               : what == COVERED_LAYOUTS ? LAYOUTS
-                                                         : EDGES;
-    for (int k = 0; k < count; k++) {
-        long any = 0;
-        for (size_t i = 0; i < nv; i++) {
-            const cc_capsule_stats *s = v[i]->stats;
-            if (v[i]->checked)
-                any += what == COVERED_SHAPES    ? s->shape_n[k]
-                       : what == COVERED_LAYOUTS ? s->layout_n[k]
-                                                 : s->edge_n[k];
-        }
-        if (any) {
-            size_t used = strlen(buf);
-            snprintf(buf + used, n - used, "%s%s", used ? ", " : "", names[k]);
-        }
-    }
-    if (!buf[0])
-        snprintf(buf, n, "none");
-}
-
-void cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, FILE *f)
-{
-    const cc_provenance *p = &g->run.prov;
-    fputs("/-\ncapcheck evidence for TorchLean kernel capsules.\n"
-          "Generated by `capcheck emit-lean`; do not edit.\n\n", f);
-    fprintf(f, "Report:   sha256:%s (%ld cases)\n", g->report_sha256, g->run.cases);
-    fprintf(f, "Made by:  capcheck %s, commit %s\n", p->capcheck_version, p->git_commit);
-    fprintf(f, "Provider: %s\n", g->run.provider_description);
-    fprintf(f, "Machine:  cpu %s; gpu %s; cuda %s; cudnn %s; tf32 %s; deterministic %s\n",
-            p->cpu_model, p->gpu[0] ? p->gpu : "none", p->cuda[0] ? p->cuda : "none",
-            p->cudnn[0] ? p->cudnn : "none", p->tf32[0] ? p->tf32 : "not stated",
-            p->deterministic[0] ? p->deterministic : "not stated");
-    for (int i = 0; i < p->n_platforms; i++) {
-        char facts[1024];
-        cc_platform_summary(&p->platforms[i], facts, sizeof facts);
-        fprintf(f, "Platform: %s: %s\n", p->platforms[i].key, facts);
-    }
-    fprintf(f, "Cases:    %s; base seed %llu\n", g->run.case_files, g->run.base_seed);
-    for (int i = 0; i < p->n_files; i++)
-        fprintf(f, "          %s sha256:%s\n", p->files[i].path, p->files[i].sha256);
-    fprintf(f, "Policy:   %s\n\n", pol->name);
-    fputs("Each capsule below was upgraded from trustedExternal to checked by the capcheck gate:\n"
-          "its contracts carry `testSuite` evidence naming this report. The evidence covers the\n"
-          "dtypes listed for it, on the platforms listed with them, and nothing else.\n-/\n", f);
-    fputs("import NN.Backend.Capsule\n\nnamespace NN.Backend.CapcheckEvidence\n\n"
-          "open NN.Backend\n\n", f);
-    const cc_verdict *v[CC_DTYPE_COUNT * CC_MAX_PLATFORMS];
-    int upgraded = 0;
-    for (size_t i = 0; i < g->n; i++) {
-        if (!first_of_capsule(g, i))
-            continue;
-        size_t nv = capsule_verdicts(g, g->v[i].capsule.name, v, sizeof v / sizeof v[0]);
-        const cc_capsule *c = &v[0]->capsule;
-        char dtypes[1024] = "", counts[4096] = "";
-        long vjp = 0;
-        for (size_t k = 0; k < nv; k++) {
-            if (!v[k]->checked)
-                continue;
-            const cc_capsule_stats *s = v[k]->stats;
-            size_t used = strlen(dtypes);
-            snprintf(dtypes + used, sizeof dtypes - used, "%s%s%s%s", used ? ", " : "",
-                     cc_dtype_name(v[k]->dtype), v[k]->platform[0] ? " on " : "",
-                     v[k]->platform);
-            used = strlen(counts);
-            snprintf(counts + used, sizeof counts - used,
-                     "%s%s%s%s: %ld of %ld cases passing, VJP %ld, worst bound ratio %.4g",
-                     used ? "; " : "", cc_dtype_name(v[k]->dtype),
-                     v[k]->platform[0] ? " on " : "", v[k]->platform, s->counts[CC_RES_PASS],
-                     s->cases, s->vjp_passing, s->worst_ratio);
-            vjp += s->vjp_passing;
-        }
-        if (!dtypes[0])
-            continue;
-        upgraded++;
-        const ref_op *op = ref_op_find(c->op);
-        fprintf(f, "/-! ## `%s` (%s, %s, %s): checked for %s\n%s; seed %llu. -/\n\n", c->name,
-                c->op, c->provider, c->device, dtypes, counts, g->run.base_seed);
-        if (!ref_is_backend_op(c->op)) {
-            fprintf(f, "-- `%s` is not a TorchLean BackendOp: no ContractClaim can name it.\n\n",
-                    c->op);
-            continue;
-        }
-        char suite[160], ident[200], claim[200], summary[5200], shapes[128], layouts[128],
-            edges[128];
-        covered(v, nv, COVERED_SHAPES, shapes, sizeof shapes);
-        covered(v, nv, COVERED_LAYOUTS, layouts, sizeof layouts);
-        covered(v, nv, COVERED_EDGES, edges, sizeof edges);
-        suite_name(g, c, suite, sizeof suite);
-        lean_ident(c->name, "shape", ident, sizeof ident);
-        snprintf(claim, sizeof claim, ".shapeSafety .%s", c->op);
-        snprintf(summary, sizeof summary, "capcheck: outputs of the shapes the float64 "
-                                          "reference's shape rule derives, on shape classes %s (%s)",
-                 shapes, dtypes);
-        lean_descriptor(f, ident, claim, summary, ".testSuite", suite);
-        lean_ident(c->name, "layout", ident, sizeof ident);
-        snprintf(claim, sizeof claim, ".layoutCompatibility .%s .%s", c->op, c->layout);
-        snprintf(summary, sizeof summary, "capcheck: inputs as %s views (%s)", layouts, dtypes);
-        lean_descriptor(f, ident, claim, summary, ".testSuite", suite);
-        lean_ident(c->name, "value", ident, sizeof ident);
-        snprintf(claim, sizeof claim, ".valueRefinement .%s", c->op);
-        snprintf(summary, sizeof summary, "capcheck: within the bound-ratio model of the float64 "
-                                          "reference (%s); edge-value classes %s",
-                 counts, edges);
-        lean_descriptor(f, ident, claim, summary, ".testSuite", suite);
-        lean_ident(c->name, "vjp", ident, sizeof ident);
-        if (strcmp(c->vjp_mode, "none") == 0 || (op && !op->requires_vjp && !op->vjp)) {
-            snprintf(claim, sizeof claim, ".vjpUnavailable .%s", c->op);
-            lean_descriptor(f, ident, claim, "no reverse rule", ".notApplicable", NULL);
-        } else {
-            snprintf(claim, sizeof claim, ".vjpRefinement .%s .%s", c->op, c->vjp_mode);
-            snprintf(summary, sizeof summary, "capcheck: VJP within the bound-ratio model of the "
-                                              "float64 reference (%ld passing VJP checks)",
-                     vjp);
-            lean_descriptor(f, ident, claim, summary, ".testSuite", suite);
-        }
-    }
-    fputs("/-- Every capsule this report upgrades, with the dtypes its evidence covers. -/\n"
-          "def upgraded : List (String × List String) := [", f);
-    int k = 0;
-    for (size_t i = 0; i < g->n; i++) {
-        if (!first_of_capsule(g, i))
-            continue;
-        size_t nv = capsule_verdicts(g, g->v[i].capsule.name, v, sizeof v / sizeof v[0]);
-        int any = 0;
-        for (size_t j = 0; j < nv; j++)
-            any |= v[j]->checked;
-        if (!any)
-            continue;
-        fprintf(f, "%s\n  (", k++ ? "," : "");
-        lean_string(f, g->v[i].capsule.name);
-        fputs(", [", f);
-        int d = 0; /* each checked dtype once, whatever platforms it holds for */
-        for (int t = 0; t < CC_DTYPE_COUNT; t++)
-            for (size_t j = 0; j < nv; j++)
-                if (v[j]->checked && v[j]->dtype == (cc_dtype)t) {
-                    fputs(d++ ? ", " : "", f);
-                    lean_string(f, cc_dtype_name(v[j]->dtype));
-                    break;
-                }
-        fputs("])", f);
-    }
-    fprintf(f, "%s]\n\nend NN.Backend.CapcheckEvidence\n", k ? "\n" : "");
-    (void)upgraded;
 }

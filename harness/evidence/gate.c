@@ -447,8 +447,13 @@ static void judge(const cc_policy *pol, cc_verdict *v)
         reason(v, "%ld passing cases; the policy wants at least %ld", passing, q->min_passing);
     const ref_op *op = ref_op_find(v->capsule.op);
     if (op && op->requires_vjp) {
-        if (strcmp(v->capsule.vjp_mode, "none") == 0)
-            reason(v, "the op requires a VJP but the capsule's vjpMode is none");
+        /* the mode the provider ran (the results say), not the one the catalog states */
+        const char *mode = s->vjp_mode;
+        if (strcmp(mode, "mixed") == 0)
+            reason(v, "the results state different VJP modes for one capsule");
+        else if (strcmp(mode, "torchLeanTape") != 0 && strcmp(mode, "backendVJP") != 0)
+            reason(v, "the op requires a VJP but the provider states vjpMode %s",
+                   mode[0] ? mode : "(none given)");
         else if (s->vjp_passing < q->min_vjp_passing)
             reason(v, "%ld passing cases checked the VJP; the policy wants at least %ld",
                    s->vjp_passing, q->min_vjp_passing);
@@ -556,6 +561,15 @@ int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *
                                                "writes of them)",
                  n);
     }
+    /* the provider the report says ran is the one its results name */
+    const cc_provider_identity *id = &g->run.prov.provider;
+    for (size_t i = 0; id->kind[0] && i < g->run.n_results; i++)
+        if (strcmp(g->run.results[i].provider, id->name) != 0) {
+            snprintf(msg, len, "%s: its results are of provider '%s', its provenance names '%s'",
+                     g->source, g->run.results[i].provider, id->name);
+            cc_gate_free(g);
+            return -1;
+        }
     const char *have = g->run.prov.libtorch;
     if (pol->libtorch_version[0] && strcmp(have, pol->libtorch_version) != 0) {
         if (have[0])
@@ -639,6 +653,26 @@ oom:
     snprintf(msg, len, "out of memory");
     cc_gate_free(g);
     return -1;
+}
+
+size_t cc_gate_capsule(const cc_gate *g, size_t i, const cc_verdict **out, size_t max)
+{
+    if (!g->v[i].stats)
+        return 0;
+    const char *name = g->v[i].capsule.name;
+    for (size_t j = 0; j < i; j++)
+        if (g->v[j].stats && strcmp(g->v[j].capsule.name, name) == 0)
+            return 0;
+    size_t n = 0;
+    for (size_t j = i; j < g->n && n < max; j++)
+        if (g->v[j].stats && strcmp(g->v[j].capsule.name, name) == 0)
+            out[n++] = &g->v[j];
+    return n;
+}
+
+void cc_gate_suite_name(const cc_gate *g, char *buf, size_t n)
+{
+    snprintf(buf, n, "capcheck report sha256:%s", g->report_sha256);
 }
 
 /* ---- printing ------------------------------------------------------------------------------ */

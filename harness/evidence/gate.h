@@ -19,11 +19,12 @@
  *                    whose bound was vacuous is never evidence: it counts nowhere); no case
  *                    failed, errored, crashed or timed out; no unsupported case unless
  *                    allow_unsupported; where the op requires a VJP (TorchLean's requiresVJP)
- *                    the capsule has a vjpMode and at least min_vjp_passing passing cases
- *                    checked it; each listed shape, layout and edge class is covered by a
- *                    passing case; with `suspect fail`, no passing case is suspect; f16/bf16
- *                    results were judged with strict accumulation (unless `accumulation
- *                    relaxed`);
+ *                    the results state one vjpMode the provider ran (torchLeanTape or
+ *                    backendVJP; the catalog's is not what was tested) and at least
+ *                    min_vjp_passing passing cases checked it; each listed shape, layout and
+ *                    edge class is covered by a passing case; with `suspect fail`, no passing
+ *                    case is suspect; f16/bf16 results were judged with strict accumulation
+ *                    (unless `accumulation relaxed`);
  *   trustedExternal  with one line per unmet requirement, naming what is missing.
  * Exit code: with `require` lines, 0 when every required capsule x dtype is checked, else 1;
  * without, 0 when every capsule x dtype of the report is checked (and there is one), else 1;
@@ -36,6 +37,7 @@
 #include "harness/report/capsules.h"
 #include "harness/evidence/evidence.h"
 #include "harness/evidence/merge.h"
+#include "core/torchlean.h"
 
 #define CC_POLICY_FORMAT "capcheck-policy/1"
 #define CC_POLICY_MAX_SECTIONS 64
@@ -121,11 +123,21 @@ int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *
                 cc_gate *g, char *msg, size_t len);
 void cc_gate_free(cc_gate *g);
 void cc_gate_print(const cc_gate *g, const cc_policy *pol, FILE *f);
+/* The verdicts (with results) of the capsule of g->v[i], one per dtype in report order, when i
+ * is that capsule's first verdict; else 0. */
+size_t cc_gate_capsule(const cc_gate *g, size_t i, const cc_verdict **out, size_t max);
+/* The testSuite name of every capsule's evidence from this run: the sealed report itself,
+ * "capcheck report sha256:<64 hex>". */
+void cc_gate_suite_name(const cc_gate *g, char *buf, size_t n);
 
-/* DIR/<capsule>/evidence.json for every capsule of the report. Returns 0 or -1 with msg. */
+/* DIR/<capsule>/evidence.json for every capsule of the report, the capsule name made one safe
+ * folder name (every byte but letters, digits, '.', '_', '-', and a leading '.', as %XX: a
+ * plugin named "../x" writes nothing outside DIR). Returns 0 or -1 with msg. */
 int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *dir, char *msg,
                            size_t len);
-/* A Lean file stating the testSuite evidence of every capsule the gate upgraded. */
-void cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, FILE *f);
+/* A TorchLean module (harness/evidence/lean_out.c) of the capsules the gate upgraded, for the TorchLean
+ * vocabulary `tl` (core/torchlean.h), with `cat` the catalog the gate used. */
+int cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, const cc_catalog *cat,
+                      const cc_torchlean *tl, FILE *f);
 
 #endif

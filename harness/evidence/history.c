@@ -165,8 +165,9 @@ static int add_night(history *h, int k, const char *dir, const cc_catalog *cat, 
         const char *platform = cc_result_extras_platform(&x, i);
         const char *where = platform ? platform : cc_device_name(r->device);
         cc_capsule adhoc;
-        const cc_capsule *cap = cc_catalog_resolve(cat, r->provider, cc_device_name(r->device),
-                                                   r->op, r->vjp_mode, &adhoc);
+        const cc_capsule *cap =
+            cc_catalog_resolve(cat, &run.prov.provider, r->provider, cc_device_name(r->device),
+                               r->op, r->vjp_mode, &adhoc);
         int si = last >= 0 && h->s[last].dtype == r->dtype && !strcmp(h->s[last].capsule, cap->name) &&
                          !strcmp(h->s[last].where, where)
                      ? last

@@ -330,6 +330,8 @@ static int same_setup(const cc_run *a, const cc_run *b, char *msg, size_t len)
     CMP(case_files, "case files")
     CMP(prov.git_commit, "capcheck commit")
     CMP(prov.capcheck_version, "capcheck version")
+    CMP(prov.provider.kind, "provider kind (built-in or plugin)")
+    CMP(prov.provider.sha256, "provider library (sha256)")
     if (!what && strcmp(ka, kb) != 0) /* shards of one run run on the same platforms */
         what = "platforms", va = ka, vb = kb;
 #undef CMP

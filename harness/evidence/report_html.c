@@ -216,8 +216,9 @@ static int build(page *p, const cc_catalog *cat)
         p->cell_of[i] = at;
         if (!e->cases) {
             cc_capsule adhoc;
-            const cc_capsule *cap = cc_catalog_resolve(cat, r->provider, cc_device_name(r->device),
-                                                       r->op, r->vjp_mode, &adhoc);
+            const cc_capsule *cap =
+                cc_catalog_resolve(cat, &run->prov.provider, r->provider,
+                                   cc_device_name(r->device), r->op, r->vjp_mode, &adhoc);
             snprintf(e->capsule, sizeof e->capsule, "%s", cap->name);
         }
         e->cases++;

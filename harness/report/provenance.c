@@ -74,6 +74,31 @@ int cc_provenance_collect(cc_provenance *p, int n, const char *const *paths,
     return 0;
 }
 
+int cc_provider_identity_set(cc_provider_identity *id, const char *name, const char *library,
+                             char *msg, size_t len)
+{
+    memset(id, 0, sizeof *id);
+    snprintf(id->name, sizeof id->name, "%s", name);
+    snprintf(id->kind, sizeof id->kind, "%s", library ? "plugin" : "builtin");
+    if (!library)
+        return 0;
+    snprintf(id->library, sizeof id->library, "%s", library);
+    if (cc_sha256_file(library, id->sha256)) {
+        snprintf(msg, len, "%s: cannot read the provider library to hash it: %s", library,
+                 strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The libtorch a report may name: the built-in ATen provider's (or, in a report that does not
+ * record who ran, whatever the description says); never a plugin's. */
+static int states_libtorch(const cc_provenance *p)
+{
+    return p->provider.kind[0] == 0 ||
+           (strcmp(p->provider.kind, "builtin") == 0 && strcmp(p->provider.name, "aten") == 0);
+}
+
 static void jstr_or_null(FILE *f, const char *s)
 {
     if (s[0])
@@ -101,6 +126,8 @@ void cc_provenance_write_json(FILE *f, const cc_provenance *p, const char *desc,
         char v[256];
         for (int i = 0; i < 4; i++) {
             cc_describe_item(desc, STATED[i], v, sizeof v);
+            if (i == 0 && !states_libtorch(p))
+                v[0] = 0;
             fprintf(f, ", \"%s\": ", STATED_JSON[i]);
             jstr_or_null(f, v);
         }
@@ -112,7 +139,21 @@ void cc_provenance_write_json(FILE *f, const cc_provenance *p, const char *desc,
             fprintf(f, "%s\"%s\": ", i ? ", " : "", MODES[i]);
             jstr_or_null(f, v);
         }
-        fprintf(f, "}, \"base_seed\": %llu,\n    \"case_files\": [", base_seed);
+        fputc('}', f);
+        const cc_provider_identity *id = &p->provider;
+        if (id->kind[0]) {
+            fputs(",\n    \"provider\": {\"name\": ", f);
+            cc_json_write_string(f, id->name);
+            fputs(", \"kind\": ", f);
+            cc_json_write_string(f, id->kind);
+            if (id->library[0]) {
+                fputs(", \"library\": ", f);
+                cc_json_write_string(f, id->library);
+                fprintf(f, ", \"sha256\": \"%s\"", id->sha256);
+            }
+            fputc('}', f);
+        }
+        fprintf(f, ", \"base_seed\": %llu,\n    \"case_files\": [", base_seed);
         for (int i = 0; i < p->n_files; i++) {
             fputs(i ? ", {\"path\": " : "{\"path\": ", f);
             cc_json_write_string(f, p->files[i].path);
@@ -199,6 +240,23 @@ int cc_provenance_from_json(const cc_json *rep, cc_provenance *p, char *msg, siz
             if (copy_str(mm, MODES[i], modes[i], modes_n[i], 0, msg, len))
                 return -1;
     }
+    const cc_json *id = cc_json_get(o, "provider");
+    if (id) {
+        cc_provider_identity *pi = &p->provider;
+        if (id->type != CC_JSON_OBJECT ||
+            copy_str(id, "name", pi->name, sizeof pi->name, 1, msg, len) ||
+            copy_str(id, "kind", pi->kind, sizeof pi->kind, 1, msg, len) ||
+            copy_str(id, "library", pi->library, sizeof pi->library, 0, msg, len) ||
+            copy_str(id, "sha256", pi->sha256, sizeof pi->sha256, 0, msg, len) ||
+            (strcmp(pi->kind, "builtin") && strcmp(pi->kind, "plugin")) ||
+            (strcmp(pi->kind, "plugin") == 0 && strlen(pi->sha256) != 64)) {
+            snprintf(msg, len, "provenance \"provider\" is malformed (name, kind builtin or "
+                               "plugin, and a plugin's library and sha256)");
+            return -1;
+        }
+    }
+    if (!states_libtorch(p))
+        p->libtorch[0] = 0; /* whatever the report says: only the built-in aten states one */
     const cc_json *files = cc_json_get(o, "case_files");
     if (!files || files->type != CC_JSON_ARRAY) {
         snprintf(msg, len, "provenance lacks the \"case_files\" list");

@@ -11,7 +11,12 @@
  * e.g. "composed (no SDPA)"). A value starting with "none" and an item the provider does not
  * state are both written as null. The platforms (harness/run/platform.h) are listed with their facts:
  * ATen's CPU capability, oneDNN's version and ISA, the BLAS, the CPU flags, the overrides, and on
- * CUDA the GPU and library versions. */
+ * CUDA the GPU and library versions.
+ *
+ * The provider's identity ("provider": name, kind builtin or plugin, and for a plugin its
+ * library's path and sha256) binds the evidence to what ran (harness/report/capsules.h). The
+ * libtorch version is the built-in ATen provider's alone, read from the library it loaded: a
+ * plugin's description cannot claim one (written as null whatever it says). */
 #ifndef CAPCHECK_PROVENANCE_H
 #define CAPCHECK_PROVENANCE_H
 
@@ -23,6 +28,7 @@
 #include "harness/run/platform.h"
 #include "harness/run/runner.h"
 #include "core/sha256.h"
+#include "harness/report/capsules.h"
 
 #define CC_VERSION "0.1.0" /* the capcheck version every report and run.json carries */
 #define CC_PROV_MAX_FILES 64
@@ -54,6 +60,7 @@ typedef struct {
      * the provider description every time); "" = not stated or none */
     char libtorch[48], cuda[48], cudnn[48], gpu[128], tf32[64], deterministic[48], threads[16];
     char attention[48];
+    cc_provider_identity provider; /* kind "" when the report does not record it */
     /* what selects the kernels (harness/run/platform.h), one entry per platform the results name,
      * in run order; written as "platforms" when there is one */
     int n_platforms;
@@ -66,6 +73,10 @@ typedef struct {
 int cc_provenance_collect(cc_provenance *p, int n, const char *const *paths,
                           const char *const *texts, char *msg, size_t len);
 const char *cc_git_commit(void); /* the commit capcheck was built from, "-dirty" if modified */
+/* The identity of a built-in provider (library NULL) or of the plugin loaded from `library`
+ * (its sha256 is computed here). Returns 0, or -1 with a sentence (an unreadable library). */
+int cc_provider_identity_set(cc_provider_identity *id, const char *name, const char *library,
+                             char *msg, size_t len);
 
 /* cc_describe_item (a description's "key value" items) is in harness/run/platform.h. */
 

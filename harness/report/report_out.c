@@ -50,8 +50,9 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
     for (size_t i = 0; i < rep->n; i++) {
         const cc_report_row *r = &rep->rows[i];
         cc_capsule adhoc;
-        const cc_capsule *cap = cc_catalog_resolve(cat, r->provider, cc_device_name(r->device),
-                                                   r->op, r->vjp_mode, &adhoc);
+        const cc_capsule *cap =
+            cc_catalog_resolve(cat, &rep->provenance.provider, r->provider,
+                               cc_device_name(r->device), r->op, r->vjp_mode, &adhoc);
         fprintf(f, "    <testcase classname=\"");
         cc_html_text(f, cap->name);
         fprintf(f, "\" name=\"%s %s %s", r->op, cc_dtype_name(r->dtype),

@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "harness/run/witness.h"
+#include "core/torchlean.h"
 
 int cc_result_status_parse(const char *s, cc_result_status *out)
 {
@@ -132,7 +133,7 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         return -1;
     }
     if (cc_device_parse(device, &r->device)) {
-        snprintf(msg, len, "unknown device \"%s\"", device);
+        cc_device_unknown_msg(device, msg, len);
         return -1;
     }
     if (cc_layout_parse(layout, &r->layout)) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+
 struct cc_plugin {
     void *dl;
     cc_provider table; /* a copy: a missing vjp is filled with a stub that says so */
@@ -39,6 +40,26 @@ static const char *dl_reason(void)
             tail = p;
     }
     return tail;
+}
+
+const char *const cc_builtin_providers[] = {"aten",  "reference", "openblas", "cublas",
+                                            "cublas-tf32", "cudnn", "cufft", NULL};
+
+int cc_is_builtin_provider(const char *name)
+{
+    for (int i = 0; cc_builtin_providers[i]; i++)
+        if (strcmp(name, cc_builtin_providers[i]) == 0)
+            return 1;
+    return 0;
+}
+
+void cc_builtin_provider_list(char *buf, size_t n)
+{
+    buf[0] = 0;
+    for (int i = 0; cc_builtin_providers[i]; i++) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, n - used, "%s%s", i ? ", " : "", cc_builtin_providers[i]);
+    }
 }
 
 cc_plugin *cc_plugin_open(const char *path, char *msg, size_t msg_len)
@@ -102,6 +123,15 @@ cc_plugin *cc_plugin_open(const char *path, char *msg, size_t msg_len)
                  !t->forward ? "a forward function" : "a name");
         goto fail;
     }
+    /* evidence binds to the provider that ran: a plugin keeps its own name (harness/report/capsules.h) */
+    if (cc_is_builtin_provider(t->name)) {
+        snprintf(msg, msg_len,
+                 "the provider library %s calls itself '%s', the name of capcheck's built-in "
+                 "provider: a plugin's results are evidence under its own name only (rename its "
+                 "table, or pin its library's sha256 to a capsule in the catalog)",
+                 path, t->name);
+        goto fail;
+    }
     /* a version-1 table ends at vjp_mode: read no further (the copy's later fields stay NULL) */
     if (t->abi_version == 1)
         memcpy(&pl->table, t, offsetof(cc_provider, compute_roundoff));
@@ -158,7 +188,8 @@ const cc_provider *cc_provider_select(const char *name, const char *lib, cc_plug
     }
     if (strcmp(name, "reference") == 0)
         return cc_reference_provider();
-    snprintf(msg, msg_len, "unknown provider '%s' (aten, reference, or --provider-lib PATH)",
-             name);
+    char list[160];
+    cc_builtin_provider_list(list, sizeof list);
+    snprintf(msg, msg_len, "unknown provider '%s' (%s, or --provider-lib PATH)", name, list);
     return NULL;
 }

@@ -21,13 +21,20 @@ typedef struct cc_plugin cc_plugin;
  * path) and check its table. Returns the handle, or NULL with one sentence in msg naming the
  * library and what is wrong: missing or unreadable file, not a loadable library, no entry
  * symbol, a NULL table, an ABI version outside CC_PROVIDER_ABI_MIN_VERSION ..
- * CC_PROVIDER_ABI_VERSION, a missing name/forward. A version-1 table is copied up to vjp_mode
- * only (its compute_roundoff is NULL). */
+ * CC_PROVIDER_ABI_VERSION, a missing name/forward, a name that is one of capcheck's built-in
+ * providers (cc_builtin_providers: a plugin may not take their evidence by name). A version-1
+ * table is copied up to vjp_mode only (its compute_roundoff is NULL). */
 cc_plugin *cc_plugin_open(const char *path, char *msg, size_t msg_len);
 const cc_provider *cc_plugin_provider(const cc_plugin *pl);
 const char *cc_plugin_path(const cc_plugin *pl);
 /* dlclose and free (NULL is fine). The provider table is invalid afterwards. */
 void cc_plugin_close(cc_plugin *pl);
+
+/* capcheck's built-in provider names, NULL-terminated: a plugin may not take one of them; and
+ * them as one ", "-separated list. */
+extern const char *const cc_builtin_providers[];
+int cc_is_builtin_provider(const char *name);
+void cc_builtin_provider_list(char *buf, size_t n);
 
 /* The provider a command asked for: a plugin when lib is non-NULL (then *plugin receives the
  * handle to close), else a built-in by name ("aten", "reference"). NULL with one sentence in

@@ -196,7 +196,7 @@ int cc_session_run(const cc_session_opts *o)
 {
     FILE *log = o->log ? o->log : stderr;
     double t0 = cc_monotonic_seconds();
-    char msg[1024] = "";
+    char msg[2048] = ""; /* room for two provider descriptions (a resume refused) */
     uint64_t hash = cc_case_list_hash(o->cases, o->n_cases);
     int n_levels = o->n_cpu_levels > 0 ? o->n_cpu_levels : 1;
     size_t total = o->n_cases * (size_t)n_levels;

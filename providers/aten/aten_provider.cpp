@@ -487,11 +487,33 @@ std::string cpu_dispatch_items() {
     return r + "; blas " + (blas.empty() ? std::string("none") : blas);
 }
 
+// The version and commit of the libtorch this process loaded, from the library's own build
+// settings (at::show_config: "TORCH_VERSION=2.15.0, ... COMMIT_SHA=d0f2..."), not from the
+// headers capcheck was compiled against: the report's libtorch is the library that ran. Falls
+// back to the headers' version, saying so, when the library does not state it.
+std::string loaded_libtorch() {
+    std::string version, commit;
+    try {
+        const std::string cfg = at::show_config();
+        version = word_after(cfg, "TORCH_VERSION=", ", \n");
+        commit = word_after(cfg, "COMMIT_SHA=", ", \n");
+    } catch (...) {
+    }
+    if (version.empty())
+        return std::string(TORCH_VERSION) + "; libtorch_commit unknown (headers' version: the "
+                                            "library states none)";
+    std::string s = version;
+    if (version != TORCH_VERSION)
+        s += " (capcheck compiled against " TORCH_VERSION ")";
+    return s + "; libtorch_commit " + (commit.empty() ? "unknown" : commit.substr(0, 12));
+}
+
 void aten_describe(void *, char *buf, size_t len) {
     if (!buf || !len)
         return;
     int threads = -1, deterministic = -1, tf32_mm = 0, tf32_cv = 0;
     std::string cuda = "cuda none (torch_cpu only)", dispatch = "cpu_capability unknown";
+    const std::string libtorch = loaded_libtorch();
     try {
         dispatch = cpu_dispatch_items();
         threads = at::get_num_threads();
@@ -518,7 +540,7 @@ void aten_describe(void *, char *buf, size_t len) {
     std::snprintf(buf, len,
                   "libtorch %s; threads %d; device %s; %s; tf32 %s; deterministic %s; "
                   "attention composed (no SDPA); %s",
-                  TORCH_VERSION, threads, devices, cuda.c_str(), tf32,
+                  libtorch.c_str(), threads, devices, cuda.c_str(), tf32,
                   deterministic < 0 ? "unknown" : deterministic ? "on" : "off", dispatch.c_str());
 }
 

@@ -33,6 +33,15 @@
 #ifndef CC_MUTANT_PROVIDER
 #define CC_MUTANT_PROVIDER "mutants"
 #endif
+/* Two more builds test how evidence binds to the provider that ran (CMakeLists.txt):
+ * mutants_aten.so calls itself "aten" (the loader must refuse it), mutants_odd.so has a name
+ * that is hard on Lean text ("2fast-/a_b") and a description that claims a libtorch version
+ * (CC_MUTANT_CLAIMS_LIBTORCH: the report must not believe it). */
+#ifdef CC_MUTANT_CLAIMS_LIBTORCH
+#define CC_MUTANT_DESCRIPTION_HEAD "libtorch 2.15.0; cuda 12.1; "
+#else
+#define CC_MUTANT_DESCRIPTION_HEAD ""
+#endif
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
@@ -914,7 +923,7 @@ static void mu_describe(void *ctx, char *buf, size_t len)
     (void)ctx;
     int unknown;
     const mutant *m = active(&unknown);
-    snprintf(buf, len, "capcheck planted-bug plugin (float64 reference), mutant %s",
+    snprintf(buf, len, CC_MUTANT_DESCRIPTION_HEAD "capcheck planted-bug plugin (float64 reference), mutant %s",
              m ? m->name : "none");
 }
 
