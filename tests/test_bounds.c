@@ -54,18 +54,26 @@ static void test_vacuous_elements_and_checks(void **state)
     assert_int_equal(c.n_vacuous, 0);
 }
 
+/* One case run twice by provider p: judged strict into *rs, relaxed into *rr. */
+static void run_strict_and_relaxed(const cc_provider *p, const char *line, cc_result *rs,
+                                   cc_result *rr)
+{
+    cc_case c = cc_t_parse_case(line);
+    cc_run_options strict = {0, 0, 0, NULL, CC_ACC_STRICT, 0},
+                   relaxed = {0, 0, 0, NULL, CC_ACC_RELAXED, 0};
+    cc_run_case_probed(p, &c, &strict, NULL, rs);
+    cc_run_case_probed(p, &c, &relaxed, NULL, rr);
+}
+
 /* A long bf16 sum: relaxed (n u(bf16) sum|x|) admits any value of the output's magnitude, strict
  * (float32 accumulation, one rounding) does not. A vacuous pass is no evidence in the gate. */
 static void test_long_bf16_sum_is_vacuous_only_when_relaxed(void **state)
 {
     (void)state;
     const cc_provider *ref = cc_reference_provider();
-    cc_case c = cc_t_parse_case("reduceSum dtype=bf16 in=[4096] axis=0 check=fwd seed=5");
-    cc_run_options strict = {0, 0, 0, NULL, CC_ACC_STRICT, 0},
-                   relaxed = {0, 0, 0, NULL, CC_ACC_RELAXED, 0};
     cc_result rs, rr;
-    cc_run_case_probed(ref, &c, &strict, NULL, &rs);
-    cc_run_case_probed(ref, &c, &relaxed, NULL, &rr);
+    run_strict_and_relaxed(ref, "reduceSum dtype=bf16 in=[4096] axis=0 check=fwd seed=5", &rs,
+                           &rr);
     assert_int_equal(rs.status, CC_RES_PASS);
     assert_int_equal(rr.status, CC_RES_PASS);
     assert_false(rs.vacuous);
@@ -108,12 +116,8 @@ static void test_dtype_accumulation_fails_strict_passes_relaxed(void **state)
     const cc_provider *p = cc_plugin_provider(pl);
     if (p->init)
         assert_int_equal(p->init(p->ctx, CC_CPU, msg, sizeof msg), CC_OK);
-    cc_case c = cc_t_parse_case("reduceSum dtype=f16 in=[16,512] axis=1 check=fwd seed=2");
-    cc_run_options strict = {0, 0, 0, NULL, CC_ACC_STRICT, 0},
-                   relaxed = {0, 0, 0, NULL, CC_ACC_RELAXED, 0};
     cc_result rs, rr;
-    cc_run_case_probed(p, &c, &strict, NULL, &rs);
-    cc_run_case_probed(p, &c, &relaxed, NULL, &rr);
+    run_strict_and_relaxed(p, "reduceSum dtype=f16 in=[16,512] axis=1 check=fwd seed=2", &rs, &rr);
     printf("f16 fold: strict %s (ratio %.3g), relaxed %s (ratio %.3g)\n",
            cc_result_status_name(rs.status), rs.worst_ratio, cc_result_status_name(rr.status),
            rr.worst_ratio);
