@@ -924,19 +924,11 @@ static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, con
     (void)y;
     attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
     attn_row_buf w;
-    double *more[4]; /* dA, Gabs, dS, m(dS) */
-    if (attn_row_alloc(g.nK, 4, &w, more) != REF_OK)
+    double *more[6]; /* dA, Gabs, dS, and dS's worst, dtype and prob magnitudes */
+    if (attn_row_alloc(g.nK, 6, &w, more) != REF_OK)
         return REF_ENOMEM;
     double *dA = more[0], *Gabs = more[1], *dS = more[2];
-    double *mdS[3] = {more[3], malloc(sizeof(double) * (size_t)(g.nK + 1)),
-                      malloc(sizeof(double) * (size_t)(g.nK + 1))}; /* worst, dtype, prob */
-    if (!mdS[1] || !mdS[2]) {
-        attn_row_free(&w);
-        for (int i = 0; i < 4; i++)
-            free(more[i]);
-        free(mdS[1]), free(mdS[2]);
-        return REF_ENOMEM;
-    }
+    double *mdS[3] = {more[3], more[4], more[5]};
     /* the planes accumulate: m[t][f], f = worst, dtype, prob (NULL: not wanted) */
     double *m[3][3];
     for (int t = 0; t < 3; t++) {
@@ -1013,9 +1005,8 @@ static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, con
         }
     }
     attn_row_free(&w);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         free(more[i]);
-    free(mdS[1]), free(mdS[2]);
     return REF_OK;
 }
 

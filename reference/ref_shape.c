@@ -745,8 +745,8 @@ static ref_status scatter_fwd(const ref_params *p, int n, const ref_tensor *in, 
     const double *idx = in[1].v, *src = in[2].v;
     if (!indices_valid(idx, count, a.len))
         return REF_EDOMAIN;
-    double *abs_sum = mags ? calloc((size_t)N + 1, sizeof(double)) : NULL;
-    if (mags && !abs_sum)
+    double *abs_sum = NULL; /* sum|terms| per output, when magnitudes are asked for */
+    if (mags && !(abs_sum = calloc((size_t)N + 1, sizeof(double))))
         return REF_ENOMEM;
     for (int64_t k = 0; k < N; k++) {
         out->v[k] = in[0].v[k];

@@ -122,7 +122,7 @@ static ref_status softmax_core(const ref_tensor *x, const double *mask, int axis
                 int64_t k = base + j * a.inner;
                 if (!log_form) {
                     double yk = y[j * a.inner];
-                    int on = is_allowed(ms, j * a.inner) && st.allowed > 0;
+                    int on = is_allowed(ms, j * a.inner); /* then st.allowed > 0 */
                     if (mags)
                         ref_mag_set(mags, k, on ? ref_mag_prod(yk, 3.0 + d + rel_s) : 0.0,
                                     on ? 2.0 * fabs(yk) : 0.0,

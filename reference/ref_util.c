@@ -142,9 +142,10 @@ int ref_mag_alloc(int64_t n, ref_mag *mag)
 {
     size_t k = (size_t)(n > 0 ? n : 1);
     double *v = calloc(3 * k, sizeof(double));
-    *mag = (ref_mag){v, v ? v + k : NULL, v ? v + 2 * k : NULL};
+    *mag = (ref_mag){NULL, NULL, NULL};
     if (!v)
         return -1;
+    *mag = (ref_mag){v, v + k, v + 2 * k};
     ref_mag_prefill(mag, n);
     return 0;
 }
