@@ -4,13 +4,17 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 FILE *cc_write_atomic_open(cc_write_atomic *w, const char *path)
 {
     w->path = path;
     w->f = NULL;
-    if (snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >= (int)sizeof w->tmp) {
+    struct stat st;
+    w->direct = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+    if (snprintf(w->tmp, sizeof w->tmp, "%s%s", path, w->direct ? "" : ".tmp") >=
+        (int)sizeof w->tmp) {
         errno = ENAMETOOLONG;
         return NULL;
     }
@@ -27,9 +31,10 @@ int cc_write_atomic_close(cc_write_atomic *w, int failed, unsigned flags)
               ((flags & CC_WRITE_SYNC) && fsync(fileno(w->f)));
     bad |= fclose(w->f) != 0;
     w->f = NULL;
-    if (bad || rename(w->tmp, w->path)) {
+    if (bad || (!w->direct && rename(w->tmp, w->path))) {
         int saved = errno; /* the reason, for the caller's sentence, not remove's */
-        remove(w->tmp);
+        if (!w->direct)
+            remove(w->tmp);
         errno = saved;
         return -1;
     }

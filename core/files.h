@@ -8,7 +8,9 @@
  *     if (cc_write_atomic_close(&w, failed, 0)) ... // flush, close, rename over path
  *
  * rename(2) puts the finished file in place: a reader finds the old file or the whole new
- * one, never half of it, and a failed write leaves the old file as it was. */
+ * one, never half of it, and a failed write leaves the old file as it was. A path that exists
+ * and is not a regular file (/dev/stdout, /dev/null, a pipe) is written as it is: renaming over
+ * it would replace the device (as root, /dev/null itself). */
 #ifndef CAPCHECK_FILES_H
 #define CAPCHECK_FILES_H
 
@@ -17,7 +19,8 @@
 typedef struct {
     FILE *f;
     const char *path; /* the caller's: it must outlive the write */
-    char tmp[4096];   /* PATH.tmp */
+    char tmp[4096];   /* PATH.tmp (path itself when `direct`) */
+    int direct;       /* path is not a regular file: written in place, never renamed over */
 } cc_write_atomic;
 
 enum { CC_WRITE_SYNC = 1 }; /* fsync the data before the rename (power-cut safe) */

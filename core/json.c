@@ -1,5 +1,7 @@
 #include "core/json.h"
 
+#include "core/text.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -126,6 +128,19 @@ static char *parse_string(parser *p)
             free(out);
             return NULL;
         }
+        if (c >= 0x80) { /* RFC 8259 text is UTF-8: a byte outside a well-formed character is
+                            refused, not passed on */
+            size_t k = cc_utf8_char_len((const unsigned char *)p->s + p->i, end - p->i);
+            if (!k) {
+                fail(p, "a string holds a byte (0x%02x) that is not UTF-8", c);
+                free(out);
+                return NULL;
+            }
+            memcpy(out + o, p->s + p->i, k);
+            o += k;
+            p->i += k;
+            continue;
+        }
         if (c != '\\') {
             out[o++] = (char)c;
             p->i++;
@@ -161,6 +176,11 @@ static char *parse_string(parser *p)
                     cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 else
                     p->i = save;
+            }
+            if (cp >= 0xD800 && cp < 0xE000) { /* it would decode to text that is not UTF-8 */
+                fail(p, "a \\u escape names a lone surrogate (U+%04X)", cp);
+                free(out);
+                return NULL;
             }
             o += put_utf8(out + o, cp);
             break;
@@ -442,12 +462,20 @@ void cc_json_write_string(FILE *f, const char *s)
     const char *run = s; /* characters that need no escape go out in one fwrite */
     for (;; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (ch >= 0x20 && ch != '"' && ch != '\\')
+        if (ch >= 0x20 && ch < 0x80 && ch != '"' && ch != '\\')
             continue;
+        /* (a length of 4 is safe: the check stops at the string's NUL) */
+        size_t k = ch >= 0x80 ? cc_utf8_char_len((const unsigned char *)s, 4) : 0;
+        if (k) { /* a well-formed UTF-8 character goes out as it is */
+            s += k - 1;
+            continue;
+        }
         fwrite(run, 1, (size_t)(s - run), f);
         if (!ch)
             break;
-        if (ch == '\n')
+        if (ch >= 0x80) /* a byte that is not UTF-8: the replacement character */
+            fputs("\\ufffd", f);
+        else if (ch == '\n')
             fputs("\\n", f);
         else if (ch < 0x20)
             fprintf(f, "\\u%04x", ch);

@@ -14,37 +14,6 @@
 #include "harness/evidence/history.h"
 #include "harness/evidence/report_html.h"
 
-#define DEFAULT_POLICY CC_DEFAULT_POLICY
-#define DEFAULT_SCHEMA "reports/schema.json"
-
-const char cc_commands_usage[] =
-    "  capcheck gate REPORT... [--policy F] [--evidence DIR] [--catalog F]\n"
-    "      per capsule and dtype: checked (with its evidence) or trustedExternal (with what is\n"
-    "      missing), under the policy F (default " DEFAULT_POLICY "); REPORT is a run folder\n"
-    "      or its report.json, or every shard folder of a sharded run. Exit 0 when every\n"
-    "      required capsule is checked, 1 when one is not, 2 when the evidence is refused\n"
-    "  capcheck evidence REPORT... --out DIR [--policy F]\n"
-    "      DIR/<capsule>/evidence.json for every capsule, in TorchLean's vocabulary\n"
-    "  capcheck emit-lean REPORT... [--policy F] [--catalog F] [--torchlean COMMIT]\n"
-    "      a TorchLean module: a CapsuleModule of KernelCapsules for the capsules the gate\n"
-    "      upgrades, and profiles that admit them, for TorchLean at COMMIT (default: the\n"
-    "      newest of providers/torchlean/*.tsv)\n"
-    "  capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
-    "      regressions, fixes, new failures and bound-ratio drift beyond F (default 4) between\n"
-    "      two reports; exit 1 on a regression or a new failure\n"
-    "  capcheck merge DIR... --out DIR [--policy F]\n"
-    "      join the folders of a --shard I/N run into the report an unsharded run writes\n"
-    "  capcheck report DIR [--policy F]\n"
-    "      write DIR/report.html again from the run in DIR, with the gate's verdicts under F\n"
-    "      (default " DEFAULT_POLICY " when it exists)\n"
-    "  capcheck history DIR... --out DIR [--drift F]\n"
-    "      the trend over a series of sealed runs (nightlies, oldest first): per capsule x\n"
-    "      dtype the worst and median bound ratio per night, the night each failure first\n"
-    "      appeared, drift beyond F (default 4) from the first night, where the stack\n"
-    "      changed; DIR/history.html and DIR/history.json\n"
-    "  capcheck validate FILE [--schema F]\n"
-    "      check a JSON file against a JSON Schema (default " DEFAULT_SCHEMA ")\n";
-
 static const char *const COMMANDS[] = {"gate",   "evidence", "emit-lean", "diff",    "merge",
                                        "report", "history",  "validate",  NULL};
 
@@ -57,10 +26,11 @@ int cc_is_evidence_command(const char *name)
 }
 
 typedef struct {
+    /* NULL: the built-in ones (torchlean: the newest providers/torchlean/<commit>.tsv) */
     const char *policy, *catalog, *out, *evidence, *schema, *torchlean;
-    int policy_given; /* --policy on the command line (else the default) */
     double drift;
-    int fail_on_drift;
+    int fail_on_drift, all, force;
+    int seen_drift;
     const char *pos[256];
     int n_pos;
 } opts;
@@ -68,39 +38,49 @@ typedef struct {
 static int parse(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->policy = DEFAULT_POLICY;
-    o->schema = DEFAULT_SCHEMA;
     o->drift = CC_DIFF_DEFAULT_DRIFT;
+    const char *cmd = argv[1];
+    int gates = !strcmp(cmd, "gate") || !strcmp(cmd, "evidence") || !strcmp(cmd, "emit-lean");
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char **slot = NULL;
-        if (strcmp(a, "--policy") == 0) {
-            slot = &o->policy;
-            o->policy_given = 1;
-        }
+        int *flag = NULL, applies = 1;
+        if (strcmp(a, "--policy") == 0)
+            slot = &o->policy, applies = gates || !strcmp(cmd, "merge") || !strcmp(cmd, "report");
         else if (strcmp(a, "--catalog") == 0)
-            slot = &o->catalog;
+            slot = &o->catalog, applies = gates || !strcmp(cmd, "diff");
         else if (strcmp(a, "--out") == 0)
-            slot = &o->out;
+            slot = &o->out, applies = !strcmp(cmd, "evidence") || !strcmp(cmd, "merge") ||
+                                      !strcmp(cmd, "history");
         else if (strcmp(a, "--evidence") == 0)
-            slot = &o->evidence;
+            slot = &o->evidence, applies = !strcmp(cmd, "gate");
         else if (strcmp(a, "--schema") == 0)
-            slot = &o->schema;
+            slot = &o->schema, applies = !strcmp(cmd, "validate");
         else if (strcmp(a, "--torchlean") == 0)
-            slot = &o->torchlean;
-        else if (strcmp(a, "--fail-on-drift") == 0) {
-            o->fail_on_drift = 1;
-            continue;
-        } else if (strcmp(a, "--drift") == 0) {
-            char *end;
+            slot = &o->torchlean, applies = !strcmp(cmd, "emit-lean");
+        else if (strcmp(a, "--fail-on-drift") == 0)
+            flag = &o->fail_on_drift, applies = !strcmp(cmd, "diff");
+        else if (strcmp(a, "--all") == 0)
+            flag = &o->all, applies = !strcmp(cmd, "gate");
+        else if (strcmp(a, "--force") == 0)
+            flag = &o->force, applies = !strcmp(cmd, "merge");
+        else if (strcmp(a, "--drift") == 0) {
+            int drifts = !strcmp(cmd, "diff") || !strcmp(cmd, "history");
+            if (!drifts || o->seen_drift++) {
+                fprintf(stderr, "capcheck %s: --drift %s\n", cmd,
+                        !drifts ? "applies to diff and history only" : "is given twice");
+                return -1;
+            }
+            char *end = NULL;
             o->drift = i + 1 < argc ? strtod(argv[++i], &end) : 0;
-            if (!(o->drift > 1) || *end) {
+            if (!(o->drift > 1 && o->drift < 1e300) || !end || *end) {
                 fprintf(stderr, "capcheck: --drift wants a factor above 1 (default 4)\n");
                 return -1;
             }
             continue;
-        } else if (a[0] == '-' && a[1] == '-') {
-            fprintf(stderr, "capcheck %s: unknown option %s\n", argv[1], a);
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "capcheck %s: unknown option %s (capcheck help %s lists them)\n",
+                    cmd, a, cmd);
             return -1;
         } else {
             if (o->n_pos == 256) {
@@ -110,8 +90,22 @@ static int parse(int argc, char **argv, opts *o)
             o->pos[o->n_pos++] = a;
             continue;
         }
+        if (!applies) {
+            fprintf(stderr, "capcheck %s: %s does not apply to %s (capcheck help %s lists its "
+                            "options)\n",
+                    cmd, a, cmd, cmd);
+            return -1;
+        }
+        if (flag ? *flag : *slot != NULL) {
+            fprintf(stderr, "capcheck %s: %s is given twice\n", cmd, a);
+            return -1;
+        }
+        if (flag) {
+            *flag = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
-            fprintf(stderr, "capcheck %s: %s needs a value\n", argv[1], a);
+            fprintf(stderr, "capcheck %s: %s needs a value\n", cmd, a);
             return -1;
         }
         *slot = argv[++i];
@@ -151,7 +145,7 @@ static int gate_family(const char *cmd, const opts *o)
     }
     int rc = 0;
     if (strcmp(cmd, "gate") == 0) {
-        cc_gate_print(&g, pol, stdout);
+        cc_gate_print(&g, pol, o->all, stdout);
         rc = g.exit_code;
     } else if (strcmp(cmd, "emit-lean") == 0) {
         cc_torchlean tl;
@@ -209,13 +203,12 @@ int cc_evidence_command(int argc, char **argv)
             fprintf(stderr, "capcheck merge: give the shard folders and --out DIR\n");
             return 2;
         }
-        if (o.policy_given && access(o.policy, R_OK)) {
+        if (o.policy && access(o.policy, R_OK)) {
             fprintf(stderr, "capcheck merge: --policy %s: %s\n", o.policy, strerror(errno));
             return 2;
         }
-        int rc = cc_merge_command(o.n_pos, o.pos, o.out, stderr);
-        if (rc != 2 && cc_write_report_html(o.out, o.policy_given ? o.policy : NULL,
-                                            "capcheck merge", stdout, stderr))
+        int rc = cc_merge_command(o.n_pos, o.pos, o.out, o.force, stderr);
+        if (rc != 2 && cc_write_report_html(o.out, o.policy, "capcheck merge", stdout, stderr))
             rc = 2;
         return rc;
     }
@@ -231,8 +224,7 @@ int cc_evidence_command(int argc, char **argv)
             fprintf(stderr, "capcheck report: give one run folder (it gets report.html)\n");
             return 2;
         }
-        return cc_write_report_html(o.pos[0], o.policy_given ? o.policy : NULL,
-                                    "capcheck report", stdout, stderr)
+        return cc_write_report_html(o.pos[0], o.policy, "capcheck report", stdout, stderr)
                    ? 2
                    : 0;
     }
@@ -244,7 +236,8 @@ int cc_evidence_command(int argc, char **argv)
         char msg[1024];
         int rc = cc_jschema_validate_files(o.schema, o.pos[0], msg, sizeof msg);
         if (rc == 0)
-            printf("capcheck validate: %s conforms to %s\n", o.pos[0], o.schema);
+            printf("capcheck validate: %s conforms to %s\n", o.pos[0],
+                   o.schema ? o.schema : CC_SCHEMA_BUILT_IN);
         else
             fprintf(stderr, "capcheck validate: %s\n", msg);
         return rc;
@@ -257,8 +250,7 @@ int cc_write_report_html(const char *dir, const char *policy, const char *who, F
 {
     char msg[1024], gate[512];
     long bytes = 0;
-    if (cc_report_html_write(dir, policy ? policy : CC_DEFAULT_POLICY, policy != NULL, &bytes,
-                             gate, sizeof gate, msg, sizeof msg)) {
+    if (cc_report_html_write(dir, policy, &bytes, gate, sizeof gate, msg, sizeof msg)) {
         fprintf(err, "%s: report.html: %s\n", who, msg);
         return -1;
     }

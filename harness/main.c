@@ -1,9 +1,14 @@
-/* Room harness/ (top): only the CLI, main.c and commands.c: the command line,
+/* Room harness/ (top): only the CLI (main.c, commands.c, help.c): the command line,
  * calling into every room (README "Layout"; scripts/check-layers). */
-/* capcheck command line: run, repro, list. Exit codes: 0 all passed, 1 some case did not pass,
- * 2 bad input or environment (unknown op, malformed line, missing file, absent device). */
+/* capcheck command line: run, repro, shrink, bench, list, help (the evidence commands are in
+ * commands.c; every command's help in help.c). Exit codes: 0 all passed, 1 some case did not
+ * pass, 2 bad input or environment (unknown op, malformed line, missing file, no case to run,
+ * absent device), 128 + N after signal N. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <errno.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,109 +20,30 @@
 #include "harness/case/case.h"
 #include "harness/commands.h"
 #include "core/dtype.h"
+#include "core/torchlean.h"
+#include "harness/evidence/diff.h"
 #include "harness/evidence/merge.h"
+#include "harness/report/capsules.h"
 #include "harness/report/expect.h"
 #include "harness/run/platform.h"
-#include "harness/run/plugin.h"
-#include "harness/report/capsules.h"
 #include "harness/run/pool.h"
-#include "harness/report/provenance.h"
-#include "harness/report/report.h"
-#include "harness/run/runner.h"
-#include "harness/session/session.h"
-#include "harness/tools/shrink.h"
-#include "harness/run/witness.h"
-#include "core/torchlean.h"
 #include "harness/evidence/report_html.h"
 #include "harness/evidence/shard_auto.h"
+#include "harness/help.h"
+#include "harness/report/provenance.h"
+#include "harness/report/report.h"
+#include "harness/report/repro.h"
+#include "harness/run/plugin.h"
+#include "harness/run/runner.h"
+#include "harness/run/witness.h"
+#include "harness/session/session.h"
+#include "harness/tools/shrink.h"
 #include "harness/tools/power_table.h"
 #include "providers/cuda/cuda_providers.h"
 #include "providers/openblas/openblas_provider.h"
 #include "reference/ref_families.h"
 
 extern const char cc_embedded_smoke_cases[]; /* cases/smoke.cases, embedded at build time */
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage:\n"
-            "  capcheck run [FILE...] [--provider aten|reference | --provider-lib LIB.so]\n"
-            "               [--device cpu|cuda] [--tf32 on|off] [--deterministic on|off]\n"
-            "               [--attention composed|math|flash|efficient|cudnn]\n"
-            "               [--out DIR] [--seed N] [--op NAME]\n"
-            "               [-j N] [--timeout S] [--no-fork] [--resume DIR] [--shard I/N|auto]\n"
-            "               [--witness P[,P...]] [--policy F] [--repeat N] [--no-guard]\n"
-            "               [--cpu-capability LEVEL[,LEVEL...]|all] [--expect]\n"
-            "               [--accumulation strict|relaxed] [--power]\n"
-            "      run case files (default: the embedded smoke cases) and write\n"
-            "      DIR/results.jsonl, DIR/report.json, DIR/report.md (DIR default: out) and\n"
-            "      DIR/report.html, with the gate's verdicts under F (default\n"
-            "      " CC_DEFAULT_POLICY " when it exists)\n"
-            "      in N worker processes (default: one per CPU); a crash or a hang (limit:\n"
-            "      S seconds, default 10, + 1 us per element per input) is that case's result.\n"
-            "      Results are journaled as they finish: --resume DIR with the same\n"
-            "      arguments runs only what is missing and writes the same report.\n"
-            "      --no-fork runs in this process (for a debugger; no crash isolation)\n"
-            "      Every provider buffer sits between guard pages: a read or write outside it\n"
-            "      is an out-of-bounds result naming the buffer (--no-guard: plain heap).\n"
-            "      --repeat N calls the provider N times per check on the same inputs; on CPU\n"
-            "      (on CUDA with --deterministic on) differing bits are nondeterministic\n"
-            "      --shard I/N runs shard I of N (cases dealt by cost; capcheck merge joins them);\n"
-            "      --shard auto takes I and N from GitLab parallel, a Kubernetes Indexed Job,\n"
-            "      a Slurm array, Buildkite or CAPCHECK_SHARD_INDEX/COUNT (README: Sharding)\n"
-            "      Lines without device= take --device (default cpu).\n"
-            "      --witness: each case that does not pass runs again, same inputs, on up to 4\n"
-            "      other providers (names, or plugin paths containing a '/'); the report says\n"
-            "      who is wrong: provider-outlier, reference-suspect, disputed or no-witness\n"
-            "      --cpu-capability: every case once per CPU dispatch level (native, amx-fp16,\n"
-            "      amx, avx512-fp16, avx512-bf16, avx512, avx2, default; all: every level this\n"
-            "      CPU supports), each set in the workers before ATen and oneDNN start; results\n"
-            "      and rows per platform key (capcheck list platforms shows this machine's)\n"
-            "      --expect: judge each result by the files' '#! seen STATUS on KEY...' lines\n"
-            "      (a known deviation must still fail on the platforms it was seen on; a pass\n"
-            "      elsewhere is reported 'did not reproduce'); exit 1 only for a broken\n"
-            "      expectation, a crash or an unexpected result\n"
-            "      Math modes, passed to the provider's workers as CAPCHECK_TF32=1|0,\n"
-            "      CAPCHECK_DETERMINISTIC=1|0, CAPCHECK_ATTENTION=NAME and stated in the report:\n"
-            "      --tf32 (default off: TF32 for f32 matmul and conv on CUDA; on, those f32\n"
-            "      cases are judged at TF32's u = 2^-11), --deterministic (default off:\n"
-            "      deterministic algorithms), --attention (default composed: the ATen\n"
-            "      attention capsule is bmm + softmax; it calls no SDPA backend)\n"
-            "      --accumulation (default strict: f16/bf16 sums, dot products, softmax\n"
-            "      denominators, norm statistics and window sums judged at float32 plus one\n"
-            "      rounding to the dtype; relaxed: as folds in the dtype); every result and\n"
-            "      the report say which\n"
-            "      --power: also measure how large an error each case rejects (capcheck power)\n"
-            "  capcheck repro 'CASE LINE' [--provider ...] [--device ...] [--tf32 ...]\n"
-            "               [--deterministic ...] [--attention ...] [--witness P[,P...]]\n"
-            "               [--cpu-capability LEVEL[,LEVEL...]|all] [--repeat N] [--no-guard]\n"
-            "               [--accumulation strict|relaxed]\n"
-            "      rerun one case alone and show its worst element (once per level)\n"
-            "  capcheck shrink 'CASE LINE' [--provider ...|--provider-lib ...] [--script FILE]\n"
-            "      reduce a failing case while it keeps failing; print the smallest line and\n"
-            "      a standalone Python/torch reproducer (to FILE with --script)\n"
-            "  capcheck bench [FILE...] [--provider ...|--provider-lib ...] [--device ...]\n"
-            "               [--op NAME] [--max-elements N] [--min-time S] [--reps N]\n"
-            "               [--json FILE]\n"
-            "      time, side by side in this process, the provider's calls alone and capcheck's\n"
-            "      whole per-case path on the cases of at most N elements (default 1024) of\n"
-            "      the files (default: the embedded smoke cases); prints cases/s and the ratio\n"
-            "  capcheck power DIR [--before DIR] [--markdown FILE]\n"
-            "      the detection power of a run made with --power: per op x dtype, the\n"
-            "      smallest error (in units of the provider's own typical error, and in ulps)\n"
-            "      its cases reject, failing and counting suspect as failing\n"
-            "  capcheck list platforms [--provider ...|--provider-lib ...] [--device ...]\n"
-            "      every CPU dispatch level, whether this CPU supports it, and the platform key\n"
-            "      and facts the provider's workers report at each supported level\n"
-            "  capcheck list ops\n"
-            "      every op of the vocabulary with its forward/VJP status in the reference\n"
-            "  capcheck list cases [FILE...] [--op NAME] [--seed N] [--device ...]\n"
-            "               [--max-elements N]\n"
-            "      the canonical line of every case the files expand to (generators drawn),\n"
-            "      one per line: what run would run, for scripts that run the same cases\n"
-            "%s",
-            cc_commands_usage);
-}
 
 typedef struct {
     const char *provider, *device, *out, *op_filter;
@@ -143,6 +69,9 @@ typedef struct {
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
     int n_witnesses;
     int no_fork;        /* --no-fork */
+    int force;          /* --force: run into a folder holding an earlier run */
+    cc_repro repro;     /* what reruns a case as this command runs it (harness/repro.h) */
+    const char *baseline; /* --baseline DIR */
     int repeat;         /* --repeat N: provider calls per check on the same inputs */
     int no_guard;       /* --no-guard: plain heap buffers for the provider */
     int expect;         /* --expect: judge results by the files' "#! seen" directives */
@@ -151,105 +80,78 @@ typedef struct {
     const char *line;
 } options;
 
-static int parse_options(int argc, char **argv, int first, options *o)
+/* The commands of this file, as bits: which options each takes. */
+enum { C_RUN = 1, C_REPRO = 2, C_SHRINK = 4, C_BENCH = 8, C_LIST = 16, C_PLATFORMS = 32 };
+#define C_PROVIDER (C_RUN | C_REPRO | C_SHRINK | C_BENCH)
+
+typedef enum { V_TEXT, V_FLAG, V_JOBS, V_SECONDS, V_SEED, V_REPEAT } value_kind;
+
+typedef struct {
+    const char *name;
+    unsigned commands;
+    value_kind kind;
+    size_t field; /* offsetof(options, ...) */
+} option_spec;
+
+#define OPT(name, cmds, kind, field) {name, cmds, kind, offsetof(options, field)}
+static const option_spec OPTIONS[] = {
+    OPT("--provider", C_PROVIDER | C_PLATFORMS, V_TEXT, provider),
+    OPT("--provider-lib", C_PROVIDER | C_PLATFORMS, V_TEXT, provider_lib),
+    OPT("--device", C_PROVIDER | C_LIST | C_PLATFORMS, V_TEXT, device),
+    OPT("--out", C_RUN, V_TEXT, out),
+    OPT("--op", C_RUN | C_BENCH | C_LIST, V_TEXT, op_filter),
+    OPT("--script", C_SHRINK, V_TEXT, script),
+    OPT("--resume", C_RUN, V_TEXT, resume),
+    OPT("--shard", C_RUN, V_TEXT, shard),
+    OPT("--baseline", C_RUN, V_TEXT, baseline),
+    OPT("--force", C_RUN, V_FLAG, force),
+    OPT("--tf32", C_PROVIDER, V_TEXT, tf32),
+    OPT("--deterministic", C_PROVIDER, V_TEXT, deterministic),
+    OPT("--attention", C_PROVIDER, V_TEXT, attention),
+    OPT("--witness", C_RUN | C_REPRO, V_TEXT, witness),
+    OPT("--policy", C_RUN, V_TEXT, policy),
+    OPT("--cpu-capability", C_RUN | C_REPRO, V_TEXT, cpu_capability),
+    OPT("--expect", C_RUN, V_FLAG, expect),
+    OPT("--repeat", C_RUN | C_REPRO, V_REPEAT, repeat),
+    OPT("--no-guard", C_RUN | C_REPRO, V_FLAG, no_guard),
+    OPT("--accumulation", C_RUN | C_REPRO, V_TEXT, accumulation),
+    OPT("--power", C_RUN, V_FLAG, power),
+    OPT("--min-time", C_BENCH, V_TEXT, min_time),
+    OPT("--reps", C_BENCH, V_TEXT, reps),
+    OPT("--max-elements", C_BENCH | C_LIST, V_TEXT, max_elements),
+    OPT("--json", C_BENCH, V_TEXT, json),
+    OPT("--no-fork", C_RUN | C_REPRO | C_PLATFORMS, V_FLAG, no_fork),
+    OPT("-j", C_RUN, V_JOBS, jobs),
+    OPT("--jobs", C_RUN, V_JOBS, jobs),
+    OPT("--timeout", C_PROVIDER, V_SECONDS, timeout),
+    OPT("--seed", C_PROVIDER | C_LIST, V_SEED, seed),
+};
+#undef OPT
+
+/* Options after the command (argv[first...]); `command` is the command's bit and `name` its
+ * name. Every option once, and only where it applies: nothing is accepted with no effect. */
+static int parse_options(int argc, char **argv, int first, unsigned command, const char *name,
+                         options *o)
 {
     memset(o, 0, sizeof *o);
     o->provider = "aten";
     o->device = "cpu";
     o->out = "out";
+    const char *seen[sizeof OPTIONS / sizeof OPTIONS[0]] = {0};
     for (int i = first; i < argc; i++) {
-        const char *a = argv[i];
-        const char **slot = NULL;
-        if (strcmp(a, "--provider") == 0)
-            slot = &o->provider;
-        else if (strcmp(a, "--device") == 0)
-            slot = &o->device;
-        else if (strcmp(a, "--out") == 0)
-            slot = &o->out;
-        else if (strcmp(a, "--op") == 0)
-            slot = &o->op_filter;
-        else if (strcmp(a, "--provider-lib") == 0)
-            slot = &o->provider_lib;
-        else if (strcmp(a, "--script") == 0)
-            slot = &o->script;
-        else if (strcmp(a, "--resume") == 0)
-            slot = &o->resume;
-        else if (strcmp(a, "--shard") == 0)
-            slot = &o->shard;
-        else if (strcmp(a, "--tf32") == 0)
-            slot = &o->tf32;
-        else if (strcmp(a, "--deterministic") == 0)
-            slot = &o->deterministic;
-        else if (strcmp(a, "--attention") == 0)
-            slot = &o->attention;
-        else if (strcmp(a, "--witness") == 0)
-            slot = &o->witness;
-        else if (strcmp(a, "--policy") == 0)
-            slot = &o->policy;
-        else if (strcmp(a, "--cpu-capability") == 0)
-            slot = &o->cpu_capability;
-        else if (strcmp(a, "--accumulation") == 0)
-            slot = &o->accumulation;
-        else if (strcmp(a, "--min-time") == 0)
-            slot = &o->min_time;
-        else if (strcmp(a, "--reps") == 0)
-            slot = &o->reps;
-        else if (strcmp(a, "--max-elements") == 0)
-            slot = &o->max_elements;
-        else if (strcmp(a, "--json") == 0)
-            slot = &o->json;
-        else if (strcmp(a, "--no-fork") == 0) {
-            o->no_fork = 1;
-            continue;
-        } else if (strcmp(a, "--no-guard") == 0) {
-            o->no_guard = 1;
-            continue;
-        } else if (strcmp(a, "--repeat") == 0) {
-            char *end;
-            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
-            if (i + 1 >= argc || *end || !argv[i + 1][0] || v < 1 || v > 1000) {
-                fprintf(stderr, "capcheck: --repeat wants a whole number of calls from 1 to "
-                                "1000\n");
+        const char *a = argv[i], *v = NULL;
+        size_t k = 0;
+        for (; k < sizeof OPTIONS / sizeof OPTIONS[0]; k++)
+            if (strcmp(a, OPTIONS[k].name) == 0 ||
+                (OPTIONS[k].kind == V_JOBS && !strcmp(OPTIONS[k].name, "-j") &&
+                 strncmp(a, "-j", 2) == 0 && isdigit((unsigned char)a[2])))
+                break;
+        if (k == sizeof OPTIONS / sizeof OPTIONS[0]) {
+            if (a[0] == '-' && a[1]) { /* a file whose name starts with '-': write ./-name */
+                fprintf(stderr, "capcheck %s: unknown option %s (capcheck help %s lists them)\n",
+                        name, a, name);
                 return -1;
             }
-            o->repeat = (int)v;
-            i++;
-            continue;
-        } else if (strcmp(a, "--expect") == 0) {
-            o->expect = 1;
-            continue;
-        } else if (strcmp(a, "--power") == 0) {
-            o->power = 1;
-            continue;
-        } else if (strcmp(a, "-j") == 0 || strcmp(a, "--jobs") == 0 ||
-                   (strncmp(a, "-j", 2) == 0 && a[2]) || strcmp(a, "--timeout") == 0) {
-            int jobs = a[1] == 'j' || a[2] == 'j';
-            const char *v = a[1] == 'j' && a[2] ? a + 2 : i + 1 < argc ? argv[++i] : "";
-            char *end;
-            double x = strtod(v, &end);
-            if (!*v || *end || (jobs ? !(x >= 0 && x <= 4096 && x == (int)x) : !(x > 0))) {
-                fprintf(stderr, "capcheck: %s wants %s\n", a,
-                        jobs ? "a number of worker processes (0: one per CPU)"
-                             : "a positive number of seconds");
-                return -1;
-            }
-            if (jobs)
-                o->jobs = (int)x;
-            else
-                o->timeout = x;
-            continue;
-        } else if (strcmp(a, "--seed") == 0) {
-            char *end;
-            if (i + 1 >= argc || (o->seed = strtoull(argv[i + 1], &end, 0), *end)) {
-                fprintf(stderr, "capcheck: --seed wants an unsigned integer\n");
-                return -1;
-            }
-            i++;
-            continue;
-        } else if (a[0] == '-' && a[1] == '-') {
-            fprintf(stderr, "capcheck: unknown option %s\n", a);
-            return -1;
-        } else {
             if (o->n_files >= 64) {
                 fprintf(stderr, "capcheck: at most 64 case files\n");
                 return -1;
@@ -257,14 +159,83 @@ static int parse_options(int argc, char **argv, int first, options *o)
             o->files[o->n_files++] = a;
             continue;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "capcheck: %s needs a value\n", a);
+        const option_spec *spec = &OPTIONS[k];
+        if (!(spec->commands & command)) {
+            fprintf(stderr, "capcheck %s: %s does not apply to %s (capcheck help %s lists its "
+                            "options)\n",
+                    name, spec->name, name, name);
             return -1;
         }
-        *slot = argv[++i];
+        const char *canonical = spec->kind == V_JOBS ? "-j" : spec->name;
+        for (size_t j = 0; j < k; j++) /* -j and --jobs are one option */
+            if (seen[j] && OPTIONS[j].field == spec->field)
+                canonical = NULL;
+        if (seen[k] || !canonical) {
+            fprintf(stderr, "capcheck %s: %s is given twice\n", name, spec->name);
+            return -1;
+        }
+        seen[k] = a;
+        char *field = (char *)o + spec->field;
+        if (spec->kind == V_FLAG) {
+            *(int *)field = 1;
+            continue;
+        }
+        if (spec->kind == V_JOBS && a[1] == 'j' && a[2])
+            v = a + 2;
+        else if (i + 1 < argc)
+            v = argv[++i];
+        else {
+            fprintf(stderr, "capcheck %s: %s needs a value\n", name, a);
+            return -1;
+        }
+        char *end;
+        errno = 0;
+        if (spec->kind == V_TEXT) {
+            *(const char **)field = v;
+        } else if (spec->kind == V_SEED) {
+            /* strtoull reads "-1" as 2^64 - 1: a sign is refused, not wrapped */
+            unsigned long long x = strtoull(v, &end, 0);
+            if (!isdigit((unsigned char)v[0]) || *end || errno) {
+                fprintf(stderr, "capcheck %s: --seed wants an unsigned integer below 2^64, not "
+                                "'%s'\n", name, v);
+                return -1;
+            }
+            *(unsigned long long *)field = x;
+        } else if (spec->kind == V_REPEAT) {
+            long x = strtol(v, &end, 10);
+            if (!*v || *end || errno || x < 1 || x > 1000) {
+                fprintf(stderr, "capcheck %s: --repeat wants a whole number of calls from 1 to "
+                                "1000, not '%s'\n", name, v);
+                return -1;
+            }
+            *(int *)field = (int)x;
+        } else {
+            double x = strtod(v, &end);
+            int jobs = spec->kind == V_JOBS;
+            if (!*v || *end ||
+                (jobs ? !(x >= 0 && x <= 4096 && x == (int)x) : !(x > 0 && x < 1e6))) {
+                fprintf(stderr, "capcheck %s: %s wants %s, not '%s'\n", name, a,
+                        jobs ? "a number of worker processes (0: one per CPU)"
+                             : "a positive number of seconds (below 10^6)", v);
+                return -1;
+            }
+            if (jobs)
+                *(int *)field = (int)x;
+            else
+                *(double *)field = x;
+        }
+    }
+    if (o->force && o->resume) {
+        fprintf(stderr, "capcheck %s: --force starts over and --resume finishes: give one\n",
+                name);
+        return -1;
+    }
+    if (o->provider_lib && seen[0]) {
+        fprintf(stderr, "capcheck %s: give --provider or --provider-lib, not both\n", name);
+        return -1;
     }
     if (o->accumulation && cc_accumulation_parse(o->accumulation, &o->accumulation_mode)) {
-        fprintf(stderr, "capcheck: --accumulation wants strict or relaxed, not '%s'\n",
+        fprintf(stderr, "capcheck %s: --accumulation wants strict or relaxed, not '%s'\n", name,
                 o->accumulation);
         return -1;
     }
@@ -405,21 +376,6 @@ static int open_witnesses(options *o)
     return 0;
 }
 
-/* ... and initialise it in this process; NULL (after one clear sentence) when it cannot run. */
-static const cc_provider *open_provider(const options *o, cc_device device)
-{
-    const cc_provider *p = select_provider(o);
-    if (!p)
-        return NULL;
-    char msg[512] = "";
-    if (p->init && p->init(p->ctx, device, msg, sizeof msg) != CC_OK) {
-        fprintf(stderr, "capcheck: provider %s cannot run on %s: %s\n", p->name,
-                cc_device_name(device), msg);
-        return NULL;
-    }
-    return p;
-}
-
 /* The cases of the command's files (none: the embedded smoke cases), --op filtered, and the
  * files' names for the report. 0, or -1 after one sentence (the list is then empty). */
 static int load_cases(const options *o, cc_device *device, cc_case_list *cases, char *files,
@@ -450,8 +406,17 @@ static int load_cases(const options *o, cc_device *device, cc_case_list *cases, 
         }
     }
     for (int i = 0; i < o->n_files; i++) {
+        size_t before = cases->n;
         if (cc_cases_parse_file(o->files[i], &def, cases, &err)) {
             print_parse_error(&err);
+            cc_case_list_free(cases);
+            return -1;
+        }
+        /* a file that gives nothing to run is a mistake (the wrong file, an empty pipe), never
+         * a run that passes because nothing ran */
+        if (cases->n == before) {
+            fprintf(stderr, "%s: holds no case (only blank lines and comments, or nothing): "
+                            "nothing to run\n", o->files[i]);
             cc_case_list_free(cases);
             return -1;
         }
@@ -463,6 +428,12 @@ static int load_cases(const options *o, cc_device *device, cc_case_list *cases, 
         for (size_t i = 0; i < cases->n; i++)
             if (cases->v[i].op == want)
                 cases->v[k++] = cases->v[i];
+        if (k == 0) {
+            fprintf(stderr, "capcheck: --op %s matches none of the %zu cases of %s: nothing to "
+                            "run\n", want->name, cases->n, files);
+            cc_case_list_free(cases);
+            return -1;
+        }
         cases->n = k;
     }
     return 0;
@@ -481,6 +452,44 @@ static int shard_of(const char *spec, int *index, int *count, char *msg, size_t 
     return 0;
 }
 
+/* report.md's "Since the baseline" (cc_session_opts.since_baseline): capcheck diff BASELINE
+ * DIR into text, its summary line into summary. */
+static char *diff_with_baseline(const char *baseline, const char *dir, char *summary, size_t n)
+{
+    char *text = NULL, *errs = NULL, msg[256];
+    size_t len = 0, elen = 0;
+    cc_catalog cat;
+    summary[0] = 0;
+    if (cc_catalog_load(NULL, &cat, msg, sizeof msg)) {
+        snprintf(summary, n, "no comparison with the baseline: %s", msg);
+        return NULL;
+    }
+    FILE *out = open_memstream(&text, &len), *err = open_memstream(&errs, &elen);
+    if (out && err)
+        cc_diff_command(baseline, dir, CC_DIFF_DEFAULT_DRIFT, 0, &cat, out, err);
+    if (out)
+        fclose(out);
+    if (err)
+        fclose(err);
+    cc_catalog_free(&cat);
+    if (errs && errs[0]) {
+        snprintf(summary, n, "no comparison with the baseline: %s", errs);
+        summary[strcspn(summary, "\n")] = 0;
+        free(text);
+        text = NULL;
+    } else if (text) { /* the diff's last line is its summary */
+        size_t end = strlen(text);
+        while (end && text[end - 1] == '\n')
+            end--;
+        size_t start = end;
+        while (start && text[start - 1] != '\n')
+            start--;
+        snprintf(summary, n, "%.*s", (int)(end - start), text + start);
+    }
+    free(errs);
+    return text;
+}
+
 static int cmd_run(const options *o, int argc, char **argv)
 {
     cc_device device;
@@ -489,6 +498,15 @@ static int cmd_run(const options *o, int argc, char **argv)
     if (o->policy && access(o->policy, R_OK)) { /* report.html's gate: refused before the run */
         fprintf(stderr, "capcheck: --policy %s: %s\n", o->policy, strerror(errno));
         return 2;
+    }
+    if (o->baseline) { /* a baseline that cannot be read is refused before anything runs */
+        cc_run base;
+        char why[1024];
+        if (cc_run_load(o->baseline, 0, &base, why, sizeof why)) {
+            fprintf(stderr, "capcheck: --baseline: %s\n", why);
+            return 2;
+        }
+        cc_run_free(&base);
     }
     if (load_cases(o, &device, &cases, files, sizeof files))
         return 2;
@@ -517,20 +535,59 @@ static int cmd_run(const options *o, int argc, char **argv)
     /* not initialised here: the worker processes do that (a CUDA context does not survive
      * fork), and a provider that cannot run on a case's device is one sentence from them */
     const cc_provider *p = named;
-    /* the command of the whole run: a shard's report says which shard it is in "shard" */
+    /* the command of the whole run: a shard's report says which shard it is in "shard";
+     * --force changes no result */
     char command[512] = "";
     for (int i = 0, used = 0; i < argc && used < (int)sizeof command - 1; i++) {
-        if (strcmp(argv[i], "--shard") == 0) {
-            i++;
+        if (strcmp(argv[i], "--shard") == 0 || strcmp(argv[i], "--force") == 0) {
+            i += argv[i][2] == 's';
             continue;
         }
         used += snprintf(command + used, sizeof command - (size_t)used, "%s%s", used ? " " : "",
                          argv[i]);
     }
-    cc_session_opts so = {p, cases.v, cases.n, device, o->resume ? o->resume : o->out,
-                          o->resume != NULL, o->jobs, o->timeout, o->no_fork, files, o->seed,
-                          command, stderr, isatty(STDERR_FILENO), &prov, o->witnesses,
-                          o->n_witnesses, o->cpu_levels, o->n_cpu_levels, NULL, run_options(o)};
+    /* the command that finishes this run after an interrupt: the same words, --resume DIR
+     * in place of --out DIR and --force */
+    const char *dir = o->resume ? o->resume : o->out;
+    char resume[2048] = "", word[1100];
+    for (int i = 0, used = 0; i < argc && used < (int)sizeof resume - 1; i++) {
+        int value = i + 1 < argc && (!strcmp(argv[i], "--out") || !strcmp(argv[i], "--resume"));
+        if (value || !strcmp(argv[i], "--force")) {
+            i += value;
+            continue;
+        }
+        cc_shell_quote(argv[i], word, sizeof word);
+        used += snprintf(resume + used, sizeof resume - (size_t)used, "%s%s", used ? " " : "",
+                         word);
+    }
+    cc_shell_quote(dir, word, sizeof word);
+    size_t used = strlen(resume);
+    snprintf(resume + used, sizeof resume - used, " --resume %s", word);
+    cc_session_opts so = {.provider = p,
+                          .cases = cases.v,
+                          .n_cases = cases.n,
+                          .default_device = device,
+                          .out_dir = dir,
+                          .resume = o->resume != NULL,
+                          .workers = o->jobs,
+                          .timeout_base = o->timeout,
+                          .in_process = o->no_fork,
+                          .case_files = files,
+                          .base_seed = o->seed,
+                          .command = command,
+                          .log = stderr,
+                          .tty = isatty(STDERR_FILENO),
+                          .provenance = &prov,
+                          .witnesses = o->witnesses,
+                          .n_witnesses = o->n_witnesses,
+                          .cpu_levels = o->cpu_levels,
+                          .n_cpu_levels = o->n_cpu_levels,
+                          .force = o->force,
+                          .repro = &o->repro,
+                          .baseline = o->baseline,
+                          .since_baseline = o->baseline ? diff_with_baseline : NULL,
+                          .resume_command = resume,
+                          .run = run_options(o)};
     cc_expectations expect = {0};
     cc_case_defaults def = {device, o->seed};
     for (int i = 0; o->expect && i < o->n_files; i++) {
@@ -549,7 +606,8 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_expect_free(&expect);
     cc_case_list_free(&cases);
     free(prov.shard.global);
-    if (rc != 2 && cc_write_report_html(so.out_dir, o->policy, "capcheck", stdout, stderr))
+    if ((rc == 0 || rc == 1) &&
+        cc_write_report_html(so.out_dir, o->policy, "capcheck", stdout, stderr))
         rc = 2;
     return rc;
 }
@@ -656,10 +714,10 @@ static int cmd_shrink(const options *o)
     if (parse_case_argument(o, "capcheck shrink: give exactly one failing case line in quotes",
                             &c))
         return 2;
-    const cc_provider *p = open_provider(o, c.device);
+    const cc_provider *p = select_provider(o); /* initialised by the shrink's worker */
     if (!p)
         return 2;
-    return cc_shrink_command(p, &c, o->script, stdout, stderr);
+    return cc_shrink_command(p, &c, o->script, o->timeout, &o->repro, stdout, stderr);
 }
 
 /* A positive number from an option's text (NULL: dflt); -1 after one sentence when it is not. */
@@ -694,11 +752,10 @@ static int cmd_bench(const options *o)
     if (load_cases(o, &device, &cases, files, sizeof files))
         return 2;
     int rc = 2;
-    const cc_provider *p = cases.n ? open_provider(o, device) : NULL;
-    if (!cases.n)
-        fprintf(stderr, "capcheck bench: no cases in %s\n", files);
-    else if (p) {
-        cc_bench_opts bo = {min_time, (int)reps, (int64_t)max_elements, files, o->json};
+    const cc_provider *p = select_provider(o); /* initialised in the bench's watched child */
+    if (p) {
+        cc_bench_opts bo = {min_time, (int)reps, (int64_t)max_elements, files, o->json,
+                            o->timeout};
         rc = cc_bench_command(p, cases.v, cases.n, &bo, stdout, stderr);
     }
     cc_case_list_free(&cases);
@@ -725,34 +782,54 @@ static int cmd_list_cases(const options *o)
     return fflush(stdout) || ferror(stdout) ? 2 : 0;
 }
 
+/* Every op: report name, forward and VJP in the reference, inputs (optional ones in
+ * [brackets], "..." when more may follow) and parameters with the values a line that omits
+ * them gets. */
 static int cmd_list_ops(void)
 {
     int missing = 0;
-    printf("%-18s %-20s %-8s %-8s %s\n", "op", "report name", "forward", "vjp", "inputs");
+    printf("%-18s %-20s %-7s %-7s %-26s %s\n", "op", "report name", "forward", "vjp", "inputs",
+           "parameters (defaults)");
     for (int i = 0; i < ref_spec_op_count(); i++) {
         const char *name = ref_spec_op_name(i);
         const ref_op *op = ref_op_find(name);
         if (!op) {
-            printf("%-18s %-20s %-8s %-8s\n", name, "-", "missing", "missing");
+            printf("%-18s %-20s %-7s %-7s\n", name, "-", "missing", "missing");
             missing++;
             continue;
         }
-        char inputs[128] = "";
-        for (int k = 0; k < op->max_inputs && k < REF_MAX_INPUTS; k++) {
+        char inputs[160] = "";
+        int variadic = op->max_inputs == REF_MAX_INPUTS && op->max_inputs > op->min_inputs;
+        int shown = variadic ? op->min_inputs + 1 : op->max_inputs;
+        for (int k = 0; k < shown && k < REF_MAX_INPUTS; k++) {
             size_t used = strlen(inputs);
-            snprintf(inputs + used, sizeof inputs - used, "%s%s", k ? "," : "",
-                     op->input_names[k] ? op->input_names[k] : "?");
+            const char *in = op->input_names[k] ? op->input_names[k] : "?";
+            snprintf(inputs + used, sizeof inputs - used, "%s%s%s%s", k ? "," : "",
+                     k >= op->min_inputs ? "[" : "", in, k >= op->min_inputs ? "]" : "");
         }
-        if (op->max_inputs > op->min_inputs && op->max_inputs == REF_MAX_INPUTS)
+        if (variadic)
             strncat(inputs, ",...", sizeof inputs - strlen(inputs) - 1);
+        if (!inputs[0])
+            snprintf(inputs, sizeof inputs, "none (to= gives the shape)");
+        char params[400];
+        cc_op_params_describe(op, params, sizeof params);
         const char *vjp = op->vjp ? "yes" : (op->requires_vjp ? "missing" : "n/a");
         if (!op->vjp && op->requires_vjp)
             missing++;
-        printf("%-18s %-20s %-8s %-8s %s\n", op->name, op->report_name,
-               op->forward ? "yes" : "missing", vjp, inputs);
+        printf("%-18s %-20s %-7s %-7s %-26s %s\n", op->name, op->report_name,
+               op->forward ? "yes" : "missing", vjp, inputs, params[0] ? params : "-");
     }
     printf("%d ops in the vocabulary, %d implemented, %d missing a forward or a required VJP\n",
            ref_spec_op_count(), ref_op_count(), missing);
+    return fflush(stdout) || ferror(stdout) ? 2 : 0;
+}
+
+/* "--help" or "-h" anywhere after the command asks for its help. */
+static int asks_for_help(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
     return 0;
 }
 
@@ -814,7 +891,7 @@ static int cmd_list_platforms(const options *o)
             printf("%-12s %-4s %-3s %s\n", cc_level_name(lv), "-", "no", why);
             continue;
         }
-        cc_pool_config pc = {p, 1, 1u << device, 0, 0, o->no_fork, NULL, 0, lv, run_options(o)};
+        cc_pool_config pc = {p, 1, 1u << device, 0, 0, o->no_fork, NULL, 0, lv, run_options(o), -1};
         cc_pool *pool;
         if (lv > 0 && o->no_fork) {
             printf("%-12s %-4s %-3s (not probed with --no-fork)\n", cc_level_name(lv),
@@ -838,14 +915,31 @@ static int cmd_list_platforms(const options *o)
 
 int main(int argc, char **argv)
 {
+    /* a file-size limit (ulimit -f) reached while writing is an error to report (EFBIG), like
+     * a full disk, not a signal that ends capcheck without a word */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
+        cc_help_print(argc < 2 ? stderr : stdout, NULL);
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("capcheck %s\n", CC_VERSION);
         return 0;
     }
+    if (strcmp(argv[1], "help") == 0) {
+        if (argc > 3 || (argc == 3 && cc_help_print(stdout, argv[2]))) {
+            fprintf(stderr, "capcheck help: %s: try capcheck help (the commands)\n",
+                    argc > 3 ? "one command at a time" : "no such command");
+            return 2;
+        }
+        return argc == 2 ? cc_help_print(stdout, NULL) : 0;
+    }
+    if (!cc_help_known(argv[1])) {
+        fprintf(stderr, "capcheck: unknown command '%s' (capcheck help lists them)\n", argv[1]);
+        return 2;
+    }
+    if (asks_for_help(argc, argv))
+        return cc_help_print(stdout, argv[1]) ? 2 : 0;
     if (cc_is_evidence_command(argv[1]))
         return cc_evidence_command(argc, argv);
     if (strcmp(argv[1], "power") == 0)
@@ -862,19 +956,16 @@ int main(int argc, char **argv)
     }
     int is_run = strcmp(argv[1], "run") == 0, is_repro = strcmp(argv[1], "repro") == 0,
         is_shrink = strcmp(argv[1], "shrink") == 0, is_bench = strcmp(argv[1], "bench") == 0;
-    if (!is_run && !is_repro && !is_shrink && !is_bench && !is_list_cases && !is_list_platforms) {
-        fprintf(stderr, "capcheck: unknown command '%s'\n", argv[1]);
-        usage(stderr);
-        return 2;
-    }
+    unsigned command = is_run      ? C_RUN
+                       : is_repro  ? C_REPRO
+                       : is_shrink ? C_SHRINK
+                       : is_bench  ? C_BENCH
+                       : is_list_platforms ? C_PLATFORMS
+                                   : C_LIST;
     options o;
-    if (parse_options(argc, argv, is_list_cases || is_list_platforms ? 3 : 2, &o) ||
+    if (parse_options(argc, argv, is_list_cases || is_list_platforms ? 3 : 2, command, argv[1], &o) ||
         apply_math_modes(&o))
         return 2;
-    if (o.cpu_capability && !is_run && !is_repro) {
-        fprintf(stderr, "capcheck: --cpu-capability applies to run and repro only\n");
-        return 2;
-    }
     if (resolve_levels(&o, is_run))
         return 2;
     if (o.provider_lib) { /* --provider-lib replaces --provider */
@@ -884,16 +975,19 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* after the math modes: what the workers inherit is what a repro line names */
+    cc_repro_collect(&o.repro, o.provider, o.provider_lib, o.timeout);
+    if (o.repeat > 1) { /* how every case ran: a repeat disagreement reproduces only repeated */
+        char word[32];
+        snprintf(word, sizeof word, "--repeat %d", o.repeat);
+        cc_repro_add_arg(&o.repro, word);
+    }
+    if (o.no_guard)
+        cc_repro_add_arg(&o.repro, "--no-guard");
+    if (o.accumulation_mode == CC_ACC_RELAXED) /* a repro judges as the run judged */
+        cc_repro_add_arg(&o.repro, "--accumulation relaxed");
     int rc = 2;
-    if (o.expect && !is_run)
-        fprintf(stderr, "capcheck: --expect applies to run only\n");
-    else if (o.witness && !is_run && !is_repro)
-        fprintf(stderr, "capcheck: --witness applies to run and repro only\n");
-    else if ((o.accumulation && !is_run && !is_repro) || (o.power && !is_run))
-        fprintf(stderr, "capcheck: %s applies to run%s only\n",
-                o.power && !is_run ? "--power" : "--accumulation",
-                o.power && !is_run ? "" : " and repro");
-    else if (is_list_cases)
+    if (is_list_cases)
         rc = cmd_list_cases(&o);
     else if (is_list_platforms)
         rc = cmd_list_platforms(&o);

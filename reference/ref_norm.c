@@ -22,6 +22,7 @@
 
 static void layer_norm_defaults(ref_params *p)
 {
+    p->axis = -1;  /* TorchLean's layerNorm normalizes the last axis (ops.md I) */
     p->eps = 1e-5; /* TorchLean.normalizationEpsilon */
 }
 

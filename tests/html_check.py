@@ -19,6 +19,7 @@ Usage: tests/html_check.py --capcheck build/capcheck --plugins build/plugins
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -97,9 +98,10 @@ def check_failing_report(b, args, tmp):
         want = min(3, len(failing[(op, dt)]))
         if len(repros) != want:
             fail("%s %s: %d repro lines shown, want %d" % (op, dt, len(repros), want))
-        for line in repros:
-            if not (line.startswith("capcheck repro '") and line[16:-1] in failing[(op, dt)]):
-                fail("%s %s: '%s' is not the repro line of a failing case" % (op, dt, line))
+        for line in repros:  # the whole command: [ENV...] capcheck repro 'LINE' [ARGS...]
+            m = re.search(r"capcheck repro '([^']*)'", line)
+            if not (m and m.group(1) in failing[(op, dt)] and "--provider-lib " in line):
+                fail("%s %s: '%s' is not the repro command of a failing case" % (op, dt, line))
     heat = page.eval("""Array.from(document.querySelectorAll('#heatmap td.cell')).map(
         td => [td.dataset.op, td.dataset.dtype, td.className])""")
     if len(heat) != len(cells) or {(op, dt) for op, dt, _ in heat} != cells:

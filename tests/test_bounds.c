@@ -157,6 +157,12 @@ static void test_dtype_accumulation_fails_strict_passes_relaxed(void **state)
         free(rec);
         snprintf(cmd, sizeof cmd, "validate " TMP "/%s/report.json", modes[k]);
         assert_int_equal(cc_t_run(NULL, cmd, out, sizeof out), 0);
+        /* the repro command of a relaxed run judges relaxed too */
+        snprintf(path, sizeof path, TMP "/%s/report.json", modes[k]);
+        char *rep = cc_t_slurp(path, NULL);
+        assert_non_null(rep);
+        assert_int_equal(strstr(rep, "--accumulation relaxed") != NULL, k == 1);
+        free(rep);
     }
     /* a resume must judge the same way */
     int rc = cc_t_run("CAPCHECK_MUTANT=reducesum_dtype_accum ",
@@ -331,7 +337,7 @@ static void test_power_command_tabulates_a_run(void **state)
     assert_int_equal(cc_t_run(NULL, "power", out, sizeof out), 2);
     assert_int_equal(cc_t_run(NULL, "power " TMP "/none", out, sizeof out), 2);
     assert_int_equal(cc_t_run(NULL, "repro 'relu dtype=f32 in=[3]' --power", out, sizeof out), 2);
-    assert_non_null(strstr(out, "--power applies to run only"));
+    assert_non_null(strstr(out, "--power does not apply to repro"));
     cc_t_remove_dir(TMP);
 }
 

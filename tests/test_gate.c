@@ -37,12 +37,12 @@ static void policy(const char *name, const char *extra, char *path, size_t n)
     cc_t_write(path, text);
 }
 
-/* Run the gate; out gets its output with this machine's " on <platform>" taken out of the
- * verdict lines (the platform tests look at it themselves). */
+/* Run the gate --all (every verdict listed); out gets its output with this machine's
+ * " on <platform>" taken out of the verdict lines (the platform tests look at it themselves). */
 static int gate(const char *policy_path, const char *reports)
 {
     char args[4096];
-    snprintf(args, sizeof args, "gate %s --policy %s", reports, policy_path);
+    snprintf(args, sizeof args, "gate %s --policy %s --all", reports, policy_path);
     int rc = cc_t_run(NULL, args, out, sizeof out);
     size_t hl = strlen(here);
     for (char *s = strstr(out, here); hl && s; s = strstr(s, here))
@@ -53,7 +53,7 @@ static int gate(const char *policy_path, const char *reports)
 static int gate_raw(const char *policy_path, const char *reports)
 {
     char args[4096];
-    snprintf(args, sizeof args, "gate %s --policy %s", reports, policy_path);
+    snprintf(args, sizeof args, "gate %s --policy %s --all", reports, policy_path);
     return cc_t_run(NULL, args, out, sizeof out);
 }
 
@@ -112,7 +112,17 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
     expect_in(out, "trustedExternal  capcheck.oracle.matmul f64 (catalog: trustedExternal):\n"
                    "  - 2 passing cases; the policy wants at least 10\n"
                    "  - 2 passing cases checked the VJP; the policy wants at least 10\n");
-    expect_in(out, "2 of 4 capsule x dtype x platform checked; 2 of the 2 required checked: exit 0");
+    expect_in(out, "capcheck gate: 2 of the 2 required capsule x dtype x platform checked (2 of 4 "
+                   "in all): exit 0\n");
+    /* without --all: the summary first, then only what holds a required capsule back */
+    char args[2048];
+    snprintf(args, sizeof args, "gate %s --policy %s", run_dir, p);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    assert_int_equal(strncmp(out, "capcheck gate: 2 of the 2 required", 34), 0);
+    assert_int_equal(cc_t_count(out, "\nchecked "), 0);
+    assert_int_equal(cc_t_count(out, "\ntrustedExternal "), 0);
+    expect_in(out, "capcheck gate: 4 more capsule x dtype x platform (checked, or not required) "
+                   "not listed: --all lists every one\n");
 
     /* a section relaxes softmax's layouts: it is upgraded too; requiring everything fails */
     policy("p2.conf", "require capcheck.oracle.* f32\n[op softmax]\nlayout_classes contig stride2\n", p,
@@ -120,6 +130,12 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
     assert_int_equal(gate(p, run_dir), 1);
     assert_int_equal(cc_t_count(out, "\nchecked "), 3);
     expect_in(out, "checked          capcheck.oracle.softmax f32 (required): 13 passing of 13");
+    /* the default listing: exactly the required ones not checked */
+    snprintf(args, sizeof args, "gate %s --policy %s", run_dir, p);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    assert_int_equal(cc_t_count(out, "\nchecked "), 0);
+    expect_in(out, "trustedExternal  capcheck.oracle.relu f32 (required)");
+    assert_null(strstr(out, "capcheck.oracle.matmul f64")); /* not required */
     /* a required capsule the run has no case of */
     expect_in(out, "trustedExternal  capcheck.oracle.relu f32 (required) (catalog: trustedExternal):\n"
                    "  - no case in the report\n");
@@ -157,7 +173,7 @@ static void test_policy_platforms(void **state)
     /* checked on this machine's platform, but not required there */
     snprintf(line, sizeof line, "checked          capcheck.oracle.add f32%s: 15 passing of 15", here);
     expect_in(out, line);
-    expect_in(out, "0 of the 1 required checked: exit 1");
+    expect_in(out, "0 of the 1 required capsule x dtype x platform checked (2 of 5 in all): exit 1");
     /* this machine's platform (and any) required: checked */
     char text[256];
     snprintf(text, sizeof text, "platforms%s\nrequire capcheck.oracle.add f32\n", here + 3);
@@ -187,7 +203,7 @@ static void test_failures_keep_a_capsule_out(void **state)
     expect_in(out, "trustedExternal  plugin.mutants.cpu.softmax f32 (catalog: trustedExternal):\n"
                    "  - ");
     expect_in(out, "cases did not pass (");
-    expect_in(out, "first: capcheck repro 'softmax dtype=f32");
+    expect_in(out, "capcheck repro 'softmax dtype=f32");
     expect_in(out, "checked          plugin.mutants.cpu.add f32");
 }
 
@@ -267,7 +283,7 @@ static void test_refuses_a_broken_shard_set(void **state)
     snprintf(set, sizeof set, "%s/s3 %s/s1 %s/s2", tmp, tmp, tmp);
     assert_int_equal(gate(p, set), 0);
     expect_in(out, "3 shards merged");
-    expect_in(out, "2 of 4 capsule x dtype x platform checked");
+    expect_in(out, "2 of the 2 required capsule x dtype x platform checked (2 of 4 in all)");
 }
 
 static void test_bad_policy_is_one_sentence(void **state)
@@ -408,7 +424,7 @@ static void test_evidence_binds_to_the_provider_that_ran(void **state)
                               "notApplicable\tcanonicalTensor\ttorchlean\tmutants\tsha256:%s\n",
              sha);
     cc_t_write(cat, row);
-    snprintf(args, sizeof args, "gate %s --policy %s --catalog %s", dir, p, cat);
+    snprintf(args, sizeof args, "gate %s --policy %s --catalog %s --all", dir, p, cat);
     cc_t_run(NULL, args, out, sizeof out);
     char line[256];
     snprintf(line, sizeof line, "checked          tl.add f32%s: 15 passing of 15", here);

@@ -198,7 +198,8 @@ static void test_journal_order_and_torn_tail(void **state)
                       .provider = "reference", .provider_description = "desc \"quoted\"",
                       .case_files = "a.cases", .command = "capcheck run a.cases",
                       .base_seed = 18446744073709551615ull, .witnesses = "openblas,reference",
-                      .cpu_levels = "avx2,default", .n_platforms = 2, .judging = "relaxed"},
+                      .cpu_levels = "avx2,default", .n_platforms = 2, .judging = "relaxed",
+                      .repro = {"CAPCHECK_MUTANT='a b'", "--provider-lib /p/x.so --tf32 off"}},
                 back;
     /* the platforms of a run at two levels: every fact survives the round trip */
     cc_platform_derive("libtorch 2.15.0; cpu_capability AVX2; onednn 3.13.3; blas mkl 2024.2",

@@ -195,7 +195,7 @@ static void test_math_modes_cli(void **state)
     const char *dir = "/tmp/capcheck_modes_t";
     assert_int_equal(cc_t_run(NULL,
                               "run --op exp --tf32 on --deterministic on --attention composed "
-                              "--out /tmp/capcheck_modes_t -j 1",
+                              "--out /tmp/capcheck_modes_t -j 1 --force",
                               out, sizeof out),
                      0);
     char path[256];
@@ -216,7 +216,7 @@ static void test_math_modes_cli(void **state)
     assert_non_null(strstr(rep, "; deterministic on; attention composed (no SDPA)"));
     free(rep);
     /* the environment is honoured when no flag is given; the defaults are off */
-    assert_int_equal(cc_t_run("CAPCHECK_DETERMINISTIC=1 ", "run --op neg --out /tmp/capcheck_modes_t -j 1",
+    assert_int_equal(cc_t_run("CAPCHECK_DETERMINISTIC=1 ", "run --op neg --out /tmp/capcheck_modes_t -j 1 --force",
                               out, sizeof out),
                      0);
     snprintf(path, sizeof path, "%s/report.json", dir);
@@ -224,35 +224,35 @@ static void test_math_modes_cli(void **state)
     assert_non_null(strstr(rep, "\"deterministic\": \"on\""));
     free(rep);
     assert_int_equal(cc_t_run("env -u CAPCHECK_TF32 -u CAPCHECK_DETERMINISTIC ",
-                              "run --op neg --out /tmp/capcheck_modes_t -j 1", out, sizeof out),
+                              "run --op neg --out /tmp/capcheck_modes_t -j 1 --force", out, sizeof out),
                      0);
     rep = cc_t_slurp(path, NULL);
     assert_non_null(strstr(rep, "\"deterministic\": \"off\""));
     assert_non_null(strstr(rep, "\"tf32\": \"off ("));
     free(rep);
     /* refusals: one sentence each, exit 2 */
-    assert_int_equal(cc_t_run(NULL, "run --op neg --tf32 sometimes --out /tmp/capcheck_modes_t",
+    assert_int_equal(cc_t_run(NULL, "run --op neg --tf32 sometimes --out /tmp/capcheck_modes_t --force",
                               out, sizeof out),
                      2);
     assert_non_null(strstr(out, "--tf32 wants on or off, not 'sometimes'"));
-    assert_int_equal(cc_t_run(NULL, "run --op neg --deterministic 1 --out /tmp/capcheck_modes_t",
+    assert_int_equal(cc_t_run(NULL, "run --op neg --deterministic 1 --out /tmp/capcheck_modes_t --force",
                               out, sizeof out),
                      2);
     assert_non_null(strstr(out, "--deterministic wants on or off"));
-    assert_int_equal(cc_t_run(NULL, "run --op neg --attention sdpa --out /tmp/capcheck_modes_t",
+    assert_int_equal(cc_t_run(NULL, "run --op neg --attention sdpa --out /tmp/capcheck_modes_t --force",
                               out, sizeof out),
                      2);
     assert_non_null(strstr(out, "--attention wants composed, math, flash"));
-    assert_int_equal(cc_t_run(NULL, "run --op neg --attention flash --out /tmp/capcheck_modes_t",
+    assert_int_equal(cc_t_run(NULL, "run --op neg --attention flash --out /tmp/capcheck_modes_t --force",
                               out, sizeof out),
                      2);
     assert_non_null(strstr(out, "calls no SDPA backend"));
-    assert_int_equal(cc_t_run("CAPCHECK_TF32=yes ", "run --op neg --out /tmp/capcheck_modes_t",
+    assert_int_equal(cc_t_run("CAPCHECK_TF32=yes ", "run --op neg --out /tmp/capcheck_modes_t --force",
                               out, sizeof out),
                      2);
     assert_non_null(strstr(out, "CAPCHECK_TF32=yes: set it to 1 (on) or 0 (off)"));
     /* no CUDA here: one sentence, never a run on the CPU */
-    int rc = cc_t_run(NULL, "run --op neg --device cuda --out /tmp/capcheck_modes_t", out,
+    int rc = cc_t_run(NULL, "run --op neg --device cuda --out /tmp/capcheck_modes_t --force", out,
                       sizeof out);
     if (rc != 0 && rc != 1) {
         assert_int_equal(rc, 2);

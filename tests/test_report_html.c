@@ -76,12 +76,15 @@ static void test_page_of_a_failing_run(void **state)
     assert_int_equal(cc_t_count(html, "<h3 class=\"failcell\""), 2);
     assert_non_null(strstr(html, "data-dtype=\"f32\" data-op=\"softmax\""));
     assert_non_null(strstr(html, "data-dtype=\"f64\" data-op=\"softmax\""));
-    assert_int_equal(cc_t_count(html, "<code class=\"repro\">capcheck repro '"), 6);
+    /* each the whole command: the plugin's variable, the line, the plugin (harness/report/repro.h) */
+    const char *repro = "<code class=\"repro\">CAPCHECK_MUTANT=softmax_axis capcheck repro &#39;";
+    assert_int_equal(cc_t_count(html, repro), 6);
     snprintf(path, sizeof path, "%s/results.jsonl", planted);
     char *results = cc_t_slurp(path, NULL);
-    for (const char *s = html; (s = strstr(s, "<code class=\"repro\">capcheck repro '"));) {
-        s += strlen("<code class=\"repro\">capcheck repro '");
-        const char *end = strchr(s, '\'');
+    for (const char *s = html; (s = strstr(s, repro));) {
+        s += strlen(repro);
+        const char *end = strstr(s, "&#39;");
+        assert_int_equal(strncmp(end, "&#39; --provider-lib ", 21), 0);
         char needle[1200];
         snprintf(needle, sizeof needle, "\"case\":\"%.*s\"", (int)(end - s), s);
         const char *rec = strstr(results, needle);
@@ -154,12 +157,12 @@ static void test_report_command(void **state)
     assert_string_equal(before, after);
     free(before);
     free(after);
-    /* without a policy file here: a page all the same, saying why it has no verdicts */
+    /* from a folder without reports/policy.conf: the policy built into capcheck all the same */
     snprintf(args, sizeof args, "report %s", planted);
     snprintf(path, sizeof path, "cd %s && ", tmp);
     assert_int_equal(cc_t_run(path, args, out, sizeof out), 0);
     char *html = page_of(planted);
-    assert_non_null(strstr(html, "No policy file reports/policy.conf here"));
+    assert_non_null(strstr(html, "built-in:reports/policy.conf"));
     free(html);
     /* refusals */
     snprintf(args, sizeof args, "report %s --policy %s/nope.conf", planted, tmp);

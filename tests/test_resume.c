@@ -114,9 +114,13 @@ static void test_killed_run_resumes_to_the_same_report(void **state)
     assert_string_equal(again, resumed_json);
     free(again);
 
-    /* the same command uninterrupted, into the same folder */
+    /* the same command uninterrupted, into the same folder: refused without --force (it holds
+     * a run), done with it */
     snprintf(args, sizeof args, "run %s --provider reference --out %s -j 2", cases_path,
              run_dir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
+    expect_in(out, "holds an earlier run (results.jsonl): --resume");
+    strcat(args, " --force");
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
     assert_non_null(strstr(out, "300 cases on reference"));
     char *fresh_json = without_lines(json, "  \"timing\":");
@@ -165,14 +169,44 @@ static void test_resume_refuses_another_run(void **state)
     expect_refused("more", NULL, "add dtype=f32 in=[3],[3] seed=1", "the case list changed");
     /* a record names another case at its index */
     expect_refused("tampered", "5s/seed=[0-9]*/seed=999999/", NULL, "the case list changed");
-    /* damage in the middle: good records follow an unreadable line */
-    expect_refused("damaged", "7s/.*/garbage/", NULL, "is damaged: line 7");
     /* nothing to resume */
     char out[4096], args[1024];
     snprintf(args, sizeof args, "run --resume %s/nothing %s --provider reference", tmpdir,
              cases_path);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
     assert_non_null(strstr(out, "nothing to resume"));
+}
+
+/* Damage in the middle of a journal (unreadable lines with good records after them, one of
+ * them text that is not UTF-8) costs only the damaged records: a resume keeps every good
+ * record around them, reruns the damaged cases, keeps the damaged file beside the new one and
+ * writes the report of the uninterrupted run. */
+static void test_damaged_journal_resumes_around_the_damage(void **state)
+{
+    (void)state;
+    char dir[600], cmd[4000], out[16384], args[2048], json[700], fresh[700], kept[700];
+    snprintf(dir, sizeof dir, "%s/damaged", tmpdir);
+    snprintf(json, sizeof json, "%s/report.json", dir);
+    snprintf(fresh, sizeof fresh, "%s/report.json", run_dir);
+    snprintf(kept, sizeof kept, "%s/results.jsonl.damaged", dir);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && cp -r '%s' '%s' && rm '%s' && "
+             "sed -i -e '7s/.*/garbage/' -e '150s/\"op\"/\"o\xff\"/' -e '151d' "
+             "'%s/results.jsonl'",
+             dir, run_dir, dir, json, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(args, sizeof args, "run --resume %s %s --provider reference -j 2", dir, cases_path);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    expect_in(out, "resuming");
+    expect_in(out, "297 of 300 cases already recorded");
+    expect_in(out, "2 damaged lines of its results.jsonl (the first, line 7: not JSON");
+    assert_int_equal(access(kept, R_OK), 0);
+    expect_complete_journal(dir);
+    char *resumed = without_lines(json, "  \"timing\":");
+    char *whole = without_lines(fresh, "  \"timing\":");
+    assert_string_equal(resumed, whole);
+    free(resumed);
+    free(whole);
 }
 
 /* With crashes in the mix (the planted-bug plugin's crash_on_empty mutant segfaults on every
@@ -248,6 +282,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_killed_run_resumes_to_the_same_report),
         cmocka_unit_test(test_resume_refuses_another_run),
+        cmocka_unit_test(test_damaged_journal_resumes_around_the_damage),
         cmocka_unit_test(test_crashes_resume_to_the_same_report),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -169,7 +169,7 @@ static void test_passing_case_is_refused(void **state)
     cc_case c = cc_t_parse_case("matmul dtype=f32 in=[4,5],[5,3] seed=1");
     cc_shrink_result r;
     char msg[512] = "";
-    assert_int_equal(cc_shrink(p, &c, NULL, &r, msg, sizeof msg), -1);
+    assert_int_equal(cc_shrink(p, &c, NULL, &r, msg, sizeof msg), 1);
     assert_non_null(strstr(msg, "passes"));
 }
 

@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/dtype.h"
+#include "core/files.h"
 #include "harness/case/edges.h"
 #include "core/torchlean.h"
 
@@ -241,6 +243,11 @@ static int tokenize(const char *line, tokens *t, cc_parse_error *err)
             t->key[i] = start;
             t->val[i] = eq + 1;
             t->val_col[i] = t->col[i] + (int)(eq + 1 - start);
+            /* every key once: a second value would silently win (dtype=f32 dtype=f64) */
+            for (int k = 0; k < i; k++)
+                if (t->key[k] && strcmp(t->key[k], start) == 0)
+                    return fail(err, t->col[i], "'%s' is given twice (first at column %d)",
+                                start, t->col[k]);
         } else {
             t->key[i] = NULL;
             t->val[i] = start;
@@ -335,6 +342,25 @@ static int set_param(const ref_op *op, const param_spec *ps, const char *val, in
     return -1;
 }
 
+/* Keys that share one op parameter bit (lo/hi, start/len) are given together or not at all:
+ * one alone would run with the other's default, a meaning the line does not state. The window
+ * lists are the exception: stride, pad and dil have documented defaults (1, 0, 1). */
+static int params_given_in_part(const tokens *t, const ref_op *op, cc_parse_error *err)
+{
+    for (size_t i = 0; i < N_PARAM_SPECS; i++) {
+        const param_spec *a = &param_specs[i];
+        int at = find_token(t, a->key);
+        if (at < 0 || a->kind == PK_WINDOW || !(op->params & a->bit))
+            continue;
+        for (size_t j = 0; j < N_PARAM_SPECS; j++)
+            if (j != i && param_specs[j].bit == a->bit && find_token(t, param_specs[j].key) < 0)
+                return fail(err, t->col[at], "%s takes '%s' and '%s' together: the line gives "
+                                             "'%s' alone",
+                            op->name, i < j ? a->key : param_specs[j].key,
+                            i < j ? param_specs[j].key : a->key, a->key);
+    }
+    return 0;
+}
 
 /* ---- layouts ------------------------------------------------------------------------------- */
 
@@ -612,8 +638,13 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
     if (c->n_in < c->op->min_inputs || c->n_in > c->op->max_inputs)
         return fail(err, in_col, "%s takes %d to %d inputs, the line gives %d", c->op->name,
                     c->op->min_inputs, c->op->max_inputs, c->n_in);
-    if ((c->check == CC_CHECK_VJP || c->check == CC_CHECK_BOTH) && !c->op->vjp)
-        c->check = CC_CHECK_FWD;
+    int check_tok = find_token(t, "check");
+    if (c->check != CC_CHECK_FWD && !c->op->vjp)
+        return fail(err, check_tok >= 0 ? t->val_col[check_tok] : t->col[0],
+                    "%s has no VJP: check=%s cannot be run (write check=fwd)", c->op->name,
+                    check_names[c->check]);
+    if (params_given_in_part(t, c->op, err))
+        return -1;
     ref_shape out;
     ref_err e = {{0}};
     if (c->op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
@@ -682,6 +713,79 @@ static void put_list(sink *s, const int64_t *v, int n)
     put(s, "]");
 }
 
+/* " key=value" for every parameter op reads, in table order. `listing` (capcheck list ops)
+ * shows a window list by its first entry, "[v,...]" (one entry per spatial axis), and a kernel
+ * without a default as "[...]". */
+static void put_params(sink *s, const ref_op *op, const ref_params *p, int listing)
+{
+    for (size_t i = 0; i < N_PARAM_SPECS; i++) {
+        const param_spec *ps = &param_specs[i];
+        if (!(op->params & ps->bit))
+            continue;
+        const char *field = (const char *)p + ps->offset;
+        if (listing && ps->kind == PK_WINDOW) {
+            int64_t v = *(const int64_t *)field;
+            if (v == 0 && strcmp(ps->key, "kernel") == 0)
+                put(s, " kernel=[...]");
+            else
+                put(s, " %s=[%" PRId64 ",...]", ps->key, v);
+            continue;
+        }
+        switch (ps->kind) {
+        case PK_INT:
+            put(s, " %s=%d", ps->key, *(const int *)field);
+            break;
+        case PK_I64:
+            put(s, " %s=%" PRId64, ps->key, *(const int64_t *)field);
+            break;
+        case PK_U64:
+            put(s, " %s=%" PRIu64, ps->key, *(const uint64_t *)field);
+            break;
+        case PK_DOUBLE:
+            put(s, " %s=", ps->key);
+            put_double(s, *(const double *)field);
+            break;
+        case PK_WINDOW:
+            if (p->spatial > 0) {
+                put(s, " %s=", ps->key);
+                put_list(s, (const int64_t *)field, p->spatial);
+            }
+            break;
+        case PK_PERM: {
+            int64_t v[REF_MAX_RANK];
+            for (int j = 0; j < p->perm_len; j++)
+                v[j] = p->perm[j];
+            put(s, " perm=");
+            put_list(s, v, p->perm_len);
+            break;
+        }
+        case PK_SHAPE: {
+            const ref_shape *sh = (const ref_shape *)field;
+            put(s, " %s=", ps->key);
+            put_list(s, sh->dim, sh->rank);
+            break;
+        }
+        case PK_NAME:
+            put(s, " %s=%s", ps->key, field);
+            break;
+        }
+    }
+}
+
+void cc_op_params_describe(const ref_op *op, char *buf, size_t n)
+{
+    ref_params p;
+    memset(&p, 0, sizeof p);
+    if (op->set_defaults)
+        op->set_defaults(&p);
+    sink s = {buf, n, 0};
+    if (n)
+        buf[0] = 0;
+    put_params(&s, op, &p, 1);
+    if (s.used && n) /* drop the leading space */
+        memmove(buf, buf + 1, strlen(buf));
+}
+
 void cc_case_print(const cc_case *c, char *buf, size_t n)
 {
     sink s = {buf, n, 0};
@@ -693,51 +797,7 @@ void cc_case_print(const cc_case *c, char *buf, size_t n)
         put(&s, i ? "," : " in=");
         put_list(&s, c->shape[i].dim, c->shape[i].rank);
     }
-    const ref_params *p = &c->params;
-    for (size_t i = 0; i < N_PARAM_SPECS; i++) {
-        const param_spec *ps = &param_specs[i];
-        if (!(c->op->params & ps->bit))
-            continue;
-        const char *field = (const char *)p + ps->offset;
-        switch (ps->kind) {
-        case PK_INT:
-            put(&s, " %s=%d", ps->key, *(const int *)field);
-            break;
-        case PK_I64:
-            put(&s, " %s=%" PRId64, ps->key, *(const int64_t *)field);
-            break;
-        case PK_U64:
-            put(&s, " %s=%" PRIu64, ps->key, *(const uint64_t *)field);
-            break;
-        case PK_DOUBLE:
-            put(&s, " %s=", ps->key);
-            put_double(&s, *(const double *)field);
-            break;
-        case PK_WINDOW:
-            if (p->spatial > 0) {
-                put(&s, " %s=", ps->key);
-                put_list(&s, (const int64_t *)field, p->spatial);
-            }
-            break;
-        case PK_PERM: {
-            int64_t v[REF_MAX_RANK];
-            for (int j = 0; j < p->perm_len; j++)
-                v[j] = p->perm[j];
-            put(&s, " perm=");
-            put_list(&s, v, p->perm_len);
-            break;
-        }
-        case PK_SHAPE: {
-            const ref_shape *sh = (const ref_shape *)field;
-            put(&s, " %s=", ps->key);
-            put_list(&s, sh->dim, sh->rank);
-            break;
-        }
-        case PK_NAME:
-            put(&s, " %s=%s", ps->key, field);
-            break;
-        }
-    }
+    put_params(&s, c->op, &c->params, 0);
     for (int e = 0; e < CC_EDGE_COUNT; e++)
         if (c->edges >> e & 1)
             put(&s, " edge=%s", cc_edge_class_names[e]);
@@ -860,6 +920,7 @@ typedef struct {
     char except[256]; /* a '*' line's except=op,op: ops it leaves out */
     uint64_t seed;
     int check; /* -1: the op's default */
+    int check_col;
 } gen_spec;
 
 static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spec *g,
@@ -884,8 +945,9 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
         if (!k)
             return fail(err, t->col[i], "expected key=value, got '%s'", v);
         if (strcmp(k, "count") == 0) {
-            if (parse_i64(v, &g->count) || g->count < 0 || g->count > 100000000)
-                return fail(err, col, "'count' wants a whole number, got '%s'", v);
+            if (parse_i64(v, &g->count) || g->count < 1 || g->count > CC_CASES_MAX)
+                return fail(err, col, "'count' wants a whole number from 1 to %d, got '%s'",
+                            CC_CASES_MAX, v);
         } else if (strcmp(k, "dtype") == 0) {
             if ((g->n_dtypes = parse_name_list(v, parse_dtype_name, g->dtypes, CC_DTYPE_COUNT)) < 1)
                 return fail(err, col, "bad dtype list '%s' (f64,f32,f16,bf16)", v);
@@ -960,6 +1022,7 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
         } else if (strcmp(k, "check") == 0) {
             if ((g->check = parse_named(v, check_names, 3)) < 0)
                 return fail(err, col, "unknown check '%s' (both, fwd, vjp)", v);
+            g->check_col = col;
         } else {
             return fail(err, t->col[i], "unknown key '%s' in a generator line", k);
         }
@@ -1115,6 +1178,29 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
     const ref_op *one = all ? NULL : ref_op_find(t->val[0]);
     if (!all && !one)
         return fail(err, t->col[0], "unknown op '%s' (capcheck list ops shows them)", t->val[0]);
+    if (one && !one->vjp && g.check >= 0 && g.check != CC_CHECK_FWD)
+        return fail(err, g.check_col, "%s has no VJP: check=%s cannot be run (write check=fwd)",
+                    one->name, check_names[g.check]);
+    /* bound the expansion before drawing anything: a line can ask for more cases than memory
+     * holds (each case is about 1 KiB) */
+    double would = (double)g.count * g.n_dtypes * g.n_devices * g.n_layouts * g.n_edges *
+                   (all ? ref_op_count() : 1);
+    if ((double)out->n + would > CC_CASES_MAX) {
+        char how[160];
+        int used = snprintf(how, sizeof how, "count %lld", (long long)g.count);
+        const int factor[] = {g.n_dtypes, g.n_devices, g.n_layouts, g.n_edges};
+        const char *const what[] = {"dtypes", "devices", "layouts", "edge classes"};
+        for (int k = 0; k < 4; k++)
+            if (factor[k] > 1 && used < (int)sizeof how)
+                used += snprintf(how + used, sizeof how - (size_t)used, " x %d %s", factor[k],
+                                 what[k]);
+        if (all && used < (int)sizeof how)
+            snprintf(how + used, sizeof how - (size_t)used, " x %d ops", ref_op_count());
+        return fail(err, 1,
+                    "this generator line expands to %.0f cases (%s)%s; a run holds at most %d: "
+                    "lower count or split the cases into files run one at a time",
+                    would, how, out->n ? " after the cases before it" : "", CC_CASES_MAX);
+    }
     /* the edge class varies slowest, so a line without edge= numbers its combinations (and
      * seeds its cases) as before edge classes existed */
     int per_edge = g.n_dtypes * g.n_devices * g.n_layouts;
@@ -1122,7 +1208,8 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
         const ref_op *op = all ? ref_op_at(k) : one;
         char quoted[64];
         snprintf(quoted, sizeof quoted, ",%s,", op->name);
-        if (!op->sample || strstr(g.except, quoted))
+        if (!op->sample || strstr(g.except, quoted) ||
+            (!op->vjp && g.check == CC_CHECK_VJP)) /* '* check=vjp': the VJP ops */
             continue;
         for (int e = 0; e < g.n_edges; e++) {
             int64_t made = 0;
@@ -1130,8 +1217,10 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
                 for (int64_t i = 0; i < g.count; i++) {
                     cc_case c;
                     int rc = generate_one(op, &g, combo, i, &c, err);
-                    if (rc < 0 || (rc == 0 && cc_case_list_push(out, &c)))
+                    if (rc < 0)
                         return -1;
+                    if (rc == 0 && cc_case_list_push(out, &c))
+                        return fail(err, 1, "out of memory after %zu cases", out->n);
                     made += rc == 0;
                 }
             if (made == 0 && g.count > 0 && g.edges[e] >= 0 && g.edges_listed && !all)
@@ -1142,22 +1231,26 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
     return 0;
 }
 
-int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaults *def,
-                        cc_case_list *out, cc_parse_error *err)
+/* The lines of text[0..len): a NUL byte is an error (the rest of its line would be lost). */
+static int parse_lines(const char *text, size_t len, const char *name,
+                       const cc_case_defaults *def, cc_case_list *out, cc_parse_error *err)
 {
     int line_no = 0;
-    const char *p = text;
-    while (*p) {
+    const char *p = text, *stop = text + len;
+    while (p < stop) {
         line_no++;
-        const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        const char *eol = memchr(p, '\n', (size_t)(stop - p));
+        size_t n = eol ? (size_t)(eol - p) : (size_t)(stop - p);
+        const char *nul = memchr(p, 0, n);
         char line[CC_CASE_LINE_MAX + 1];
         int rc = 0;
-        if (len > CC_CASE_LINE_MAX) {
+        if (nul) {
+            rc = fail(err, (int)(nul - p) + 1, "a NUL byte: a case file is text");
+        } else if (n > CC_CASE_LINE_MAX) {
             rc = fail(err, 1, "line is longer than %d characters", CC_CASE_LINE_MAX);
         } else {
-            memcpy(line, p, len);
-            line[len] = 0;
+            memcpy(line, p, n);
+            line[n] = 0;
             tokens t;
             rc = tokenize(line, &t, err);
             if (rc == 0 && t.n > 0) {
@@ -1167,7 +1260,9 @@ int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaul
                     cc_case c;
                     rc = parse_tokens(&t, def, &c, err);
                     if (rc == 0 && cc_case_list_push(out, &c))
-                        rc = fail(err, 1, "out of memory");
+                        rc = fail(err, 1, "out of memory after %zu cases", out->n);
+                    else if (rc == 0 && out->n > CC_CASES_MAX)
+                        rc = fail(err, 1, "a run holds at most %d cases", CC_CASES_MAX);
                 }
             }
         }
@@ -1178,34 +1273,43 @@ int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaul
             }
             return -1;
         }
-        p = eol ? eol + 1 : p + len;
+        p = eol ? eol + 1 : stop;
     }
     return 0;
+}
+
+int cc_cases_parse_text(const char *text, const char *name, const cc_case_defaults *def,
+                        cc_case_list *out, cc_parse_error *err)
+{
+    return parse_lines(text, strlen(text), name, def, out, err);
+}
+
+static int file_error(cc_parse_error *err, const char *path, const char *fmt, const char *what)
+{
+    if (err) {
+        snprintf(err->file, sizeof err->file, "%s", path);
+        err->line = 0;
+        err->column = 0;
+        snprintf(err->msg, sizeof err->msg, fmt, what);
+    }
+    return -1;
 }
 
 int cc_cases_parse_file(const char *path, const cc_case_defaults *def, cc_case_list *out,
                         cc_parse_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (err) {
-            snprintf(err->file, sizeof err->file, "%s", path);
-            err->line = 0;
-            err->column = 0;
-            snprintf(err->msg, sizeof err->msg, "cannot open the case file: %s", strerror(errno));
-        }
-        return -1;
-    }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)size + 1);
-    size_t got = text ? fread(text, 1, (size_t)size, f) : 0;
-    fclose(f);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return file_error(err, path, "%s", "is a folder, not a case file (name the .cases "
+                                           "files in it, e.g. folder/*.cases)");
+    size_t n = 0;
+    char *text = cc_read_file(path, &n); /* to the end: a pipe or /dev/stdin has no size */
     if (!text)
-        return -1;
-    text[got] = 0;
-    int rc = cc_cases_parse_text(text, path, def, out, err);
+        return file_error(err, path,
+                          errno == ENOENT || errno == EACCES ? "cannot open the case file: %s"
+                                                             : "cannot read the case file: %s",
+                          strerror(errno));
+    int rc = parse_lines(text, n, path, def, out, err);
     free(text);
     return rc;
 }

@@ -91,6 +91,10 @@ typedef struct {
  * buffer can be allocated, and int64 products of the extents could overflow. */
 #define CC_CASE_MAX_ELEMENTS (INT64_C(1) << 48)
 
+/* The most cases one list (one run) holds: a case is about 1 KiB in memory, and a generator line
+ * that would expand beyond this is refused before anything is drawn. */
+#define CC_CASES_MAX 2000000
+
 /* Defaults that a case line may omit (the CLI's --device, for instance). */
 typedef struct {
     cc_device device;
@@ -102,6 +106,10 @@ int cc_case_parse(const char *line, const cc_case_defaults *def, cc_case *out,
                   cc_parse_error *err);
 /* Canonical text of a case; parse(print(c)) == c and print(parse(line)) is canonical. */
 void cc_case_print(const cc_case *c, char *buf, size_t n);
+
+/* The parameters op reads with the values a line that omits them gets ("axis=-1 eps=1e-05";
+ * window lists as "stride=[1,...]", a kernel that must be given as "kernel=[...]"). */
+void cc_op_params_describe(const ref_op *op, char *buf, size_t n);
 
 /* The element count of the case's largest tensor, an input or its output; -1 when the op
  * refuses its shapes. */

@@ -14,7 +14,7 @@ typedef struct {
     char platform[48]; /* "" for a report that names none */
     long cases, pass, bad, unsupported;
     double worst;
-    char first_failure[CC_CASE_LINE_MAX];
+    char first_failure[CC_CASE_LINE_MAX]; /* its worst failing case (older reports: first) */
     int seen; /* matched in the other report */
 } diff_row;
 
@@ -64,7 +64,8 @@ static int load_rows(const cc_run *run, const cc_catalog *cat, diff_row **out, s
         }
         const char *platform = "";
         cc_json_string(o, "vjp_mode", &vjp);
-        cc_json_string(o, "first_failure", &ff);
+        if (cc_json_string(o, "worst_failure", &ff)) /* a report before worst_failure: first */
+            cc_json_string(o, "first_failure", &ff);
         cc_json_string(o, "platform", &platform);
         snprintf(r->platform, sizeof r->platform, "%s", platform);
         cc_capsule adhoc;
@@ -201,7 +202,7 @@ int cc_diff_command(const char *base_path, const char *new_path, double drift, i
             fprintf(out, "platform     %s: only in new (%d rows), not compared\n",
                     np.key[i][0] ? np.key[i] : "(none named)", rows_on(nr, nn, np.key[i]));
     int regressions = 0, fixed = 0, new_failures = 0, drifts = 0, added = 0;
-    char was[128], now[128];
+    char was[128], now[128], cmd[2600];
     for (size_t i = 0; i < nb; i++) {
         diff_row *b = &br[i], *m = NULL;
         if (!platform_in(&np, b->platform))
@@ -220,8 +221,11 @@ int cc_diff_command(const char *base_path, const char *new_path, double drift, i
         if (bs == ROW_PASSING && ns != ROW_PASSING && ns != ROW_UNSUPPORTED) {
             regressions++;
             fprintf(out, "regression   %s %s%s: %s -> %s", b->capsule, b->dtype, at, was, now);
-            if (m && m->first_failure[0])
-                fprintf(out, "; first: capcheck repro '%s'", m->first_failure);
+            if (m && m->first_failure[0]) {
+                cc_repro_command_on(&neu.repro, m->first_failure, m->platform,
+                                    neu.prov.platforms, neu.prov.n_platforms, cmd, sizeof cmd);
+                fprintf(out, "; worst: %s", cmd);
+            }
             fputc('\n', out);
         } else if (bs == ROW_PASSING && ns == ROW_UNSUPPORTED) {
             regressions++;
@@ -231,8 +235,10 @@ int cc_diff_command(const char *base_path, const char *new_path, double drift, i
             fprintf(out, "fixed        %s %s%s: %s -> %s\n", b->capsule, b->dtype, at, was, now);
         } else if (bs != ROW_FAILING && ns == ROW_FAILING) {
             new_failures++;
-            fprintf(out, "new failure  %s %s%s: %s -> %s; first: capcheck repro '%s'\n",
-                    b->capsule, b->dtype, at, was, now, m->first_failure);
+            cc_repro_command_on(&neu.repro, m->first_failure, m->platform, neu.prov.platforms,
+                                neu.prov.n_platforms, cmd, sizeof cmd);
+            fprintf(out, "new failure  %s %s%s: %s -> %s; worst: %s\n", b->capsule, b->dtype,
+                    at, was, now, cmd);
         } else if (bs == ROW_PASSING && ns == ROW_PASSING) {
             double x = fmax(b->worst, CC_DIFF_RATIO_FLOOR), y = fmax(m->worst, CC_DIFF_RATIO_FLOOR);
             double factor = y > x ? y / x : x / y;
@@ -253,8 +259,10 @@ int cc_diff_command(const char *base_path, const char *new_path, double drift, i
         describe(now, sizeof now, &nr[j]);
         if (row_state(&nr[j]) == ROW_FAILING) {
             new_failures++;
-            fprintf(out, "new failure  %s %s%s: no cases -> %s; first: capcheck repro '%s'\n",
-                    nr[j].capsule, nr[j].dtype, at, now, nr[j].first_failure);
+            cc_repro_command_on(&neu.repro, nr[j].first_failure, nr[j].platform,
+                                neu.prov.platforms, neu.prov.n_platforms, cmd, sizeof cmd);
+            fprintf(out, "new failure  %s %s%s: no cases -> %s; worst: %s\n", nr[j].capsule,
+                    nr[j].dtype, at, now, cmd);
         } else {
             added++;
             fprintf(out, "new          %s %s%s: %s\n", nr[j].capsule, nr[j].dtype, at, now);

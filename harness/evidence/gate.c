@@ -318,8 +318,12 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
     return 0;
 }
 
+extern const char cc_embedded_policy_conf[]; /* reports/policy.conf, built in */
+
 int cc_policy_load(const char *path, cc_policy *p, char *msg, size_t len)
 {
+    if (!path)
+        return cc_policy_parse(cc_embedded_policy_conf, CC_POLICY_BUILT_IN, p, msg, len);
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(msg, len, "%s: cannot open the policy: %s", path, strerror(errno));
@@ -403,7 +407,7 @@ static void missing_classes(cc_verdict *v, const char *what, unsigned want, cons
         reason(v, "%s not covered by a passing case: %s", what, list);
 }
 
-static void judge(const cc_policy *pol, cc_verdict *v)
+static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
 {
     cc_policy_requirements(pol, &v->capsule, v->dtype, &v->req);
     const cc_requirements *q = &v->req;
@@ -416,13 +420,16 @@ static void judge(const cc_policy *pol, cc_verdict *v)
         return;
     }
     long bad = s->counts[CC_RES_FAIL] + cc_count_errors(s->counts);
-    if (bad)
+    if (bad) {
+        char cmd[2600];
+        cc_repro_command_on(&run->repro, s->first_failure, v->platform, run->prov.platforms,
+                            run->prov.n_platforms, cmd, sizeof cmd);
         reason(v, "%ld of %ld cases did not pass (%ld failed, %ld errors, %ld crashed, %ld timed "
-                  "out, %ld out-of-bounds, %ld nondeterministic); first: capcheck repro '%.300s'",
+                  "out, %ld out-of-bounds, %ld nondeterministic); first: %.600s",
                bad, s->cases, s->counts[CC_RES_FAIL], s->counts[CC_RES_ERROR],
                s->counts[CC_RES_CRASH], s->counts[CC_RES_TIMEOUT],
-               s->counts[CC_RES_OUT_OF_BOUNDS], s->counts[CC_RES_NONDETERMINISTIC],
-               s->first_failure);
+               s->counts[CC_RES_OUT_OF_BOUNDS], s->counts[CC_RES_NONDETERMINISTIC], cmd);
+    }
     if (q->min_repeat > 1 && s->least_repeat && s->least_repeat < q->min_repeat)
         reason(v, "passing cases ran %d provider call%s per check; the policy wants %ld "
                   "(capcheck run --repeat %ld)",
@@ -639,7 +646,7 @@ int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *
     for (size_t i = 0; i < g->n; i++) {
         cc_verdict *v = &g->v[i];
         if (v->dtype != CC_DTYPE_COUNT)
-            judge(pol, v);
+            judge(pol, &g->run, v);
         g->n_checked += v->checked;
         g->n_required += v->required;
         g->n_required_checked += v->required && v->checked;
@@ -694,10 +701,50 @@ static const char *or_none(const char *s)
     return s && s[0] ? s : "none";
 }
 
-void cc_gate_print(const cc_gate *g, const cc_policy *pol, FILE *f)
+/* One verdict's lines: checked with its evidence, or trustedExternal with each reason. */
+static void print_verdict(const cc_gate *g, const cc_verdict *v, FILE *f)
+{
+    char dt[80];
+    snprintf(dt, sizeof dt, "%s%s%s", v->dtype == CC_DTYPE_COUNT ? "*" : cc_dtype_name(v->dtype),
+             v->platform[0] ? " on " : "", v->platform);
+    if (v->checked) {
+        const cc_capsule_stats *s = v->stats;
+        const ref_op *op = ref_op_find(v->capsule.op);
+        char vjp[48];
+        if (op && !op->requires_vjp && !s->vjp_passing)
+            snprintf(vjp, sizeof vjp, "no VJP required");
+        else
+            snprintf(vjp, sizeof vjp, "VJP %ld", s->vjp_passing);
+        fprintf(f, "checked          %s %s%s: %ld passing of %ld, %s, worst bound ratio %.4g; ",
+                v->capsule.name, dt, v->required ? " (required)" : "", s->counts[CC_RES_PASS],
+                s->cases, vjp, s->worst_ratio);
+        class_summary(f, "shapes", s->shape_n, CC_SHAPE_COUNT, SHAPES);
+        fputs("; ", f);
+        class_summary(f, "layouts", s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
+        fputs("; ", f);
+        class_summary(f, "edges", s->edge_n, CC_EDGE_COUNT, EDGES);
+        fprintf(f, "; seed %llu; report sha256:%.16s\n", g->run.base_seed, g->report_sha256);
+        return;
+    }
+    fprintf(f, "trustedExternal  %s %s%s (catalog: %s):\n", v->capsule.name, dt,
+            v->required ? " (required)" : "", v->capsule.trust[0] ? v->capsule.trust : "-");
+    for (int k = 0; k < v->n_reasons; k++)
+        fprintf(f, "  - %s\n", v->reasons[k]);
+}
+
+void cc_gate_print(const cc_gate *g, const cc_policy *pol, int all, FILE *f)
 {
     const cc_run *r = &g->run;
     const cc_provenance *p = &r->prov;
+    /* the verdict first: what a reader (and a CI log's last screen) needs */
+    if (pol->n_req)
+        fprintf(f, "capcheck gate: %d of the %d required capsule x dtype x platform checked (%d "
+                   "of %zu in all): exit %d\n",
+                g->n_required_checked, g->n_required, g->n_checked, g->n, g->exit_code);
+    else
+        fprintf(f, "capcheck gate: %d of %zu capsule x dtype x platform checked (no require "
+                   "lines: every one must be): exit %d\n",
+                g->n_checked, g->n, g->exit_code);
     fprintf(f, "capcheck gate: %s: sha256 %s, %ld cases, results digest matches\n", g->source,
             g->report_sha256, r->cases);
     fprintf(f, "capcheck gate: provider %s\n", r->provider_description);
@@ -717,41 +764,18 @@ void cc_gate_print(const cc_gate *g, const cc_policy *pol, FILE *f)
     for (int i = 0; i < pol->n_platforms; i++)
         fprintf(f, "%s%s", i ? " " : "", pol->platforms[i]);
     fprintf(f, "%s)\n", pol->n_platforms ? "" : "any");
+    /* then what holds the gate back (a required capsule, or any one when none is required);
+     * --all: every capsule x dtype x platform */
+    size_t left_out = 0;
     for (size_t i = 0; i < g->n; i++) {
         const cc_verdict *v = &g->v[i];
-        char dt[80];
-        snprintf(dt, sizeof dt, "%s%s%s", v->dtype == CC_DTYPE_COUNT ? "*" : cc_dtype_name(v->dtype),
-                 v->platform[0] ? " on " : "", v->platform);
-        if (v->checked) {
-            const cc_capsule_stats *s = v->stats;
-            const ref_op *op = ref_op_find(v->capsule.op);
-            char vjp[48];
-            if (op && !op->requires_vjp && !s->vjp_passing)
-                snprintf(vjp, sizeof vjp, "no VJP required");
-            else
-                snprintf(vjp, sizeof vjp, "VJP %ld", s->vjp_passing);
-            fprintf(f, "checked          %s %s%s: %ld passing of %ld, %s, worst bound ratio %.4g; ",
-                    v->capsule.name, dt, v->required ? " (required)" : "", s->counts[CC_RES_PASS],
-                    s->cases, vjp, s->worst_ratio);
-            class_summary(f, "shapes", s->shape_n, CC_SHAPE_COUNT, SHAPES);
-            fputs("; ", f);
-            class_summary(f, "layouts", s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
-            fputs("; ", f);
-            class_summary(f, "edges", s->edge_n, CC_EDGE_COUNT, EDGES);
-            fprintf(f, "; seed %llu; report sha256:%.16s\n", r->base_seed, g->report_sha256);
-            continue;
-        }
-        fprintf(f, "trustedExternal  %s %s%s (catalog: %s):\n", v->capsule.name, dt,
-                v->required ? " (required)" : "", v->capsule.trust[0] ? v->capsule.trust : "-");
-        for (int k = 0; k < v->n_reasons; k++)
-            fprintf(f, "  - %s\n", v->reasons[k]);
+        if (all || (!v->checked && (v->required || !pol->n_req)))
+            print_verdict(g, v, f);
+        else
+            left_out++;
     }
-    if (pol->n_req)
-        fprintf(f, "capcheck gate: %d of %zu capsule x dtype x platform checked; %d of the %d "
-                   "required checked: exit %d\n",
-                g->n_checked, g->n, g->n_required_checked, g->n_required, g->exit_code);
-    else
-        fprintf(f, "capcheck gate: %d of %zu capsule x dtype x platform checked (no require "
-                   "lines: every one must be): exit %d\n",
-                g->n_checked, g->n, g->exit_code);
+    if (left_out)
+        fprintf(f, "capcheck gate: %zu more capsule x dtype x platform (%s) not listed: --all "
+                   "lists every one\n",
+                left_out, pol->n_req ? "checked, or not required" : "checked");
 }

@@ -90,7 +90,10 @@ typedef struct {
 
 /* Parse policy text; `name` labels errors ("name:line: ..."). Returns 0 or -1 with msg. */
 int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg, size_t len);
+/* path NULL: the policy built into capcheck (reports/policy.conf at build time). */
 int cc_policy_load(const char *path, cc_policy *p, char *msg, size_t len);
+#define CC_POLICY_BUILT_IN "built-in:reports/policy.conf"
+
 /* The requirements for one capsule x dtype: the defaults, then every matching section in file
  * order (a later section overrides the keys it sets). */
 void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dtype,
@@ -104,7 +107,7 @@ typedef struct {
     int required, checked;
     cc_requirements req;
     int n_reasons;
-    char reasons[CC_GATE_MAX_REASONS][512];
+    char reasons[CC_GATE_MAX_REASONS][1024];
 } cc_verdict;
 
 typedef struct {
@@ -122,7 +125,10 @@ typedef struct {
 int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *const *paths,
                 cc_gate *g, char *msg, size_t len);
 void cc_gate_free(cc_gate *g);
-void cc_gate_print(const cc_gate *g, const cc_policy *pol, FILE *f);
+/* The verdict first (checked counts and the exit code), then the run it judged, then the
+ * capsule x dtype that hold the gate back: required ones not checked (every one not checked
+ * when the policy requires none); all != 0 lists every capsule x dtype. */
+void cc_gate_print(const cc_gate *g, const cc_policy *pol, int all, FILE *f);
 /* The verdicts (with results) of the capsule of g->v[i], one per dtype in report order, when i
  * is that capsule's first verdict; else 0. */
 size_t cc_gate_capsule(const cc_gate *g, size_t i, const cc_verdict **out, size_t max);

@@ -26,6 +26,7 @@ typedef struct {
     char stack[ST_COUNT][128];
     char change[600]; /* "libtorch 2.15.0 -> 2.16.0; ..." ("" on the first night, or none) */
     long cases, passed, bad;
+    cc_repro repro; /* what reruns one of its cases (harness/report/repro.h) */
 } night;
 
 /* compared, worst and median: over the passing cases that compared a value (a failure is a
@@ -145,6 +146,7 @@ static int add_night(history *h, int k, const char *dir, const cc_catalog *cat, 
     night_label(nt, dir);
     memcpy(nt->sha256, run.sha256, sizeof nt->sha256);
     snprintf(nt->provider, sizeof nt->provider, "%s", run.provider_description);
+    nt->repro = run.repro;
     const cc_provenance *p = &run.prov;
     snprintf(nt->stack[ST_CAPCHECK], sizeof nt->stack[0], "%s %s", p->capcheck_version,
              p->git_commit);
@@ -493,12 +495,14 @@ static void write_failures(FILE *f, const history *h)
             cc_html_text(f, h->nights[k].label);
             if (h->nights[k].change[0])
                 fputs(" <span class=\"st warn\">stack changed</span>", f);
-            fprintf(f, "</td><td>%d</td><td>%s</td><td><code class=\"repro\">capcheck repro '",
+            fprintf(f, "</td><td>%d</td><td>%s</td><td><code class=\"repro\">",
                     e->nights_failing,
                     now ? "<span class=\"st bad\">still failing</span>"
                         : "<span class=\"st ok\">passing</span>");
-            cc_html_text(f, e->first_failure);
-            fputs("'</code></td></tr>\n", f);
+            char cmd[2600];
+            cc_repro_command(&h->nights[k].repro, e->first_failure, cmd, sizeof cmd);
+            cc_html_text(f, cmd);
+            fputs("</code></td></tr>\n", f);
         }
     if (any)
         fputs("</table>\n", f);

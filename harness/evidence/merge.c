@@ -276,6 +276,7 @@ int cc_run_load(const char *path, unsigned flags, cc_run *out, char *msg, size_t
     if (judgement)
         cc_json_string(judgement, "accumulation", &acc);
     snprintf(out->accumulation, sizeof out->accumulation, "%s", acc);
+    cc_repro_from_json(cc_json_get(out->json, "repro"), &out->repro);
     int64_t sc = 0;
     cc_json_double(timing, "wall_seconds", &out->wall_seconds);
     cc_json_i64(timing, "session_cases", &sc);
@@ -328,6 +329,8 @@ static int same_setup(const cc_run *a, const cc_run *b, char *msg, size_t len)
     CMP(provider_description, "provider")
     CMP(accumulation, "accumulation mode")
     CMP(case_files, "case files")
+    CMP(repro.args, "provider options")
+    CMP(repro.env, "environment")
     CMP(prov.git_commit, "capcheck commit")
     CMP(prov.capcheck_version, "capcheck version")
     CMP(prov.provider.kind, "provider kind (built-in or plugin)")
@@ -433,6 +436,7 @@ int cc_run_merge(cc_run *s, int n, cc_run *out, char *msg, size_t len)
     memcpy(out->provider_description, s[0].provider_description, sizeof out->provider_description);
     memcpy(out->case_files, s[0].case_files, sizeof out->case_files);
     memcpy(out->command, s[0].command, sizeof out->command);
+    out->repro = s[0].repro;
     out->base_seed = s[0].base_seed;
     out->prov = s[0].prov;
     memset(&out->prov.shard, 0, sizeof out->prov.shard);
@@ -467,6 +471,7 @@ int cc_run_report(const cc_run *r, cc_report *rep, char *msg, size_t len)
     memcpy(rep->provider_description, r->provider_description, sizeof rep->provider_description);
     memcpy(rep->case_files, r->case_files, sizeof rep->case_files);
     memcpy(rep->command, r->command, sizeof rep->command);
+    rep->repro = r->repro;
     rep->base_seed = r->base_seed;
     rep->wall_seconds = r->wall_seconds;
     rep->session_cases = r->session_cases;
@@ -507,6 +512,9 @@ int cc_run_write(const cc_run *r, const char *dir, long *passed, char *msg, size
     }
     if (cc_journal_open(dir, -1, &j, msg, len))
         goto out;
+    char old_run[1100]; /* a replaced run's run.json would describe another run */
+    snprintf(old_run, sizeof old_run, "%s/run.json", dir);
+    remove(old_run);
     for (size_t i = 0; i < r->n_results; i++)
         if (cc_journal_append(j, i, &r->results[i], msg, len))
             goto out;
@@ -527,7 +535,40 @@ out:
     return rc;
 }
 
-int cc_merge_command(int n, const char *const *dirs, const char *out_dir, FILE *log)
+
+/* merge writes OUT whole: never into one of the shards it reads, and into a folder holding a
+ * run only with --force. 0, or -1 with msg. */
+static int check_merge_out(int n, const char *const *dirs, const char *out_dir, int force,
+                           char *msg, size_t len)
+{
+    struct stat o;
+    if (stat(out_dir, &o) != 0)
+        return 0; /* a new folder */
+    for (int i = 0; i < n; i++) {
+        struct stat s;
+        char dir[1100];
+        snprintf(dir, sizeof dir, "%s", dirs[i]);
+        size_t l = strlen(dir); /* a shard given as its report.json: its folder */
+        if (l > 12 && strcmp(dir + l - 12, "/report.json") == 0)
+            dir[l - 12] = 0;
+        if (stat(dir, &s) == 0 && s.st_dev == o.st_dev && s.st_ino == o.st_ino) {
+            snprintf(msg, len,
+                     "--out %s is the shard folder %s: merging into one of its inputs would "
+                     "overwrite that shard; give another --out",
+                     out_dir, dirs[i]);
+            return -1;
+        }
+    }
+    const char *held = cc_dir_holds_run(out_dir);
+    if (held && !force) {
+        snprintf(msg, len, "--out %s holds a run (%s): --force replaces it, or give another --out",
+                 out_dir, held);
+        return -1;
+    }
+    return 0;
+}
+
+int cc_merge_command(int n, const char *const *dirs, const char *out_dir, int force, FILE *log)
 {
     char msg[1024] = "";
     int rc = 2, loaded = 0;
@@ -539,6 +580,8 @@ int cc_merge_command(int n, const char *const *dirs, const char *out_dir, FILE *
         snprintf(msg, sizeof msg, "out of memory");
         goto out;
     }
+    if (check_merge_out(n, dirs, out_dir, force, msg, sizeof msg))
+        goto out;
     for (; loaded < n; loaded++)
         if (cc_run_load(dirs[loaded], CC_LOAD_SEAL | CC_LOAD_RESULTS | CC_LOAD_PROVENANCE,
                         &s[loaded], msg, sizeof msg))

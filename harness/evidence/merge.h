@@ -20,10 +20,11 @@
 
 #include <stddef.h>
 
-#include "harness/case/case.h"
 #include "core/json.h"
+#include "harness/case/case.h"
 #include "harness/report/provenance.h"
 #include "harness/report/report.h"
+#include "harness/report/repro.h"
 
 /* "I/N" -> index, count. Returns 0, or -1 with a sentence in msg. */
 int cc_shard_parse(const char *spec, int *index, int *count, char *msg, size_t len);
@@ -42,6 +43,7 @@ typedef struct {
     cc_provenance prov;
     char provider_description[512], case_files[512], command[512];
     char accumulation[16]; /* report.json's judgement.accumulation ("strict" when absent) */
+    cc_repro repro; /* "repro" of the report (empty for a report written before it existed) */
     unsigned long long base_seed;
     long cases;
     double wall_seconds;
@@ -69,11 +71,13 @@ int cc_run_report(const cc_run *r, cc_report *rep, char *msg, size_t len);
 int cc_report_json_sha256(const cc_report *rep, char hex[65]);
 
 /* Write the run (results in case order) into dir as capcheck run does: results.jsonl,
- * report.json and its seal, report.md, report.junit.xml. *passed (may be NULL) receives the
- * passing cases. Returns 0, or -1 with a sentence in msg. */
+ * report.json and its seal, report.md, report.junit.xml (a run.json of a run that was there is
+ * removed: it would describe another run). *passed (may be NULL) receives the passing cases.
+ * Returns 0, or -1 with a sentence in msg. */
 int cc_run_write(const cc_run *r, const char *dir, long *passed, char *msg, size_t len);
 
-/* capcheck merge: returns the exit code (0 merged, 2 refused or unwritable). */
-int cc_merge_command(int n, const char *const *dirs, const char *out_dir, FILE *log);
+/* capcheck merge: returns the exit code (0 merged, every case passed; 1 merged, some case did
+ * not; 2 refused or unwritable: out_dir is one of the shards, or holds a run and !force). */
+int cc_merge_command(int n, const char *const *dirs, const char *out_dir, int force, FILE *log);
 
 #endif

@@ -6,7 +6,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "harness/report/capsules.h"
 #include "harness/evidence/gate.h"
@@ -419,9 +418,12 @@ static void write_failures(FILE *f, const page *p)
                 cc_html_text(f, r->message);
                 fputs("</span>", f);
             }
-            fputs("<code class=\"repro\">capcheck repro '", f);
-            cc_html_text(f, r->line);
-            fputs("'</code></li>\n", f);
+            char cmd[2600];
+            cc_repro_command_on(&run->repro, r->line, r->platform, run->prov.platforms,
+                                run->prov.n_platforms, cmd, sizeof cmd);
+            fputs("<code class=\"repro\">", f);
+            cc_html_text(f, cmd);
+            fputs("</code></li>\n", f);
             shown++;
         }
         if (end - k > MAX_FAILURES_PER_CELL && shown < MAX_FAILURES_SHOWN)
@@ -717,8 +719,8 @@ static void write_page(FILE *f, const void *ctx)
 
 /* ---- loading and writing -------------------------------------------------------------------- */
 
-int cc_report_html_write(const char *dir, const char *policy_path, int policy_required,
-                         long *bytes, char *gate_line, size_t gate_len, char *msg, size_t len)
+int cc_report_html_write(const char *dir, const char *policy_path, long *bytes, char *gate_line,
+                         size_t gate_len, char *msg, size_t len)
 {
     page *p = calloc(1, sizeof *p);
     cc_policy *pol = calloc(1, sizeof *pol);
@@ -734,18 +736,8 @@ int cc_report_html_write(const char *dir, const char *policy_path, int policy_re
     p->dir = dir;
     if (cc_catalog_load(NULL, &cat, msg, len))
         goto out;
-    struct stat st;
     char why[1024];
-    if (!policy_path)
-        snprintf(p->gate_note, sizeof p->gate_note, "No policy was given: `capcheck report %s "
-                                                     "--policy F` adds the gate's verdicts.",
-                 dir);
-    else if (!policy_required && stat(policy_path, &st) != 0)
-        snprintf(p->gate_note, sizeof p->gate_note,
-                 "No policy file %s here (run from the checkout, or `capcheck report %s --policy "
-                 "F`): no verdicts.",
-                 policy_path, dir);
-    else if (cc_policy_load(policy_path, pol, msg, len))
+    if (cc_policy_load(policy_path, pol, msg, len)) /* NULL: the built-in policy */
         goto out;
     else if (cc_gate_run(pol, &cat, 1, &dir, g, why, sizeof why) == 0) {
         have_gate = 1;
@@ -753,8 +745,8 @@ int cc_report_html_write(const char *dir, const char *policy_path, int policy_re
         p->policy = pol;
         p->run = &g->run;
     } else
-        snprintf(p->gate_note, sizeof p->gate_note, "The gate refused this run under %s: %s",
-                 policy_path, why);
+        snprintf(p->gate_note, sizeof p->gate_note, "The gate refused this run under %.300s: %.600s",
+                 pol->name, why);
     if (!p->run) {
         if (cc_run_load(dir, CC_LOAD_RESULTS, plain, msg, len))
             goto out;
@@ -777,9 +769,7 @@ int cc_report_html_write(const char *dir, const char *policy_path, int policy_re
         snprintf(gate_line, gate_len, "gate: %d of %zu capsule x dtype checked under %s",
                  g->n_checked, g->n, pol->name);
     else if (gate_line)
-        snprintf(gate_line, gate_len, "gate: no verdicts (%s)",
-                 policy_path && !strncmp(p->gate_note, "The gate refused", 16) ? "refused"
-                                                                                : "no policy");
+        snprintf(gate_line, gate_len, "gate: no verdicts (refused)");
     rc = 0;
 out:
     if (p) {

@@ -25,14 +25,11 @@
 
 #include <stddef.h>
 
-#define CC_DEFAULT_POLICY "reports/policy.conf"
-
-/* Write dir/report.html for the run in dir. policy: the gate's policy file; NULL for none.
- * When policy_required is 0 a policy file that does not exist leaves the gate section with a
- * sentence saying so (capcheck run and merge, which look for CC_DEFAULT_POLICY); otherwise it
+/* Write dir/report.html for the run in dir. policy: the gate's policy file; NULL for the policy
+ * built into capcheck (reports/policy.conf, harness/evidence/gate.h); one that cannot be read
  * is an error. Returns 0 with the page's size in *bytes and a one-line gate summary in gate
  * (may be NULL), or -1 with a sentence in msg. */
-int cc_report_html_write(const char *dir, const char *policy, int policy_required, long *bytes,
+int cc_report_html_write(const char *dir, const char *policy, long *bytes,
                          char *gate, size_t gate_len, char *msg, size_t len);
 
 #endif

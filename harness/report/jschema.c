@@ -282,10 +282,22 @@ static cc_json *load(const char *path, char *msg, size_t len)
     return j;
 }
 
+extern const char cc_embedded_report_schema[]; /* reports/schema.json, built in */
+
 int cc_jschema_validate_files(const char *schema_path, const char *doc_path, char *msg,
                               size_t len)
 {
-    cc_json *s = load(schema_path, msg, len);
+    cc_json *s;
+    if (schema_path)
+        s = load(schema_path, msg, len);
+    else {
+        char why[256];
+        s = cc_json_parse(cc_embedded_report_schema, strlen(cc_embedded_report_schema), why,
+                          sizeof why);
+        if (!s)
+            snprintf(msg, len, "the built-in schema is not JSON (%s)", why);
+        schema_path = CC_SCHEMA_BUILT_IN;
+    }
     if (!s)
         return 2;
     cc_json *d = load(doc_path, msg, len);

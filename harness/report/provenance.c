@@ -347,6 +347,8 @@ void cc_results_digest_add(cc_sha256_ctx *d, const cc_result *r)
     digest_num(d, r->fwd_ratio);
     digest_num(d, r->vjp_ratio);
     digest_num(d, r->worst_ratio);
+    if (r->retried) /* only where it happened: digests of other results unchanged */
+        cc_sha256_update(d, "\tR", 2);
     /* witnesses (harness/run/witness.h) only where they ran: digests of other results unchanged */
     for (int k = 0; k < r->n_witnesses; k++) {
         const cc_witness *w = &r->witnesses[k];

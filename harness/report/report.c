@@ -110,6 +110,8 @@ void cc_result_write_json(FILE *f, const cc_result *r)
         cc_json_write_string(f, r->message);
     }
     write_witnesses(f, r);
+    if (r->retried)
+        fputs(",\"retried\":true", f);
     if (r->repeat > 1) /* only when repeated: a run without --repeat writes what it always did */
         fprintf(f, ",\"repeat\":%d", r->repeat);
     fprintf(f, ",\"elements\":%lld,\"seconds\":%.6f}\n", (long long)r->elements, r->seconds);
@@ -201,11 +203,13 @@ int cc_report_add(cc_report *rep, const cc_result *r)
     row->counts[r->status]++;
     row->vacuous += r->vacuous != 0;
     row->suspect += r->suspect != 0;
+    row->retried += r->retried != 0;
     cc_results_digest_add(&rep->digest, r);
     rep->cases++;
     rep->counts[r->status]++;
     rep->vacuous += r->vacuous != 0;
     rep->suspect += r->suspect != 0;
+    rep->retried += r->retried != 0;
     if (!row->worst_line[0] || r->worst_ratio > row->worst_ratio) {
         row->worst_ratio = r->worst_ratio;
         snprintf(row->worst_line, sizeof row->worst_line, "%s", r->line);
@@ -213,6 +217,14 @@ int cc_report_add(cc_report *rep, const cc_result *r)
     if (r->status != CC_RES_PASS && !row->first_failure[0]) {
         snprintf(row->first_failure, sizeof row->first_failure, "%s", r->line);
         snprintf(row->first_failure_msg, sizeof row->first_failure_msg, "%s", r->message);
+    }
+    if (r->status != CC_RES_PASS && r->status != CC_RES_UNSUPPORTED &&
+        (!row->worst_failure[0] || r->worst_ratio > row->worst_failure_ratio)) {
+        snprintf(row->worst_failure, sizeof row->worst_failure, "%s", r->line);
+        snprintf(row->worst_failure_msg, sizeof row->worst_failure_msg, "%s", r->message);
+        row->worst_failure_status = r->status;
+        row->worst_failure_ratio = r->worst_ratio;
+        row->worst_failure_verdict = r->n_witnesses ? r->verdict : CC_VERDICT_NONE;
     }
     if (r->n_witnesses > 0) {
         if (rep->n_witnessed == rep->cap_witnessed) {
@@ -298,6 +310,8 @@ static void write_json(const cc_report *rep, FILE *f)
     cc_json_write_string(f, rep->case_files);
     fputs(",\n  \"command\": ", f);
     cc_json_write_string(f, rep->command);
+    fputs(",\n  \"repro\": ", f);
+    cc_repro_write_json(f, &rep->repro);
     fprintf(f, ",\n  \"base_seed\": %llu,\n  \"cases\": %ld,\n", rep->base_seed, rep->cases);
     cc_provenance_write_json(f, &rep->provenance, rep->provider_description, rep->base_seed,
                              &rep->digest);
@@ -306,8 +320,11 @@ static void write_json(const cc_report *rep, FILE *f)
         fprintf(f, "%s\"%s\": %ld", s ? ", " : "", cc_result_status_name((cc_result_status)s),
                 rep->counts[s]);
     fprintf(f, "},\n  \"judgement\": {\"accumulation\": \"%s\", \"suspect_lambda\": %g, "
-               "\"vacuous\": %ld, \"suspect\": %ld},\n  \"rows\": [\n",
+               "\"vacuous\": %ld, \"suspect\": %ld},\n",
             cc_report_accumulation(rep), CC_SUSPECT_LAMBDA, rep->vacuous, rep->suspect);
+    if (rep->retried) /* only when it happened: other reports keep their bytes */
+        fprintf(f, "  \"retried\": %ld,\n", rep->retried);
+    fputs("  \"rows\": [\n", f);
     for (size_t i = 0; i < rep->n; i++) {
         const cc_report_row *row = &rep->rows[i];
         const ref_op *op = ref_op_find(row->op);
@@ -328,6 +345,8 @@ static void write_json(const cc_report *rep, FILE *f)
             fprintf(f, ", \"%s\": %ld", cc_result_status_name((cc_result_status)s),
                     row->counts[s]);
         fprintf(f, ", \"vacuous\": %ld, \"suspect\": %ld", row->vacuous, row->suspect);
+        if (row->retried)
+            fprintf(f, ", \"retried\": %ld", row->retried);
         fputs(", \"worst_ratio\": ", f);
         cc_json_write_number(f, row->worst_ratio);
         fputs(", \"worst_case\": ", f);
@@ -337,6 +356,13 @@ static void write_json(const cc_report *rep, FILE *f)
             cc_json_write_string(f, row->first_failure);
             fputs(", \"first_failure_message\": ", f);
             cc_json_write_string(f, row->first_failure_msg);
+        }
+        if (row->worst_failure[0]) {
+            fputs(", \"worst_failure\": ", f);
+            cc_json_write_string(f, row->worst_failure);
+            fprintf(f, ", \"worst_failure_status\": \"%s\", \"worst_failure_message\": ",
+                    cc_result_status_name(row->worst_failure_status));
+            cc_json_write_string(f, row->worst_failure_msg);
         }
         if (op && op->note) {
             fputs(", \"contract_note\": ", f);
@@ -448,9 +474,95 @@ static void write_expectations_markdown(const cc_report *rep, FILE *f)
     }
 }
 
+int cc_report_row_failing(const cc_report_row *row)
+{
+    return row->counts[CC_RES_FAIL] + cc_count_errors(row->counts) > 0;
+}
+
+/* "3 fail, 1 crash": the counts of the statuses that are neither a pass nor unsupported, those
+ * that occur. */
+static void not_passed_counts(const long *counts, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int s = 0; s < CC_RES_COUNT && used < n; s++)
+        if (counts[s] && s != CC_RES_PASS && s != CC_RES_UNSUPPORTED)
+            used += (size_t)snprintf(buf + used, n - used, "%s%ld %s", used ? ", " : "",
+                                     counts[s], cc_result_status_name((cc_result_status)s));
+}
+
+/* The report opens with what a reader came for: the verdict, then every failing row with its
+ * worst case and the command that reruns it, then what changed since the baseline; unsupported
+ * rows come after, apart (they are not failures, and they are not passes). */
 static void write_markdown(const cc_report *rep, FILE *f)
 {
+    size_t *order = malloc((rep->n ? rep->n : 1) * sizeof *order);
+    if (!order)
+        return;
+    cc_report_order_worst(rep, order); /* worst first: rows that did not pass, then by ratio */
+    long bad = rep->counts[CC_RES_FAIL] + cc_count_errors(rep->counts);
+    size_t failing_rows = 0, unsupported_rows = 0;
+    for (size_t i = 0; i < rep->n; i++) {
+        failing_rows += cc_report_row_failing(&rep->rows[i]) != 0;
+        unsupported_rows += !cc_report_row_failing(&rep->rows[i]) &&
+                            rep->rows[i].counts[CC_RES_UNSUPPORTED] > 0;
+    }
+    char counts[160];
+    not_passed_counts(rep->counts, counts, sizeof counts);
     fprintf(f, "# capcheck report\n\n");
+    if (bad)
+        fprintf(f, "**Verdict: %ld of %ld cases did not pass** (%s) in %zu of %zu rows%s; exit "
+                   "code 1.\n",
+                bad, rep->cases, counts, failing_rows, rep->n,
+                rep->counts[CC_RES_UNSUPPORTED] ? "; some cases are unsupported (below)" : "");
+    else if (rep->counts[CC_RES_UNSUPPORTED])
+        fprintf(f, "**Verdict: no case failed, but %ld of %ld cases are unsupported by the "
+                   "provider** (never a pass); exit code 1.\n",
+                rep->counts[CC_RES_UNSUPPORTED], rep->cases);
+    else
+        fprintf(f, "**Verdict: all %ld cases passed**; exit code 0.\n", rep->cases);
+    if (rep->retried)
+        fprintf(f, "\n%ld cases ran twice: their first worker was killed from outside (SIGKILL "
+                   "or SIGTERM capcheck did not send, e.g. the OOM killer); their results are "
+                   "the second run's (\"retried\": true in results.jsonl).\n",
+                rep->retried);
+    char cmd[2600];
+    if (failing_rows) {
+        fprintf(f, "\n## Failures (worst case of each row; the command reruns it)\n\n");
+        for (size_t k = 0; k < rep->n; k++) {
+            const cc_report_row *row = &rep->rows[order[k]];
+            if (!cc_report_row_failing(row))
+                continue;
+            not_passed_counts(row->counts, counts, sizeof counts);
+            cc_repro_command_on(&rep->repro, row->worst_failure, row->platform,
+                                rep->provenance.platforms, rep->provenance.n_platforms, cmd,
+                                sizeof cmd);
+            fprintf(f, "- **%s %s %s**: %ld of %ld did not pass (%s); worst: %s: %s", row->op,
+                    cc_dtype_name(row->dtype), row->platform[0] ? row->platform
+                                                                : cc_device_name(row->device),
+                    row->cases - row->counts[CC_RES_PASS] - row->counts[CC_RES_UNSUPPORTED],
+                    row->cases, counts, cc_result_status_name(row->worst_failure_status),
+                    row->worst_failure_msg);
+            if (row->worst_failure_verdict != CC_VERDICT_NONE)
+                fprintf(f, "; witnesses: **%s**", cc_verdict_name(row->worst_failure_verdict));
+            fprintf(f, "\n  `%s`\n", cmd);
+        }
+    }
+    if (rep->since_baseline)
+        fprintf(f, "\n## Since the baseline\n\n```\n%s```\n", rep->since_baseline);
+    if (unsupported_rows) {
+        fprintf(f, "\n## Unsupported (not failures, never passes; first message of each row)\n\n");
+        for (size_t k = 0; k < rep->n; k++) {
+            const cc_report_row *row = &rep->rows[order[k]];
+            if (cc_report_row_failing(row) || !row->counts[CC_RES_UNSUPPORTED])
+                continue;
+            fprintf(f, "- %s %s %s: %ld of %ld unsupported: %s\n", row->op,
+                    cc_dtype_name(row->dtype),
+                    row->platform[0] ? row->platform : cc_device_name(row->device),
+                    row->counts[CC_RES_UNSUPPORTED], row->cases, row->first_failure_msg);
+        }
+    }
+    fprintf(f, "\n## The run\n\n");
     fprintf(f, "- capcheck %s; provider: %s\n- cases: %s; base seed %llu; %ld cases\n",
             CC_VERSION, rep->provider_description, rep->case_files, rep->base_seed, rep->cases);
     fprintf(f, "- totals:");
@@ -477,21 +589,6 @@ static void write_markdown(const cc_report *rep, FILE *f)
         fprintf(f, "- platform **%s**: %s\n", rep->provenance.platforms[i].key, facts);
     }
     fprintf(f, "\nThe bound ratio is error / (c_op * u(dtype) * m_i + floor): at most 1 passes.\n");
-    size_t *order = malloc((rep->n ? rep->n : 1) * sizeof *order);
-    if (!order)
-        return;
-    cc_report_order_worst(rep, order); /* worst first: rows that did not pass, then by ratio */
-    int any = 0;
-    for (size_t k = 0; k < rep->n; k++) {
-        const cc_report_row *row = &rep->rows[order[k]];
-        if (!row->first_failure[0])
-            continue;
-        if (!any++)
-            fprintf(f, "\n## Not passing (first case of each row; rerun with capcheck repro)\n\n");
-        fprintf(f, "- %s %s%s%s: %s\n  `capcheck repro '%s'`\n", row->op,
-                cc_dtype_name(row->dtype), row->platform[0] ? " on " : "", row->platform,
-                row->first_failure_msg, row->first_failure);
-    }
     write_witnessed_markdown(rep, f);
     write_expectations_markdown(rep, f);
     fprintf(f, "\n## Rows, worst first\n\n");
@@ -511,7 +608,7 @@ static void write_markdown(const cc_report *rep, FILE *f)
                 row->worst_line);
     }
     free(order);
-    any = 0;
+    int any = 0;
     for (size_t i = 0; i < rep->n; i++) {
         const ref_op *op = ref_op_find(rep->rows[i].op);
         int seen = 0;
@@ -592,16 +689,11 @@ int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len)
 
 /* ---- ordering ------------------------------------------------------------------------------ */
 
-static int row_bad(const cc_report_row *r)
-{
-    return r->counts[CC_RES_FAIL] + cc_count_errors(r->counts) > 0;
-}
-
 /* a before b? */
 static int worse(const cc_report_row *a, const cc_report_row *b)
 {
-    if (row_bad(a) != row_bad(b))
-        return row_bad(a);
+    if (cc_report_row_failing(a) != cc_report_row_failing(b))
+        return cc_report_row_failing(a);
     int na = isnan(a->worst_ratio) != 0, nb = isnan(b->worst_ratio) != 0;
     if (na != nb)
         return na;

@@ -8,10 +8,11 @@
 
 #include <stdio.h>
 
+#include "core/sha256.h"
 #include "harness/report/expect.h"
 #include "harness/report/provenance.h"
+#include "harness/report/repro.h"
 #include "harness/run/runner.h"
-#include "core/sha256.h"
 
 #define CC_REPORT_SCHEMA "capcheck-report/2" /* reports/schema.json */
 
@@ -29,11 +30,22 @@ typedef struct {
     long counts[CC_RES_COUNT];
     long cases;
     long vacuous, suspect; /* cases judged vacuous (never evidence), passing cases judged suspect */
+    long retried; /* results that ran twice (cc_result.retried) */
     double worst_ratio;
     char worst_line[CC_CASE_LINE_MAX];
-    char first_failure[CC_CASE_LINE_MAX];
+    char first_failure[CC_CASE_LINE_MAX]; /* the first case that did not pass (any status) */
     char first_failure_msg[384];
+    /* the worst case that failed, errored, crashed or timed out (largest bound ratio; the first
+     * of equals), what report.md, JUnit and the gate show; "" when none did */
+    char worst_failure[CC_CASE_LINE_MAX];
+    char worst_failure_msg[384];
+    cc_result_status worst_failure_status;
+    double worst_failure_ratio;
+    cc_three_way_verdict worst_failure_verdict;
 } cc_report_row;
+
+/* A row with a case that failed, errored, crashed or timed out. */
+int cc_report_row_failing(const cc_report_row *row);
 
 /* One result judged against its expectation. */
 typedef struct {
@@ -52,6 +64,7 @@ typedef struct {
      * result had the other one (written "mixed") */
     cc_accumulation accumulation;
     int mixed_accumulation;
+    long retried; /* results that ran twice: their first worker was killed from outside */
     /* timing: wall-clock figures of the session that wrote the report. They are kept apart
      * (JSON "timing" on one line of its own, Markdown "- timing:" line) so that reports of the
      * same run compare equal without them; everything else depends only on the results. */
@@ -62,6 +75,10 @@ typedef struct {
     char case_files[512];
     unsigned long long base_seed;
     char command[512];
+    cc_repro repro; /* what reruns one of its cases (harness/repro.h): every repro line */
+    /* report.md's "Since the baseline" section (capcheck diff against --baseline), or NULL;
+     * not owned */
+    const char *since_baseline;
     cc_provenance provenance; /* written as "provenance"/"shard" when present (provenance.h) */
     cc_sha256_ctx digest;     /* "results_digest": every added result, in the order added */
     /* the added results whose witnesses ran (harness/run/witness.h), in the order added: written

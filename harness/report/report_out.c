@@ -70,19 +70,27 @@ static void write_junit(const cc_report *rep, const cc_catalog *cat, FILE *f)
                     tag, errs ? "error" : "fail", r->cases - r->counts[CC_RES_PASS], r->cases,
                     r->counts[CC_RES_FAIL], r->counts[CC_RES_ERROR], r->counts[CC_RES_CRASH],
                     r->counts[CC_RES_TIMEOUT], r->worst_ratio);
-            cc_html_text(f, r->first_failure_msg);
-            fputs("\ncapcheck repro '", f);
-            cc_html_text(f, r->first_failure);
-            fprintf(f, "'</%s>\n", tag);
+            char cmd[2600];
+            cc_repro_command_on(&rep->repro, r->worst_failure, r->platform,
+                                rep->provenance.platforms, rep->provenance.n_platforms, cmd,
+                                sizeof cmd);
+            fprintf(f, "worst: %s: ", cc_result_status_name(r->worst_failure_status));
+            cc_html_text(f, r->worst_failure_msg);
+            fputc('\n', f);
+            cc_html_text(f, cmd);
+            fprintf(f, "</%s>\n", tag);
         } else if (r->counts[CC_RES_PASS] == 0) {
             fprintf(f, "      <skipped message=\"%ld cases unsupported by the provider\"/>\n",
                     r->counts[CC_RES_UNSUPPORTED]);
         }
+        char cmd[2600];
+        cc_repro_command_on(&rep->repro, r->worst_line, r->platform, rep->provenance.platforms,
+                            rep->provenance.n_platforms, cmd, sizeof cmd);
         fprintf(f, "      <system-out>%ld cases, %ld passed, %ld unsupported; worst bound ratio "
-                   "%.4g: capcheck repro '",
+                   "%.4g: ",
                 r->cases, r->counts[CC_RES_PASS], r->counts[CC_RES_UNSUPPORTED], r->worst_ratio);
-        cc_html_text(f, r->worst_line);
-        fprintf(f, "'</system-out>\n    </testcase>\n");
+        cc_html_text(f, cmd);
+        fprintf(f, "</system-out>\n    </testcase>\n");
     }
     fprintf(f, "  </testsuite>\n</testsuites>\n");
 }
@@ -121,6 +129,19 @@ int cc_report_write_outputs(const cc_report *rep, const char *dir, char *msg, si
         }
     }
     return 0;
+}
+
+const char *cc_dir_holds_run(const char *dir)
+{
+    static const char *const names[] = {"results.jsonl", "run.json", "report.json"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        struct stat st;
+        if (stat(path, &st) == 0 && (st.st_size > 0 || i > 0))
+            return names[i];
+    }
+    return NULL;
 }
 
 int cc_make_dir(const char *path)

@@ -18,6 +18,10 @@
 int cc_report_write_outputs(const cc_report *rep, const char *dir, char *msg, size_t len);
 int cc_report_write_junit(const cc_report *rep, const char *path);
 
+/* Whether dir holds a run that writing a new one there would destroy: the name of the first of
+ * run.json, a non-empty results.jsonl, report.json that it holds, or NULL. */
+const char *cc_dir_holds_run(const char *dir);
+
 /* mkdir -p: 0 when path is (now) a directory, else -1 with errno. */
 int cc_make_dir(const char *path);
 

@@ -145,8 +145,9 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         return -1;
     }
     if ((cc_json_get(o, "checked_fwd") && cc_json_bool(o, "checked_fwd", &r->checked_fwd)) ||
-        (cc_json_get(o, "checked_vjp") && cc_json_bool(o, "checked_vjp", &r->checked_vjp))) {
-        snprintf(msg, len, "\"checked_fwd\"/\"checked_vjp\" are not true/false");
+        (cc_json_get(o, "checked_vjp") && cc_json_bool(o, "checked_vjp", &r->checked_vjp)) ||
+        (cc_json_get(o, "retried") && cc_json_bool(o, "retried", &r->retried))) {
+        snprintf(msg, len, "\"checked_fwd\", \"checked_vjp\" or \"retried\" is not true/false");
         return -1;
     }
     if (get_num(o, "fwd_ratio", &r->fwd_ratio, msg, len) ||

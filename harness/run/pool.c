@@ -17,8 +17,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/signalfd.h>
+#endif
 
 #include "core/clock.h"
+#include "core/text.h"
 #include "core/guard.h"
 #include "harness/run/witness.h"
 #include <sys/mman.h>
@@ -62,6 +66,7 @@ typedef struct {
     double started, deadline, limit;
     uint64_t tag;
     int witness; /* the job's witness index, or PRIMARY_JOB */
+    int retry;   /* the job is a case's second run (its first worker was killed from outside) */
     cc_case c;
     size_t have;
     char platform[CC_DEVICE_COUNT][CC_PLATFORM_KEY_MAX]; /* from its hello */
@@ -81,12 +86,14 @@ typedef struct {
     int outstanding;
 } held_item;
 
+/* A job waiting for a worker ahead of new cases: a witness job, or (witness == PRIMARY_JOB) the
+ * retry of a case whose worker was killed from outside. */
 typedef struct {
     uint64_t tag;
     int witness;
     cc_probe probe;
     cc_case c;
-} witness_job;
+} queued_job;
 
 /* Per witness and device: "" when it initialised, else the sentence saying why it cannot run. */
 typedef struct {
@@ -109,9 +116,10 @@ struct cc_pool {
     int pipe_saved;
     held_item *held;
     size_t n_held, cap_held;
-    witness_job *wq;
+    queued_job *wq; /* witness jobs and retries */
     size_t wq_head, wq_n, wq_cap;
     witness_readiness ready; /* --no-fork: the witnesses as this process initialised them */
+    int interrupted;         /* the signal read from cfg.interrupt_fd, or 0 */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -207,6 +215,26 @@ static void __attribute__((format(printf, 2, 3))) set_fatal(cc_pool *pool, const
     va_end(ap);
 }
 
+/* A signal on the caller's interrupt fd stops the pool (fatal, with the signal's name). */
+static void check_interrupt(cc_pool *pool)
+{
+#ifdef __linux__
+    struct signalfd_siginfo si;
+    if (pool->cfg.interrupt_fd > 0 && !pool->interrupted &&
+        read(pool->cfg.interrupt_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        pool->interrupted = (int)si.ssi_signo;
+        set_fatal(pool, "interrupted by %s", cc_signal_name(pool->interrupted));
+    }
+#else
+    (void)pool;
+#endif
+}
+
+int cc_pool_interrupted(const cc_pool *pool)
+{
+    return pool ? pool->interrupted : 0;
+}
+
 static int push_result(cc_pool *pool, uint64_t tag, const cc_result *r)
 {
     if (pool->q_head > 0 && pool->q_head == pool->q_n)
@@ -241,15 +269,13 @@ static void init_witnesses(const cc_pool_config *cfg, witness_readiness *ready)
     for (int k = 0; k < cfg->n_witnesses; k++)
         for (int d = 0; d < CC_DEVICE_COUNT; d++) {
             const cc_provider *w = cfg->witnesses[k];
-            if (!(cfg->devices & (1u << d)) || !w->init)
+            if (!(cfg->devices & (1u << d)))
                 continue;
-            char msg[200] = "";
-            cc_status st = w->init(w->ctx, (cc_device)d, msg, sizeof msg);
-            if (st != CC_OK)
+            char msg[200];
+            if (cc_provider_init(w, (cc_device)d, msg, sizeof msg) != CC_OK)
                 snprintf(ready->why[k][d], sizeof ready->why[k][d],
                          "witness %s cannot run on %s: %s", w->name,
-                         cc_device_name((cc_device)d),
-                         msg[0] ? msg : st == CC_UNSUPPORTED ? "unsupported" : "init failed");
+                         cc_device_name((cc_device)d), msg);
         }
 }
 
@@ -274,6 +300,28 @@ static void finish_witnessed(const cc_pool_config *cfg, cc_result *r)
     r->verdict = cc_witness_verdict(r);
 }
 
+/* Room for n more queued jobs: the first of them (the queue grows by n), or NULL (fatal). */
+static queued_job *queue_jobs(cc_pool *pool, size_t n)
+{
+    size_t need = pool->wq_n + n;
+    if (need > pool->wq_cap) {
+        size_t cap = pool->wq_cap ? 2 * pool->wq_cap : 16;
+        while (cap < need)
+            cap *= 2;
+        queued_job *q = realloc(pool->wq, cap * sizeof *q);
+        if (!q) {
+            set_fatal(pool, "out of memory queueing a job");
+            return NULL;
+        }
+        pool->wq = q;
+        pool->wq_cap = cap;
+    }
+    queued_job *first = &pool->wq[pool->wq_n];
+    memset(first, 0, n * sizeof *first);
+    pool->wq_n = need;
+    return first;
+}
+
 /* A primary result of case c: delivered now, or held while its witnesses run. */
 static void primary_done(cc_pool *pool, uint64_t tag, const cc_case *c, const cc_result *r)
 {
@@ -281,7 +329,6 @@ static void primary_done(cc_pool *pool, uint64_t tag, const cc_case *c, const cc
         push_result(pool, tag, r);
         return;
     }
-    size_t need_q = pool->wq_n + (size_t)pool->cfg.n_witnesses;
     if (pool->n_held == pool->cap_held) {
         size_t cap = pool->cap_held ? 2 * pool->cap_held : 8;
         held_item *h = realloc(pool->held, cap * sizeof *h);
@@ -292,18 +339,9 @@ static void primary_done(cc_pool *pool, uint64_t tag, const cc_case *c, const cc
         pool->held = h;
         pool->cap_held = cap;
     }
-    if (need_q > pool->wq_cap) {
-        size_t cap = pool->wq_cap ? 2 * pool->wq_cap : 16;
-        while (cap < need_q)
-            cap *= 2;
-        witness_job *q = realloc(pool->wq, cap * sizeof *q);
-        if (!q) {
-            set_fatal(pool, "out of memory queueing witness jobs");
-            return;
-        }
-        pool->wq = q;
-        pool->wq_cap = cap;
-    }
+    queued_job *jobs = queue_jobs(pool, pool->cfg.n_witnesses);
+    if (!jobs)
+        return;
     held_item *h = &pool->held[pool->n_held++];
     h->tag = tag;
     h->r = *r;
@@ -312,7 +350,7 @@ static void primary_done(cc_pool *pool, uint64_t tag, const cc_case *c, const cc
     cc_probe probe;
     cc_witness_probe_of(r, &probe);
     for (int k = 0; k < pool->cfg.n_witnesses; k++) {
-        witness_job *j = &pool->wq[pool->wq_n++];
+        queued_job *j = &jobs[k];
         j->tag = tag;
         j->witness = k;
         j->probe = probe;
@@ -359,6 +397,32 @@ static void stamp(cc_result *r, const char keys[CC_DEVICE_COUNT][CC_PLATFORM_KEY
 
 /* ---- the worker process ------------------------------------------------------------------- */
 
+#ifdef __GLIBC__
+int on_exit(void (*fn)(int, void *), void *arg); /* glibc; not declared under strict POSIX */
+static void leave_now(int status, void *arg)
+{
+    (void)arg;
+    _exit(status);
+}
+#else
+static void leave_now(void)
+{
+    _exit(0); /* the status exit() was given is not known here */
+}
+#endif
+
+void cc_exit_leaves_at_once(void)
+{
+    /* registered last, so it runs first: exit() in a provider ends the process with its
+     * status at once, instead of running the destructors of everything this process inherited
+     * (libtorch's take seconds, and may wait for threads a forked child does not have) */
+#ifdef __GLIBC__
+    on_exit(leave_now, NULL);
+#else
+    atexit(leave_now);
+#endif
+}
+
 static _Noreturn void worker_exit(int code)
 {
 #ifdef CAPCHECK_COVERAGE
@@ -386,6 +450,7 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd,
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    cc_exit_leaves_at_once();
     cc_level_apply(pool->cfg.cpu_level); /* before ATen or oneDNN first read it */
     const cc_provider *p = pool->cfg.provider;
     res_msg m;
@@ -394,21 +459,19 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd,
     m.kind = MSG_HELLO;
     m.init_ok = 1;
     for (int d = 0; d < CC_DEVICE_COUNT && m.init_ok; d++) {
-        if (!(pool->cfg.devices & (1u << d)) || !p->init)
+        if (!(pool->cfg.devices & (1u << d)))
             continue;
-        char msg[384] = "";
-        cc_status st = p->init(p->ctx, (cc_device)d, msg, sizeof msg);
-        if (st != CC_OK) {
+        char msg[384];
+        if (cc_provider_init(p, (cc_device)d, msg, sizeof msg) != CC_OK) {
             m.init_ok = 0;
             snprintf(m.text, sizeof m.text, "provider %s cannot run on %s: %s", p->name,
-                     cc_device_name((cc_device)d),
-                     msg[0] ? msg : st == CC_UNSUPPORTED ? "unsupported" : "init failed");
+                     cc_device_name((cc_device)d), msg);
         }
     }
-    if (m.init_ok && p->describe)
-        p->describe(p->ctx, m.description, sizeof m.description);
-    if (m.init_ok)
+    if (m.init_ok) {
+        cc_provider_describe(p, m.description, sizeof m.description);
         detect_platforms(&pool->cfg, m.description, m.platform);
+    }
     witness_readiness ready;
     if (m.init_ok)
         init_witnesses(&pool->cfg, &ready);
@@ -488,6 +551,8 @@ static int spawn(cc_pool *pool, int k)
         for (int i = 0; i < pool->n; i++)
             if (i != k)
                 close_fds(&pool->w[i]);
+        if (pool->cfg.interrupt_fd > 0) /* the parent's signals are the parent's */
+            close(pool->cfg.interrupt_fd);
         close(jp[1]);
         close(rp[0]);
         worker_main(pool, jp[0], rp[1], w->note);
@@ -516,9 +581,10 @@ static void kill_worker(const worker *w)
 
 /* Reap a worker whose result pipe closed and say how it ended; one that lingers after closing
  * it is killed. */
-static void reap(worker *w, char *why, size_t n)
+static void reap(worker *w, char *why, size_t n, int *signal_out)
 {
     int st = 0;
+    *signal_out = 0;
     for (int waited = 0;; waited++) {
         pid_t r = waitpid(w->pid, &st, WNOHANG);
         if (r < 0 && errno == EINTR)
@@ -538,9 +604,11 @@ static void reap(worker *w, char *why, size_t n)
         }
         sleep_ms(1);
     }
-    if (WIFSIGNALED(st))
+    if (WIFSIGNALED(st)) {
+        *signal_out = WTERMSIG(st);
         snprintf(why, n, "was killed by %s (%s)", cc_signal_name(WTERMSIG(st)),
                  strsignal(WTERMSIG(st)));
+    }
     else if (WIFEXITED(st))
         snprintf(why, n, "exited with status %d", WEXITSTATUS(st));
     else
@@ -571,9 +639,17 @@ static void made_up_result(const cc_pool *pool, const worker *w, cc_result_statu
     stamp(r, w->platform);
 }
 
-/* Worker k is gone (`why` says how, unless it timed out); its case becomes a crash or timeout
- * result and a replacement is forked. */
-static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
+/* A worker ended by SIGKILL or SIGTERM that the pool did not send was killed from outside (the
+ * OOM killer, an operator), not by its case: the case runs once more before it is a crash. */
+static int killed_from_outside(int sig)
+{
+    return sig == SIGKILL || sig == SIGTERM;
+}
+
+/* Worker k is gone (`why` says how, unless it timed out; `sig` the signal that ended it, 0 for
+ * none or one the pool sent); its case becomes a crash or timeout result, or runs again when an
+ * outside kill ended its first run, and a replacement is forked. */
+static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out, int sig)
 {
     worker *w = &pool->w[k];
     int was = w->state;
@@ -583,8 +659,9 @@ static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
         char names[256];
         provider_names(&pool->cfg, names, sizeof names);
         if (timed_out)
-            set_fatal(pool, "a worker did not finish initialising provider %s within %g s",
-                      names, pool->cfg.init_timeout);
+            set_fatal(pool, "a worker did not finish initialising provider %s within %g s (the "
+                            "limit is --timeout, %g s without it); it was killed",
+                      names, pool->cfg.init_timeout, CC_POOL_DEFAULT_INIT_TIMEOUT);
         else
             set_fatal(pool, "a worker initialising provider %s %s", names, why);
         return;
@@ -614,6 +691,13 @@ static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
                                    : timed_out ? CC_RES_TIMEOUT : CC_RES_CRASH,
                                msg);
         witness_done(pool, w->tag, w->witness, &wit);
+    } else if (was == W_BUSY && !timed_out && killed_from_outside(sig) && !w->retry) {
+        queued_job *j = queue_jobs(pool, 1);
+        if (j) {
+            j->tag = w->tag;
+            j->witness = PRIMARY_JOB;
+            j->c = w->c;
+        }
     } else if (was == W_BUSY) {
         cc_result r;
         char msg[384];
@@ -627,10 +711,16 @@ static void worker_gone(cc_pool *pool, int k, const char *why, int timed_out)
             made_up_result(pool, w, CC_RES_TIMEOUT, msg, &r);
         } else if (oob) {
             made_up_result(pool, w, CC_RES_OUT_OF_BOUNDS, w->note->message, &r);
+        } else if (w->retry && killed_from_outside(sig)) {
+            snprintf(msg, sizeof msg, "the worker running this case %s, and so was the worker "
+                                      "that ran it again: killed from outside twice (the OOM "
+                                      "killer?), not known to be the case's fault", why);
+            made_up_result(pool, w, CC_RES_CRASH, msg, &r);
         } else {
             snprintf(msg, sizeof msg, "the worker running this case %s", why);
             made_up_result(pool, w, CC_RES_CRASH, msg, &r);
         }
+        r.retried = w->retry;
         primary_done(pool, w->tag, &w->c, &r); /* a crashed case may still have witnesses */
     }
     if (!pool->fatal && spawn(pool, k))
@@ -645,7 +735,7 @@ static void kill_and_reap(cc_pool *pool, int k, int timed_out)
     while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
         ;
     worker_gone(pool, k, "sent a message the pool protocol does not allow (and was killed)",
-                timed_out);
+                timed_out, 0);
 }
 
 static void handle_message(cc_pool *pool, int k)
@@ -655,7 +745,7 @@ static void handle_message(cc_pool *pool, int k)
     w->have = 0;
     if (m->magic == MSG_MAGIC && m->kind == MSG_HELLO && w->state == W_STARTING) {
         if (!m->init_ok) {
-            m->text[sizeof m->text - 1] = 0;
+            cc_text_clean(m->text, sizeof m->text);
             set_fatal(pool, "%s", m->text);
             kill_worker(w);
             while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
@@ -669,7 +759,7 @@ static void handle_message(cc_pool *pool, int k)
             memcpy(w->platform[d], m->platform[d].key, sizeof w->platform[d]);
         }
         if (!pool->description[0]) {
-            m->description[sizeof m->description - 1] = 0;
+            cc_text_clean(m->description, sizeof m->description);
             snprintf(pool->description, sizeof pool->description, "%s",
                      m->description[0] ? m->description : pool->cfg.provider->name);
             memcpy(pool->platform, m->platform, sizeof pool->platform);
@@ -685,9 +775,11 @@ static void handle_message(cc_pool *pool, int k)
         /* a result is plain data from another process: keep its strings ended */
         r->line[sizeof r->line - 1] = r->op[sizeof r->op - 1] = 0;
         r->provider[sizeof r->provider - 1] = r->vjp_mode[sizeof r->vjp_mode - 1] = 0;
-        r->message[sizeof r->message - 1] = r->worst_output[sizeof r->worst_output - 1] = 0;
+        r->worst_output[sizeof r->worst_output - 1] = 0;
+        cc_text_clean(r->message, sizeof r->message);
         r->worst_index[sizeof r->worst_index - 1] = r->worst_inputs[sizeof r->worst_inputs - 1] = 0;
         r->n_witnesses = 0;
+        r->retried = w->retry;
         stamp(r, w->platform);
         primary_done(pool, w->tag, &w->c, r);
         w->state = W_IDLE;
@@ -696,7 +788,8 @@ static void handle_message(cc_pool *pool, int k)
     cc_witness *wit = &m->witness;
     if (m->magic == MSG_MAGIC && m->kind == MSG_WITNESS && w->state == W_BUSY &&
         w->witness != PRIMARY_JOB && m->tag == w->tag && (unsigned)wit->status < CC_RES_COUNT) {
-        wit->provider[sizeof wit->provider - 1] = wit->message[sizeof wit->message - 1] = 0;
+        wit->provider[sizeof wit->provider - 1] = 0;
+        cc_text_clean(wit->message, sizeof wit->message);
         witness_done(pool, w->tag, w->witness, wit);
         w->state = W_IDLE;
         return;
@@ -723,8 +816,9 @@ static void handle_readable(cc_pool *pool, int k)
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         char why[256];
-        reap(w, why, sizeof why);
-        worker_gone(pool, k, why, 0);
+        int sig;
+        reap(w, why, sizeof why, &sig);
+        worker_gone(pool, k, why, 0, sig);
         return;
     }
 }
@@ -754,6 +848,7 @@ static int send_job(cc_pool *pool, int k, uint64_t tag, int witness, const cc_pr
     j.c = *c;
     w->tag = tag;
     w->witness = witness;
+    w->retry = 0;
     w->c = *c;
     w->started = cc_monotonic_seconds();
     w->limit = cc_case_timeout(c, pool->cfg.timeout_base);
@@ -762,23 +857,26 @@ static int send_job(cc_pool *pool, int k, uint64_t tag, int witness, const cc_pr
         kill_worker(w);
         while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
             ;
-        worker_gone(pool, k, "died while idle", 0);
+        worker_gone(pool, k, "died while idle", 0, 0);
         return -1;
     }
     w->state = W_BUSY;
     return 0;
 }
 
-/* Queued witness jobs go to idle workers before any new case: a held result waits on them. */
-static void dispatch_witnesses(cc_pool *pool)
+/* Queued jobs (witness jobs, retries) go to idle workers before any new case: a held result
+ * or a pending case waits on them. */
+static void dispatch_queued(cc_pool *pool)
 {
     while (pool->wq_head < pool->wq_n && !pool->fatal) {
         int k = idle_worker(pool);
         if (k < 0)
             return;
-        const witness_job *q = &pool->wq[pool->wq_head];
-        if (send_job(pool, k, q->tag, q->witness, &q->probe, &q->c) == 0)
+        const queued_job *q = &pool->wq[pool->wq_head];
+        if (send_job(pool, k, q->tag, q->witness, &q->probe, &q->c) == 0) {
+            pool->w[k].retry = q->witness == PRIMARY_JOB;
             pool->wq_head++;
+        }
     }
     if (pool->wq_head == pool->wq_n)
         pool->wq_head = pool->wq_n = 0;
@@ -787,8 +885,8 @@ static void dispatch_witnesses(cc_pool *pool)
 /* Wait for the next event (a message, a death, a deadline) and handle it. */
 static void pump(cc_pool *pool)
 {
-    struct pollfd *pf = calloc((size_t)pool->n, sizeof *pf);
-    int *idx = calloc((size_t)pool->n, sizeof *idx);
+    struct pollfd *pf = calloc((size_t)pool->n + 1, sizeof *pf);
+    int *idx = calloc((size_t)pool->n + 1, sizeof *idx);
     if (!pf || !idx) {
         free(pf);
         free(idx);
@@ -813,6 +911,12 @@ static void pump(cc_pool *pool)
         free(idx);
         return;
     }
+    int watched = nf; /* the workers; then the caller's interrupt fd, when there is one */
+    if (pool->cfg.interrupt_fd > 0) {
+        pf[nf].fd = pool->cfg.interrupt_fd;
+        pf[nf].events = POLLIN;
+        idx[nf++] = -1;
+    }
     int ms = -1;
     if (isfinite(next)) {
         double wait = (next - now) * 1000.0 + 1.0;
@@ -821,9 +925,11 @@ static void pump(cc_pool *pool)
     int rc = poll(pf, (nfds_t)nf, ms);
     if (rc < 0 && errno != EINTR)
         set_fatal(pool, "poll failed: %s", strerror(errno));
-    for (int i = 0; rc > 0 && i < nf; i++)
+    for (int i = 0; rc > 0 && i < watched; i++)
         if (pf[i].revents && pool->w[idx[i]].res_fd == pf[i].fd)
             handle_readable(pool, idx[i]);
+    if (rc > 0 && nf > watched && pf[watched].revents)
+        check_interrupt(pool);
     now = cc_monotonic_seconds();
     for (int k = 0; k < pool->n && !pool->fatal; k++) {
         worker *w = &pool->w[k];
@@ -832,7 +938,7 @@ static void pump(cc_pool *pool)
     }
     free(pf);
     free(idx);
-    dispatch_witnesses(pool);
+    dispatch_queued(pool);
 }
 
 /* ---- the API ------------------------------------------------------------------------------ */
@@ -901,23 +1007,18 @@ int cc_pool_start(const cc_pool_config *cfg, cc_pool **out, char *msg, size_t ms
     if (pool->cfg.in_process) {
         cc_level_apply(pool->cfg.cpu_level); /* this process is the worker */
         for (int d = 0; d < CC_DEVICE_COUNT; d++) {
-            if (!(pool->cfg.devices & (1u << d)) || !p->init)
+            if (!(pool->cfg.devices & (1u << d)))
                 continue;
-            char why[384] = "";
-            cc_status st = p->init(p->ctx, (cc_device)d, why, sizeof why);
-            if (st != CC_OK) {
+            char why[384];
+            if (cc_provider_init(p, (cc_device)d, why, sizeof why) != CC_OK) {
                 snprintf(msg, msg_len, "provider %s cannot run on %s: %s", p->name,
-                         cc_device_name((cc_device)d),
-                         why[0] ? why : st == CC_UNSUPPORTED ? "unsupported" : "init failed");
+                         cc_device_name((cc_device)d), why);
                 free(pool);
                 return -1;
             }
         }
         init_witnesses(&pool->cfg, &pool->ready);
-        if (p->describe)
-            p->describe(p->ctx, pool->description, sizeof pool->description);
-        if (!pool->description[0])
-            snprintf(pool->description, sizeof pool->description, "%s", p->name);
+        cc_provider_describe(p, pool->description, sizeof pool->description);
         detect_platforms(&pool->cfg, pool->description, pool->platform);
         *out = pool;
         return 0;
@@ -982,6 +1083,11 @@ size_t cc_pool_pending(const cc_pool *pool)
 int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, size_t msg_len)
 {
     if (pool->cfg.in_process) {
+        check_interrupt(pool);
+        if (pool->fatal) {
+            snprintf(msg, msg_len, "%s", pool->fatal_msg);
+            return -1;
+        }
         cc_result r;
         cc_run_case_probed(pool->cfg.provider, c, &pool->cfg.run, NULL, &r);
         snprintf(r.platform, sizeof r.platform, "%s",
@@ -1005,7 +1111,7 @@ int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, siz
             snprintf(msg, msg_len, "%s", pool->fatal_msg);
             return -1;
         }
-        dispatch_witnesses(pool);
+        dispatch_queued(pool);
         int k = idle_worker(pool);
         if (k < 0) {
             pump(pool);

@@ -56,7 +56,7 @@
 #include "harness/run/runner.h"
 
 #define CC_POOL_DEFAULT_TIMEOUT 10.0
-#define CC_POOL_DEFAULT_INIT_TIMEOUT 300.0
+#define CC_POOL_DEFAULT_INIT_TIMEOUT 60.0
 
 typedef struct cc_pool cc_pool;
 
@@ -66,7 +66,8 @@ typedef struct {
     unsigned devices;            /* bit (1u << device) per device each worker initialises;
                                     0: CPU only */
     double timeout_base;         /* seconds; <= 0: CC_POOL_DEFAULT_TIMEOUT */
-    double init_timeout;         /* seconds for a worker's init; <= 0: the default */
+    double init_timeout;         /* seconds for a worker's init (capcheck passes --timeout);
+                                    <= 0: CC_POOL_DEFAULT_INIT_TIMEOUT */
     int in_process;              /* --no-fork: init and run in this process, one case at a
                                     time, no crash isolation (for debuggers) */
     const cc_provider *const *witnesses; /* not initialised; the array outlives the pool */
@@ -74,6 +75,9 @@ typedef struct {
     int cpu_level; /* harness/run/platform.h: the CPU dispatch level each worker sets in its own
                       environment before it initialises anything; 0 (native) sets nothing */
     cc_run_options run;                  /* repeat, guard, determinism: every case's */
+    int interrupt_fd; /* a signalfd the caller made for the signals that end a run (Ctrl-C),
+                         watched beside the workers; -1 (or 0 in a zeroed config): none.
+                         When it fires the pool stops: cc_pool_interrupted says which signal */
 } cc_pool_config;
 
 int cc_online_cpus(void);
@@ -81,6 +85,10 @@ int cc_online_cpus(void);
 double cc_case_timeout(const cc_case *c, double base);
 /* "SIGSEGV", "SIGABRT", ... or "signal N". */
 const char *cc_signal_name(int sig);
+
+/* In a process forked to run provider code: make exit() (a provider that calls it) end the
+ * process at once with its status, as _exit would. */
+void cc_exit_leaves_at_once(void);
 
 /* Fork the workers and wait until each has initialised the provider on every device. Returns
  * 0, or -1 with one sentence in msg ("provider aten cannot run on cuda: ...", a worker that
@@ -108,6 +116,8 @@ int cc_pool_wait(cc_pool *pool, uint64_t *tag, cc_result *r, char *msg, size_t m
 int cc_pool_poll(cc_pool *pool, uint64_t *tag, cc_result *r);
 /* Submit one case and wait for it (for repro and shrink). */
 int cc_pool_run_one(cc_pool *pool, const cc_case *c, cc_result *r, char *msg, size_t msg_len);
+/* The signal that stopped the pool through cfg.interrupt_fd (SIGINT, ...), or 0. */
+int cc_pool_interrupted(const cc_pool *pool);
 /* Stop the workers (EOF on their job pipes; SIGKILL for any still busy) and reap them. */
 void cc_pool_close(cc_pool *pool);
 

@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "harness/case/materialize.h"
 #include "harness/run/zero_trust.h"
+#include "core/text.h"
 #include "core/guard.h"
 
 static const char *const status_names[CC_RES_COUNT] = {
@@ -90,10 +91,36 @@ static void judge_check(cc_result *r, const cc_run_options *o, const cc_comparis
         cc_power_of_check(expected, mag, got, bm, &r->power);
 }
 
-static int provider_failed(cc_status st, const char *msg, const char *phase, cc_result *r)
+cc_status cc_provider_init(const cc_provider *p, cc_device d, char *msg, size_t len)
+{
+    if (!p->init)
+        return CC_OK;
+    memset(msg, 0, len);
+    cc_status st = p->init(p->ctx, d, msg, len);
+    cc_text_clean(msg, len);
+    if (st != CC_OK && !msg[0])
+        snprintf(msg, len, "%s", st == CC_UNSUPPORTED ? "unsupported" : "init failed");
+    return st;
+}
+
+void cc_provider_describe(const cc_provider *p, char *buf, size_t len)
+{
+    memset(buf, 0, len);
+    if (p->describe)
+        p->describe(p->ctx, buf, len);
+    cc_text_clean(buf, len);
+    if (!buf[0])
+        snprintf(buf, len, "%s", p->name);
+}
+
+/* A forward or VJP call's status: 0 for CC_OK, else 1 with the result's status and message
+ * (the provider's text made a bounded sentence first). */
+static int provider_failed(cc_status st, char *msg, size_t msg_len, const char *phase,
+                           cc_result *r)
 {
     if (st == CC_OK)
         return 0;
+    cc_text_clean(msg, msg_len);
     /* a provider that checks its own buffers (the CUDA providers' canaries) says so first */
     int oob = st == CC_FAILED && strncmp(msg, "out-of-bounds:", 14) == 0;
     r->status = st == CC_UNSUPPORTED ? CC_RES_UNSUPPORTED
@@ -230,7 +257,7 @@ static void run_forward(case_run *cr, const ref_tensor *y, const ref_mag *mag)
         cc_guard_arm(&in->mem);
         cc_status st = cr->p->forward(cr->p->ctx, cr->call, &out, msg, sizeof msg);
         cc_guard_arm(NULL);
-        if (provider_failed(st, msg, "forward", r) || guard_spoiled(cr)) {
+        if (provider_failed(st, msg, sizeof msg, "forward", r) || guard_spoiled(cr)) {
             cc_guard_free(&in->mem, out.data);
             break;
         }
@@ -315,7 +342,7 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
         if (fail) {
             r->status = CC_RES_ERROR;
             snprintf(r->message, sizeof r->message, "out of memory");
-        } else if (!provider_failed(st, msg, "vjp", r) && !guard_spoiled(cr)) {
+        } else if (!provider_failed(st, msg, sizeof msg, "vjp", r) && !guard_spoiled(cr)) {
             r->checked_vjp = 1;
             for (int i = 0; i < c->n_in; i++) {
                 if (!grad[i].v)
@@ -431,10 +458,21 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
                  "(none) .. 2^-8 (bf16)",
                  p->name, cr.cu, c->op->name, cc_dtype_name(c->dtype), cc_device_name(c->device));
     } else {
+        cc_result_status vjp_status = CC_RES_PASS;
         if (c->check != CC_CHECK_VJP)
             run_forward(&cr, &y, &mag);
+        int forward_failed = r->status == CC_RES_PASS && r->checked_fwd &&
+                             (cr.zt[0] || r->fwd_ratio > 1.0);
         if (r->status == CC_RES_PASS && c->check != CC_CHECK_FWD && c->op->vjp)
             run_vjp(&cr, &y);
+        /* a wrong forward is a fail whatever the VJP then said: a provider without a VJP (or
+         * whose VJP raised an error) does not hide it behind `unsupported` or `error` */
+        char vjp_said[sizeof r->message] = "";
+        if (forward_failed && r->status != CC_RES_PASS) {
+            snprintf(vjp_said, sizeof vjp_said, "%s", r->message);
+            vjp_status = r->status;
+            r->status = CC_RES_PASS;
+        }
         if (cr.differs && (r->status == CC_RES_PASS || r->status == CC_RES_FAIL)) {
             r->status = CC_RES_NONDETERMINISTIC;
             snprintf(r->message, sizeof r->message,
@@ -457,6 +495,11 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
         if (r->status == CC_RES_FAIL && cr.repeats > 1)
             snprintf(r->message + strlen(r->message), sizeof r->message - strlen(r->message),
                      " (worst of %d calls)", cr.repeats);
+        if (vjp_said[0] && r->status == CC_RES_FAIL) {
+            size_t used = strlen(r->message);
+            snprintf(r->message + used, sizeof r->message - used, "; and the VJP was %s (%s)",
+                     cc_result_status_name(vjp_status), vjp_said);
+        }
         r->suspect = r->status == CC_RES_PASS && r->suspect_ratio > 1.0;
     }
     free(y.v);

@@ -88,6 +88,10 @@ typedef struct {
     int64_t elements; /* output elements */
     int repeat;       /* provider calls per check (--repeat); 0 or 1: one, and not recorded */
     double seconds;
+    /* 1: the case's first worker was killed from outside (SIGKILL or SIGTERM the pool did not
+     * send: the OOM killer, an operator) and this is its second run (harness/pool.h); the
+     * record then carries "retried":true */
+    int retried;
     /* flat row-major index of the worst element in worst_output; in memory only (witnesses are
      * asked about it before the record is written), not part of the record */
     int64_t worst_flat;
@@ -106,6 +110,14 @@ typedef struct {
 } cc_probe;
 
 const char *cc_result_status_name(cc_result_status s);
+
+/* The provider calls whose text capcheck keeps. Every message and description a provider writes
+ * is made a bounded one-line UTF-8 sentence (harness/text.h) before anything reads it.
+ * cc_provider_init: init on one device (CC_OK when the provider has none); an empty message
+ * becomes "unsupported" or "init failed". cc_provider_describe: describe() into buf, or the
+ * provider's name when it states nothing. */
+cc_status cc_provider_init(const cc_provider *p, cc_device d, char *msg, size_t len);
+void cc_provider_describe(const cc_provider *p, char *buf, size_t len);
 /* Of per-status counts: the provider faults that are not a wrong value (error, crash, timeout,
  * out-of-bounds, nondeterministic), which reports count as "errors". */
 long cc_count_errors(const long *counts);

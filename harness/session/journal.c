@@ -81,6 +81,8 @@ int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t 
         fputs(",\n  \"witnesses\": ", f);
         cc_json_write_string(f, ri->witnesses);
     }
+    fputs(",\n  \"repro\": ", f);
+    cc_repro_write_json(f, &ri->repro);
     if (ri->cpu_levels[0]) {
         fputs(",\n  \"cpu_capability\": ", f);
         cc_json_write_string(f, ri->cpu_levels);
@@ -146,6 +148,7 @@ int cc_run_info_read(const char *dir, cc_run_info *ri, char *msg, size_t msg_len
             snprintf(ri->witnesses, sizeof ri->witnesses, "%s", s);
         snprintf(ri->judging, sizeof ri->judging, "%s",
                  cc_json_string(o, "judging", &s) ? "strict" : s);
+        cc_repro_from_json(cc_json_get(o, "repro"), &ri->repro);
         if (!cc_json_string(o, "cpu_capability", &s))
             snprintf(ri->cpu_levels, sizeof ri->cpu_levels, "%s", s);
         const cc_json *pl = cc_json_get(o, "platforms");
@@ -165,7 +168,15 @@ int cc_run_info_read(const char *dir, cc_run_info *ri, char *msg, size_t msg_len
 void cc_journal_scan_free(cc_journal_scan *s)
 {
     free(s->offset);
+    free(s->rerun);
     memset(s, 0, sizeof *s);
+}
+
+/* A record that is kept but runs again: its case crashed because its worker was killed from
+ * outside, twice (the pool retries once, harness/pool.h). */
+static int wants_rerun(const cc_result *r)
+{
+    return r->status == CC_RES_CRASH && r->retried;
 }
 
 int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t cases_n, size_t copies,
@@ -175,8 +186,10 @@ int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t cases_n, s
     size_t n = cases_n * (copies ? copies : 1);
     out->n_cases = n;
     out->offset = malloc((n ? n : 1) * sizeof *out->offset);
-    if (!out->offset) {
+    out->rerun = calloc(n ? n : 1, 1);
+    if (!out->offset || !out->rerun) {
         snprintf(msg, msg_len, "out of memory");
+        cc_journal_scan_free(out);
         return -1;
     }
     for (size_t i = 0; i < n; i++)
@@ -194,9 +207,10 @@ int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t cases_n, s
     char *line = NULL, canon[CC_CASE_LINE_MAX];
     size_t cap = 0;
     ssize_t len;
-    int64_t off = 0, bad_line = 0;
-    char bad_why[320] = "";
-    long lineno = 0;
+    int64_t off = 0;
+    int unreadable = 0; /* unreadable lines since the last good record */
+    long lineno = 0, run_line = 0;
+    char run_why[256] = "";
     int rc = 0;
     while ((len = getline(&line, &cap, f)) > 0) {
         lineno++;
@@ -208,20 +222,19 @@ int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t cases_n, s
         char why[256];
         if (!whole || cc_result_parse_line(line, (size_t)(len - whole), &r, &index, why,
                                            sizeof why)) {
-            if (!bad_line) {
-                bad_line = lineno;
-                snprintf(bad_why, sizeof bad_why, "%s", whole ? why : "no newline at its end");
+            if (unreadable++ == 0) {
+                run_line = lineno;
+                snprintf(run_why, sizeof run_why, "%s", whole ? why : "no newline at its end");
             }
-            out->torn_lines++;
             continue;
         }
-        if (bad_line) {
-            snprintf(msg, msg_len,
-                     "%s is damaged: line %lld is not a result record (%s) but good records "
-                     "follow it; start a new run (without --resume)",
-                     path, (long long)bad_line, bad_why);
-            rc = -1;
-            break;
+        if (unreadable) { /* good records follow unreadable lines: damage, salvaged around */
+            out->damaged_lines += unreadable;
+            if (!out->first_damaged_line) {
+                out->first_damaged_line = run_line;
+                snprintf(out->damaged_why, sizeof out->damaged_why, "%s", run_why);
+            }
+            unreadable = 0;
         }
         if (index < 0) {
             snprintf(msg, msg_len,
@@ -248,13 +261,20 @@ int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t cases_n, s
             break;
         }
         out->valid_end = off;
-        if (out->offset[index] >= 0) {
+        if (out->offset[index] >= 0 && !out->rerun[index]) {
             out->duplicates++;
             continue;
         }
+        /* the first record of a case counts; a later one replaces only a record to rerun */
+        if (out->offset[index] < 0)
+            out->n_done++;
+        else
+            out->n_rerun--;
         out->offset[index] = here;
-        out->n_done++;
+        out->rerun[index] = (char)wants_rerun(&r);
+        out->n_rerun += out->rerun[index];
     }
+    out->torn_lines = unreadable;
     if (rc == 0 && ferror(f)) {
         snprintf(msg, msg_len, "cannot read %s: %s", path, strerror(errno));
         rc = -1;
@@ -265,6 +285,58 @@ int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t cases_n, s
     if (rc)
         cc_journal_scan_free(out);
     return rc;
+}
+
+static int offset_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int cc_journal_compact(const char *dir, const cc_journal_scan *s, char *msg, size_t msg_len)
+{
+    char path[1024], tmp[1100], kept[1100];
+    path_in(dir, "results.jsonl", path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(kept, sizeof kept, "%s.damaged", path);
+    int64_t *offs = malloc((s->n_cases ? s->n_cases : 1) * sizeof *offs);
+    size_t n = 0;
+    for (size_t i = 0; offs && i < s->n_cases; i++)
+        if (s->offset[i] >= 0 && !s->rerun[i])
+            offs[n++] = s->offset[i];
+    FILE *in = offs ? fopen(path, "rb") : NULL, *out = in ? fopen(tmp, "wb") : NULL;
+    int bad = !out;
+    if (!bad) {
+        qsort(offs, n, sizeof *offs, offset_cmp); /* the records keep their journal order */
+        char *line = NULL;
+        size_t cap = 0;
+        for (size_t k = 0; k < n && !bad; k++) {
+            ssize_t len;
+            bad = fseeko(in, (off_t)offs[k], SEEK_SET) || (len = getline(&line, &cap, in)) <= 0 ||
+                  fwrite(line, 1, (size_t)len, out) != (size_t)len;
+        }
+        free(line);
+        bad = bad || fflush(out) || ferror(out) || fsync(fileno(out));
+    }
+    int saved = errno;
+    if (out && fclose(out))
+        bad = 1;
+    if (in)
+        fclose(in);
+    free(offs);
+    /* the damaged journal stays beside the new one, for whoever wants to see what broke */
+    if (!bad && s->damaged_lines && rename(path, kept))
+        bad = 1, saved = errno;
+    if (!bad && rename(tmp, path))
+        bad = 1, saved = errno;
+    if (bad) {
+        snprintf(msg, msg_len, "cannot rewrite %s without its damaged or rerun records: %s",
+                 path, strerror(saved));
+        remove(tmp);
+        return -1;
+    }
+    sync_dir(dir);
+    return 0;
 }
 
 int cc_journal_report(const char *dir, const cc_journal_scan *s, cc_report *rep, char *msg,

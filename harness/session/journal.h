@@ -27,10 +27,13 @@
  *
  * Resume rules (cc_journal_scan): a record counts when its index is one of the run's and its
  * "case" is exactly that case's canonical line; any record naming another case means the case
- * list changed, and resuming is refused. A torn tail (a last line without its newline, or
- * unreadable lines that only end the file) is dropped and cut off before appending; an
- * unreadable line followed by good records is damage, and resuming is refused. A case recorded
- * twice keeps its first record. */
+ * list changed, and resuming is refused. Unreadable lines are dropped wherever they are: a torn
+ * tail (a last line without its newline, or unreadable lines that only end the file) is cut
+ * off before appending; unreadable lines followed by good records are damage: every good
+ * record around them is kept, the journal is rewritten without them (the damaged file is kept
+ * as results.jsonl.damaged) and their cases run again. A case recorded twice keeps its first
+ * record, except a crash whose worker was killed from outside twice ("retried":true,
+ * harness/pool.h): resuming runs it again, and its new record replaces it. */
 #ifndef CAPCHECK_JOURNAL_H
 #define CAPCHECK_JOURNAL_H
 
@@ -39,6 +42,7 @@
 
 #include "harness/case/case.h"
 #include "harness/report/report.h"
+#include "harness/report/repro.h"
 #include "harness/run/runner.h"
 
 #define CC_JOURNAL_SYNC_SECONDS 1.0
@@ -57,6 +61,7 @@ typedef struct {
     char cpu_levels[128]; /* --cpu-capability, the levels in run order ("" without it) */
     int n_platforms;      /* the platforms the run's workers reported, in level order */
     cc_platform platforms[CC_MAX_PLATFORMS];
+    cc_repro repro;      /* what reruns one of its cases (harness/repro.h); "repro" in run.json */
 } cc_run_info;
 
 uint64_t cc_case_list_hash(const cc_case *cases, size_t n);
@@ -67,20 +72,30 @@ int cc_run_info_read(const char *dir, cc_run_info *ri, char *msg, size_t msg_len
 
 /* What the journal already holds for a run of `n` cases. */
 typedef struct {
-    size_t n_cases, n_done;
+    size_t n_cases, n_done; /* n_done: cases with a record (those to rerun included) */
+    size_t n_rerun;         /* recorded crashes to run again (rerun[i]) */
     int64_t *offset;    /* offset[i]: byte offset of case i's record, -1 when it has none */
+    char *rerun;        /* rerun[i]: case i's record is a crash from outside kills: run it again */
     int64_t valid_end;  /* length of the journal up to the end of its last good line */
     int64_t file_size;
-    int torn_lines;     /* lines dropped from the tail (torn or unreadable) */
+    int torn_lines;     /* unreadable lines ending the file (a torn tail) */
+    int damaged_lines;  /* unreadable lines with good records after them */
+    long first_damaged_line; /* 1-based, the first damaged line (0: none) */
+    char damaged_why[256];   /* what is wrong with it */
     int duplicates;     /* later records of an already recorded case, ignored */
 } cc_journal_scan;
 
 /* Scan DIR/results.jsonl against the run's cases, run `copies` times (the dispatch levels; 1
  * without them): record index k is case k % n (a missing journal is an empty one).
- * Returns 0, or -1 with one sentence in msg: a record of another case list, damage in the
- * middle, an unreadable file. */
+ * Returns 0, or -1 with one sentence in msg: a record of another case list or without an
+ * index, an unreadable file. */
 int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t n, size_t copies,
                         cc_journal_scan *out, char *msg, size_t msg_len);
+/* Rewrite DIR/results.jsonl with the scan's kept records only (not its damaged lines, torn
+ * tail, duplicates or records to rerun), in their journal order, atomically; a damaged journal
+ * is kept as results.jsonl.damaged. Scan again afterwards (offsets change). 0, or -1 with
+ * msg. */
+int cc_journal_compact(const char *dir, const cc_journal_scan *s, char *msg, size_t msg_len);
 void cc_journal_scan_free(cc_journal_scan *s);
 
 /* Add every recorded result to rep in case-index order (deterministic whatever order the

@@ -2,17 +2,22 @@
 #include "harness/session/session.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/signalfd.h>
+#endif
 
 #include "core/clock.h"
-#include "harness/session/journal.h"
-#include "harness/run/pool.h"
 #include "harness/report/report.h"
 #include "harness/report/report_out.h"
+#include "harness/run/pool.h"
 #include "harness/run/witness.h"
+#include "harness/session/journal.h"
 
 static void remove_in(const char *dir, const char *name)
 {
@@ -23,14 +28,37 @@ static void remove_in(const char *dir, const char *name)
 
 typedef struct {
     const cc_session_opts *o;
+    const cc_repro *repro; /* the run's (run.json's on a resume) */
     cc_journal *journal;
     size_t done, total, passed;
     size_t level_done, level_passed; /* of the level running */
     const char *level;               /* its name when --cpu-capability gave levels, else NULL */
-    double last_progress;
+    double started, last_progress;
     int failed; /* the journal could not be written */
     char msg[512];
 } run_state;
+
+/* "12 s", "3 min 20 s", "1 h 05 min": a duration for the progress line. */
+static void format_duration(double s, char *buf, size_t n)
+{
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t < 60)
+        snprintf(buf, n, "%ld s", t);
+    else if (t < 3600)
+        snprintf(buf, n, "%ld min %02ld s", t / 60, t % 60);
+    else
+        snprintf(buf, n, "%ld h %02ld min", t / 3600, t / 60 % 60);
+}
+
+/* The command that reruns r as this run ran it (harness/report/repro.h), at its level. */
+static void repro_of(const run_state *s, const cc_result *r, char *cmd, size_t n)
+{
+    cc_repro_command(s->repro, r->line, cmd, n);
+    if (s->level) {
+        size_t used = strlen(cmd);
+        snprintf(cmd + used, n - used, " --cpu-capability %s", s->level);
+    }
+}
 
 static void on_result(run_state *s, size_t index, const cc_result *r)
 {
@@ -47,21 +75,22 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
     cc_expect_outcome judged = CC_EXPECT_NONE;
     if (s->o->expect)
         judged = cc_expect_judge(cc_expect_find(s->o->expect, r->line), r, said, sizeof said);
+    char cmd[2700];
+    repro_of(s, r, cmd, sizeof cmd);
+    const char *twice = r->retried ? " (its first worker was killed from outside: ran twice)" : "";
     if (s->o->expect && judged != CC_EXPECT_NONE && judged != CC_EXPECT_REPRODUCED) {
         if (s->o->tty)
             fprintf(log, "\r\033[K");
-        fprintf(log, "%s: %s\n  capcheck repro '%s'%s%s\n", cc_expect_outcome_name(judged), said,
-                r->line, s->level ? " --cpu-capability " : "", s->level ? s->level : "");
+        fprintf(log, "%s: %s%s\n  %s\n", cc_expect_outcome_name(judged), said, twice, cmd);
     } else if (r->status != CC_RES_PASS && !s->o->expect) {
         if (s->o->tty)
             fprintf(log, "\r\033[K");
         if (s->level)
-            fprintf(log, "%s on %s: %s\n  capcheck repro '%s' --cpu-capability %s\n",
-                    cc_result_status_name(r->status), r->platform, r->message, r->line,
-                    s->level);
+            fprintf(log, "%s on %s: %s%s\n  %s\n", cc_result_status_name(r->status),
+                    r->platform, r->message, twice, cmd);
         else
-            fprintf(log, "%s: %s\n  capcheck repro '%s'\n", cc_result_status_name(r->status),
-                    r->message, r->line);
+            fprintf(log, "%s: %s%s\n  %s\n", cc_result_status_name(r->status), r->message,
+                    twice, cmd);
         if (r->n_witnesses) {
             cc_witness_summary(r, said, sizeof said);
             fprintf(log, "  witnesses: %s\n", said);
@@ -69,8 +98,13 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
     }
     double t = cc_monotonic_seconds();
     if (s->o->tty && (t - s->last_progress > 0.1 || s->done == s->total)) {
-        fprintf(log, "\r\033[K[%zu/%zu] %s %s: %zu passed, %zu not", s->done, s->total, r->op,
-                cc_dtype_name(r->dtype), s->passed, s->done - s->passed);
+        char elapsed[32], eta[32];
+        format_duration(t - s->started, elapsed, sizeof elapsed);
+        format_duration((t - s->started) / (double)s->done * (double)(s->total - s->done), eta,
+                        sizeof eta);
+        fprintf(log, "\r\033[K[%zu/%zu] %s %s: %zu passed, %zu not; %s, ETA %s", s->done,
+                s->total, r->op, cc_dtype_name(r->dtype), s->passed, s->done - s->passed,
+                elapsed, eta);
         fflush(log);
         s->last_progress = t;
     }
@@ -145,6 +179,54 @@ static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint
     return 0;
 }
 
+/* A fresh run must not silently truncate another run's journal: a folder holding run.json or
+ * a non-empty results.jsonl is refused unless --force. 0, or -1 with msg. */
+static int check_fresh_folder(const cc_session_opts *o, char *msg, size_t len)
+{
+    const char *held = cc_dir_holds_run(o->out_dir);
+    if (o->force || !held)
+        return 0;
+    snprintf(msg, len,
+             "%s holds an earlier run (%s): --resume %s finishes it (or writes its report "
+             "again), --force starts over and discards it, or give another --out",
+             o->out_dir, held, o->out_dir);
+    return -1;
+}
+
+/* The signals that end a run (Ctrl-C, a scheduler's SIGTERM, a closed terminal) are blocked
+ * and read from a signalfd the pool watches, so the run stops between events and says how to
+ * finish it. Linux only; elsewhere they keep their default action. */
+typedef struct {
+    int fd;
+    sigset_t old;
+} interrupts;
+
+static void interrupts_open(interrupts *in)
+{
+    in->fd = -1;
+#ifdef __linux__
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, &set, &in->old) == 0) {
+        in->fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (in->fd < 0)
+            sigprocmask(SIG_SETMASK, &in->old, NULL);
+    }
+#endif
+}
+
+static void interrupts_close(interrupts *in)
+{
+    if (in->fd < 0)
+        return;
+    close(in->fd);
+    sigprocmask(SIG_SETMASK, &in->old, NULL); /* a signal still pending now acts as usual */
+    in->fd = -1;
+}
+
 /* The platforms a level's pool reports go into the run's list: a platform of this level and
  * device the run recorded before must be the same one (a resume on a changed machine or
  * environment is refused), and no other level may have given the same key. Returns 1 when the
@@ -192,6 +274,43 @@ static int note_platforms(const cc_session_opts *o, const cc_pool *pool, unsigne
     return grew;
 }
 
+/* A resumed journal keeps every good record: damaged lines and the records of crashes to run
+ * again go (the damaged file stays beside it), and it is read again; what was found is said
+ * on the log. Nothing to do for a fresh run. 0, or -1 with msg. */
+static int salvage_journal(const cc_session_opts *o, cc_journal_scan *scan, size_t total,
+                           int n_levels, char *msg, size_t len)
+{
+    if (!o->resume)
+        return 0;
+    int damaged = scan->damaged_lines, reruns = (int)scan->n_rerun, torn = scan->torn_lines;
+    long first_damaged = scan->first_damaged_line;
+    char why[256];
+    snprintf(why, sizeof why, "%s", scan->damaged_why);
+    if (damaged || reruns || scan->duplicates) {
+        if (cc_journal_compact(o->out_dir, scan, msg, len))
+            return -1;
+        cc_journal_scan_free(scan);
+        if (cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)n_levels, scan, msg,
+                                len))
+            return -1;
+    }
+    if (!o->log)
+        return 0;
+    fprintf(o->log, "capcheck: resuming %s: %zu of %zu cases already recorded\n", o->out_dir,
+            scan->n_done, total);
+    if (damaged)
+        fprintf(o->log, "capcheck: %d damaged line%s of its results.jsonl (the first, line %ld: "
+                        "%s) dropped; every good record around them kept, their cases run "
+                        "again (the damaged file is %s/results.jsonl.damaged)\n",
+                damaged, damaged == 1 ? "" : "s", first_damaged, why, o->out_dir);
+    if (reruns)
+        fprintf(o->log, "capcheck: %d crash%s of workers killed from outside run again\n",
+                reruns, reruns == 1 ? "" : "es");
+    if (torn)
+        fprintf(o->log, "capcheck: a torn last record was dropped and will be rerun\n");
+    return 0;
+}
+
 int cc_session_run(const cc_session_opts *o)
 {
     FILE *log = o->log ? o->log : stderr;
@@ -208,6 +327,8 @@ int cc_session_run(const cc_session_opts *o)
     cc_journal *journal = NULL;
     size_t *todo = NULL, n_todo = 0;
     int rc = 2, started = 0;
+    interrupts intr;
+    interrupts_open(&intr);
 
     if (o->resume) {
         int got = cc_run_info_read(o->out_dir, &info, msg, sizeof msg);
@@ -219,11 +340,11 @@ int cc_session_run(const cc_session_opts *o)
             cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)n_levels, &scan, msg,
                                 sizeof msg))
             goto out;
-    } else if (cc_make_dir(o->out_dir)) {
-        snprintf(msg, sizeof msg, "cannot create the output folder %s: %s", o->out_dir,
-                 strerror(errno));
+    } else if (check_fresh_folder(o, msg, sizeof msg))
         goto out;
-    }
+    /* a run.json written before repro lines named their provider: this command's */
+    if (!o->resume || !info.repro.args[0])
+        info.repro = o->repro ? *o->repro : info.repro;
     todo = malloc((o->n_cases ? o->n_cases : 1) * sizeof *todo);
     if (!todo) {
         snprintf(msg, sizeof msg, "out of memory");
@@ -231,16 +352,17 @@ int cc_session_run(const cc_session_opts *o)
     }
     size_t total_todo = 0;
     for (size_t g = 0; g < total; g++)
-        total_todo += !o->resume || scan.offset[g] < 0;
+        total_todo += !o->resume || scan.offset[g] < 0 || scan.rerun[g];
 
-    run_state st = {o, NULL, 0, total_todo, 0, 0, 0, NULL, 0, 0, ""};
+    run_state st = {o, &info.repro, NULL, 0, total_todo, 0, 0, 0, NULL,
+                    cc_monotonic_seconds(), 0, 0, ""};
     for (int k = 0; k < n_levels && !st.failed; k++) {
         int level = o->n_cpu_levels > 0 ? o->cpu_levels[k] : 0;
         size_t first = (size_t)k * o->n_cases;
         unsigned devices = 0;
         n_todo = 0;
         for (size_t i = 0; i < o->n_cases; i++)
-            if (!o->resume || scan.offset[first + i] < 0) {
+            if (!o->resume || scan.offset[first + i] < 0 || scan.rerun[first + i]) {
                 todo[n_todo++] = i;
                 devices |= 1u << o->cases[i].device;
             }
@@ -251,8 +373,8 @@ int cc_session_run(const cc_session_opts *o)
 
         /* the workers first: they initialise the provider, and a provider that cannot run
          * leaves the folder as it was */
-        cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, 0,
-                             o->in_process, o->witnesses, o->n_witnesses, level, o->run};
+        cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, o->timeout_base,
+                             o->in_process, o->witnesses, o->n_witnesses, level, o->run, intr.fd};
         if (pc.workers <= 0)
             pc.workers = cc_online_cpus();
         if ((size_t)pc.workers > (n_todo ? n_todo : 1))
@@ -277,6 +399,14 @@ int cc_session_run(const cc_session_opts *o)
             goto out;
         if (!started) {
             started = 1;
+            /* the folder only now: a provider that cannot start leaves none behind */
+            if (!o->resume && cc_make_dir(o->out_dir)) {
+                snprintf(msg, sizeof msg, "cannot create the output folder %s: %s", o->out_dir,
+                         strerror(errno));
+                goto out;
+            }
+            if (salvage_journal(o, &scan, total, n_levels, msg, sizeof msg))
+                goto out;
             if (cc_journal_open(o->out_dir, o->resume ? scan.valid_end : -1, &journal, msg,
                                 sizeof msg))
                 goto out;
@@ -299,12 +429,6 @@ int cc_session_run(const cc_session_opts *o)
                          cc_judging_describe(o->run.accumulation, o->run.power));
                 level_names(o, info.cpu_levels, sizeof info.cpu_levels);
                 grew = 1;
-            } else if (o->log && (scan.torn_lines || scan.n_done)) {
-                fprintf(log,
-                        "capcheck: resuming %s: %zu of %zu cases already recorded%s\n",
-                        o->out_dir, scan.n_done, total,
-                        scan.torn_lines ? "; a torn last record was dropped and will be rerun"
-                                        : "");
             }
         }
         if (grew && cc_run_info_write(o->out_dir, &info, msg, sizeof msg))
@@ -340,7 +464,9 @@ int cc_session_run(const cc_session_opts *o)
         pool = NULL;
     }
     if (st.failed) {
-        snprintf(msg, sizeof msg, "%s", st.msg);
+        snprintf(msg, sizeof msg, "%s; the results before it are in %s/results.jsonl: free the "
+                                  "space, then finish with --resume %s",
+                 st.msg, o->out_dir, o->out_dir);
         goto out;
     }
     if (!started && cc_journal_open(o->out_dir, o->resume ? scan.valid_end : -1, &journal, msg,
@@ -375,6 +501,7 @@ int cc_session_run(const cc_session_opts *o)
              info.provider_description);
     snprintf(rep.case_files, sizeof rep.case_files, "%s", info.case_files);
     snprintf(rep.command, sizeof rep.command, "%s", info.command);
+    rep.repro = info.repro;
     rep.base_seed = info.base_seed;
     if (o->provenance)
         rep.provenance = *o->provenance;
@@ -384,6 +511,18 @@ int cc_session_run(const cc_session_opts *o)
     rep.session_cases = (long)total_todo;
     rep.resumed = o->resume;
     int wrote = cc_report_write_outputs(&rep, o->out_dir, msg, sizeof msg) == 0;
+    char since[512] = "";
+    char *diff_text = NULL;
+    if (wrote && o->baseline && o->since_baseline) {
+        diff_text = o->since_baseline(o->baseline, o->out_dir, since, sizeof since);
+        rep.since_baseline = diff_text;
+        char md[1100];
+        snprintf(md, sizeof md, "%s/report.md", o->out_dir);
+        if (diff_text && cc_report_write_markdown(&rep, md)) {
+            snprintf(msg, sizeof msg, "cannot write %.900s: %s", md, strerror(errno));
+            wrote = 0;
+        }
+    }
     long not_passed = rep.cases - rep.counts[CC_RES_PASS];
     /* the rate counts the cases this session ran (a resume runs only the missing ones) */
     printf("capcheck: %ld cases on %s in %.2f s (%.0f cases/s): %ld passed, %ld failed, "
@@ -406,17 +545,46 @@ int cc_session_run(const cc_session_opts *o)
             broken += cc_expect_is_failure((cc_expect_outcome)k) ? rep.expect_counts[k] : 0;
         }
     }
-    printf("capcheck: report in %s (report.md, report.json, report.junit.xml, results.jsonl)\n",
-           o->out_dir);
+    if (rep.retried)
+        printf("capcheck: %ld cases ran twice: their first worker was killed from outside\n",
+               rep.retried);
+    if (since[0])
+        printf("capcheck: since the baseline %s: %s\n", o->baseline,
+               strncmp(since, "capcheck diff: ", 15) == 0 ? since + 15 : since);
+    if (wrote)
+        printf("capcheck: report in %s (report.md, report.json, report.junit.xml, "
+               "results.jsonl)\n",
+               o->out_dir);
+    free(diff_text);
     cc_report_free(&rep);
-    if (!wrote)
+    if (!wrote) {
+        size_t used = strlen(msg);
+        snprintf(msg + used, sizeof msg - used, "; no report: every result is in "
+                                                "%s/results.jsonl, and --resume %s writes the "
+                                                "report once the disk has room",
+                 o->out_dir, o->out_dir);
         goto out;
+    }
     rc = (o->expect ? broken : not_passed) ? 1 : 0;
     goto out;
 
 lost_pool:
     if (o->tty && o->log)
         fprintf(log, "\n");
+    if (cc_pool_interrupted(pool)) {
+        int sig = cc_pool_interrupted(pool);
+        cc_pool_close(pool);
+        pool = NULL;
+        cc_journal_close(journal);
+        journal = NULL;
+        fprintf(log, "capcheck: interrupted by %s: %zu of %zu cases are recorded in "
+                     "%s/results.jsonl; finish the run with:\n  %s\n",
+                sig == SIGINT ? "Ctrl-C (SIGINT)" : cc_signal_name(sig),
+                total - total_todo + st.done, total, o->out_dir,
+                o->resume_command ? o->resume_command : "capcheck run ... --resume DIR");
+        rc = 128 + sig;
+        goto out;
+    }
     {
         char tail[256];
         snprintf(tail, sizeof tail, "; the results so far are in %s/results.jsonl: finish with "
@@ -430,6 +598,7 @@ out:
     cc_journal_close(journal);
     cc_journal_scan_free(&scan);
     free(todo);
+    interrupts_close(&intr);
     if (rc == 2)
         fprintf(log, "capcheck: %s\n", msg);
     return rc;
@@ -440,8 +609,8 @@ int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout
                           int cpu_level, const cc_run_options *run, cc_result *r, char *msg,
                           size_t msg_len)
 {
-    cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, 0, in_process, witnesses,
-                         n_witnesses, cpu_level, {0, 0, 0, NULL, CC_ACC_STRICT, 0}};
+    cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, timeout_base, in_process, witnesses,
+                         n_witnesses, cpu_level, {0, 0, 0, NULL, CC_ACC_STRICT, 0}, -1};
     if (run)
         pc.run = *run;
     cc_pool *pool;

@@ -5,21 +5,27 @@
  * journal in case-index order, so an interrupted run finished with --resume reports exactly
  * what an uninterrupted one does (wall-clock figures live apart, in the report's "timing").
  *
- * A fresh run: fork the workers (they initialise the provider), start DIR/results.jsonl
- * empty, write DIR/run.json, remove any old report, run every case, write the report.
+ * A fresh run: a folder holding an earlier run (run.json, or a non-empty results.jsonl) is
+ * refused unless `force`; fork the workers (they initialise the provider: one that cannot run
+ * leaves no folder behind), create the folder, start DIR/results.jsonl empty, write
+ * DIR/run.json, remove any old report, run every case, write the report.
  * A resume (--resume DIR): DIR/run.json must describe the same run (case count, case-list
  * hash, provider name, and the provider's describe() text when cases remain); the journal's
- * recorded cases are skipped, a torn tail is cut off, the rest run, and the report is
+ * recorded cases are skipped, a torn tail is cut off, damaged lines are dropped and their cases
+ * run again (journal.h), crashes of workers killed from outside run again, and the report is
  * written from the whole journal. With witnesses, run.json names them and a resume must name
  * the same ones (in order). The report's provenance (command, case files, base seed,
- * provider description) is the run's, from run.json.
+ * provider description, repro options) is the run's, from run.json.
  *
  * CPU dispatch levels (--cpu-capability, harness/run/platform.h): every case runs once per level,
  * level after level, each level in a pool of its own whose workers set the level before they
  * initialise the provider. Each level's workers report their platform; two levels that give
  * the same platform key are refused (the second would only repeat the first). run.json records
  * the levels and the platforms, and a resume must name the same levels and find the same
- * platforms. The report lists the platforms and has rows per platform. */
+ * platforms. The report lists the platforms and has rows per platform.
+ *
+ * Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the run between results: what is recorded stays,
+ * and the log says the command that finishes it (exit 128 + the signal). */
 #ifndef CAPCHECK_SESSION_H
 #define CAPCHECK_SESSION_H
 
@@ -28,6 +34,7 @@
 #include "harness/case/case.h"
 #include "harness/report/expect.h"
 #include "harness/report/provenance.h"
+#include "harness/report/repro.h"
 #include "harness/run/runner.h"
 
 typedef struct {
@@ -55,12 +62,19 @@ typedef struct {
      * exit code is 1 only for a broken expectation, a crash or an unexpected result */
     const cc_expectations *expect;
     cc_run_options run; /* --repeat, --no-guard, --deterministic */
+    int force;                  /* --force: a fresh run may discard an earlier run's journal */
+    const cc_repro *repro;      /* what reruns a case (repro.h); a resume keeps run.json's */
+    const char *baseline;       /* --baseline DIR: report.md says what changed since it */
+    /* the comparison with the baseline (the CLI's: capcheck diff sits above the session):
+     * malloc'd text for report.md and its summary line, or NULL with why in summary */
+    char *(*since_baseline)(const char *baseline, const char *dir, char *summary, size_t n);
+    const char *resume_command; /* the command that finishes this run, for an interrupt */
 } cc_session_opts;
 
 /* Exit code: 0 every case passed (with expect: every result met its expectation), 1 some case
- * did not, 2 bad input or environment (one
- * sentence on log: a provider that cannot run, a run.json or journal of another run, an
- * unwritable folder). */
+ * did not, 2 bad input or environment (one sentence on log: a provider that cannot run, a
+ * run.json or journal of another run, a folder holding an earlier run, an unwritable folder or
+ * a full disk), 128 + N when signal N interrupted it. */
 int cc_session_run(const cc_session_opts *o);
 
 /* One case in a worker of its own (or in this process when in_process), for repro: a crash or

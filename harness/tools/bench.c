@@ -4,14 +4,18 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/files.h"
-#include "harness/session/journal.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "harness/case/materialize.h"
+#include "harness/run/pool.h"
 #include "harness/run/runner.h"
+#include "harness/run/watch.h"
+#include "harness/session/journal.h"
 
 /* One case made ready for every loop: inputs, the provider's output buffers, the reference's. */
 typedef struct {
@@ -69,6 +73,8 @@ static cc_status provider_calls(const cc_provider *p, prepared *pc, char *msg, s
         st = p->forward(p->ctx, &pc->call, &pc->out, msg, len);
     if (st == CC_OK && pc->vjp)
         st = p->vjp(p->ctx, &pc->call, &pc->in.g_view, pc->grads, msg, len);
+    if (st != CC_OK)
+        cc_text_clean(msg, len);
     return st;
 }
 
@@ -239,10 +245,30 @@ static int write_json(const char *path, const cc_provider *p, const cc_case *fir
     return 0;
 }
 
-int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
-                     const cc_bench_opts *opts, FILE *out, FILE *log)
+typedef struct {
+    const cc_provider *p;
+    const cc_case *cases;
+    size_t n;
+    const cc_bench_opts *opts;
+    FILE *out, *log;
+} bench_args;
+
+/* The bench itself, in the watched child (harness/watch.h): init, then every phase under a
+ * limit, so a provider that hangs or dies is one sentence from the parent. */
+static int bench_in_child(cc_watch *w, void *arg)
 {
-    cc_bench_opts o = *opts;
+    const bench_args *a = arg;
+    const cc_provider *p = a->p;
+    const cc_case *cases = a->cases;
+    size_t n = a->n;
+    FILE *out = a->out, *log = a->log;
+    char why[384];
+    if (cc_provider_init(p, cases[0].device, why, sizeof why) != CC_OK) {
+        fprintf(log, "capcheck bench: provider %s cannot run on %s: %s\n", p->name,
+                cc_device_name(cases[0].device), why);
+        return 2;
+    }
+    cc_bench_opts o = *a->opts;
     if (o.min_seconds <= 0)
         o.min_seconds = 0.2;
     if (o.repetitions <= 0)
@@ -260,7 +286,12 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
     int rc = 2;
     char dir[] = "/tmp/capcheck-bench.XXXXXX";
     int have_dir = 0;
+    double t_prepare = cc_monotonic_seconds();
     for (size_t i = 0; i < n; i++) {
+        char line[CC_CASE_LINE_MAX], what[CC_CASE_LINE_MAX + 32];
+        cc_case_print(&cases[i], line, sizeof line);
+        snprintf(what, sizeof what, "the first calls of '%.200s'", line);
+        cc_watch_phase(w, cc_case_timeout(&cases[i], o.timeout_base), what);
         int k = prepare(p, &cases[i], i, o.max_elements, &s.cases[s.n]);
         if (k < 0) {
             prepared_free(&s.cases[s.n]);
@@ -290,25 +321,35 @@ int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
         fprintf(log, "capcheck bench: %s\n", s.msg);
         goto done;
     }
-    char desc[256] = "";
-    if (p->describe)
-        p->describe(p->ctx, desc, sizeof desc);
+    char desc[256];
+    cc_provider_describe(p, desc, sizeof desc);
+    int own = strcmp(desc, p->name) != 0; /* it describes itself */
     fprintf(out, "bench: %zu of %zu cases from %s on %s %s%s%s%s\n", s.n, n, o.source, p->name,
-            cc_device_name(cases[0].device), desc[0] ? " (" : "", desc, desc[0] ? ")" : "");
+            cc_device_name(cases[0].device), own ? " (" : "", own ? desc : "", own ? ")" : "");
     fprintf(out, "       left out: %zu larger than %lld elements, %zu not run by the provider\n",
             too_large, (long long)o.max_elements, not_run);
     fprintf(out, "       %d repetitions of >= %.2g s per loop, loops taking turns; medians\n",
             o.repetitions, o.min_seconds);
 
+    /* a loop's measurement takes min_seconds and at most one more round; a round costs about
+     * what preparing took (one call of each case): ten times that, plus a case's base limit */
+    t_prepare = cc_monotonic_seconds() - t_prepare;
+    double loop_limit = o.min_seconds + 10 * t_prepare +
+                        (o.timeout_base > 0 ? o.timeout_base : CC_POOL_DEFAULT_TIMEOUT);
     double samples[LOOP_COUNT][64], rate[LOOP_COUNT];
+    cc_watch_phase(w, LOOP_COUNT * loop_limit, "the warm-up rounds");
     for (int k = 0; k < LOOP_COUNT; k++) /* warm-up: caches, allocator, lazy initialisation */
         loop_rounds[k](&s);
     int tty = isatty(fileno(log));
     for (int rep = 0; rep < o.repetitions; rep++) {
         if (tty)
             fprintf(log, "bench: repetition %d/%d\r", rep + 1, o.repetitions);
-        for (int k = 0; k < LOOP_COUNT; k++)
+        for (int k = 0; k < LOOP_COUNT; k++) {
+            char what[64];
+            snprintf(what, sizeof what, "timing the %s loop", loop_names[k]);
+            cc_watch_phase(w, loop_limit, what);
             samples[k][rep] = measure(&s, k, o.min_seconds);
+        }
     }
     if (tty)
         fprintf(log, "%*s\r", 40, "");
@@ -349,5 +390,25 @@ done:
         prepared_free(&s.cases[i]);
     free(s.cases);
     cc_guard_cache_clear(&s.guard_cache);
+    return rc;
+}
+
+int cc_bench_command(const cc_provider *p, const cc_case *cases, size_t n,
+                     const cc_bench_opts *opts, FILE *out, FILE *log)
+{
+    if (!n) {
+        fprintf(log, "capcheck bench: no cases\n");
+        return 2;
+    }
+    bench_args a = {p, cases, n, opts, out, log};
+    char who[128], msg[1024];
+    snprintf(who, sizeof who, "provider %s", p->name);
+    double init_limit = opts->timeout_base > 0 ? opts->timeout_base : CC_POOL_DEFAULT_INIT_TIMEOUT;
+    int rc = cc_watch_run(bench_in_child, &a, who, init_limit, "initialising", msg, sizeof msg);
+    if (rc < 0) {
+        fprintf(log, "capcheck bench: %s (capcheck run on these cases isolates each case)\n",
+                msg);
+        return 2;
+    }
     return rc;
 }

@@ -15,86 +15,7 @@
 
 #include "core/dtype.h"
 #include "harness/case/materialize.h"
-
-/* ---- running one case in a child ------------------------------------------------------------ */
-
-void cc_run_case_isolated(const cc_provider *p, const cc_case *c, double timeout_s,
-                          cc_result *r)
-{
-    int fd[2];
-    fflush(NULL); /* the child must not write out the parent's buffered output again */
-    if (pipe(fd) != 0) {
-        cc_run_case(p, c, r);
-        return;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fd[0]);
-        close(fd[1]);
-        cc_run_case(p, c, r);
-        return;
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        /* a crash must end the child (a handler inherited from a test framework would not) */
-        int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGALRM};
-        for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
-            signal(sigs[k], SIG_DFL);
-        if (timeout_s > 0) {
-            struct itimerval it = {{0, 0}, {(time_t)timeout_s,
-                                            (suseconds_t)((timeout_s - floor(timeout_s)) * 1e6)}};
-            setitimer(ITIMER_REAL, &it, NULL); /* SIGALRM's default action ends the child */
-        }
-        cc_result res;
-        cc_run_case(p, c, &res);
-        const char *b = (const char *)&res;
-        size_t left = sizeof res;
-        while (left) {
-            ssize_t w = write(fd[1], b, left);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                _exit(3);
-            b += w;
-            left -= (size_t)w;
-        }
-        _exit(0);
-    }
-    close(fd[1]);
-    cc_result got;
-    size_t have = 0;
-    char *b = (char *)&got;
-    while (have < sizeof got) {
-        ssize_t n = read(fd[0], b + have, sizeof got - have);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        have += (size_t)n;
-    }
-    close(fd[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (have == sizeof got && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        *r = got;
-        return;
-    }
-    cc_result_begin(p, c, r); /* the status is set below */
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
-        r->status = CC_RES_TIMEOUT;
-        snprintf(r->message, sizeof r->message, "no result within %.3g s", timeout_s);
-        r->seconds = timeout_s;
-    } else if (WIFSIGNALED(status)) {
-        r->status = CC_RES_CRASH;
-        snprintf(r->message, sizeof r->message, "the provider call died of signal %d (%s)",
-                 WTERMSIG(status), strsignal(WTERMSIG(status)));
-    } else {
-        r->status = CC_RES_CRASH;
-        snprintf(r->message, sizeof r->message, "the worker exited with status %d mid-case",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    }
-}
+#include "harness/run/pool.h"
 
 /* ---- the order of cases --------------------------------------------------------------------- */
 
@@ -544,23 +465,41 @@ static int seen_test_and_add(seen_set *s, uint64_t h)
     }
 }
 
+static int shrink_in(cc_pool *pool, const cc_provider *p, const cc_case *c,
+                     const cc_shrink_opts *o, cc_shrink_result *out, char *msg, size_t msg_len);
+
 int cc_shrink(const cc_provider *p, const cc_case *c, const cc_shrink_opts *o,
               cc_shrink_result *out, char *msg, size_t msg_len)
 {
     cc_shrink_opts opt = o ? *o : (cc_shrink_opts){0};
     if (opt.max_runs <= 0)
         opt.max_runs = 4000;
-    if (opt.timeout_s <= 0)
-        opt.timeout_s = 60;
     if (opt.max_seed <= 0)
         opt.max_seed = 16;
     memset(out, 0, sizeof *out);
-    cc_run_case_isolated(p, c, opt.timeout_s, &out->original);
+    /* every run in a worker of the pool: init there too, under the same limit, so a provider
+     * that hangs, crashes or exits in init or in a call is a sentence or a result */
+    cc_pool_config pc = {p,    1,    1u << c->device, opt.timeout_s, opt.timeout_s, 0,
+                         NULL, 0,    0,               {0, 0, 0, NULL, CC_ACC_STRICT, 0}, -1};
+    cc_pool *pool;
+    if (cc_pool_start(&pc, &pool, msg, msg_len))
+        return -1;
+    int rc = shrink_in(pool, p, c, &opt, out, msg, msg_len);
+    cc_pool_close(pool);
+    return rc;
+}
+
+static int shrink_in(cc_pool *pool, const cc_provider *p, const cc_case *c,
+                     const cc_shrink_opts *o, cc_shrink_result *out, char *msg, size_t msg_len)
+{
+    cc_shrink_opts opt = *o;
+    if (cc_pool_run_one(pool, c, &out->original, msg, msg_len))
+        return -1;
     out->runs = 1;
     if (out->original.status == CC_RES_PASS || out->original.status == CC_RES_UNSUPPORTED) {
         snprintf(msg, msg_len, "the case %s on provider %s: nothing to shrink",
                  out->original.status == CC_RES_PASS ? "passes" : "is unsupported", p->name);
-        return -1;
+        return 1;
     }
     cc_case cur = *c;
     cc_result cur_r = out->original;
@@ -583,7 +522,11 @@ int cc_shrink(const cc_provider *p, const cc_case *c, const cc_shrink_opts *o,
                 break;
             }
             cc_result r;
-            cc_run_case_isolated(p, &l.v[k], opt.timeout_s, &r);
+            if (cc_pool_run_one(pool, &l.v[k], &r, msg, msg_len)) {
+                free(l.v);
+                free(seen.v);
+                return -1;
+            }
             out->runs++;
             if (!same_failure(&out->original, &r))
                 continue;
@@ -949,16 +892,17 @@ int cc_shrink_write_python(const cc_case *c, const cc_result *r, FILE *f, char *
 /* ---- the command ---------------------------------------------------------------------------- */
 
 int cc_shrink_command(const cc_provider *p, const cc_case *c, const char *script_path,
-                      FILE *out, FILE *err)
+                      double timeout_s, const cc_repro *repro, FILE *out, FILE *err)
 {
-    cc_shrink_opts o = {0, 0, 0, err};
+    cc_shrink_opts o = {0, timeout_s, 0, err};
     cc_shrink_result res;
     char msg[512] = "";
     char line[CC_CASE_LINE_MAX];
     cc_case_print(c, line, sizeof line);
-    if (cc_shrink(p, c, &o, &res, msg, sizeof msg)) {
+    int rc = cc_shrink(p, c, &o, &res, msg, sizeof msg);
+    if (rc) {
         fprintf(err, "capcheck shrink: %s\n  %s\n", msg, line);
-        return 1;
+        return rc > 0 ? 1 : 2;
     }
     fprintf(out, "original: %s\n          %s: %s (%lld input elements)\n", line,
             cc_result_status_name(res.original.status), res.original.message,
@@ -968,7 +912,9 @@ int cc_shrink_command(const cc_provider *p, const cc_case *c, const char *script
             (long long)cc_case_input_elements(&res.minimal));
     fprintf(out, "          %d candidates run, %d kept%s\n", res.runs, res.kept,
             res.budget_spent ? " (run budget spent before the fixpoint)" : "");
-    fprintf(out, "  capcheck repro '%s'\n", res.last.line);
+    char cmd[2600];
+    cc_repro_command(repro, res.last.line, cmd, sizeof cmd);
+    fprintf(out, "  %s\n", cmd);
     FILE *f = out;
     if (script_path) {
         f = fopen(script_path, "w");
@@ -979,7 +925,7 @@ int cc_shrink_command(const cc_provider *p, const cc_case *c, const char *script
     } else {
         fputs("---- reproducer (python3, torch) ----\n", out);
     }
-    int rc = cc_shrink_write_python(&res.minimal, &res.last, f, msg, sizeof msg);
+    rc = cc_shrink_write_python(&res.minimal, &res.last, f, msg, sizeof msg);
     if (script_path) {
         if (fclose(f) != 0)
             rc = -1;

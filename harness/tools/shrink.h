@@ -13,19 +13,22 @@
  * output (y or grad:<input>). The first kept candidate restarts the search; a pass through all
  * candidates with none kept is the fixpoint.
  *
- * Every candidate runs in a forked child (with a time limit), so a crashing provider is shrunk
- * like a wrong one. */
+ * Every run (the given case and each candidate) goes to a worker of the pool (harness/pool.h),
+ * which initialises the provider itself: a provider that crashes, hangs or exits in init is one
+ * sentence, and one that does so in a call is shrunk like a wrong one (crash, timeout). */
 #ifndef CAPCHECK_SHRINK_H
 #define CAPCHECK_SHRINK_H
 
 #include <stdio.h>
 
 #include "harness/case/case.h"
+#include "harness/report/repro.h"
 #include "harness/run/runner.h"
 
 typedef struct {
     int max_runs;     /* candidate runs at most; 0: 4000 */
-    double timeout_s; /* per run, in its child; 0: 60 */
+    double timeout_s; /* the base of each run's limit (cc_case_timeout) and init's; 0: the
+                         pool's defaults */
     int max_seed;     /* seeds 0..max_seed-1 are tried; 0: 16 */
     FILE *log;        /* one line per kept candidate, or NULL */
 } cc_shrink_opts;
@@ -38,13 +41,9 @@ typedef struct {
     int budget_spent;   /* max_runs reached before the fixpoint */
 } cc_shrink_result;
 
-/* Run one case in a forked child within timeout_s: a signal becomes CC_RES_CRASH, the time
- * limit CC_RES_TIMEOUT. Never fails (a failing fork runs the case in this process). */
-void cc_run_case_isolated(const cc_provider *p, const cc_case *c, double timeout_s,
-                          cc_result *r);
-
-/* Shrink c on provider p (already initialised). Returns 0, or -1 with a sentence in msg when
- * c does not fail (status pass or unsupported: nothing to shrink). */
+/* Shrink c on provider p (not initialised: the pool's worker does that). Returns 0; 1 with a
+ * sentence in msg when c does not fail (pass or unsupported: nothing to shrink); -1 with a
+ * sentence when the provider cannot run (init failed, crashed or hung) or no worker starts. */
 int cc_shrink(const cc_provider *p, const cc_case *c, const cc_shrink_opts *o,
               cc_shrink_result *out, char *msg, size_t msg_len);
 
@@ -60,10 +59,11 @@ int64_t cc_case_input_elements(const cc_case *c);
 int cc_shrink_write_python(const cc_case *c, const cc_result *r, FILE *f, char *msg,
                            size_t msg_len);
 
-/* `capcheck shrink`: shrink, print the minimal line and its result to out, and the script to
- * script_path (or to out when NULL). Exit code: 0 a minimal failing case was printed, 1 the
- * case does not fail, 2 the script could not be written. */
+/* `capcheck shrink`: shrink, print the minimal line, the command that reruns it (repro, may
+ * be NULL: harness/repro.h) and its result to out, and the script to script_path (or to out
+ * when NULL). Exit code: 0 a minimal failing case was printed, 1 the case does not fail, 2 the
+ * provider cannot run or the script could not be written. */
 int cc_shrink_command(const cc_provider *p, const cc_case *c, const char *script_path,
-                      FILE *out, FILE *err);
+                      double timeout_s, const cc_repro *repro, FILE *out, FILE *err);
 
 #endif

@@ -1,7 +1,8 @@
 /* A minimal capcheck provider plugin: add and relu, forward and VJP, float32 and float64, on
  * the CPU. Everything else answers CC_UNSUPPORTED. It depends on nothing but
- * providers/provider.h (and the ref_params record it includes), which is the whole plugin ABI;
- * it calls no capcheck function (the host exports none to plugins):
+ * providers/provider.h (and the ref_params record it includes), which is the whole plugin ABI,
+ * and the header-only view helpers of providers/plugins/plugin_views.h; it calls no capcheck
+ * function (the host exports none to plugins):
  *
  *     cc -std=c11 -O2 -fPIC -shared -I<capcheck> example_plugin.c -o example_plugin.so
  *     capcheck run --provider-lib ./example_plugin.so --op add
@@ -13,37 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "providers/plugins/plugin_views.h"
 #include "providers/provider.h"
-
-/* Element `i` (row-major over the view's shape) of a strided view, as a double. */
-static double load(const cc_view *v, int64_t i)
-{
-    int64_t off = 0;
-    for (int a = v->rank - 1; a >= 0; a--) {
-        int64_t d = v->shape[a];
-        off += (i % d) * v->strides[a];
-        i /= d;
-    }
-    return v->dtype == CC_F64 ? ((const double *)v->data)[off]
-                              : (double)((const float *)v->data)[off];
-}
-
-/* Element i of a dense output: rounded once to its dtype. */
-static void store(cc_view *v, int64_t i, double x)
-{
-    if (v->dtype == CC_F64)
-        ((double *)v->data)[i] = x;
-    else
-        ((float *)v->data)[i] = (float)x;
-}
-
-static int64_t numel(const cc_view *v)
-{
-    int64_t n = 1;
-    for (int a = 0; a < v->rank; a++)
-        n *= v->shape[a];
-    return n;
-}
 
 static int same_shape(const cc_view *a, const cc_view *b)
 {
@@ -92,15 +64,15 @@ static cc_status ex_forward(void *ctx, const cc_call *call, cc_view *out, char *
     cc_status st = supported(call, msg, len);
     if (st != CC_OK)
         return st;
-    int64_t n = numel(out);
+    int64_t n = cc_plugin_numel(out);
     int is_add = strcmp(call->op, "add") == 0;
     for (int64_t i = 0; i < n; i++) {
-        double x = load(&call->in[0], i);
+        double x = cc_plugin_load(&call->in[0], i);
         double y = is_add ? (double)(call->dtype == CC_F32
-                                         ? (float)x + (float)load(&call->in[1], i)
-                                         : x + load(&call->in[1], i))
+                                         ? (float)x + (float)cc_plugin_load(&call->in[1], i)
+                                         : x + cc_plugin_load(&call->in[1], i))
                           : (isnan(x) ? x : (x > 0 ? x : 0.0));
-        store(out, i, y);
+        cc_plugin_store(out, i, y);
     }
     return CC_OK;
 }
@@ -114,16 +86,16 @@ static cc_status ex_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
     cc_status st = supported(call, msg, len);
     if (st != CC_OK)
         return st;
-    int64_t n = numel(g);
+    int64_t n = cc_plugin_numel(g);
     int is_add = strcmp(call->op, "add") == 0;
     for (int64_t i = 0; i < n; i++) {
-        double gi = load(g, i);
+        double gi = cc_plugin_load(g, i);
         if (is_add) {
             for (int k = 0; k < 2; k++)
                 if (grads[k].data)
-                    store(&grads[k], i, gi);
+                    cc_plugin_store(&grads[k], i, gi);
         } else if (grads[0].data) {
-            store(&grads[0], i, load(&call->in[0], i) > 0 ? gi : 0.0);
+            cc_plugin_store(&grads[0], i, cc_plugin_load(&call->in[0], i) > 0 ? gi : 0.0);
         }
     }
     return CC_OK;

@@ -1,0 +1,245 @@
+/* The help of every command (help.h). */
+#include "harness/help.h"
+
+#include <string.h>
+
+#define PROVIDERS                                                                                \
+    "Providers (--provider NAME):\n"                                                             \
+    "  aten         ATen through libtorch, CPU and (built with CAPCHECK_ATEN_CUDA) CUDA; the\n" \
+    "               default\n"                                                                   \
+    "  reference    capcheck's own float64 reference (it passes everything: for testing)\n"     \
+    "  openblas     OpenBLAS on the CPU: matmul, scaledMatmul, linear, conv, convTranspose\n"   \
+    "               in f32/f64 (CAPCHECK_OPENBLAS_THREADS=N; default 1 thread)\n"               \
+    "  cublas       cuBLAS on CUDA: matmul, scaledMatmul, linear (CAPCHECK_TF32=1: TF32)\n"      \
+    "  cublas-tf32  cuBLAS with TF32 forced on (f32 judged at TF32's u = 2^-11)\n"               \
+    "  cudnn        cuDNN on CUDA: conv, convTranspose, softmax, logSoftmax, pools, batchNorm\n" \
+    "  cufft        cuFFT on CUDA: fftFno variants 0, 1, 2\n"                                   \
+    "  --provider-lib PATH  a plugin: a shared library exporting capcheck_provider_v1\n"         \
+    "               (providers/provider.h; example: build/plugins/example_plugin.so); one named\n"\
+    "               like a built-in is refused; its capsules are plugin.NAME.DEVICE.OP unless\n"  \
+    "               a catalog row pins its library's sha256\n"                                  \
+    "The reference's capsules are capcheck.oracle.OP (the oracle checking itself). A provider\n" \
+    "capcheck was built without answers with one sentence saying so; so does a TorchLean\n"      \
+    "provider name (cuDNN: --provider cudnn; mps: none, load one with --provider-lib).\n"
+
+#define EXIT_RUN                                                                                 \
+    "Exit codes: 0 every case passed; 1 some case did not pass (failed, unsupported, error,\n"  \
+    "crash or timeout); 2 bad input or environment (a malformed line, a missing file, no case\n" \
+    "to run, a provider that cannot run on the device, a folder holding an earlier run, a full\n" \
+    "disk); 128+N when signal N (Ctrl-C: 130) interrupted the run.\n"
+
+#define MATH_MODES                                                                               \
+    "  --tf32 on|off, --deterministic on|off, --attention composed|math|flash|efficient|cudnn\n" \
+    "      math modes, passed to the provider's workers as CAPCHECK_TF32=1|0,\n"                 \
+    "      CAPCHECK_DETERMINISTIC=1|0 and CAPCHECK_ATTENTION and stated in the report; a mode\n"  \
+    "      not given keeps its variable when set, else is off (attention: composed, bmm +\n"     \
+    "      softmax, no SDPA). With TF32 on, f32 matmul/conv cases are judged at u = 2^-11\n"
+
+#define PROVIDER_OPTS                                                                            \
+    "  --provider NAME | --provider-lib PATH    what runs the cases (providers below)\n"         \
+    "  --device cpu|cuda    the device of lines that name none (default cpu; gpu, TorchLean's\n" \
+    "                       alias, is cuda; TorchLean's other devices: one sentence)\n"
+
+static const struct {
+    const char *name, *summary, *text;
+} HELP[] = {
+    {"run", "run case files and write the report",
+     "usage: capcheck run [FILE...] [options]\n"
+     "Run the cases of FILE... (default: the smoke cases embedded in capcheck) and write\n"
+     "DIR/results.jsonl (one record per case, as it finishes), DIR/report.md (failures\n"
+     "first), DIR/report.json (+ .sha256 seal), DIR/report.junit.xml and DIR/report.html.\n"
+     "Options:\n" PROVIDER_OPTS
+     "  --out DIR        the run's folder (default out); a folder holding an earlier run is\n"
+     "                   refused: --resume DIR finishes it, --force starts over\n"
+     "  --force          start over in a folder that holds an earlier run (it is discarded)\n"
+     "  --resume DIR     with the same arguments: run only what DIR's journal lacks (damaged\n"
+     "                   lines and crashes of workers killed from outside run again) and\n"
+     "                   write the report an uninterrupted run writes\n"
+     "  --baseline DIR   report.md says what changed since that run (capcheck diff)\n"
+     "  --op NAME        only the cases of op NAME (refused when none is left)\n"
+     "  --seed N         the base seed of generator lines without seed= (default 0)\n"
+     "  -j N             worker processes (default one per CPU)\n"
+     "  --timeout S      a case's limit: S seconds (default 10) + 1 us per element per input;\n"
+     "                   also each worker's provider init limit (default 60 s)\n"
+     "  --shard I/N      run shard I of N (cases dealt by cost; capcheck merge joins them);\n"
+     "                   --shard auto: I and N from GitLab parallel, a Kubernetes Indexed Job,\n"
+     "                   a Slurm array, Buildkite or CAPCHECK_SHARD_INDEX/COUNT\n"
+     "  --policy F       report.html's gate verdicts under F (default: the built-in policy)\n"
+     "  --cpu-capability LEVEL[,LEVEL...]|all\n"
+     "                   every case once per CPU dispatch level (native, amx-fp16, amx,\n"
+     "                   avx512-fp16, avx512-bf16, avx512, avx2, default; all: every level this\n"
+     "                   CPU supports), set in the workers before ATen and oneDNN start; rows\n"
+     "                   per platform key (capcheck list platforms shows this machine's)\n"
+     "  --expect         judge each result by the files' '#! seen STATUS on KEY...' lines: exit\n"
+     "                   1 only for a broken expectation, a crash or an unexpected result\n"
+     "  --repeat N       N provider calls per check on the same inputs (1 to 1000): results\n"
+     "                   that differ are `nondeterministic`\n"
+     "  --no-guard       plain heap buffers (no guard pages or canaries: `out-of-bounds`)\n"
+     "  --accumulation strict|relaxed\n"
+     "                   how f16/bf16 sums, dot products, softmax denominators, norm\n"
+     "                   statistics and window sums are judged: strict (default) as float32\n"
+     "                   plus one rounding to the dtype, relaxed as folds in the dtype; every\n"
+     "                   result, the report and run.json say which\n"
+     "  --power          also measure how large an error each case rejects (capcheck power)\n"
+     "  --witness P[,P]  each case that does not pass runs again on up to 4 other providers\n"
+     "                   (names, or plugin paths with a '/'): who is wrong\n"
+     "  --no-fork        run in this process (for a debugger; no crash isolation)\n" MATH_MODES
+     "A crash or hang of a provider is that case's result; a worker killed from outside (the\n"
+     "OOM killer) runs its case once more (\"retried\": true). Every failure prints the\n"
+     "command that reruns it. Ctrl-C stops the run and prints the command that finishes it.\n"
+     EXIT_RUN PROVIDERS},
+    {"repro", "rerun one case line alone and show its worst element",
+     "usage: capcheck repro 'CASE LINE' [options]\n"
+     "Rerun one case in a worker process (a crash or hang is its result) and print its status,\n"
+     "bound ratios, worst element (index, inputs, expected, got, bound) and its JSON record.\n"
+     "Options:\n" PROVIDER_OPTS
+     "  --timeout S      the case's limit (default 10 s + 1 us per element per input), also\n"
+     "                   the provider init's (default 60 s)\n"
+     "  --witness P[,P]  run the case on other providers too when it does not pass\n"
+     "  --cpu-capability LEVEL[,LEVEL...]|all   once per CPU dispatch level\n"
+     "  --repeat N, --no-guard, --accumulation strict|relaxed   as for run\n"
+     "  --seed N         seed of a line without seed=\n"
+     "  --no-fork        run in this process\n" MATH_MODES
+     "Exit codes: 0 the case passed; 1 it did not; 2 bad input or a provider that cannot run.\n"
+     PROVIDERS},
+    {"shrink", "reduce a failing case while it keeps failing the same way",
+     "usage: capcheck shrink 'FAILING LINE' [options]\n"
+     "Reduce the case (axes, extents, layout, check, parameters, seed) while it fails the same\n"
+     "way; print the minimal line, the command that reruns it and a standalone Python/torch\n"
+     "reproducer. Every candidate runs in a worker process under the time limit.\n"
+     "Options:\n" PROVIDER_OPTS
+     "  --script FILE    write the Python reproducer to FILE (default: stdout)\n"
+     "  --timeout S      each candidate's limit (default 10 s + 1 us per element per input),\n"
+     "                   also the provider init's (default 60 s)\n" MATH_MODES
+     "Exit codes: 0 a minimal failing case was printed; 1 the case does not fail; 2 bad input,\n"
+     "a provider that cannot run, or a script that cannot be written.\n" PROVIDERS},
+    {"bench", "time the provider's calls alone against capcheck's per-case path",
+     "usage: capcheck bench [FILE...] [options]\n"
+     "In one process (forked from capcheck, so a crash or hang is a sentence, not the end of\n"
+     "capcheck), one thread, four loops over the same cases taking turns: the provider's\n"
+     "calls alone, capcheck's whole per-case path, drawing the inputs, the reference. Prints\n"
+     "cases/s of each and the ratio capcheck / provider.\n"
+     "Options:\n" PROVIDER_OPTS
+     "  --op NAME          only op NAME's cases\n"
+     "  --max-elements N   only cases whose tensors hold at most N elements (default 1024)\n"
+     "  --min-time S       seconds per loop and repetition (default 0.2)\n"
+     "  --reps N           repetitions (default 5, at most 64)\n"
+     "  --json FILE        the figures as JSON (capcheck-bench/1)\n"
+     "  --timeout S        the provider init's limit, and each first call's (default 10 s +\n"
+     "                     1 us per element per input)\n"
+     "Exit codes: 0 measured; 2 bad input, no case to measure, or a provider that cannot run,\n"
+     "crashed or hung.\n" PROVIDERS},
+    {"power", "how large an error a --power run's cases reject, per op x dtype",
+     "usage: capcheck power DIR [--before DIR] [--markdown FILE]\n"
+     "From a run made with --power: per op x dtype x device, over the passing cases, the\n"
+     "smallest k (every element's error scaled by k: a kernel k times less accurate) and\n"
+     "ulps of the dtype the cases reject, the median case's k, failing and with suspect\n"
+     "counted as failing.\n"
+     "  --before DIR     the same cases run with --power another way (e.g. --accumulation\n"
+     "                   relaxed): each cell before -> after\n"
+     "  --markdown FILE  also write the table as Markdown (scripts/power-table)\n"
+     "Exit codes: 0 printed; 2 a folder without --power results, or unreadable.\n"},
+    {"list", "list ops (parameters, defaults), the cases files expand to, or platforms",
+     "usage: capcheck list ops\n"
+     "       capcheck list cases [FILE...] [--op NAME] [--seed N] [--device D] "
+     "[--max-elements N]\n"
+     "       capcheck list platforms [--provider P | --provider-lib PATH] [--device D]\n"
+     "list ops: every op of the vocabulary: report name, forward and VJP status in the\n"
+     "reference, inputs (optional ones in [brackets]) and parameters with their defaults.\n"
+     "list cases: the canonical line of every case the files expand to (generators drawn), one\n"
+     "per line: what run would run. --max-elements keeps cases of at most N elements.\n"
+     "list platforms: every CPU dispatch level, whether this CPU supports it, and the platform\n"
+     "key and facts the provider's workers report at each supported level.\n"
+     "Exit codes: 0 listed; 2 bad input.\n"},
+    {"gate", "per capsule x dtype: checked, or trustedExternal with what is missing",
+     "usage: capcheck gate REPORT... [--policy F] [--evidence DIR] [--catalog F] [--all]\n"
+     "REPORT is a run folder or its report.json, or every shard folder of a sharded run. The\n"
+     "gate refuses evidence it cannot trust (unsealed or altered reports, results not matching,\n"
+     "results naming another provider than the report's provenance, another libtorch, a lone\n"
+     "or incomplete shard set), then judges every capsule x dtype x platform under the policy\n"
+     "(default: the policy built into capcheck, reports/policy.conf).\n"
+     "It prints its summary first, then what holds a required capsule back (every capsule\n"
+     "that is not checked when the policy requires none); --all lists every capsule.\n"
+     "  --evidence DIR   also write DIR/<capsule>/evidence.json\n"
+     "  --catalog F      the capsule catalog (default: the built-in providers/capsules.tsv)\n"
+     "Exit codes: 0 every required capsule x dtype is checked; 1 one is not; 2 the evidence or\n"
+     "the policy is refused.\n"},
+    {"evidence", "write evidence.json per capsule in TorchLean's vocabulary",
+     "usage: capcheck evidence REPORT... --out DIR [--policy F] [--catalog F]\n"
+     "DIR/<capsule>/evidence.json for every capsule (reports/evidence.schema.json), with the\n"
+     "provider that ran; the capsule name made one safe folder name (other bytes as %XX).\n"
+     "Exit codes: 0 written; 2 refused or unwritable.\n"},
+    {"emit-lean", "print a TorchLean module of the capsules the gate upgrades",
+     "usage: capcheck emit-lean REPORT... [--policy F] [--catalog F] [--torchlean COMMIT]\n"
+     "Print a TorchLean module: a KernelCapsule (capcheck.<capsule>, trustLevel .checked, the\n"
+     "VJP mode the results state, evidence the sealed report's sha256) per capsule the gate\n"
+     "upgrades, a CapsuleModule of them, profiles that admit them (checkedCpuWithEvidence,\n"
+     "checkedCudaWithEvidence), and notEmitted: why each other upgraded capsule is none.\n"
+     "The gate is capcheck gate's (default: the built-in policy and catalog).\n"
+     "  --torchlean COMMIT  TorchLean's names at COMMIT (7 or more hex digits of a commit\n"
+     "                      capcheck has data for, providers/torchlean/*.tsv; default: the\n"
+     "                      newest)\n"
+     "Exit codes: 0 printed; 2 refused (the evidence, the policy, or a TorchLean commit\n"
+     "without data).\n"},
+    {"diff", "what changed between two reports",
+     "usage: capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
+     "Regressions, fixes, new failures and bound-ratio drift beyond F (default 4) per capsule x\n"
+     "dtype between two run folders or report.json files.\n"
+     "Exit codes: 0 nothing regressed; 1 a regression or a new failure (or drift, with\n"
+     "--fail-on-drift); 2 unusable input.\n"},
+    {"merge", "join the folders of a --shard I/N run into one report",
+     "usage: capcheck merge DIR... --out OUT [--force] [--policy F]\n"
+     "Checks the shard set (one run, every shard once, every case once) and writes OUT as the\n"
+     "unsharded run would (report.html's gate under F, default the built-in policy). OUT may\n"
+     "not be one of the shards; a folder holding a run is refused unless --force.\n"
+     "Exit codes: 0 merged, every case passed; 1 merged, some case did not pass; 2 refused.\n"},
+    {"report", "write a run folder's report.html again",
+     "usage: capcheck report DIR [--policy F]\n"
+     "DIR/report.html from the run in DIR: failures first with their worst element and repro\n"
+     "line, bound ratios per op x dtype x platform, the gate's verdicts under F (default: the\n"
+     "built-in policy), provenance. capcheck run and merge write it already.\n"
+     "Exit codes: 0 written; 2 refused or unwritable.\n"},
+    {"history", "the trend over a series of sealed runs",
+     "usage: capcheck history DIR... --out OUT [--drift F]\n"
+     "Over runs given oldest first (nightlies): per capsule x dtype the worst and median bound\n"
+     "ratio per night, the night each failure first appeared, drift beyond F (default 4) from\n"
+     "the first night, where the stack changed; OUT/history.html and OUT/history.json.\n"
+     "Exit codes: 0 written; 2 refused or unwritable.\n"},
+    {"validate", "check a JSON file against a JSON Schema",
+     "usage: capcheck validate FILE [--schema F]\n"
+     "Default schema: the report schema built into capcheck (reports/schema.json). Text that\n"
+     "is not UTF-8 is refused.\n"
+     "Exit codes: 0 it conforms; 1 it does not; 2 unreadable.\n"},
+    {"help", "this help, or one command's",
+     "usage: capcheck help [COMMAND]    (or: capcheck COMMAND --help)\n"},
+};
+
+#define N_HELP (sizeof HELP / sizeof HELP[0])
+
+int cc_help_known(const char *command)
+{
+    for (size_t i = 0; i < N_HELP; i++)
+        if (strcmp(HELP[i].name, command) == 0)
+            return 1;
+    return 0;
+}
+
+int cc_help_print(FILE *f, const char *command)
+{
+    if (command) {
+        for (size_t i = 0; i < N_HELP; i++)
+            if (strcmp(HELP[i].name, command) == 0) {
+                fputs(HELP[i].text, f);
+                return 0;
+            }
+        return -1;
+    }
+    fputs("capcheck: conformance and differential testing of TorchLean's backend capsules\n"
+          "usage: capcheck COMMAND [ARGS...]    (capcheck help COMMAND: its options)\n\n"
+          "Commands:\n",
+          f);
+    for (size_t i = 0; i < N_HELP; i++)
+        fprintf(f, "  %-10s %s\n", HELP[i].name, HELP[i].summary);
+    fputs("\n" EXIT_RUN "(Each command's help gives its own exit codes.)\n\n" PROVIDERS, f);
+    return 0;
+}
