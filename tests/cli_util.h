@@ -96,20 +96,33 @@ static __attribute__((unused)) char *cc_t_without_lines(const char *text, const 
     return out;
 }
 
+/* text with its first `from` replaced by `to` (malloc'd); fails the test when there is none. */
+static __attribute__((unused)) char *cc_t_replace_first(const char *text, const char *from,
+                                                        const char *to)
+{
+    const char *at = strstr(text, from);
+    if (!at)
+        fail_msg("'%s' not in the text", from);
+    size_t head = (size_t)(at - text), n_to = strlen(to), n_from = strlen(from);
+    size_t tail = strlen(at + n_from);
+    char *out = malloc(head + n_to + tail + 1);
+    assert_non_null(out);
+    memcpy(out, text, head);
+    memcpy(out + head, to, n_to);
+    memcpy(out + head + n_to, at + n_from, tail + 1);
+    return out;
+}
+
 /* Replace the first `from` in the file with `to`; fails the test when there is none. */
 static __attribute__((unused)) void cc_t_edit(const char *path, const char *from, const char *to)
 {
     char *t = cc_t_slurp(path, NULL);
     assert_non_null(t);
-    char *at = strstr(t, from);
-    if (!at)
+    if (!strstr(t, from))
         fail_msg("'%s' not in %s", from, path);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fwrite(t, 1, (size_t)(at - t), f);
-    fputs(to, f);
-    fputs(at + strlen(from), f);
-    fclose(f);
+    char *edited = cc_t_replace_first(t, from, to);
+    cc_t_write(path, edited);
+    free(edited);
     free(t);
 }
 

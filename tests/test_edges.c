@@ -1,6 +1,6 @@
-/* Edge-value classes (harness/case/edges.h): the edge= key of case and generator lines, which ops a
- * class applies to, and that the materialized inputs really carry each class's values, at
- * positions that depend on the seed alone. */
+/* Edge-value classes (harness/case/edge_class.h): the edge= key of case and generator lines,
+ * which ops a class applies to, and that the materialized inputs really carry each class's
+ * values, at positions that depend on the seed alone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

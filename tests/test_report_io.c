@@ -209,18 +209,17 @@ static void test_reports_conform_to_the_schema(void **state)
     /* and the validator has teeth */
     snprintf(path, sizeof path, "%s/report.json", good);
     char *t = cc_t_slurp(path, NULL);
-    char *spoiled = malloc(strlen(t) + 64), *at = strstr(t, "{\"op\": \"");
-    assert_non_null(at);
-    sprintf(spoiled, "%.*s{\"oops\": 1, \"op\": \"%s", (int)(at - t), t, at + 8);
+    assert_non_null(t);
+    char *spoiled = cc_t_replace_first(t, "{\"op\": \"", "{\"oops\": 1, \"op\": \"");
     validate_text(spoiled, 1, "$.rows[0].oops: a member the schema does not allow");
-    at = strstr(t, "\"results_digest\": \"sha256:");
-    sprintf(spoiled, "%.*s\"results_digest\": \"md5:%s", (int)(at - t), t, at + 27);
-    validate_text(spoiled, 1, "$.results_digest: \"md5:");
-    at = strstr(t, "\"worst_ratio\": ");
-    sprintf(spoiled, "%.*s\"worst_ratio\": \"huge\", \"x\": %s", (int)(at - t), t, at + 15);
-    validate_text(spoiled, 1, "$.rows[0].worst_ratio: matches none of the alternatives");
-    validate_text("{\"schema\": \"capcheck-report/2\"}", 1, "$: lacks the required member");
     free(spoiled);
+    spoiled = cc_t_replace_first(t, "\"results_digest\": \"sha256:", "\"results_digest\": \"md5:");
+    validate_text(spoiled, 1, "$.results_digest: \"md5:");
+    free(spoiled);
+    spoiled = cc_t_replace_first(t, "\"worst_ratio\": ", "\"worst_ratio\": \"huge\", \"x\": ");
+    validate_text(spoiled, 1, "$.rows[0].worst_ratio: matches none of the alternatives");
+    free(spoiled);
+    validate_text("{\"schema\": \"capcheck-report/2\"}", 1, "$: lacks the required member");
     free(t);
     /* a schema keyword the validator does not know is the schema's error */
     cc_json *s = cc_json_parse("{\"oneOf\": []}", 13, msg, sizeof msg);

@@ -14,14 +14,11 @@
 
 #include "core/dtype.h"
 #include "core/files.h"
-#include "harness/case/edges.h"
 #include "core/torchlean.h"
 
 const char *const cc_layout_names[CC_LAYOUT_COUNT] = {"contig", "transpose", "stride2", "bcast",
                                                        "chlast", "sliced",    "mixed",   "strided"};
 #define N_LAYOUT_CLASSES 6 /* contig .. sliced: what one input (or every input) can be */
-const char *const cc_edge_class_names[CC_EDGE_COUNT] = {
-    "nan", "inf", "signed-zero", "subnormal", "huge", "ties", "masked-row", "moderate", "large-mean"};
 static const char *const check_names[] = {"both", "fwd", "vjp"};
 
 const char *cc_layout_name(cc_layout l)
@@ -653,7 +650,7 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
         return fail(err, in_col, "%s: the output would have more than 2^48 elements",
                     c->op->name);
     for (int e = 0; e < CC_EDGE_COUNT; e++)
-        if ((c->edges >> e & 1) && !cc_edge_applies(c, e))
+        if ((c->edges >> e & 1) && !cc_edge_applies(c->op, &c->params, c->n_in, c->shape, e))
             return fail(err, edge_col, "edge=%s puts no value into any input of this %s case",
                         cc_edge_class_names[e], c->op->name);
     if (layout_val && parse_layout_value(layout_val, layout_col, c, err))
@@ -1154,7 +1151,7 @@ static int generate_one(const ref_op *op, const gen_spec *g, int combo, int64_t 
             ref_err e = {{0}};
             if (op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
                 return fail(err, 1, "%s's sampler drew an invalid case: %s", op->name, e.msg);
-            if (edge >= 0 && !cc_edge_applies(c, edge))
+            if (edge >= 0 && !cc_edge_applies(c->op, &c->params, c->n_in, c->shape, edge))
                 continue;
             draw_layouts(c);
             if (g->decimal)

@@ -1,5 +1,5 @@
-/* Room harness/case/: a case line becomes a case (case, edges), then its inputs
- * (values, materialize). May call core/, providers/provider.h and reference/. */
+/* Room harness/case/: a case line becomes a case (case, edge_class), then its inputs
+ * (values, edges, materialize). May call core/, providers/provider.h and reference/. */
 /* Case lines: one line of text names a whole case and reproduces it exactly.
  *
  *   <op> dtype=<f64|f32|f16|bf16> device=<cpu|cuda> in=[d,...],[d,...] <params...>
@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "harness/case/edge_class.h"
 #include "providers/provider.h"
 #include "reference/ref.h"
 
@@ -48,23 +49,6 @@ typedef struct {
 } cc_input_layout;
 
 typedef enum { CC_CHECK_BOTH = 0, CC_CHECK_FWD, CC_CHECK_VJP } cc_check;
-
-/* Edge-value classes (DESIGN.md, Materialize): a case may name one, and its inputs then carry
- * those values at positions fixed by the seed (harness/case/materialize.c says which and where).
- * A case's `edges` is a bit mask of classes (1u << CC_EDGE_NAN ...); 0 is an ordinary case. */
-enum {
-    CC_EDGE_NAN,         /* NaN */
-    CC_EDGE_INF,         /* +-Inf */
-    CC_EDGE_SIGNED_ZERO, /* +0 and -0 */
-    CC_EDGE_SUBNORMAL,   /* the dtype's subnormals, both signs */
-    CC_EDGE_HUGE,        /* within a factor 16 of the dtype's largest finite value */
-    CC_EDGE_TIES,        /* every value from a small set holding the op's kinks: ties, kinks */
-    CC_EDGE_MASKED_ROW,  /* mask inputs with fully blocked rows */
-    CC_EDGE_MODERATE,    /* |x| in [10, 100): activation thresholds, overflow guards */
-    CC_EDGE_LARGE_MEAN,  /* a large offset, spread 1: where a one-pass variance cancels */
-    CC_EDGE_COUNT
-};
-extern const char *const cc_edge_class_names[CC_EDGE_COUNT]; /* "nan", "inf", ... */
 
 typedef struct {
     const ref_op *op;

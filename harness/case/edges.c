@@ -1,69 +1,16 @@
-/* Edge-value classes: which inputs take them, where, and which values (the table in edges.h). */
+/* Edge-value classes: where their values go and which values (the table in edge_class.h). */
 #include "harness/case/edges.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "core/dtype.h"
+#include "harness/case/edge_class.h"
 #include "harness/case/values.h"
 
 /* The stream that picks edge positions and values, apart from the stream of ordinary values. */
 static uint64_t edge_key(uint64_t seed, int input, int cls)
 {
     return ref_splitmix64(cc_input_key(seed, input) ^ (0xed6e0000ULL + (uint64_t)cls));
-}
-
-/* Whether an input drawn from domain d takes class cls (edges.h's table). */
-static int domain_takes(const ref_domain *d, int cls)
-{
-    if (d->kind == REF_DOM_MASK)
-        return cls == CC_EDGE_MASKED_ROW;
-    if (d->kind == REF_DOM_INDEX || cls == CC_EDGE_MASKED_ROW)
-        return 0;
-    switch (d->kind) {
-    case REF_DOM_POSITIVE: /* log's input: TorchLean rejects x <= 0 and NaN */
-        return cls == CC_EDGE_INF || cls == CC_EDGE_SUBNORMAL || cls == CC_EDGE_HUGE ||
-               cls == CC_EDGE_TIES || cls == CC_EDGE_MODERATE || cls == CC_EDGE_LARGE_MEAN;
-    case REF_DOM_UNIT: /* probabilities in (0,1) */
-        return cls == CC_EDGE_SUBNORMAL || cls == CC_EDGE_TIES;
-    case REF_DOM_DISTINCT: /* topKMask: NaN is kept out of its comparisons (ops.md), and values
-                              drawn anew could tie */
-        return cls != CC_EDGE_NAN && cls != CC_EDGE_MODERATE && cls != CC_EDGE_LARGE_MEAN;
-    default:
-        return 1;
-    }
-}
-
-/* large-mean reaches the ops that take a statistic over an axis (a sum, a mean, a variance, a
- * maximum): where an offset must cancel. Elsewhere it only saturates (an activation of x ~ 2^12
- * is 0 or x) or overflows intermediates whose exact result fits, which says nothing new. */
-static int takes_large_mean(const ref_op *op)
-{
-    static const char *const ops[] = {"reduceSum",     "reduceMean", "softmax",   "logSoftmax",
-                                      "hardMaskedSoftmax", "layerNorm", "batchNorm", "mseLoss",
-                                      "crossEntropy",  "distill",    "maxPool",   "avgPool",
-                                      "smoothMaxPool"};
-    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
-        if (strcmp(op->name, ops[k]) == 0)
-            return 1;
-    return 0;
-}
-
-/* Whether input domain d of op takes class cls. */
-static int input_takes(const ref_op *op, const ref_domain *d, int cls)
-{
-    return domain_takes(d, cls) && (cls != CC_EDGE_LARGE_MEAN || takes_large_mean(op));
-}
-
-int cc_edge_applies(const cc_case *c, int cls)
-{
-    for (int i = 0; i < c->n_in; i++) {
-        ref_domain d;
-        ref_default_domain(c->op, &c->params, c->n_in, c->shape, i, &d);
-        if (ref_numel(&c->shape[i]) > 0 && input_takes(c->op, &d, cls))
-            return 1;
-    }
-    return 0;
 }
 
 /* Element j of stream k is picked with probability `share`; at least one of n is. */
@@ -125,7 +72,7 @@ void cc_edge_inject(const cc_case *c, int i, const ref_domain *d, const ref_shap
         return;
     cc_dtype t = c->dtype;
     for (int cls = 0; cls < CC_EDGE_COUNT; cls++) {
-        if (!(c->edges >> cls & 1) || !input_takes(c->op, d, cls))
+        if (!(c->edges >> cls & 1) || !cc_edge_input_takes(c->op, d, cls))
             continue;
         uint64_t k = edge_key(c->seed, i, cls);
         if (cls == CC_EDGE_MASKED_ROW) { /* block whole rows along the last axis */
