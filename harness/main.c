@@ -351,7 +351,7 @@ static int open_witnesses(options *o)
         else if (o->n_witnesses == CC_MAX_WITNESSES)
             snprintf(msg, sizeof msg, "--witness: at most %d witnesses", CC_MAX_WITNESSES);
         else if (strchr(item, '/')) {
-            cc_plugin *pl = cc_plugin_open(item, msg, sizeof msg);
+            cc_plugin *pl = cc_plugin_open_within(item, o->timeout, msg, sizeof msg);
             o->witness_plugins[o->n_witnesses] = pl;
             w = pl ? cc_plugin_provider(pl) : NULL;
         } else
@@ -970,7 +970,7 @@ int main(int argc, char **argv)
         return 2;
     if (o.provider_lib) { /* --provider-lib replaces --provider */
         char msg[1024];
-        if (!(o.plugin = cc_plugin_open(o.provider_lib, msg, sizeof msg))) {
+        if (!(o.plugin = cc_plugin_open_within(o.provider_lib, o.timeout, msg, sizeof msg))) {
             fprintf(stderr, "capcheck: %s\n", msg);
             return 2;
         }
