@@ -101,9 +101,14 @@ static int probe_load(const char *file, const char *shown, double limit_s, char 
     }
     close(fds[1]);
     struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-    int ms = (int)((limit_s > 0 ? limit_s : CC_PLUGIN_LOAD_LIMIT_S) * 1000.0);
+    /* --timeout is a case's limit; a load may take longer (a library linking libtorch takes
+     * about a second, a sanitizer's exit-time leak check in the child more): never under 5 s */
+    double limit = limit_s <= 0                     ? CC_PLUGIN_LOAD_LIMIT_S
+                   : limit_s < CC_PLUGIN_LOAD_MIN_S ? CC_PLUGIN_LOAD_MIN_S
+                                                    : limit_s;
+    int ms = (int)(limit * 1000.0);
     int ready;
-    while ((ready = poll(&pfd, 1, ms < 1 ? 1 : ms)) < 0 && errno == EINTR)
+    while ((ready = poll(&pfd, 1, ms)) < 0 && errno == EINTR)
         ;
     char byte = 0;
     int loaded = ready > 0 && read(fds[0], &byte, 1) == 1;
@@ -119,7 +124,7 @@ static int probe_load(const char *file, const char *shown, double limit_s, char 
         snprintf(msg, msg_len,
                  "the provider library %s did not finish loading within %g s (its constructors "
                  "or %s() hang): capcheck does not load it",
-                 shown, limit_s > 0 ? limit_s : CC_PLUGIN_LOAD_LIMIT_S, CC_PLUGIN_ENTRY);
+                 shown, limit, CC_PLUGIN_ENTRY);
     else if (WIFSIGNALED(status))
         snprintf(msg, msg_len,
                  "the provider library %s crashed while loading (killed by %s in its "
