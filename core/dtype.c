@@ -93,6 +93,13 @@ double cc_unit_roundoff(cc_dtype t)
     return ldexp(1.0, -formats[t].precision);
 }
 
+double cc_ulp(cc_dtype t, double x)
+{
+    const format_info *f = &formats[t];
+    int e = x == 0.0 || !isfinite(x) ? f->emin : ilogb(x);
+    return ldexp(1.0, (e < f->emin ? f->emin : e) - (f->precision - 1));
+}
+
 /* Round to a binary format with `precision` significand bits: scale so the format's quantum at
  * x's binade (fixed below emin: subnormals) is 1, round half to even, scale back (both scalings
  * are exact powers of two). */

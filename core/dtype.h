@@ -31,6 +31,8 @@ int64_t cc_find_nonfinite(cc_dtype t, const void *buf, int64_t off, int64_t n);
 /* Unit roundoff u of a compute format: f64 2^-53, f32 2^-24, f16 and TF32 2^-11, bf16 2^-8. */
 double cc_unit_roundoff(cc_dtype t);
 double cc_smallest_normal(cc_dtype t);
+/* The spacing of dtype t's values at x (for 0 and non-finite x: at the smallest normal). */
+double cc_ulp(cc_dtype t, double x);
 double cc_max_finite(cc_dtype t);
 int cc_dtype_is_float(cc_dtype t);
 /* Parse "f32" etc.; returns -1 when unknown. */

@@ -84,6 +84,12 @@ static const struct {
      "                   default: the CPUs divided among the workers)\n"
      "  --max-elements N leave out the cases with a tensor above N elements (e.g. a CPU\n"
      "                   nightly's cap on cases/realistic.cases)\n"
+     "  --accumulation strict|relaxed\n"
+     "                   how f16/bf16 sums, dot products, softmax denominators, norm\n"
+     "                   statistics and window sums are judged: strict (default) as float32\n"
+     "                   plus one rounding to the dtype, relaxed as folds in the dtype; every\n"
+     "                   result, the report and run.json say which\n"
+     "  --power          also measure how large an error each case rejects (capcheck power)\n"
      "  --witness P[,P]  each case that does not pass runs again on up to 4 other providers\n"
      "                   (names, or plugin paths with a '/'): who is wrong\n"
      "  --no-fork        run in this process (for a debugger; no crash isolation)\n" MATH_MODES
@@ -100,7 +106,7 @@ static const struct {
      "                   the provider init's (default 60 s)\n"
      "  --witness P[,P]  run the case on other providers too when it does not pass\n"
      "  --cpu-capability LEVEL[,LEVEL...]|all   once per CPU dispatch level\n"
-     "  --repeat N, --no-guard, --ref MODE   as for run\n"
+     "  --repeat N, --no-guard, --ref MODE, --accumulation strict|relaxed   as for run\n"
      "  --ref-threads N  threads for drawing inputs and the reference (default: every CPU)\n"
      "  --seed N         seed of a line without seed=\n"
      "  --no-fork        run in this process\n" MATH_MODES
@@ -139,6 +145,16 @@ static const struct {
      "                     1 us per element per input)\n"
      "Exit codes: 0 measured; 2 bad input, no case to measure, or a provider that cannot run,\n"
      "crashed or hung.\n" PROVIDERS},
+    {"power", "how large an error a --power run's cases reject, per op x dtype",
+     "usage: capcheck power DIR [--before DIR] [--markdown FILE]\n"
+     "From a run made with --power: per op x dtype x device, over the passing cases, the\n"
+     "smallest k (every element's error scaled by k: a kernel k times less accurate) and\n"
+     "ulps of the dtype the cases reject, the median case's k, failing and with suspect\n"
+     "counted as failing.\n"
+     "  --before DIR     the same cases run with --power another way (e.g. --accumulation\n"
+     "                   relaxed): each cell before -> after\n"
+     "  --markdown FILE  also write the table as Markdown (scripts/power-table)\n"
+     "Exit codes: 0 printed; 2 a folder without --power results, or unreadable.\n"},
     {"list", "list ops (parameters, defaults), the cases files expand to, or platforms",
      "usage: capcheck list ops\n"
      "       capcheck list cases [FILE...] [--op NAME] [--seed N] [--device D] "

@@ -38,6 +38,7 @@
 #include "harness/run/witness.h"
 #include "harness/session/session.h"
 #include "harness/tools/shrink.h"
+#include "harness/tools/power_table.h"
 #include "providers/cuda/cuda_providers.h"
 #include "providers/openblas/openblas_provider.h"
 #include "reference/ref_families.h"
@@ -60,6 +61,9 @@ typedef struct {
     const char *cpu_capability; /* --cpu-capability LIST|all, resolved by main into: */
     int cpu_levels[CC_MAX_LEVELS];
     int n_cpu_levels;
+    const char *accumulation;      /* --accumulation strict|relaxed, parsed into: */
+    cc_accumulation accumulation_mode;
+    int power;                     /* --power */
     const char *witness; /* --witness LIST, resolved by open_witnesses into: */
     const cc_provider *witnesses[CC_MAX_WITNESSES];
     cc_plugin *witness_plugins[CC_MAX_WITNESSES]; /* the plugin witnesses, closed by main() */
@@ -113,6 +117,8 @@ static const option_spec OPTIONS[] = {
     OPT("--expect", C_RUN, V_FLAG, expect),
     OPT("--repeat", C_RUN | C_REPRO, V_REPEAT, repeat),
     OPT("--no-guard", C_RUN | C_REPRO, V_FLAG, no_guard),
+    OPT("--accumulation", C_RUN | C_REPRO, V_TEXT, accumulation),
+    OPT("--power", C_RUN, V_FLAG, power),
     OPT("--min-time", C_BENCH, V_TEXT, min_time),
     OPT("--reps", C_BENCH, V_TEXT, reps),
     OPT("--max-elements", C_RUN | C_BENCH | C_LIST, V_TEXT, max_elements),
@@ -246,6 +252,11 @@ static int parse_options(int argc, char **argv, int first, unsigned command, con
         fprintf(stderr, "capcheck %s: give --provider or --provider-lib, not both\n", name);
         return -1;
     }
+    if (o->accumulation && cc_accumulation_parse(o->accumulation, &o->accumulation_mode)) {
+        fprintf(stderr, "capcheck %s: --accumulation wants strict or relaxed, not '%s'\n", name,
+                o->accumulation);
+        return -1;
+    }
     return 0;
 }
 
@@ -291,12 +302,12 @@ static int apply_math_modes(const options *o)
 
 /* How every case runs: --repeat, --no-guard, whether deterministic algorithms are on (after
  * apply_math_modes has settled CAPCHECK_DETERMINISTIC), --ref and --ref-threads (0: the
- * command's default). */
+ * command's default), --accumulation and --power. */
 static cc_run_options run_options(const options *o)
 {
     const char *det = getenv("CAPCHECK_DETERMINISTIC");
     cc_run_options r = {o->repeat, o->no_guard, det && strcmp(det, "1") == 0, NULL,
-                        o->ref_threads, o->ref};
+                        o->ref_threads, o->ref, o->accumulation_mode, o->power};
     return r;
 }
 
@@ -359,7 +370,7 @@ static int open_witnesses(options *o)
         else if (o->n_witnesses == CC_MAX_WITNESSES)
             snprintf(msg, sizeof msg, "--witness: at most %d witnesses", CC_MAX_WITNESSES);
         else if (strchr(item, '/')) {
-            cc_plugin *pl = cc_plugin_open(item, msg, sizeof msg);
+            cc_plugin *pl = cc_plugin_open_within(item, o->timeout, msg, sizeof msg);
             o->witness_plugins[o->n_witnesses] = pl;
             w = pl ? cc_plugin_provider(pl) : NULL;
         } else
@@ -722,7 +733,9 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
         printf("platform: %s (level %s)\n", r.platform, cc_level_name(level));
     else if (r.platform[0])
         printf("platform: %s\n", r.platform);
-    printf("status:   %s\n", cc_result_status_name(r.status));
+    printf("status:   %s%s%s\njudged:   %s accumulation\n", cc_result_status_name(r.status),
+           r.suspect ? ", suspect" : "", r.vacuous ? ", vacuous" : "",
+           cc_accumulation_name(r.accumulation));
     if (r.checked_fwd)
         printf("forward:  worst bound ratio %.4g\n", r.fwd_ratio);
     if (r.checked_vjp)
@@ -731,6 +744,9 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
         printf("sampled:  %.3g%% of the elements checked against the reference; every %lld x "
                "%lld window holds one\n",
                100.0 * r.checked_fraction, (long long)r.window_rows, (long long)r.window_cols);
+    if (r.checked_fwd || r.checked_vjp)
+        printf("suspect:  worst ratio to the probabilistic bound %.4g (lambda %g)\n",
+               r.suspect_ratio, CC_SUSPECT_LAMBDA);
     if (r.worst_output[0])
         printf("worst:    %s%s expected %.17g got %.17g bound %.3g%s%s\n", r.worst_output,
                r.worst_index, r.expected, r.got, r.bound, r.worst_inputs[0] ? " at " : "",
@@ -970,6 +986,8 @@ int main(int argc, char **argv)
         return cc_help_print(stdout, argv[1]) ? 2 : 0;
     if (cc_is_evidence_command(argv[1]))
         return cc_evidence_command(argc, argv);
+    if (strcmp(argv[1], "power") == 0)
+        return cc_power_command(argc - 2, argv + 2, stdout, stderr);
     int is_list_cases = strcmp(argv[1], "list") == 0 && argc >= 3 && !strcmp(argv[2], "cases");
     int is_list_platforms =
         strcmp(argv[1], "list") == 0 && argc >= 3 && !strcmp(argv[2], "platforms");
@@ -996,7 +1014,7 @@ int main(int argc, char **argv)
         return 2;
     if (o.provider_lib) { /* --provider-lib replaces --provider */
         char msg[1024];
-        if (!(o.plugin = cc_plugin_open(o.provider_lib, msg, sizeof msg))) {
+        if (!(o.plugin = cc_plugin_open_within(o.provider_lib, o.timeout, msg, sizeof msg))) {
             fprintf(stderr, "capcheck: %s\n", msg);
             return 2;
         }
@@ -1010,6 +1028,8 @@ int main(int argc, char **argv)
     }
     if (o.no_guard)
         cc_repro_add_arg(&o.repro, "--no-guard");
+    if (o.accumulation_mode == CC_ACC_RELAXED) /* a repro judges as the run judged */
+        cc_repro_add_arg(&o.repro, "--accumulation relaxed");
     int rc = 2;
     if (is_list_cases)
         rc = cmd_list_cases(&o);

@@ -14,6 +14,16 @@
  * where m_i is written by forward/vjp. Convention used by every op: m_i already includes the
  * accumulation length where a sum is involved (the worst-case bound of a length-n sum in any
  * order is (n-1)*u*sum|terms|), so c_op is a small constant for the final rounding steps.
+ *
+ * Strict accumulation (spec/ops.md, accumulation contract). For f16/bf16 a correct kernel makes
+ * its sums, dot products, softmax denominators, norm statistics and window sums in float32 and
+ * rounds to the dtype once at the end, so an op splits its roundings (ref_mag below): m_i counts
+ * every rounding at one unit roundoff, dtype_i the share a correct kernel makes in the dtype
+ * itself (the final rounding |y_i|, and intermediates a composite stores in the dtype). The
+ * harness bounds a strict f16/bf16 element by c_op * (2^-24 m_i + u(dtype) dtype_i) + floor, a
+ * relaxed one (accumulation in the dtype) by c_op * u(dtype) m_i + floor as above. prob_i is m_i
+ * with the length n of every accumulation replaced by sqrt(n): the scale of the error when
+ * roundings are independent, which the harness's `suspect` verdict uses.
  */
 #ifndef CAPCHECK_REF_H
 #define CAPCHECK_REF_H
@@ -49,6 +59,30 @@ typedef enum {
 typedef struct {
     char msg[256];
 } ref_err;
+
+/* The error-model magnitudes of one output, one value per element (see "Error model" above).
+ * worst (m) is always wanted when the struct is passed; dtype and prob may be NULL. An op with
+ * no accumulation (pointwise, shape ops) writes worst only: its roundings are all in the dtype,
+ * and the harness, which fills dtype and prob with NaN before the call, reads an element left
+ * NaN as worst (ref_mag_complete). */
+typedef struct {
+    double *worst; /* m_i: every rounding, each at one unit roundoff */
+    double *dtype; /* the share of m_i's roundings a correct kernel makes in the dtype itself */
+    double *prob;  /* m_i with each accumulation length n replaced by sqrt(n) */
+} ref_mag;
+
+/* mag->worst, or NULL for a NULL mag. */
+double *ref_mag_worst(const ref_mag *mag);
+/* One output element's three magnitudes at once (dtype and prob only where wanted). */
+void ref_mag_set(const ref_mag *mag, int64_t i, double worst, double dtype, double prob);
+/* NaN in the n elements of dtype and prob (before an op runs), then, after it ran, the elements
+ * it left NaN set to worst. */
+void ref_mag_prefill(const ref_mag *mag, int64_t n);
+void ref_mag_complete(const ref_mag *mag, int64_t n);
+/* All three planes of n elements in one block, worst zeroed, the others prefilled; -1 (mag
+ * zeroed) when out of memory. ref_mag_free releases them (a zeroed mag is fine). */
+int ref_mag_alloc(int64_t n, ref_mag *mag);
+void ref_mag_free(ref_mag *mag);
 
 /* Op parameters. One flat record; each op names the fields it reads in ref_op.params
  * (REF_P_* bits), and only those are parsed from and printed into a case line. */
@@ -168,7 +202,8 @@ typedef struct {
     int64_t count;
     const int64_t *at; /* flat row-major indices into the output, ascending */
     double *v;         /* out: the value at each index */
-    double *mag;       /* out: its error-model magnitude (NULL: not wanted) */
+    ref_mag mag;       /* out: its three error-model magnitudes, element e of each plane for
+                          at[e] (mag.worst NULL: not wanted; dtype, prob NULL as in ref_mag) */
 } ref_picks;
 
 typedef struct ref_op {
@@ -187,13 +222,14 @@ typedef struct ref_op {
                         ref_err *e);
     /* Draw value domains for input i (optional; default NORMAL for data, INDEX/MASK otherwise). */
     void (*domain)(const ref_params *p, int n, const ref_shape *in, int i, ref_domain *d);
-    /* y and, when mag != NULL, the magnitude of each output element. */
+    /* y and, when mag != NULL, the magnitudes of each output element. */
     ref_status (*forward)(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                          double *mag);
-    /* grad[i].v != NULL for each requested input; gmag[i] (when gmag != NULL and non-NULL)
-     * receives that gradient's magnitudes. y is forward's output for these inputs. */
+                          const ref_mag *mag);
+    /* grad[i].v != NULL for each requested input; gmag[i] (when gmag != NULL and
+     * gmag[i].worst != NULL) receives that gradient's magnitudes. y is forward's output for
+     * these inputs. */
     ref_status (*vjp)(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                      const ref_tensor *g, ref_tensor *grad, double **gmag);
+                      const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag);
     ref_status (*sample)(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
                          ref_shape *in);
     /* Optional, for ops whose elements are each a long sum (matmul, conv, attention...): the

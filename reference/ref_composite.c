@@ -44,7 +44,10 @@
  *     X error eX_i = (n + 2) A_i; MY_k[o] = sum_i |X_k[i]|_1 |W_k,i,o|_1 bounds |Yr|, |Yi|;
  *     eY_k[o] = (2 width + 1) MY_k[o] + sum_i |W_k,i,o|_1 eX_i (length-2width mixing sums);
  *     m(y_t[o]) = sum_{k < modes} (m_k/n) (1 + iota_k) ((n + 2) MY_k[o] + eY_k[o]).
- *   c_fwd = c_vjp = 2. */
+ *   c_fwd = c_vjp = 2.
+ * Strict f16/bf16: no split (an FFT's butterflies may run in the dtype; ATen has no f16/bf16
+ * FFT on CPU). prob for rfft1d/irfft1d and their adjoints: n becomes sqrt(n); spectralConv has
+ * none (never suspect). */
 
 static int fft_endpoint(int64_t k, int64_t n)
 {
@@ -270,8 +273,9 @@ static double sc_out_mag(const sc_state *s, int64_t o)
 }
 
 static ref_status spectral_conv_fwd(const ref_params *p, const ref_tensor *in, ref_tensor *out,
-                                    double *mag)
+                                    const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     sc_state s;
     ref_status st = sc_compute(in, p->modes, &s);
     if (st != REF_OK)
@@ -299,8 +303,8 @@ static ref_status spectral_conv_fwd_at(const ref_params *p, const ref_tensor *in
     for (int64_t e = 0; e < pk->count; e++) {
         int64_t t = pk->at[e] / s.w, o = pk->at[e] % s.w;
         pk->v[e] = dft_point(&s.tw, s.Yr + o, s.Yi + o, s.w, s.M, 1, t);
-        if (pk->mag)
-            pk->mag[e] = sc_out_mag(&s, o);
+        if (pk->mag.worst)
+            pk->mag.worst[e] = sc_out_mag(&s, o);
     }
     sc_free(&s);
     return REF_OK;
@@ -400,20 +404,22 @@ static double sc_dx_mag(const sc_vjp_state *v, int64_t i)
 }
 
 static ref_status spectral_conv_vjp(const ref_params *p, const ref_tensor *in,
-                                    const ref_tensor *g, ref_tensor *grad, double **gmag)
+                                    const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     sc_vjp_state v;
-    ref_status st = sc_vjp_state_make(p, in, g, grad, gmag, &v);
+    double *worst[3] = {gmag ? gmag[0].worst : NULL, gmag ? gmag[1].worst : NULL,
+                        gmag ? gmag[2].worst : NULL};
+    ref_status st = sc_vjp_state_make(p, in, g, grad, worst, &v);
     if (st != REF_OK)
         return st;
     int64_t n = v.s.n, w = v.s.w;
     if (grad[0].v)
         for (int64_t i = 0; i < w; i++) {
             dft_inverse(&v.s.tw, v.dXr + i, v.dXi + i, w, v.s.M, 0, grad[0].v + i, w);
-            if (gmag && gmag[0]) {
+            if (worst[0]) {
                 double m = sc_dx_mag(&v, i);
                 for (int64_t t = 0; t < n; t++)
-                    gmag[0][t * w + i] = m;
+                    worst[0][t * w + i] = m;
             }
         }
     sc_vjp_free(&v);
@@ -443,14 +449,14 @@ static ref_status spectral_conv_vjp_at(const ref_params *p, const ref_tensor *in
         int64_t f = pk->at[e];
         if (wrt > 0) {
             pk->v[e] = grad[wrt].v[f];
-            if (pk->mag)
-                pk->mag[e] = gmag[wrt][f];
+            if (pk->mag.worst)
+                pk->mag.worst[e] = gmag[wrt][f];
             continue;
         }
         int64_t t = f / v.s.w, i = f % v.s.w;
         pk->v[e] = dft_point(&v.s.tw, v.dXr + i, v.dXi + i, v.s.w, v.s.M, 0, t);
-        if (pk->mag)
-            pk->mag[e] = sc_dx_mag(&v, i);
+        if (pk->mag.worst)
+            pk->mag.worst[e] = sc_dx_mag(&v, i);
     }
     if (st == REF_OK)
         sc_vjp_free(&v);
@@ -486,10 +492,22 @@ typedef struct {
     const ref_params *p;
     const twiddle_table *tw;
     const double *src; /* x (forward) or g (VJP) */
-    double *dst, *mag;
+    double *dst;
+    const ref_mag *mags; /* NULL: not wanted */
     int64_t N, K;
     int vjp;
 } fft_rows_job;
+
+/* An element's worst and prob magnitudes: rounds (N + 2 forward, N + 3 adjoint) with N made
+ * sqrt(N) for prob, times weight (w_k of the irfft adjoint, else 1) and a = its abs sum; no
+ * dtype share (the file comment). */
+static void fft_set_mags(const ref_mag *mags, int64_t i, int64_t N, int vjp, double weight,
+                         double a)
+{
+    double rounds = vjp ? 3.0 : 2.0;
+    ref_mag_set(mags, i, weight * (double)(N + (vjp ? 3 : 2)) * a, NAN,
+                weight * (sqrt((double)N) + rounds) * a);
+}
 
 /* Row b of the transform the job names, into dst (and mag). */
 static void fft_rows(void *ctx, int64_t lo, int64_t hi)
@@ -509,27 +527,27 @@ static void fft_rows(void *ctx, int64_t lo, int64_t hi)
                     z[2 * k] *= wk;
                     z[2 * k + 1] *= wk; /* exactly 0 at the endpoints (dft_forward) */
                 }
-                if (j->mag)
-                    j->mag[b * spec + 2 * k] = j->mag[b * spec + 2 * k + 1] =
-                        j->vjp ? fft_weight(k, N) * (double)(N + 3) * a : (double)(N + 2) * a;
+                for (int part = 0; j->mags && part < 2; part++)
+                    fft_set_mags(j->mags, b * spec + 2 * k + part, N, j->vjp,
+                                 j->vjp ? fft_weight(k, N) : 1.0, a);
             }
         } else {
             const double *z = j->src + b * spec;
             dft_inverse(j->tw, z, z + 1, 2, K, !j->vjp, j->dst + b * N, 1);
             double a = spectrum_abs_sum(z, K, N, !j->vjp);
-            for (int64_t t = 0; j->mag && t < N; t++)
-                j->mag[b * N + t] = (double)(N + (j->vjp ? 3 : 2)) * a;
+            for (int64_t t = 0; j->mags && t < N; t++)
+                fft_set_mags(j->mags, b * N + t, N, j->vjp, 1.0, a);
         }
     }
 }
 
 static ref_status fft_rows_run(const ref_params *p, int64_t B, int64_t N, const double *src,
-                               double *dst, double *mag, int vjp)
+                               double *dst, const ref_mag *mags, int vjp)
 {
     twiddle_table tw;
     if (twiddles_make(N, &tw) != REF_OK)
         return REF_ENOMEM;
-    fft_rows_job j = {p, &tw, src, dst, mag, N, N / 2 + 1, vjp};
+    fft_rows_job j = {p, &tw, src, dst, mags && mags->worst ? mags : NULL, N, N / 2 + 1, vjp};
     ref_parallel_for(p->threads, B, 1, fft_rows, &j);
     twiddles_free(&tw);
     return REF_OK;
@@ -542,17 +560,17 @@ static int64_t fft_length(const ref_params *p, const ref_tensor *in)
 }
 
 static ref_status fft_fno_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                              double *mag)
+                              const ref_mag *mags)
 {
     (void)n;
     if (p->variant == 0)
-        return spectral_conv_fwd(p, in, out, mag);
-    return fft_rows_run(p, in[0].shape.dim[0], fft_length(p, in), in[0].v, out->v, mag, 0);
+        return spectral_conv_fwd(p, in, out, mags);
+    return fft_rows_run(p, in[0].shape.dim[0], fft_length(p, in), in[0].v, out->v, mags, 0);
 }
 
 static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
                               const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                              double **gmag)
+                              const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -561,7 +579,7 @@ static ref_status fft_fno_vjp(const ref_params *p, int n, const ref_tensor *in,
     if (!grad[0].v)
         return REF_OK;
     return fft_rows_run(p, in[0].shape.dim[0], fft_length(p, in), g->v, grad[0].v,
-                        gmag ? gmag[0] : NULL, 1);
+                        gmag ? &gmag[0] : NULL, 1);
 }
 
 /* Picked elements of rfft1d/irfft1d (forward or VJP): each bin or point alone. */
@@ -575,22 +593,23 @@ static ref_status fft_rows_at(const ref_params *p, const ref_tensor *in, const d
     int rfft_shaped = (p->variant == 1) != vjp;
     for (int64_t e = 0; e < pk->count; e++) {
         int64_t f = pk->at[e];
-        double m;
+        double weight = 1.0, a;
         if (rfft_shaped) {
             int64_t b = f / spec, k = f % spec / 2;
             double re, im;
             dft_bin(&tw, src + b * N, 1, k, &re, &im);
-            double v = f % 2 ? im : re, a = abs_sum(src + b * N, N);
+            double v = f % 2 ? im : re;
+            a = abs_sum(src + b * N, N);
             pk->v[e] = vjp ? v * fft_weight(k, N) : v;
-            m = vjp ? fft_weight(k, N) * (double)(N + 3) * a : (double)(N + 2) * a;
+            weight = vjp ? fft_weight(k, N) : 1.0;
         } else {
             int64_t b = f / N, t = f % N;
             const double *z = src + b * spec;
             pk->v[e] = dft_point(&tw, z, z + 1, 2, K, !vjp, t);
-            m = (double)(N + (vjp ? 3 : 2)) * spectrum_abs_sum(z, K, N, !vjp);
+            a = spectrum_abs_sum(z, K, N, !vjp);
         }
-        if (pk->mag)
-            pk->mag[e] = m;
+        if (pk->mag.worst)
+            fft_set_mags(&pk->mag, e, N, vjp, weight, a);
     }
     twiddles_free(&tw);
     return REF_OK;
@@ -697,7 +716,10 @@ static ref_status sample_fft_fno(ref_rng *r, const ref_sample_req *req, ref_para
  * eG_t = (2(T - t) + 1) NG_t. With e_h(t-1) = (2t + 1) N_{t-1} (0 for h0, which is exact):
  *   m(dx_t) = |b_t| (eG_t + NG_t);  m(db_t) = |x_t| (eG_t + NG_t);
  *   m(da_t) = NG_t e_h(t-1) + N_{t-1} (eG_t + NG_t);  m(dh0) = |a_0| (eG_0 + NG_0);
- *   shared da, db: a length-T sum: T sum_t |terms| + sum_t m(term). c_vjp = 2. */
+ *   shared da, db: a length-T sum: T sum_t |terms| + sum_t m(term). c_vjp = 2.
+ * Strict f16/bf16 (ref.h): the recurrence is an accumulation: it runs in float32 and each output
+ * is rounded once (dtype = |value|). prob: each chain of k roundings counts sqrt(k) + 1
+ * (forward: (sqrt(2t + 2) + 1) N_t), T becomes sqrt(T). */
 
 static ref_status scan_shape(const ref_params *p, int n, const ref_shape *in, ref_shape *out,
                              ref_err *e)
@@ -761,7 +783,7 @@ static void scan_states(const ref_tensor *in, double *h, double *N)
 }
 
 static ref_status scan_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                           double *mag)
+                           const ref_mag *mags)
 {
     (void)p;
     (void)n;
@@ -770,16 +792,19 @@ static ref_status scan_fwd(const ref_params *p, int n, const ref_tensor *in, ref
     if (!N)
         return REF_ENOMEM;
     scan_states(in, out->v, N);
-    if (mag)
+    if (mags)
         for (int64_t t = 0; t < T; t++)
-            for (int64_t d = 0; d < D; d++)
-                mag[t * D + d] = (double)(2 * t + 3) * N[t * D + d];
+            for (int64_t d = 0; d < D; d++) {
+                int64_t i = t * D + d;
+                ref_mag_set(mags, i, (double)(2 * t + 3) * N[i], fabs(out->v[i]),
+                            (sqrt((double)(2 * t + 2)) + 1.0) * N[i]);
+            }
     free(N);
     return REF_OK;
 }
 
 static ref_status scan_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                           const ref_tensor *g, ref_tensor *grad, double **gmag)
+                           const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)p;
     (void)n;
@@ -793,15 +818,19 @@ static ref_status scan_vjp(const ref_params *p, int n, const ref_tensor *in, con
         return REF_ENOMEM;
     }
     scan_states(in, h, N);
-    double *m[4];
-    for (int k = 0; k < 4; k++)
-        m[k] = gmag && grad[k].v ? gmag[k] : NULL;
+    double *m[4], *mp[4]; /* worst and prob planes; the dtype share is |value| (set at the end) */
+    for (int k = 0; k < 4; k++) {
+        m[k] = gmag && grad[k].v ? gmag[k].worst : NULL;
+        mp[k] = m[k] ? gmag[k].prob : NULL;
+    }
     if (shared)
         for (int k = 0; k < 2; k++)
             if (grad[k].v) {
                 memset(grad[k].v, 0, sizeof(double) * (size_t)D);
                 if (m[k])
                     memset(m[k], 0, sizeof(double) * (size_t)D);
+                if (mp[k])
+                    memset(mp[k], 0, sizeof(double) * (size_t)D);
             }
     for (int64_t d = 0; d < D; d++) {
         double G = 0.0, NG = 0.0;
@@ -816,36 +845,50 @@ static ref_status scan_vjp(const ref_params *p, int n, const ref_tensor *in, con
                 NG = fabs(g->v[i]);
             }
             double eG = (double)(2 * (T - t) + 1) * NG;
+            double eGp = (sqrt((double)(2 * (T - t))) + 1.0) * NG;
             double hp = t > 0 ? h[i - D] : in[3].v[d];
             double np = t > 0 ? N[i - D] : fabs(in[3].v[d]);
             double eh = t > 0 ? (double)(2 * t + 1) * np : 0.0;
+            double ehp = t > 0 ? (sqrt((double)(2 * t)) + 1.0) * np : 0.0;
             double bt = scan_coef(&in[1], t, d, D), xt = in[2].v[i];
-            double da = G * hp, m_da = NG * eh + np * (eG + NG);
-            double db = G * xt, m_db = fabs(xt) * (eG + NG);
+            double da = G * hp, m_da = NG * eh + np * (eG + NG), p_da = NG * ehp + np * (eGp + NG);
+            double db = G * xt, m_db = fabs(xt) * (eG + NG), p_db = fabs(xt) * (eGp + NG);
+            double sT = sqrt((double)T);
             int64_t j = shared ? d : i;
             if (grad[0].v) {
                 grad[0].v[j] = shared ? grad[0].v[j] + da : da;
                 if (m[0])
                     m[0][j] = shared ? m[0][j] + (double)T * NG * np + m_da : m_da;
+                if (mp[0])
+                    mp[0][j] = shared ? mp[0][j] + sT * NG * np + p_da : p_da;
             }
             if (grad[1].v) {
                 grad[1].v[j] = shared ? grad[1].v[j] + db : db;
                 if (m[1])
                     m[1][j] = shared ? m[1][j] + (double)T * NG * fabs(xt) + m_db : m_db;
+                if (mp[1])
+                    mp[1][j] = shared ? mp[1][j] + sT * NG * fabs(xt) + p_db : p_db;
             }
             if (grad[2].v) {
                 grad[2].v[i] = G * bt;
                 if (m[2])
-                    m[2][i] = fabs(bt) * (eG + NG);
+                    ref_mag_set(&gmag[2], i, fabs(bt) * (eG + NG), fabs(grad[2].v[i]),
+                                fabs(bt) * (eGp + NG));
             }
         }
         if (grad[3].v) { /* after the loop G = G_0 (or nothing when T = 0) */
             double a0 = T > 0 ? scan_coef(&in[0], 0, d, D) : 0.0;
             grad[3].v[d] = T > 0 ? G * a0 : 0.0;
             if (m[3])
-                m[3][d] = T > 0 ? fabs(a0) * ((double)(2 * T + 1) * NG + NG) : 0.0;
+                ref_mag_set(&gmag[3], d,
+                            T > 0 ? fabs(a0) * ((double)(2 * T + 1) * NG + NG) : 0.0,
+                            fabs(grad[3].v[d]),
+                            T > 0 ? fabs(a0) * ((sqrt((double)(2 * T)) + 1.0) * NG + NG) : 0.0);
         }
     }
+    for (int k = 0; k < 2; k++) /* da, db: their dtype share is the final rounding */
+        for (int64_t j = 0; m[k] && gmag[k].dtype && j < ref_numel(&in[k].shape); j++)
+            gmag[k].dtype[j] = fabs(grad[k].v[j]);
     free(h), free(N);
     return REF_OK;
 }
@@ -894,7 +937,12 @@ static ref_status sample_scan(ref_rng *r, const ref_sample_req *req, ref_params 
  *   m(dQ_il) = sum_k |K_kl| ((nK + 2) |dS_ik| + m(dS_ik));
  *   m(dK_kl) = sum_i |Q_il| ((nQ + 2) |dS_ik| + m(dS_ik));
  *   m(dV_kj) = sum_i A_ik |g_ij| (nQ + Fp_ik).
- * c_fwd = c_vjp = 2. */
+ * c_fwd = c_vjp = 2.
+ * Strict f16/bf16 (ref.h): each product and the softmax run in float32, but S, A (and dA, dS in
+ * the VJP) are stored in the dtype between them (ATen: bmm, _softmax, bmm), so the dtype share
+ * is every rounding that is not part of a long sum: each formula with its lengths (d, nK, nQ,
+ * dv, and F's nK - 1) set to 0 (Fp0; dA's and dS's own roundings kept), plus the final rounding.
+ * prob: those lengths replaced by their square roots (Fpp). */
 
 typedef struct {
     int64_t batch, nQ, nK, d, dv;
@@ -952,7 +1000,7 @@ static ref_status attn_shape(const ref_params *p, int n, const ref_shape *in, re
  * along d (dv), formed for all keys at once with d (dv) outer, so every one keeps its own
  * left fold from 0 in increasing l (j) while the keys go side by side. */
 typedef struct {
-    double *S, *sig, *A, *Fp;
+    double *S, *sig, *A, *Fp, *Fp0, *Fpp; /* Fp, its dtype share and its probabilistic form */
     double *Kt, *Vt; /* [d, nK], [dv, nK] */
     int64_t batch;   /* whose transposes Kt and Vt hold; -1: none yet */
 } attn_row_buf;
@@ -980,8 +1028,11 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
     for (int64_t k = formed; k < g->nK; k++)
         S[k] = S_abs[k] = 0.0;
     int64_t first = -1, allowed = 0;
+    double *sig0 = w->Fp0, *sigp = w->Fpp; /* the logit errors' two forms, until the end */
     for (int64_t k = 0; k < g->nK; k++) {
         w->S[k] = w->S[k] * g->scale;
+        sig0[k] = g->scale * 3.0 * w->sig[k];
+        sigp[k] = g->scale * (sqrt((double)g->d) + 3.0) * w->sig[k];
         w->sig[k] = g->scale * (double)(g->d + 3) * w->sig[k];
         int ok = (n < 4 || in[3].v[i * g->nK + k] != 0.0) && (!p->causal || k <= i);
         w->A[k] = ok ? 1.0 : 0.0; /* allowed flag until the weights are computed */
@@ -991,10 +1042,11 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
     }
     if (allowed == 0) { /* fully blocked row: zero weights */
         for (int64_t k = 0; k < g->nK; k++)
-            w->A[k] = w->Fp[k] = 0.0;
+            w->A[k] = w->Fp[k] = w->Fp0[k] = w->Fpp[k] = 0.0;
         return;
     }
-    double mx = w->S[first], sum = 0.0, spread = 0.0, sig_bar = 0.0;
+    double mx = w->S[first], sum = 0.0, spread = 0.0, sig_bar = 0.0, sig0_bar = 0.0;
+    double sigp_bar = 0.0;
     for (int64_t k = first + 1; k < g->nK; k++)
         if (w->A[k] != 0.0 && w->S[k] > mx)
             mx = w->S[k];
@@ -1006,16 +1058,22 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
         w->A[k] /= sum;
         spread += ref_mag_prod(w->A[k], fabs(w->S[k] - mx) + 2.0);
         sig_bar += ref_mag_prod(w->A[k], w->sig[k]);
+        sig0_bar += ref_mag_prod(w->A[k], sig0[k]);
+        sigp_bar += ref_mag_prod(w->A[k], sigp[k]);
     }
-    for (int64_t k = 0; k < g->nK; k++)
-        w->Fp[k] = w->A[k] != 0.0 ? 3.0 + fabs(w->S[k] - mx) + (double)(g->nK - 1) + spread +
-                                        w->sig[k] + sig_bar
-                                  : 0.0;
+    for (int64_t k = 0; k < g->nK; k++) {
+        int on = w->A[k] != 0.0;
+        double d = fabs(w->S[k] - mx);
+        w->Fp[k] = on ? 3.0 + d + (double)(g->nK - 1) + spread + w->sig[k] + sig_bar : 0.0;
+        w->Fp0[k] = on ? 3.0 + d + spread + sig0[k] + sig0_bar : 0.0;
+        w->Fpp[k] = on ? 3.0 + d + sqrt((double)(g->nK - 1)) + spread + sigp[k] + sigp_bar : 0.0;
+    }
 }
 
 static void attn_row_free(attn_row_buf *w, int extra, double **more)
 {
-    free(w->S), free(w->sig), free(w->A), free(w->Fp), free(w->Kt), free(w->Vt);
+    free(w->S), free(w->sig), free(w->A), free(w->Fp), free(w->Fp0), free(w->Fpp);
+    free(w->Kt), free(w->Vt);
     for (int i = 0; i < extra; i++)
         free(more[i]);
 }
@@ -1026,10 +1084,11 @@ static ref_status attn_row_alloc(const attn_geom *g, int extra, attn_row_buf *w,
     size_t len = (size_t)(g->nK + 1);
     w->S = malloc(sizeof(double) * len), w->sig = malloc(sizeof(double) * len);
     w->A = malloc(sizeof(double) * len), w->Fp = malloc(sizeof(double) * len);
+    w->Fp0 = malloc(sizeof(double) * len), w->Fpp = malloc(sizeof(double) * len);
     w->Kt = malloc(sizeof(double) * (len * (size_t)g->d + 1));
     w->Vt = malloc(sizeof(double) * (len * (size_t)g->dv + 1));
     w->batch = -1;
-    int ok = w->S && w->sig && w->A && w->Fp && w->Kt && w->Vt;
+    int ok = w->S && w->sig && w->A && w->Fp && w->Fp0 && w->Fpp && w->Kt && w->Vt;
     for (int i = 0; i < extra; i++)
         ok = (more[i] = malloc(sizeof(double) * len)) != NULL && ok;
     if (!ok) {
@@ -1039,18 +1098,22 @@ static ref_status attn_row_alloc(const attn_geom *g, int extra, attn_row_buf *w,
     return REF_OK;
 }
 
-/* out[b, i, j] and its magnitude from row (b, i)'s weights. */
+/* out[b, i, j] from row (b, i)'s weights into *y, and when mags, its three magnitudes into
+ * element i of mags' planes. */
 static void attn_out_elem(const attn_geom *g, const double *V, const attn_row_buf *w, int64_t j,
-                          double *y, double *mag)
+                          double *y, const ref_mag *mags, int64_t i)
 {
-    double s = 0.0, s_mag = 0.0;
+    double s = 0.0, s_mag = 0.0, s_dt = 0.0, s_prob = 0.0, nK = (double)g->nK;
     for (int64_t k = 0; k < g->nK; k++) {
+        double av = fabs(V[k * g->dv + j]);
         s += w->A[k] * V[k * g->dv + j];
-        s_mag += ref_mag_prod(w->A[k], fabs(V[k * g->dv + j]) * ((double)g->nK + w->Fp[k]));
+        s_mag += ref_mag_prod(w->A[k], av * (nK + w->Fp[k]));
+        s_dt += ref_mag_prod(w->A[k], av * w->Fp0[k]);
+        s_prob += ref_mag_prod(w->A[k], av * (sqrt(nK) + w->Fpp[k]));
     }
     *y = s;
-    if (mag)
-        *mag = s_mag;
+    if (mags)
+        ref_mag_set(mags, i, s_mag, s_dt + fabs(s), s_prob);
 }
 
 typedef struct {
@@ -1059,7 +1122,8 @@ typedef struct {
     attn_geom g;
     const ref_tensor *in, *gt;
     ref_tensor *out, *grad;
-    double *mag, *m[3];
+    const ref_mag *mags;
+    double *m[3][3]; /* gradient t's plane f (worst, dtype, prob), NULL: not wanted */
     int failed;
 } attn_job;
 
@@ -1077,40 +1141,60 @@ static void attn_forward_rows(void *ctx, int64_t lo, int64_t hi)
         attn_row(t->p, t->n, t->in, g, bi / g->nQ, bi % g->nQ, &w);
         for (int64_t j = 0; j < g->dv; j++)
             attn_out_elem(g, t->in[2].v + bi / g->nQ * g->nK * g->dv, &w, j,
-                          &t->out->v[bi * g->dv + j], t->mag ? &t->mag[bi * g->dv + j] : NULL);
+                          &t->out->v[bi * g->dv + j], t->mags, bi * g->dv + j);
     }
     attn_row_free(&w, 0, NULL);
 }
 
 static ref_status attn_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                           double *mag)
+                           const ref_mag *mags)
 {
     attn_job t = {.p = p, .n = n, .g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape),
-                  .in = in, .out = out, .mag = mag};
+                  .in = in, .out = out, .mags = mags && mags->worst ? mags : NULL};
     ref_parallel_for(p->threads, t.g.batch * t.g.nQ, 1, attn_forward_rows, &t);
     return t.failed ? REF_ENOMEM : REF_OK;
 }
 
-/* The VJP's row (b, i): its weights (w), dA and Gabs, and dS = s dS' with its magnitude. */
+/* The lengths of the VJP's formulas in each form f (worst, dtype, prob): nK, nQ and dv (the
+ * dtype form keeps dA's own rounding). */
+typedef struct {
+    double nK[3], nQ[3], dv[3];
+} attn_lengths;
+
+static attn_lengths attn_lengths_of(const attn_geom *g)
+{
+    attn_lengths L = {{(double)g->nK, 0.0, sqrt((double)g->nK)},
+                      {(double)g->nQ, 0.0, sqrt((double)g->nQ)},
+                      {(double)g->dv, 1.0, sqrt((double)g->dv)}};
+    return L;
+}
+
+/* The VJP's row (b, i): its weights (w), dA and Gabs, and dS = s dS' with its magnitude in each
+ * form f (mdS[f]). */
 static void attn_vjp_row(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *gt,
                          const attn_geom *g, int64_t b, int64_t i, attn_row_buf *w, double *dA,
-                         double *Gabs, double *dS, double *mdS)
+                         double *Gabs, double *dS, double *const mdS[3])
 {
     const double *G = gt->v + (b * g->nQ + i) * g->dv;
+    attn_lengths L = attn_lengths_of(g);
     attn_row(p, n, in, g, b, i, w); /* and batch b's transposes */
     ref_row_times(G, g->dv, w->Vt, g->nK, g->nK, dA, Gabs); /* dA[k] = sum_j g[j] V[k, j] */
-    double r = 0.0, R = 0.0;
+    const double *F[3] = {w->Fp, w->Fp0, w->Fpp};
+    double r = 0.0, R[3] = {0.0, 0.0, 0.0};
     for (int64_t k = 0; k < g->nK; k++) {
         r += w->A[k] * dA[k];
-        R += ref_mag_prod(w->A[k], ((double)(g->nK + g->dv) + w->Fp[k]) * Gabs[k]);
+        for (int f = 0; f < 3; f++)
+            R[f] += ref_mag_prod(w->A[k], (L.nK[f] + L.dv[f] + F[f][k]) * Gabs[k]);
     }
     for (int64_t k = 0; k < g->nK; k++) {
         double dsp = w->A[k] * (dA[k] - r);
-        double mdsp = ref_mag_prod(w->A[k], w->Fp[k] * fabs(dA[k] - r) + (double)g->dv * Gabs[k] +
-                                                R + fabs(dA[k]) + fabs(r)) +
-                      fabs(dsp);
         dS[k] = g->scale * dsp;
-        mdS[k] = g->scale * mdsp + 2.0 * fabs(dS[k]);
+        for (int f = 0; f < 3; f++) {
+            double mdsp = ref_mag_prod(w->A[k], F[f][k] * fabs(dA[k] - r) + L.dv[f] * Gabs[k] +
+                                                    R[f] + fabs(dA[k]) + fabs(r)) +
+                          fabs(dsp);
+            mdS[f][k] = g->scale * mdsp + 2.0 * fabs(dS[k]);
+        }
     }
 }
 
@@ -1121,14 +1205,17 @@ static void attn_vjp_batches(void *ctx, int64_t lo, int64_t hi)
     const attn_geom *g = &t->g;
     const ref_tensor *in = t->in;
     ref_tensor *grad = t->grad;
-    double *const *m = t->m;
+    double *const(*m)[3] = t->m;
     attn_row_buf w;
-    double *more[4]; /* dA, Gabs, dS, m(dS) */
-    if (attn_row_alloc(g, 4, &w, more) != REF_OK) {
+    double *more[6]; /* dA, Gabs, dS, and dS's worst, dtype and prob magnitudes */
+    if (attn_row_alloc(g, 6, &w, more) != REF_OK) {
         t->failed = 1;
         return;
     }
-    double *dA = more[0], *Gabs = more[1], *dS = more[2], *mdS = more[3];
+    double *dA = more[0], *Gabs = more[1], *dS = more[2];
+    double *const mdS[3] = {more[3], more[4], more[5]};
+    attn_lengths L = attn_lengths_of(g);
+    const double *F[3] = {w.Fp, w.Fp0, w.Fpp};
     for (int64_t b = lo; b < hi; b++) {
         const double *K = in[1].v + b * g->nK * g->d;
         for (int64_t i = 0; i < g->nQ; i++) {
@@ -1138,43 +1225,52 @@ static void attn_vjp_batches(void *ctx, int64_t lo, int64_t hi)
             for (int64_t k = 0; k < g->nK; k++) {
                 for (int64_t l = 0; l < g->d; l++) {
                     int64_t qi = (b * g->nQ + i) * g->d + l, ki = (b * g->nK + k) * g->d + l;
-                    if (grad[0].v) {
+                    if (grad[0].v)
                         grad[0].v[qi] += dS[k] * K[k * g->d + l];
-                        if (m[0])
-                            m[0][qi] += fabs(K[k * g->d + l]) *
-                                        ((double)(g->nK + 2) * fabs(dS[k]) + mdS[k]);
-                    }
-                    if (grad[1].v) {
+                    if (grad[1].v)
                         grad[1].v[ki] += dS[k] * Q[l];
-                        if (m[1])
-                            m[1][ki] += fabs(Q[l]) * ((double)(g->nQ + 2) * fabs(dS[k]) + mdS[k]);
+                    for (int f = 0; f < 3; f++) {
+                        if (m[0][f])
+                            m[0][f][qi] += fabs(K[k * g->d + l]) *
+                                           ((L.nK[f] + 2.0) * fabs(dS[k]) + mdS[f][k]);
+                        if (m[1][f])
+                            m[1][f][ki] +=
+                                fabs(Q[l]) * ((L.nQ[f] + 2.0) * fabs(dS[k]) + mdS[f][k]);
                     }
                 }
                 if (grad[2].v)
                     for (int64_t j = 0; j < g->dv; j++) {
                         int64_t vi = (b * g->nK + k) * g->dv + j;
                         grad[2].v[vi] += w.A[k] * G[j];
-                        if (m[2])
-                            m[2][vi] += ref_mag_prod(w.A[k], fabs(G[j]) * ((double)g->nQ + w.Fp[k]));
+                        for (int f = 0; f < 3; f++)
+                            if (m[2][f])
+                                m[2][f][vi] +=
+                                    ref_mag_prod(w.A[k], fabs(G[j]) * (L.nQ[f] + F[f][k]));
                     }
             }
         }
     }
-    attn_row_free(&w, 4, more);
+    attn_row_free(&w, 6, more);
 }
 
 static ref_status attn_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                           const ref_tensor *gt, ref_tensor *grad, double **gmag)
+                           const ref_tensor *gt, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)y;
     attn_job t = {.p = p, .n = n, .g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape),
                   .in = in, .gt = gt, .grad = grad};
+    /* the planes accumulate: m[k][f], f = worst, dtype, prob */
     for (int k = 0; k < 3; k++) {
-        t.m[k] = gmag && grad[k].v ? gmag[k] : NULL;
+        int64_t nt = ref_numel(&in[k].shape);
+        const ref_mag *gm = gmag && grad[k].v && gmag[k].worst ? &gmag[k] : NULL;
+        t.m[k][0] = gm ? gm->worst : NULL;
+        t.m[k][1] = gm ? gm->dtype : NULL;
+        t.m[k][2] = gm ? gm->prob : NULL;
         if (grad[k].v)
-            memset(grad[k].v, 0, sizeof(double) * (size_t)ref_numel(&in[k].shape));
-        if (t.m[k])
-            memset(t.m[k], 0, sizeof(double) * (size_t)ref_numel(&in[k].shape));
+            memset(grad[k].v, 0, sizeof(double) * (size_t)nt);
+        for (int f = 0; f < 3; f++)
+            if (t.m[k][f])
+                memset(t.m[k][f], 0, sizeof(double) * (size_t)nt);
     }
     ref_parallel_for(p->threads, t.g.batch, 1, attn_vjp_batches, &t);
     return t.failed ? REF_ENOMEM : REF_OK;
@@ -1196,7 +1292,7 @@ static ref_status attn_fwd_at(const ref_params *p, int n, const ref_tensor *in, 
             attn_row(p, n, in, &g, bi / g.nQ, bi % g.nQ, &w);
         have = bi;
         attn_out_elem(&g, in[2].v + bi / g.nQ * g.nK * g.dv, &w, pk->at[e] % g.dv, &pk->v[e],
-                      pk->mag ? &pk->mag[e] : NULL);
+                      pk->mag.worst ? &pk->mag : NULL, e);
     }
     attn_row_free(&w, 0, NULL);
     return REF_OK;
@@ -1208,18 +1304,22 @@ static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
     attn_geom g = attn_geometry(&in[0].shape, &in[1].shape, &in[2].shape);
     size_t row = (size_t)(g.nK + 1), rows = g.nQ > 0 ? (size_t)g.nQ : 1;
     attn_row_buf w;
-    double *more[4], *keep[4] = {0}; /* dA, Gabs, dS, m(dS); kept per row: dS, m(dS), A, Fp */
-    if (attn_row_alloc(&g, 4, &w, more) != REF_OK)
+    /* dA, Gabs, dS, m(dS) in its three forms; kept per row: dS, its m in three forms, A, and
+     * Fp, Fp0, Fpp */
+    enum { KEEP = 8 };
+    double *more[6], *keep[KEEP] = {0};
+    if (attn_row_alloc(&g, 6, &w, more) != REF_OK)
         return REF_ENOMEM;
     int ok = 1;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < KEEP; k++)
         ok = (keep[k] = malloc(sizeof(double) * row * rows)) != NULL && ok;
     int64_t most = 1; /* the most picks of one output */
     for (int t = 0; t < 3 && t < n; t++)
         most = pk[t].count > most ? pk[t].count : most;
     int64_t *kk = malloc(sizeof(int64_t) * (size_t)most), *cc = malloc(sizeof(int64_t) * (size_t)most);
-    double *smag = malloc(sizeof(double) * (size_t)most);
+    double *smag = malloc(sizeof(double) * (size_t)most * 3); /* per form f: smag + f * most */
     ok = ok && kk && cc && smag;
+    attn_lengths L = attn_lengths_of(&g);
     /* per output, its picks' next position, and the element count of one batch of it */
     int64_t next[3] = {0, 0, 0}, per[3] = {g.nQ * g.d, g.nK * g.d, g.nK * g.dv};
     for (int64_t b = 0; ok && b < g.batch; b++) {
@@ -1229,11 +1329,11 @@ static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
         if (!any)
             continue;
         for (int64_t i = 0; i < g.nQ; i++) { /* every row of batch b: its dS, m(dS), A, Fp */
-            attn_vjp_row(p, n, in, gt, &g, b, i, &w, more[0], more[1], more[2], more[3]);
-            memcpy(keep[0] + (size_t)i * row, more[2], sizeof(double) * (size_t)g.nK);
-            memcpy(keep[1] + (size_t)i * row, more[3], sizeof(double) * (size_t)g.nK);
-            memcpy(keep[2] + (size_t)i * row, w.A, sizeof(double) * (size_t)g.nK);
-            memcpy(keep[3] + (size_t)i * row, w.Fp, sizeof(double) * (size_t)g.nK);
+            attn_vjp_row(p, n, in, gt, &g, b, i, &w, more[0], more[1], more[2], more + 3);
+            const double *row_of[KEEP] = {more[2], more[3], more[4], more[5],
+                                          w.A,     w.Fp,    w.Fp0,   w.Fpp};
+            for (int k = 0; k < KEEP; k++)
+                memcpy(keep[k] + (size_t)i * row, row_of[k], sizeof(double) * (size_t)g.nK);
         }
         for (int t = 0; t < 3 && t < n; t++) {
             int64_t lo = next[t], hi = lo, cols = t == 2 ? g.dv : g.d;
@@ -1244,25 +1344,32 @@ static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
                 int64_t f = pk[t].at[e] % per[t];
                 kk[e - lo] = f / cols, cc[e - lo] = f % cols;
                 pk[t].v[e] = 0.0;
-                smag[e - lo] = 0.0;
+                for (int ff = 0; ff < 3; ff++)
+                    smag[ff * most + e - lo] = 0.0;
             }
             if (t == 0) { /* dQ[b, i, l] = sum_k dS[i, k] K[k, l] (K[k, l] = Kt[l, k]) */
                 for (int64_t e = lo; e < hi; e++) {
-                    const double *dS = keep[0] + (size_t)kk[e - lo] * row,
-                                 *mdS = keep[1] + (size_t)kk[e - lo] * row,
-                                 *Kl = w.Kt + cc[e - lo] * g.nK;
-                    double s = 0.0, s_mag = 0.0;
+                    size_t at = (size_t)kk[e - lo] * row;
+                    const double *dS = keep[0] + at, *Kl = w.Kt + cc[e - lo] * g.nK;
+                    double s = 0.0, s_mag[3] = {0.0, 0.0, 0.0};
                     for (int64_t k = 0; k < g.nK; k++) {
                         s += dS[k] * Kl[k];
-                        s_mag += fabs(Kl[k]) * ((double)(g.nK + 2) * fabs(dS[k]) + mdS[k]);
+                        for (int ff = 0; ff < 3; ff++)
+                            s_mag[ff] += fabs(Kl[k]) * ((L.nK[ff] + 2.0) * fabs(dS[k]) +
+                                                        keep[1 + ff][at + (size_t)k]);
                     }
-                    pk[t].v[e] = s, smag[e - lo] = s_mag;
+                    pk[t].v[e] = s;
+                    for (int ff = 0; ff < 3; ff++)
+                        smag[ff * most + e - lo] = s_mag[ff];
                 }
             } else { /* dK[b, k, l] = sum_i dS[i, k] Q[i, l]; dV[b, k, j] = sum_i A[i, k] g[i, j]:
                       * i outermost, the picks side by side (each still sums in increasing i) */
                 for (int64_t i = 0; i < g.nQ; i++) {
-                    const double *k0 = keep[t == 1 ? 0 : 2] + (size_t)i * row,
-                                 *k1 = keep[t == 1 ? 1 : 3] + (size_t)i * row;
+                    size_t at = (size_t)i * row;
+                    /* dK: dS and its three m; dV: A and its three F */
+                    const double *k0 = keep[t == 1 ? 0 : 4] + at;
+                    const double *k1[3] = {keep[t == 1 ? 1 : 5] + at, keep[t == 1 ? 2 : 6] + at,
+                                           keep[t == 1 ? 3 : 7] + at};
                     const double *xr = t == 1 ? in[0].v + (b * g.nQ + i) * g.d
                                               : gt->v + (b * g.nQ + i) * g.dv;
                     double *v = pk[t].v + lo;
@@ -1270,22 +1377,27 @@ static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
                         for (int64_t e = 0; e < hi - lo; e++) {
                             double q = xr[cc[e]], dsk = k0[kk[e]];
                             v[e] += dsk * q;
-                            smag[e] += fabs(q) * ((double)(g.nQ + 2) * fabs(dsk) + k1[kk[e]]);
+                            for (int ff = 0; ff < 3; ff++)
+                                smag[ff * most + e] +=
+                                    fabs(q) * ((L.nQ[ff] + 2.0) * fabs(dsk) + k1[ff][kk[e]]);
                         }
                     else
                         for (int64_t e = 0; e < hi - lo; e++) {
                             double gij = xr[cc[e]], a = k0[kk[e]];
                             v[e] += a * gij;
-                            smag[e] += ref_mag_prod(a, fabs(gij) * ((double)g.nQ + k1[kk[e]]));
+                            for (int ff = 0; ff < 3; ff++)
+                                smag[ff * most + e] +=
+                                    ref_mag_prod(a, fabs(gij) * (L.nQ[ff] + k1[ff][kk[e]]));
                         }
                 }
             }
-            for (int64_t e = lo; pk[t].mag && e < hi; e++)
-                pk[t].mag[e] = smag[e - lo];
+            for (int64_t e = lo; pk[t].mag.worst && e < hi; e++)
+                ref_mag_set(&pk[t].mag, e, smag[e - lo], smag[most + e - lo],
+                            smag[2 * most + e - lo]);
         }
     }
-    attn_row_free(&w, 4, more);
-    for (int k = 0; k < 4; k++)
+    attn_row_free(&w, 6, more);
+    for (int k = 0; k < KEEP; k++)
         free(keep[k]);
     free(kk), free(cc), free(smag);
     return ok ? REF_OK : REF_ENOMEM;

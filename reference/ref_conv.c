@@ -23,7 +23,10 @@
  * same terms, and padded zeros add exact zeros). So m = n * sum|terms| with n the number of
  * terms (>= 1) and c = 2 (first-order slack of gamma_n = nu/(1-nu)), as for linear. Transform
  * algorithms (Winograd, FFT convolution) are outside this bound: their error is relative to the
- * norms of whole tiles, not of one window; the provider should pin direct/GEMM algorithms. */
+ * norms of whole tiles, not of one window; the provider should pin direct/GEMM algorithms.
+ * Strict f16/bf16 (ref.h): each sum runs in float32 and is rounded once; the forward's product
+ * sum may be rounded to the dtype before the bias is added (as linear's): dtype = |sum x W| + |y|
+ * for the forward, |value| for the gradients. prob: n becomes sqrt(n). */
 #include "ref_families.h"
 #include "ref_parallel.h"
 
@@ -218,7 +221,7 @@ static ref_status conv_t_shape(const ref_params *p, int n, const ref_shape *in, 
  * m = (n + 1)(sum|x W| + |b|), n = number of terms that exist (conv counts the padded taps too:
  * inC/groups * prod(k)). One output element, its sources src[] (cv_sources) given: */
 static void cv_out_elem(const cv_geom *g, const ref_tensor *in, int64_t oc, const int64_t *src,
-                        double *y, double *mag)
+                        double *y, const ref_mag *mags, int64_t i)
 {
     int64_t nin = ref_sp_count(&g->in), nk = ref_sp_count(&g->k), grp = oc / g->cout_g;
     const double *x = in[0].v, *W = in[1].v, *b = in[2].v;
@@ -244,15 +247,17 @@ static void cv_out_elem(const cv_geom *g, const ref_tensor *in, int64_t oc, cons
         }
     }
     *y = s + b[oc];
-    if (mag)
-        *mag = (double)(terms + 1) * (s_abs + fabs(b[oc]));
+    if (mags)
+        ref_mag_set(mags, i, (double)(terms + 1) * (s_abs + fabs(b[oc])), fabs(s) + fabs(s + b[oc]),
+                    (sqrt((double)terms) + 1.0) * (s_abs + fabs(b[oc])));
 }
 
 typedef struct {
     cv_geom g;
     const ref_tensor *in, *gt;
     ref_tensor *out, *grad;
-    double *mag, *absum[3];
+    const ref_mag *mags; /* NULL: not wanted */
+    double *absum[3];
     int64_t *uses[3];
     int failed; /* a thread's scratch could not be allocated */
 } cv_job;
@@ -276,15 +281,15 @@ static void cv_forward_range(void *ctx, int64_t lo, int64_t hi)
         return;
     for (int64_t f = lo; f < hi; f++) {
         cv_sources(&t->g, f % nout, nk, src);
-        cv_out_elem(&t->g, t->in, f / nout, src, &t->out->v[f], t->mag ? &t->mag[f] : NULL);
+        cv_out_elem(&t->g, t->in, f / nout, src, &t->out->v[f], t->mags, f);
     }
     free(src);
 }
 
 static ref_status cv_forward(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag, int transposed)
+                             const ref_mag *mags, int transposed)
 {
-    cv_job t = {.in = in, .out = out, .mag = mag};
+    cv_job t = {.in = in, .out = out, .mags = mags && mags->worst ? mags : NULL};
     ref_shape shapes[3] = {in[0].shape, in[1].shape, in[2].shape};
     if (cv_geometry(p, n, shapes, transposed, &t.g, NULL) != REF_OK)
         return REF_EINVAL;
@@ -305,22 +310,22 @@ static ref_status cv_forward_at(const ref_params *p, int n, const ref_tensor *in
         return REF_ENOMEM;
     for (int64_t e = 0; e < pk->count; e++) {
         cv_sources(&g, pk->at[e] % nout, nk, src);
-        cv_out_elem(&g, in, pk->at[e] / nout, src, &pk->v[e], pk->mag ? &pk->mag[e] : NULL);
+        cv_out_elem(&g, in, pk->at[e] / nout, src, &pk->v[e], pk->mag.worst ? &pk->mag : NULL, e);
     }
     free(src);
     return REF_OK;
 }
 
 static ref_status conv_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                           double *mag)
+                           const ref_mag *mags)
 {
-    return cv_forward(p, n, in, out, mag, 0);
+    return cv_forward(p, n, in, out, mags, 0);
 }
 
 static ref_status conv_t_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+                             const ref_mag *mags)
 {
-    return cv_forward(p, n, in, out, mag, 1);
+    return cv_forward(p, n, in, out, mags, 1);
 }
 
 /* convTranspose's dx and dW are ordinary convolutions with g, whose zero padding of g reads
@@ -445,8 +450,16 @@ static void cv_vjp_dw(void *ctx, int64_t lo, int64_t hi)
     free(src);
 }
 
+/* A gradient entry's three magnitudes from its terms' count and sum|terms| (the file comment). */
+static void cv_set_sum_mags(const ref_mag *mag, int64_t i, int64_t uses, double abs_sum,
+                            double value)
+{
+    double len = (double)(uses > 0 ? uses : 1);
+    ref_mag_set(mag, i, len * abs_sum, fabs(value), sqrt(len) * abs_sum);
+}
+
 static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *gt,
-                         ref_tensor *grad, double **gmag, int transposed)
+                         ref_tensor *grad, const ref_mag *gmag, int transposed)
 {
     cv_job t = {.in = in, .gt = gt, .grad = grad};
     cv_geom *g = &t.g;
@@ -473,11 +486,10 @@ static ref_status cv_vjp(const ref_params *p, int n, const ref_tensor *in, const
     if (t.failed)
         st = REF_ENOMEM;
     for (int k = 0; st == REF_OK && k < 3; k++) {
-        double *m = gmag ? gmag[k] : NULL;
-        if (!grad[k].v || !m)
+        if (!grad[k].v || !gmag || !gmag[k].worst)
             continue;
         for (int64_t i = 0; i < count[k]; i++)
-            m[i] = (double)(t.uses[k][i] > 0 ? t.uses[k][i] : 1) * t.absum[k][i];
+            cv_set_sum_mags(&gmag[k], i, t.uses[k][i], t.absum[k][i], grad[k].v[i]);
     }
     for (int k = 0; k < 3; k++)
         free(t.absum[k]), free(t.uses[k]);
@@ -634,8 +646,8 @@ static ref_status cv_vjp_at(const ref_params *p, int n, const ref_tensor *in,
             }
         }
         pk->v[e] = s;
-        if (pk->mag)
-            pk->mag[e] = (double)(uses > 0 ? uses : 1) * s_abs;
+        if (pk->mag.worst)
+            cv_set_sum_mags(&pk->mag, e, uses, s_abs, s);
     }
     free(taps), free(axes);
     return REF_OK;
@@ -656,7 +668,7 @@ static double cv_work(const ref_params *p, int n, const ref_shape *in, int wrt, 
 }
 
 static ref_status conv_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                           const ref_tensor *g, ref_tensor *grad, double **gmag)
+                           const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)y;
     return cv_vjp(p, n, in, g, grad, gmag, 0);
@@ -664,7 +676,7 @@ static ref_status conv_vjp(const ref_params *p, int n, const ref_tensor *in, con
 
 static ref_status conv_t_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                             double **gmag)
+                             const ref_mag *gmag)
 {
     (void)y;
     return cv_vjp(p, n, in, g, grad, gmag, 1);

@@ -30,8 +30,9 @@ static ref_status cube_shape(const ref_params *p, int n, const ref_shape *in, re
 
 /* demo_cube: y = (x * x) * x. Two roundings: m = |y|, c_fwd = 4. */
 static ref_status cube_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                           double *mag)
+                           const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     int64_t N = ref_numel(&out->shape);
@@ -46,7 +47,7 @@ static ref_status cube_fwd(const ref_params *p, int n, const ref_tensor *in, ref
 
 /* demo_cube VJP: dx = ((3 x) x) g. Three roundings: m = |dx|, c_vjp = 4. */
 static ref_status cube_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                           const ref_tensor *g, ref_tensor *grad, double **gmag)
+                           const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)p;
     (void)n;
@@ -57,8 +58,8 @@ static ref_status cube_vjp(const ref_params *p, int n, const ref_tensor *in, con
     for (int64_t i = 0; i < N; i++) {
         double x = in[0].v[i];
         grad[0].v[i] = ((3.0 * x) * x) * g->v[i];
-        if (gmag && gmag[0])
-            gmag[0][i] = fabs(grad[0].v[i]);
+        if (gmag && gmag[0].worst)
+            gmag[0].worst[i] = fabs(grad[0].v[i]);
     }
     return REF_OK;
 }
@@ -170,14 +171,14 @@ static void custom_domain(const ref_params *p, int n, const ref_shape *in, int i
 }
 
 static ref_status custom_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+                             const ref_mag *mag)
 {
     const ref_op *impl = resolve(p);
     return impl ? impl->forward(p, n, in, out, mag) : REF_EINVAL;
 }
 
 static ref_status custom_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                             const ref_tensor *g, ref_tensor *grad, double **gmag)
+                             const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     const ref_op *impl = resolve(p);
     if (!impl)

@@ -4,7 +4,13 @@
  * without FMA is within K u sum_k |a_k b_k| of the exact value (gamma_K bound), so
  * m = K * sum_k |a_k b_k| (K >= 1) and c = 2 (first-order slack of gamma_K = Ku/(1-Ku)).
  * scaledMatmul adds 3 roundings per term (alpha rounded to the dtype, the scaling product, and
- * one spare for the split sqrt|alpha| scaling of both operands): m = |alpha| (K + 3) sum|a b|. */
+ * one spare for the split sqrt|alpha| scaling of both operands): m = |alpha| (K + 3) sum|a b|.
+ *
+ * Strict f16/bf16 (ref.h): the dot product runs in float32 and is rounded to the dtype once:
+ * dtype = |y|; scaledMatmul's 3 scaling roundings may happen in the dtype (the operands or the
+ * product scaled there): dtype = 3 |alpha| sum|a b| + |y|; a VJP summed over broadcast batch
+ * axes (ATen: one product per batch, rounded to the dtype, then summed) adds sum|terms| for
+ * those roundings. prob: K becomes sqrt(K). */
 #include "ref_families.h"
 #include "ref_parallel.h"
 
@@ -87,7 +93,8 @@ static ref_status matmul_shape(const ref_params *p, int n, const ref_shape *in, 
 }
 
 /* out[b, i, j] = alpha * sum_k A[ba, i, k] B[bb, k, j] (left fold from 0 over k);
- * m = |alpha| (max(K, 1) + extra) sum_k |A B| (matmul: alpha = 1, extra = 0).
+ * m = |alpha| (max(K, 1) + extra) sum_k |A B| (matmul: alpha = 1, extra = 0), split as the file
+ * comment says (mm_set_mags).
  * The loop over k runs outside the one over j: B is read along its rows and row i of out
  * gathers its sums in place, each in increasing k as the formula reads. Rows (b, i) are split
  * over threads. */
@@ -95,15 +102,26 @@ typedef struct {
     mm_geom g;
     const ref_tensor *in;
     ref_tensor *out;
-    double *mag, alpha;
+    const ref_mag *mags;
+    double alpha;
     int extra;
 } mm_job;
+
+/* Element i's three magnitudes from S = sum|terms| of its len terms, y its (scaled) value. */
+static void mm_set_mags(const ref_mag *mags, int64_t i, double alpha, double len, int extra,
+                        int folds, double abs_sum, double y)
+{
+    double S = fabs(alpha) * abs_sum;
+    ref_mag_set(mags, i, fabs(alpha) * (len + extra) * abs_sum, (extra + folds) * S + fabs(y),
+                (sqrt(len) + extra) * S);
+}
 
 static void mm_forward_rows(void *ctx, int64_t lo, int64_t hi)
 {
     const mm_job *t = ctx;
     const mm_geom *g = &t->g;
-    double *mag = t->mag;
+    double *mag = ref_mag_worst(t->mags);
+    double len = (double)(g->k > 0 ? g->k : 1);
     for (int64_t bi = lo; bi < hi; bi++) {
         int64_t b = bi / g->m, i = bi % g->m;
         const double *A = t->in[0].v + batch_offset(&g->batch_out, &g->batch_a, b) * g->m * g->k;
@@ -126,15 +144,15 @@ static void mm_forward_rows(void *ctx, int64_t lo, int64_t hi)
         for (int64_t j = 0; j < g->n; j++) {
             row[j] = t->alpha * row[j];
             if (mrow)
-                mrow[j] = fabs(t->alpha) * (double)((g->k > 0 ? g->k : 1) + t->extra) * mrow[j];
+                mm_set_mags(t->mags, bi * g->n + j, t->alpha, len, t->extra, 0, mrow[j], row[j]);
         }
     }
 }
 
-static void mm_forward(const ref_params *p, const ref_tensor *in, ref_tensor *out, double *mag,
-                       double alpha, int extra)
+static void mm_forward(const ref_params *p, const ref_tensor *in, ref_tensor *out,
+                       const ref_mag *mags, double alpha, int extra)
 {
-    mm_job t = {.in = in, .out = out, .mag = mag, .alpha = alpha, .extra = extra};
+    mm_job t = {.in = in, .out = out, .mags = mags, .alpha = alpha, .extra = extra};
     mm_geometry(&in[0].shape, &in[1].shape, &t.g, NULL);
     ref_parallel_for(p->threads, ref_numel(&t.g.batch_out) * t.g.m, 1, mm_forward_rows, &t);
 }
@@ -197,8 +215,9 @@ static ref_status mm_forward_at(const ref_tensor *in, ref_picks *pk, double alph
         picked_sums(g.k, A, 1, ao + lo, B, g.n, bo + lo, hi - lo, pk->v + lo, abs_sum + lo);
         for (int64_t e = lo; e < hi; e++) {
             pk->v[e] = alpha * pk->v[e];
-            if (pk->mag)
-                pk->mag[e] = fabs(alpha) * (double)((g.k > 0 ? g.k : 1) + extra) * abs_sum[e];
+            if (pk->mag.worst)
+                mm_set_mags(&pk->mag, e, alpha, (double)(g.k > 0 ? g.k : 1), extra, 0,
+                            abs_sum[e], pk->v[e]);
         }
     }
     free(abs_sum), free(ao), free(bo);
@@ -206,10 +225,10 @@ static ref_status mm_forward_at(const ref_tensor *in, ref_picks *pk, double alph
 }
 
 static ref_status matmul_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+                             const ref_mag *mags)
 {
     (void)n;
-    mm_forward(p, in, out, mag, 1.0, 0);
+    mm_forward(p, in, out, mags, 1.0, 0);
     return REF_OK;
 }
 
@@ -278,7 +297,7 @@ static int64_t *mm_reads(const mm_geom *g, const ref_shape *operand_batch)
 }
 
 static ref_status mm_vjp(const ref_params *p, const ref_tensor *in, const ref_tensor *gt,
-                         ref_tensor *grad, double **gmag, double alpha, int extra)
+                         ref_tensor *grad, const ref_mag *gmag, double alpha, int extra)
 {
     mm_vjp_job t = {.in = in, .gt = gt, .dA = grad[0].v, .dB = grad[1].v};
     mm_geom *g = &t.g;
@@ -289,8 +308,8 @@ static ref_status mm_vjp(const ref_params *p, const ref_tensor *in, const ref_te
         free(reads_a), free(reads_b);
         return REF_ENOMEM;
     }
-    t.mA = t.dA && gmag ? gmag[0] : NULL;
-    t.mB = t.dB && gmag ? gmag[1] : NULL;
+    t.mA = t.dA && gmag ? gmag[0].worst : NULL;
+    t.mB = t.dB && gmag ? gmag[1].worst : NULL;
     for (int64_t i = 0; t.dA && i < na; i++) {
         t.dA[i] = 0.0;
         if (t.mA)
@@ -313,8 +332,10 @@ static ref_status mm_vjp(const ref_params *p, const ref_tensor *in, const ref_te
         for (int64_t i = 0; i < cnt; i++) {
             d[i] *= alpha;
             if (m) {
-                int64_t uses = (s == 0 ? reads_a[i / per] * g->n : reads_b[i / per] * g->m);
-                m[i] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) * m[i];
+                int64_t reads = s == 0 ? reads_a[i / per] : reads_b[i / per];
+                int64_t uses = reads * (s == 0 ? g->n : g->m);
+                mm_set_mags(&gmag[s], i, alpha, (double)(uses > 0 ? uses : 1), extra, reads > 1,
+                            m[i], d[i]);
             }
         }
     }
@@ -332,10 +353,10 @@ static ref_status mm_vjp_dB_at(const ref_tensor *in, const ref_tensor *gt, ref_p
     int64_t nb = ref_numel(&g.batch_out);
     size_t len = (size_t)(pk->count + 1);
     double *abs_sum = malloc(sizeof(double) * len);
-    int64_t *uses = calloc(len, sizeof(int64_t));
+    int64_t *reads = calloc(len, sizeof(int64_t)); /* output batches that read the pick's */
     int64_t *ao = malloc(sizeof(int64_t) * len), *go = malloc(sizeof(int64_t) * len);
-    if (!abs_sum || !uses || !ao || !go) {
-        free(abs_sum), free(uses), free(ao), free(go);
+    if (!abs_sum || !reads || !ao || !go) {
+        free(abs_sum), free(reads), free(ao), free(go);
         return REF_ENOMEM;
     }
     for (int64_t e = 0; e < pk->count; e++) {
@@ -353,14 +374,16 @@ static ref_status mm_vjp_dB_at(const ref_tensor *in, const ref_tensor *gt, ref_p
         /* dB[k, j] += A[i, k] g[i, j] for every pick, i outermost */
         picked_sums(g.m, A, g.k, ao + lo, G, g.n, go + lo, hi - lo, pk->v + lo, abs_sum + lo);
         for (int64_t e = lo; e < hi; e++)
-            uses[e] += g.m;
+            reads[e]++;
     }
     for (int64_t e = 0; e < pk->count; e++) {
         pk->v[e] = pk->v[e] * alpha;
-        if (pk->mag)
-            pk->mag[e] = fabs(alpha) * (double)((uses[e] > 0 ? uses[e] : 1) + extra) * abs_sum[e];
+        int64_t uses = reads[e] * g.m;
+        if (pk->mag.worst)
+            mm_set_mags(&pk->mag, e, alpha, (double)(uses > 0 ? uses : 1), extra, reads[e] > 1,
+                        abs_sum[e], pk->v[e]);
     }
-    free(abs_sum), free(uses), free(ao), free(go);
+    free(abs_sum), free(reads), free(ao), free(go);
     return REF_OK;
 }
 
@@ -386,7 +409,7 @@ static ref_status mm_vjp_at(const ref_tensor *in, const ref_tensor *gt, int wrt,
     /* the picks of each batch ba of A, then every output batch b reading ba in increasing b */
     int64_t lo = 0, hi = 0;
     while (hi < pk->count) {
-        int64_t ba = pk->at[hi] / (g.m * g.k), uses = 0;
+        int64_t ba = pk->at[hi] / (g.m * g.k), uses = 0, reads = 0;
         batch_range(pk, g.m * g.k, ba, &lo, &hi);
         for (int64_t b = 0; b < nb; b++) {
             if (batch_offset(&g.batch_out, &g.batch_a, b) != ba)
@@ -395,11 +418,13 @@ static ref_status mm_vjp_at(const ref_tensor *in, const ref_tensor *gt, int wrt,
             ref_dots(g.n, gt->v + b * g.m * g.n, go + lo, B, bo + lo, hi - lo, pk->v + lo,
                      s_abs + lo);
             uses += g.n;
+            reads++;
         }
         for (int64_t e = lo; e < hi; e++) {
             pk->v[e] = pk->v[e] * alpha;
-            if (pk->mag)
-                pk->mag[e] = fabs(alpha) * (double)((uses > 0 ? uses : 1) + extra) * s_abs[e];
+            if (pk->mag.worst)
+                mm_set_mags(&pk->mag, e, alpha, (double)(uses > 0 ? uses : 1), extra, reads > 1,
+                            s_abs[e], pk->v[e]);
         }
     }
     free(go), free(bo), free(s_abs);
@@ -448,7 +473,7 @@ static double matmul_work(const ref_params *p, int n, const ref_shape *in, int w
 
 static ref_status matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                             double **gmag)
+                             const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -512,16 +537,16 @@ static ref_status scaled_matmul_shape(const ref_params *p, int n, const ref_shap
 }
 
 static ref_status scaled_matmul_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                    ref_tensor *out, double *mag)
+                                    ref_tensor *out, const ref_mag *mags)
 {
     (void)n;
-    mm_forward(p, in, out, mag, p->alpha, 3);
+    mm_forward(p, in, out, mags, p->alpha, 3);
     return REF_OK;
 }
 
 static ref_status scaled_matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
                                     const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                                    double **gmag)
+                                    const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -573,10 +598,17 @@ static ref_status sample_scaled_matmul(ref_rng *r, const ref_sample_req *req, re
  *                 rowsum(g * out) form (length-d dot with out's own error);
  *   m(dS_ik)    = P_ik (F_ik |dP_ik - r_i| + d Gabs_ik + R_i + |dP_ik| + |r_i|) + |dS_ik|;
  *   m(dV_kj)    = sum_i P_ik |g_ij| (n + F_ik).
- * c_fwd = c_vjp = 2 (second-order slack). */
+ * c_fwd = c_vjp = 2 (second-order slack).
+ * Strict f16/bf16: the softmax and each product run in float32, but P (and dP in the VJP) is
+ * stored in the dtype between them (ATen: _softmax, then matmul), so the dtype share is those
+ * roundings and the final one:
+ *   out: sum_k P_ik |V_kj| + |out_ij|;   dV: sum_i P_ik |g_ij| + |dV_kj|;
+ *   dS:  P_ik (|dP_ik - r_i| + Gabs_ik + 2 sum_k P_ik Gabs_ik) + |dS_ik|.
+ * prob: every length (m, n, d, and F's m - 1) becomes its square root (Fp in place of F). */
 
-/* One softmax row with its error factors F (see above). */
-static void sm_row(const double *s, int64_t m, double *P, double *F)
+/* One softmax row with its error factors F (see above) and their probabilistic form Fp (m - 1
+ * replaced by sqrt(m - 1)). */
+static void sm_row(const double *s, int64_t m, double *P, double *F, double *Fp)
 {
     if (m == 0)
         return;
@@ -592,8 +624,10 @@ static void sm_row(const double *s, int64_t m, double *P, double *F)
         P[k] /= sum;
         spread += ref_mag_prod(P[k], fabs(s[k] - mx) + 2.0);
     }
-    for (int64_t k = 0; k < m; k++)
+    for (int64_t k = 0; k < m; k++) {
         F[k] = 3.0 + fabs(s[k] - mx) + (double)(m - 1) + spread;
+        Fp[k] = 3.0 + fabs(s[k] - mx) + sqrt((double)(m - 1)) + spread;
+    }
 }
 
 typedef struct {
@@ -633,26 +667,29 @@ static ref_status softmax_matmul_shape(const ref_params *p, int n, const ref_sha
     return REF_OK;
 }
 
-/* Output row (b, i) given its softmax row P, F: out[b, i, j] and its magnitude. */
-/* out[b, i, j] from row (b, i)'s P and F and Vj = V[b, :, j] (a row of V transposed). */
+/* out[b, i, j] from row (b, i)'s P, F, Fp and Vj = V[b, :, j] (a row of V transposed), into *y
+ * and, when mags, element i of mags' planes. */
 static void smm_out_elem(const smm_geom *g, const double *Vj, const double *P, const double *F,
-                         double *y, double *mag)
+                         const double *Fp, double *y, const ref_mag *mags, int64_t i)
 {
-    double s = 0.0, s_mag = 0.0;
+    double s = 0.0, s_mag = 0.0, s_pv = 0.0, s_prob = 0.0;
     for (int64_t k = 0; k < g->m; k++) {
+        double pv = ref_mag_prod(P[k], fabs(Vj[k]));
         s += P[k] * Vj[k];
         s_mag += ref_mag_prod(P[k], fabs(Vj[k]) * ((double)g->m + F[k]));
+        s_pv += pv;
+        s_prob += ref_mag_prod(pv, sqrt((double)g->m) + Fp[k]);
     }
     *y = s;
-    if (mag)
-        *mag = s_mag;
+    if (mags)
+        ref_mag_set(mags, i, s_mag, s_pv + fabs(s), s_prob);
 }
 
 typedef struct {
     smm_geom g;
     const ref_tensor *in, *gt;
     ref_tensor *out, *grad;
-    double *mag, *mS, *mV;
+    const ref_mag *mags, *mS, *mV; /* mS, mV: gradients' planes, NULL where not wanted */
     int failed;
 } smm_job;
 
@@ -674,62 +711,64 @@ static void smm_forward_rows(void *ctx, int64_t lo, int64_t hi)
 {
     smm_job *t = ctx;
     const smm_geom *g = &t->g;
-    double *P = malloc(sizeof(double) * (size_t)(g->m + 1));
-    double *F = malloc(sizeof(double) * (size_t)(g->m + 1));
+    double *P = malloc(sizeof(double) * (size_t)(g->m + 1) * 3);
     double *Vt = smm_vt_alloc(g);
     int64_t have = -1;
-    if (!P || !F || !Vt) {
-        free(P), free(F), free(Vt);
+    if (!P || !Vt) {
+        free(P), free(Vt);
         t->failed = 1;
         return;
     }
+    double *F = P + g->m + 1, *Fp = F + g->m + 1;
     for (int64_t bi = lo; bi < hi; bi++) {
         smm_vt(g, t->in, bi / g->n, Vt, &have);
-        sm_row(t->in[0].v + bi * g->m, g->m, P, F);
+        sm_row(t->in[0].v + bi * g->m, g->m, P, F, Fp);
         for (int64_t j = 0; j < g->d; j++)
-            smm_out_elem(g, Vt + j * g->m, P, F, &t->out->v[bi * g->d + j],
-                         t->mag ? &t->mag[bi * g->d + j] : NULL);
+            smm_out_elem(g, Vt + j * g->m, P, F, Fp, &t->out->v[bi * g->d + j], t->mags,
+                         bi * g->d + j);
     }
-    free(P), free(F), free(Vt);
+    free(P), free(Vt);
 }
 
 static ref_status softmax_matmul_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                     ref_tensor *out, double *mag)
+                                     ref_tensor *out, const ref_mag *mags)
 {
     (void)n;
     smm_job t = {.g = smm_geometry(&in[0].shape, &in[1].shape), .in = in, .out = out,
-                 .mag = mag};
+                 .mags = mags};
     ref_parallel_for(p->threads, t.g.batch * t.g.n, 1, smm_forward_rows, &t);
     return t.failed ? REF_ENOMEM : REF_OK;
 }
 
-/* One row of the VJP: P, F, dP and Gabs of row (b, i), its r and R, and dS' with its
- * magnitude at every k (dS and mdS may be NULL). Vt is batch b's V transposed (smm_vt): dP[k]
- * = sum_j g[j] V[k, j] is formed for every k side by side, j outermost. */
+/* One row of the VJP: dP and Gabs of row (b, i) from its P, F, Fp, its r, R, Rp and PG, and dS'
+ * with its three magnitudes at every k (into element k of mdS's planes, all three present).
+ * Vt is batch b's V transposed (smm_vt): dP[k] = sum_j g[j] V[k, j] is formed for every k side
+ * by side, j outermost. */
 static void smm_vjp_from_p(const smm_geom *g, const double *Vt, const double *G, const double *P,
-                           const double *F, double *dP, double *Gabs, double *dS, double *mdS)
+                           const double *F, const double *Fp, double *dP, double *Gabs,
+                           double *dS, const ref_mag *mdS)
 {
     ref_row_times(G, g->d, Vt, g->m, g->m, dP, Gabs);
     double r = 0.0;
     for (int64_t k = 0; k < g->m; k++)
         r += P[k] * dP[k];
-    double R = 0.0;
-    for (int64_t k = 0; k < g->m; k++)
+    double R = 0.0, Rp = 0.0, PG = 0.0, sd = sqrt((double)g->d);
+    for (int64_t k = 0; k < g->m; k++) {
         R += ref_mag_prod(P[k], ((double)(g->m + g->d) + F[k]) * Gabs[k]);
-    for (int64_t k = 0; dS && k < g->m; k++) {
-        dS[k] = P[k] * (dP[k] - r);
-        mdS[k] = ref_mag_prod(P[k], F[k] * fabs(dP[k] - r) + (double)g->d * Gabs[k] + R +
-                                        fabs(dP[k]) + fabs(r)) +
-                 fabs(dS[k]);
+        Rp += ref_mag_prod(P[k], (sqrt((double)g->m) + sd + Fp[k]) * Gabs[k]);
+        PG += ref_mag_prod(P[k], Gabs[k]);
     }
-}
-
-static void smm_vjp_row(const smm_geom *g, const ref_tensor *in, const double *Vt,
-                        const ref_tensor *gt, int64_t bi, double *P, double *F, double *dP,
-                        double *Gabs, double *dS, double *mdS)
-{
-    sm_row(in[0].v + bi * g->m, g->m, P, F);
-    smm_vjp_from_p(g, Vt, gt->v + bi * g->d, P, F, dP, Gabs, dS, mdS);
+    for (int64_t k = 0; k < g->m; k++) {
+        dS[k] = P[k] * (dP[k] - r);
+        ref_mag_set(mdS, k,
+                    ref_mag_prod(P[k], F[k] * fabs(dP[k] - r) + (double)g->d * Gabs[k] + R +
+                                           fabs(dP[k]) + fabs(r)) +
+                        fabs(dS[k]),
+                    ref_mag_prod(P[k], fabs(dP[k] - r) + Gabs[k] + 2.0 * PG) + fabs(dS[k]),
+                    ref_mag_prod(P[k], Fp[k] * fabs(dP[k] - r) + sd * Gabs[k] + Rp +
+                                           fabs(dP[k]) + fabs(r)) +
+                        fabs(dS[k]));
+    }
 }
 
 /* Batches b split over threads (dV sums over the rows of its batch). */
@@ -738,31 +777,41 @@ static void smm_vjp_batches(void *ctx, int64_t lo, int64_t hi)
     smm_job *t = ctx;
     const smm_geom *g = &t->g;
     size_t row = (size_t)(g->m + 1);
-    double *buf = malloc(sizeof(double) * row * 6), *Vt = smm_vt_alloc(g);
+    double *buf = malloc(sizeof(double) * row * 9), *Vt = smm_vt_alloc(g);
     int64_t have = -1;
     if (!buf || !Vt) {
         free(buf), free(Vt);
         t->failed = 1;
         return;
     }
-    double *P = buf, *F = P + row, *dP = F + row, *Gabs = dP + row, *dS = Gabs + row, *mdS = dS + row;
+    double *P = buf, *F = P + row, *Fp = F + row, *dP = Fp + row, *Gabs = dP + row;
+    double *dS = Gabs + row;
+    ref_mag mdS = {dS + row, dS + 2 * row, dS + 3 * row};
     for (int64_t b = lo; b < hi; b++)
         for (int64_t i = 0; i < g->n; i++) {
             int64_t bi = b * g->n + i, srow = bi * g->m;
             const double *G = t->gt->v + bi * g->d;
             smm_vt(g, t->in, b, Vt, &have);
-            smm_vjp_row(g, t->in, Vt, t->gt, bi, P, F, dP, Gabs, dS, mdS);
+            sm_row(t->in[0].v + bi * g->m, g->m, P, F, Fp);
+            smm_vjp_from_p(g, Vt, G, P, F, Fp, dP, Gabs, dS, &mdS);
             for (int64_t k = 0; k < g->m; k++) {
                 if (t->grad[0].v)
                     t->grad[0].v[srow + k] = dS[k];
                 if (t->grad[0].v && t->mS)
-                    t->mS[srow + k] = mdS[k];
+                    ref_mag_set(t->mS, srow + k, mdS.worst[k], mdS.dtype[k], mdS.prob[k]);
                 if (t->grad[1].v)
                     for (int64_t j = 0; j < g->d; j++) {
                         int64_t o = b * g->m * g->d + k * g->d + j;
                         t->grad[1].v[o] += P[k] * G[j];
-                        if (t->mV)
-                            t->mV[o] += ref_mag_prod(P[k], fabs(G[j]) * ((double)g->n + F[k]));
+                        if (t->mV) { /* dtype and prob gather sum_i P|g| and its prob form */
+                            double pg = ref_mag_prod(P[k], fabs(G[j]));
+                            t->mV->worst[o] +=
+                                ref_mag_prod(P[k], fabs(G[j]) * ((double)g->n + F[k]));
+                            if (t->mV->dtype)
+                                t->mV->dtype[o] += pg;
+                            if (t->mV->prob)
+                                t->mV->prob[o] += ref_mag_prod(pg, sqrt((double)g->n) + Fp[k]);
+                        }
                     }
             }
         }
@@ -771,18 +820,24 @@ static void smm_vjp_batches(void *ctx, int64_t lo, int64_t hi)
 
 static ref_status softmax_matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
                                      const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                                     double **gmag)
+                                     const ref_mag *gmag)
 {
     (void)n;
     (void)y;
     smm_job t = {.g = smm_geometry(&in[0].shape, &in[1].shape), .in = in, .gt = gt,
-                 .grad = grad, .mS = gmag ? gmag[0] : NULL, .mV = gmag ? gmag[1] : NULL};
+                 .grad = grad, .mS = gmag && gmag[0].worst ? &gmag[0] : NULL,
+                 .mV = gmag && gmag[1].worst ? &gmag[1] : NULL};
     int64_t nv = ref_numel(&in[1].shape);
     if (grad[1].v)
         memset(grad[1].v, 0, sizeof(double) * (size_t)nv);
-    if (grad[1].v && t.mV)
-        memset(t.mV, 0, sizeof(double) * (size_t)nv);
+    double *vplanes[3] = {t.mV ? t.mV->worst : NULL, t.mV ? t.mV->dtype : NULL,
+                          t.mV ? t.mV->prob : NULL};
+    for (int k = 0; grad[1].v && k < 3; k++)
+        if (vplanes[k])
+            memset(vplanes[k], 0, sizeof(double) * (size_t)nv);
     ref_parallel_for(p->threads, t.g.batch, 1, smm_vjp_batches, &t);
+    for (int64_t o = 0; grad[1].v && t.mV && t.mV->dtype && o < nv; o++)
+        t.mV->dtype[o] += fabs(grad[1].v[o]); /* and the final rounding */
     return t.failed ? REF_ENOMEM : REF_OK;
 }
 
@@ -794,23 +849,23 @@ static ref_status softmax_matmul_fwd_at(const ref_params *p, int n, const ref_te
 {
     (void)p, (void)n;
     smm_geom g = smm_geometry(&in[0].shape, &in[1].shape);
-    double *P = malloc(sizeof(double) * (size_t)(g.m + 1));
-    double *F = malloc(sizeof(double) * (size_t)(g.m + 1));
+    double *P = malloc(sizeof(double) * (size_t)(g.m + 1) * 3);
     double *Vt = smm_vt_alloc(&g);
-    if (!P || !F || !Vt) {
-        free(P), free(F), free(Vt);
+    if (!P || !Vt) {
+        free(P), free(Vt);
         return REF_ENOMEM;
     }
+    double *F = P + g.m + 1, *Fp = F + g.m + 1;
     int64_t have = -1, have_b = -1;
     for (int64_t e = 0; e < pk->count; e++) {
         int64_t bi = pk->at[e] / g.d, j = pk->at[e] % g.d;
         smm_vt(&g, in, bi / g.n, Vt, &have_b);
         if (bi != have)
-            sm_row(in[0].v + bi * g.m, g.m, P, F);
+            sm_row(in[0].v + bi * g.m, g.m, P, F, Fp);
         have = bi;
-        smm_out_elem(&g, Vt + j * g.m, P, F, &pk->v[e], pk->mag ? &pk->mag[e] : NULL);
+        smm_out_elem(&g, Vt + j * g.m, P, F, Fp, &pk->v[e], pk->mag.worst ? &pk->mag : NULL, e);
     }
-    free(P), free(F), free(Vt);
+    free(P), free(Vt);
     return REF_OK;
 }
 
@@ -827,12 +882,16 @@ static ref_status softmax_matmul_vjp_at(const ref_params *p, int n, const ref_te
     size_t row = (size_t)(g.m + 1), rows = g.n > 0 ? (size_t)g.n : 1;
     int64_t most = pS->count > pV->count ? pS->count : pV->count;
     double *P = malloc(sizeof(double) * row * rows), *F = malloc(sizeof(double) * row * rows);
-    double *buf = malloc(sizeof(double) * row * 4), *Vt = smm_vt_alloc(&g);
+    double *Fp = malloc(sizeof(double) * row * rows);
+    double *buf = malloc(sizeof(double) * row * 6), *Vt = smm_vt_alloc(&g);
     int64_t *kk = malloc(sizeof(int64_t) * (size_t)(most + 1));
     int64_t *jj = malloc(sizeof(int64_t) * (size_t)(most + 1));
-    double *smag = malloc(sizeof(double) * (size_t)(most + 1));
-    ref_status st = P && F && buf && Vt && kk && jj && smag ? REF_OK : REF_ENOMEM;
-    double *dP = buf, *Gabs = dP + row, *dS = Gabs + row, *mdS = dS + row;
+    double *smag = malloc(sizeof(double) * (size_t)(most + 1) * 3);
+    ref_status st = P && F && Fp && buf && Vt && kk && jj && smag ? REF_OK : REF_ENOMEM;
+    double *dP = buf, *Gabs = dP + row, *dS = Gabs + row;
+    ref_mag mdS = {dS + row, dS + 2 * row, dS + 3 * row};
+    /* dV's sums: worst, sum P|g| (dtype) and its prob form */
+    double *spg = smag + most + 1, *sprob = spg + most + 1;
     int64_t perS = g.n * g.m, perV = g.m * g.d, loS = 0, hiS = 0, loV = 0, hiV = 0;
     for (int64_t b = 0; st == REF_OK && b < g.batch && (hiS < pS->count || hiV < pV->count); b++) {
         for (loS = hiS; hiS < pS->count && pS->at[hiS] / perS == b;)
@@ -842,21 +901,23 @@ static ref_status softmax_matmul_vjp_at(const ref_params *p, int n, const ref_te
         if (loV < hiV) /* dV reads every row of the batch */
             for (int64_t i = 0; i < g.n; i++)
                 sm_row(in[0].v + (b * g.n + i) * g.m, g.m, P + (size_t)i * row,
-                       F + (size_t)i * row);
+                       F + (size_t)i * row, Fp + (size_t)i * row);
         int64_t have = -1, have_b = -1;
         for (int64_t e = loS; e < hiS; e++) { /* dS[b, i, k] */
             int64_t i = pS->at[e] % perS / g.m, k = pS->at[e] % g.m;
             double *Pi = P + (size_t)i * row, *Fi = F + (size_t)i * row;
+            double *Fpi = Fp + (size_t)i * row;
             if (i != have) {
                 smm_vt(&g, in, b, Vt, &have_b);
                 if (loV == hiV)
-                    sm_row(in[0].v + (b * g.n + i) * g.m, g.m, Pi, Fi);
-                smm_vjp_from_p(&g, Vt, gt->v + (b * g.n + i) * g.d, Pi, Fi, dP, Gabs, dS, mdS);
+                    sm_row(in[0].v + (b * g.n + i) * g.m, g.m, Pi, Fi, Fpi);
+                smm_vjp_from_p(&g, Vt, gt->v + (b * g.n + i) * g.d, Pi, Fi, Fpi, dP, Gabs, dS,
+                               &mdS);
             }
             have = i;
             pS->v[e] = dS[k];
-            if (pS->mag)
-                pS->mag[e] = mdS[k];
+            if (pS->mag.worst)
+                ref_mag_set(&pS->mag, e, mdS.worst[k], mdS.dtype[k], mdS.prob[k]);
         }
         if (loV == hiV)
             continue;
@@ -864,21 +925,25 @@ static ref_status softmax_matmul_vjp_at(const ref_params *p, int n, const ref_te
         double *v = pV->v + loV;
         for (int64_t e = 0; e < cnt; e++) { /* dV[b, k, j] = sum_i P[i, k] g[i, j] */
             kk[e] = pV->at[loV + e] % perV / g.d, jj[e] = pV->at[loV + e] % g.d;
-            v[e] = smag[e] = 0.0;
+            v[e] = smag[e] = spg[e] = sprob[e] = 0.0;
         }
         for (int64_t i = 0; i < g.n; i++) {
             const double *Pi = P + (size_t)i * row, *Fi = F + (size_t)i * row;
+            const double *Fpi = Fp + (size_t)i * row;
             const double *Gi = gt->v + (b * g.n + i) * g.d;
             for (int64_t e = 0; e < cnt; e++) {
                 double Pik = Pi[kk[e]], Fik = Fi[kk[e]], Gij = Gi[jj[e]];
+                double pg = ref_mag_prod(Pik, fabs(Gij));
                 v[e] += Pik * Gij;
                 smag[e] += ref_mag_prod(Pik, fabs(Gij) * ((double)g.n + Fik));
+                spg[e] += pg;
+                sprob[e] += ref_mag_prod(pg, sqrt((double)g.n) + Fpi[kk[e]]);
             }
         }
-        for (int64_t e = 0; pV->mag && e < cnt; e++)
-            pV->mag[loV + e] = smag[e];
+        for (int64_t e = 0; pV->mag.worst && e < cnt; e++)
+            ref_mag_set(&pV->mag, loV + e, smag[e], spg[e] + fabs(v[e]), sprob[e]);
     }
-    free(P), free(F), free(buf), free(Vt), free(kk), free(jj), free(smag);
+    free(P), free(F), free(Fp), free(buf), free(Vt), free(kk), free(jj), free(smag);
     return st;
 }
 
@@ -955,9 +1020,19 @@ static int64_t leading_count(const ref_shape *x)
 typedef struct {
     const ref_tensor *in, *g;
     ref_tensor *out, *grad;
-    double *mag, *mx, *mw, *mb;
+    const ref_mag *mags, *mx, *mw, *mb; /* NULL where not wanted */
     int64_t nin, nout, L;
 } linear_job;
+
+/* m = (in + 1)(sum|W x| + |b|): a length-(in + 1) sum with the bias. Strict: the product sum
+ * in float32, rounded to the dtype before the bias is added (ATen's addmm on CPU), then the
+ * sum rounded: dtype = |W x| + |y|; prob: (sqrt(in) + 1)(sum|W x| + |b|). s is sum W x. */
+static void linear_set_mags(const ref_mag *mags, int64_t i, int64_t nin, double s, double s_abs,
+                            double b)
+{
+    ref_mag_set(mags, i, (double)(nin + 1) * (s_abs + fabs(b)), fabs(s) + fabs(s + b),
+                (sqrt((double)nin) + 1.0) * (s_abs + fabs(b)));
+}
 
 static void linear_rows(void *ctx, int64_t lo, int64_t hi)
 {
@@ -972,8 +1047,8 @@ static void linear_rows(void *ctx, int64_t lo, int64_t hi)
                 s_abs += fabs(W[o * nin + i] * x[l * nin + i]);
             }
             t->out->v[l * nout + o] = s + b[o];
-            if (t->mag)
-                t->mag[l * nout + o] = (double)(nin + 1) * (s_abs + fabs(b[o]));
+            if (t->mags)
+                linear_set_mags(t->mags, l * nout + o, nin, s, s_abs, b[o]);
         }
 }
 
@@ -986,21 +1061,32 @@ static linear_job linear_setup(const ref_tensor *in)
 
 /* Rows l are split over threads. */
 static ref_status linear_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+                             const ref_mag *mags)
 {
     (void)n;
     linear_job t = linear_setup(in);
     t.out = out;
-    t.mag = mag;
+    t.mags = mags && mags->worst ? mags : NULL;
     ref_parallel_for(p->threads, t.L, 1, linear_rows, &t);
     return REF_OK;
 }
 
-/* row[i] = sum_k a_k v_k[i], and when mrow, mrow[i] = max(K, 1) * sum_k |a_k v_k[i]|, for
- * i < n: left folds from 0 over k < K, with a_k = a[k a_step] and v_k = v + k v_step. */
-static void row_of_sums(double *row, double *mrow, const double *a, int64_t a_step,
-                        const double *v, int64_t v_step, int64_t K, int64_t n)
+/* Strict: each gradient entry is one float32 sum rounded once (dtype = |value|); prob:
+ * sqrt(terms). */
+static void set_sum_mags(const ref_mag *mag, int64_t i, double terms, double abs_sum,
+                         double value)
 {
+    double len = terms > 0 ? terms : 1;
+    ref_mag_set(mag, i, len * abs_sum, fabs(value), sqrt(len) * abs_sum);
+}
+
+/* row[i] = sum_k a_k v_k[i], and when mags, element off + i of its planes from
+ * sum_k |a_k v_k[i]| (set_sum_mags), for i < n: left folds from 0 over k < K, with
+ * a_k = a[k a_step] and v_k = v + k v_step. */
+static void row_of_sums(double *row, const ref_mag *mags, int64_t off, const double *a,
+                        int64_t a_step, const double *v, int64_t v_step, int64_t K, int64_t n)
+{
+    double *mrow = mags ? mags->worst + off : NULL;
     for (int64_t i = 0; i < n; i++) {
         row[i] = 0.0;
         if (mrow)
@@ -1016,7 +1102,7 @@ static void row_of_sums(double *row, double *mrow, const double *a, int64_t a_st
         }
     }
     for (int64_t i = 0; mrow && i < n; i++)
-        mrow[i] = (double)(K > 0 ? K : 1) * mrow[i];
+        set_sum_mags(mags, off + i, (double)K, mrow[i], row[i]);
 }
 
 /* dx[l, i] = sum_o W[o, i] g[l, o];  dW[o, i] = sum_l g[l, o] x[l, i];  db[o] = sum_l g[l, o]:
@@ -1029,8 +1115,8 @@ static void linear_dx_rows(void *ctx, int64_t lo, int64_t hi)
     const linear_job *t = ctx;
     int64_t nin = t->nin, nout = t->nout;
     for (int64_t l = lo; l < hi; l++) /* dx[l, :] = sum_o g[l, o] W[o, :] */
-        row_of_sums(t->grad[0].v + l * nin, t->mx ? t->mx + l * nin : NULL, t->g->v + l * nout,
-                    1, t->in[1].v, nin, nout, nin);
+        row_of_sums(t->grad[0].v + l * nin, t->mx, l * nin, t->g->v + l * nout, 1, t->in[1].v,
+                    nin, nout, nin);
 }
 
 static void linear_dw_rows(void *ctx, int64_t lo, int64_t hi)
@@ -1041,8 +1127,7 @@ static void linear_dw_rows(void *ctx, int64_t lo, int64_t hi)
     double *dW = t->grad[1].v, *db = t->grad[2].v;
     for (int64_t o = lo; o < hi; o++) {
         if (dW) /* dW[o, :] = sum_l g[l, o] x[l, :] */
-            row_of_sums(dW + o * nin, t->mw ? t->mw + o * nin : NULL, G + o, nout, t->in[0].v,
-                        nin, L, nin);
+            row_of_sums(dW + o * nin, t->mw, o * nin, G + o, nout, t->in[0].v, nin, L, nin);
         if (db) {
             double s = 0.0, s_abs = 0.0;
             for (int64_t l = 0; l < L; l++) {
@@ -1051,23 +1136,23 @@ static void linear_dw_rows(void *ctx, int64_t lo, int64_t hi)
             }
             db[o] = s;
             if (t->mb)
-                t->mb[o] = (double)(L > 0 ? L : 1) * s_abs;
+                set_sum_mags(t->mb, o, (double)L, s_abs, s);
         }
     }
 }
 
 static ref_status linear_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                             double **gmag)
+                             const ref_mag *gmag)
 {
     (void)n;
     (void)y;
     linear_job t = linear_setup(in);
     t.g = g;
     t.grad = grad;
-    t.mx = gmag && grad[0].v ? gmag[0] : NULL;
-    t.mw = gmag && grad[1].v ? gmag[1] : NULL;
-    t.mb = gmag && grad[2].v ? gmag[2] : NULL;
+    t.mx = gmag && grad[0].v && gmag[0].worst ? &gmag[0] : NULL;
+    t.mw = gmag && grad[1].v && gmag[1].worst ? &gmag[1] : NULL;
+    t.mb = gmag && grad[2].v && gmag[2].worst ? &gmag[2] : NULL;
     if (grad[0].v)
         ref_parallel_for(p->threads, t.L, 1, linear_dx_rows, &t);
     if (grad[1].v || grad[2].v)
@@ -1094,10 +1179,10 @@ static ref_status linear_fwd_at(const ref_params *p, int n, const ref_tensor *in
     }
     ref_dots(t.nin, W, wo, x, xo, pk->count, pk->v, s_abs);
     for (int64_t e = 0; e < pk->count; e++) {
-        double bo = b[pk->at[e] % t.nout];
-        pk->v[e] = pk->v[e] + bo;
-        if (pk->mag)
-            pk->mag[e] = (double)(t.nin + 1) * (s_abs[e] + fabs(bo));
+        double bo = b[pk->at[e] % t.nout], sum = pk->v[e];
+        pk->v[e] = sum + bo;
+        if (pk->mag.worst)
+            linear_set_mags(&pk->mag, e, t.nin, sum, s_abs[e], bo);
     }
     free(wo), free(xo), free(s_abs);
     return REF_OK;
@@ -1137,8 +1222,8 @@ static ref_status linear_vjp_at_one(const ref_params *p, int n, const ref_tensor
                 pk->v[e] += term;
                 abs_sum[e] += fabs(term);
             }
-    for (int64_t e = 0; pk->mag && e < pk->count; e++)
-        pk->mag[e] = (double)(terms > 0 ? terms : 1) * abs_sum[e];
+    for (int64_t e = 0; pk->mag.worst && e < pk->count; e++)
+        set_sum_mags(&pk->mag, e, (double)terms, abs_sum[e], pk->v[e]);
     free(abs_sum), free(po), free(qo);
     return REF_OK;
 }

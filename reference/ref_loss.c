@@ -8,7 +8,14 @@
  * d_j = |z_j - max z|, ls_j = log-softmax, p = softmax; when the logits are first divided by a
  * temperature in the provider's dtype (distill), that rounding (u|z_j/T|) moves ls_j by at most
  * u (|z_j/T| + sum_l p_l |z_l/T|), which is added to E_j. Softmax values are taken as
- * p_j (E_j + 4) (this dominates both exp(ls_j) and the direct softmax route). */
+ * p_j (E_j + 4) (this dominates both exp(ls_j) and the direct softmax route).
+ *
+ * Strict f16/bf16 (ref.h): every sum (the softmax denominators, the loss sums) runs in float32,
+ * but these losses are compositions whose steps store their results in the dtype (ATen: the
+ * log-softmax, with its log-sum-exp max + log s stored in the dtype; the products; the slice
+ * sums), so the dtype share is every rounding that is not part of a long sum: each formula with
+ * its lengths (n - 1 in E, K, C) set to 0, |max + log s| added to E (E0), and the final
+ * roundings. prob: the same lengths replaced by their square roots (Ep). */
 #include "ref_families.h"
 
 #include <math.h>
@@ -28,12 +35,13 @@ static double slices_denominator(const ref_shape *s, int axis)
 }
 
 /* Log-softmax of the slice z[j * stride] / T, j < len (len >= 1), into the work vector
- * w = [ls | p | E] (each contiguous, of length len): ls, the softmax p and the error bound E
- * (units of u, see the top); `scaled` says the provider divides by T. */
+ * w = [ls | p | E | E0 | Ep] (each contiguous, of length len): ls, the softmax p, the error bound
+ * E (units of u, see the top) and its dtype share E0 and probabilistic form Ep; `scaled` says
+ * the provider divides by T. */
 static void lsm_slice(const double *z, int64_t len, int64_t stride, double T, int scaled,
                       double *w)
 {
-    double *ls = w, *p = w + len, *E = w + 2 * len;
+    double *ls = w, *p = w + len, *E = w + 2 * len, *E0 = w + 3 * len, *Ep = w + 4 * len;
     double m = z[0] / T; /* max fold seeded with the first element */
     for (int64_t j = 1; j < len; j++)
         if (z[j * stride] / T > m)
@@ -49,19 +57,24 @@ static void lsm_slice(const double *z, int64_t len, int64_t stride, double T, in
         spread += ref_mag_prod(p[j], fabs(zt - m) + 2.0);
         zspread += ref_mag_prod(p[j], fabs(zt));
     }
-    double rel_s = (double)(len - 1) + spread;
+    double rel_s = (double)(len - 1) + spread, rel_sp = sqrt((double)(len - 1)) + spread;
     for (int64_t j = 0; j < len; j++) {
         double zt = z[j * stride] / T;
         E[j] = 2.0 * (fabs(zt - m) + rel_s + fabs(lsum) + fabs(ls[j]) + 1.0);
-        if (scaled)
+        E0[j] = 2.0 * (fabs(zt - m) + spread + fabs(m + lsum) + fabs(lsum) + fabs(ls[j]) + 1.0);
+        Ep[j] = 2.0 * (fabs(zt - m) + rel_sp + fabs(lsum) + fabs(ls[j]) + 1.0);
+        if (scaled) {
             E[j] += fabs(zt) + zspread;
+            E0[j] += fabs(zt) + zspread;
+            Ep[j] += fabs(zt) + zspread;
+        }
     }
 }
 
-/* Three work vectors of length len (one allocation). */
+/* Five work vectors of length len (one allocation). */
 static double *alloc_work(int64_t len)
 {
-    return malloc(sizeof(double) * (size_t)(3 * len + 1));
+    return malloc(sizeof(double) * (size_t)(5 * len + 1));
 }
 
 /* Validation shared by crossEntropy and distill: two same-shape inputs, rank >= 1, valid axis. */
@@ -99,9 +112,10 @@ static ref_status sample_class_axis(ref_rng *r, const ref_sample_req *req, ref_p
 
 /* Error: diff (u) then square (u): 3u per term; sum (N - 1)u sum d^2; scaling by 1/N (rounded
  * reciprocal and product, or a division) 2u|L|. Over N: m = (N + 4) L, c = 2 (second order of
- * the long sum in low-precision dtypes). Empty: L = 0, m = 0. */
+ * the long sum in low-precision dtypes). Empty: L = 0, m = 0. Strict: the squared differences
+ * may be stored in the dtype, the sum is float32: dtype = 5 L; prob (sqrt(N) + 4) L. */
 static ref_status mse_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                          double *mag)
+                          const ref_mag *mags)
 {
     (void)p;
     (void)n;
@@ -113,15 +127,16 @@ static ref_status mse_fwd(const ref_params *p, int n, const ref_tensor *in, ref_
         acc += d * d;
     }
     out->v[0] = acc / den;
-    if (mag)
-        mag[0] = ((double)N + 4.0) * fabs(out->v[0]);
+    double L = fabs(out->v[0]);
+    if (mags)
+        ref_mag_set(mags, 0, ((double)N + 4.0) * L, 5.0 * L, (sqrt((double)N) + 4.0) * L);
     return REF_OK;
 }
 
 /* dyhat_i = ((yhat_i - t_i) * (2/N)) * g (TorchLean's CPU order); dt_i = 0 - dyhat_i.
  * Error: diff, the constant 2/N, two products: 4u|dyhat|; m = |dyhat|, c = 5 (one spare). */
 static ref_status mse_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                          const ref_tensor *g, ref_tensor *grad, double **gmag)
+                          const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)p;
     (void)n;
@@ -132,13 +147,13 @@ static ref_status mse_vjp(const ref_params *p, int n, const ref_tensor *in, cons
         double dy = ((in[0].v[i] - in[1].v[i]) * scale) * g->v[0];
         if (grad[0].v) {
             grad[0].v[i] = dy;
-            if (gmag && gmag[0])
-                gmag[0][i] = fabs(dy);
+            if (gmag && gmag[0].worst)
+                gmag[0].worst[i] = fabs(dy);
         }
         if (grad[1].v) {
             grad[1].v[i] = 0.0 - dy;
-            if (gmag && gmag[1])
-                gmag[1][i] = fabs(dy);
+            if (gmag && gmag[1].worst)
+                gmag[1].worst[i] = fabs(dy);
         }
     }
     return REF_OK;
@@ -198,14 +213,14 @@ static void ce_domain(const ref_params *p, int n, const ref_shape *in, int i, re
  * Error: ls_c carries u E_c; K = (slices * classes) products and a K-term sum carry K u sum|t ls|;
  * the division u|L|: m = (sum |t_c| E_c + K sum |t_c ls_c|) / S + |L|, c = 2. */
 static ref_status ce_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                         double *mag)
+                         const ref_mag *mags)
 {
     (void)n;
     const ref_shape *s = &in[0].shape;
     int ax = ref_norm_axis(p->axis, s->rank);
     ref_axis_split a = ref_split_axis(s, ax);
     double S = slices_denominator(s, ax);
-    double acc = 0.0, abs_terms = 0.0, prop = 0.0;
+    double acc = 0.0, abs_terms = 0.0, prop = 0.0, prop0 = 0.0, prop_p = 0.0;
     if (a.len > 0) {
         double *w = alloc_work(a.len);
         if (!w)
@@ -219,13 +234,17 @@ static ref_status ce_fwd(const ref_params *p, int n, const ref_tensor *in, ref_t
                     acc += t * w[c];
                     abs_terms += fabs(t * w[c]);
                     prop += fabs(t) * w[2 * a.len + c];
+                    prop0 += fabs(t) * w[3 * a.len + c];
+                    prop_p += fabs(t) * w[4 * a.len + c];
                 }
             }
         free(w);
     }
     out->v[0] = -(acc / S);
-    if (mag)
-        mag[0] = (prop + (double)ref_numel(s) * abs_terms) / S + fabs(out->v[0]);
+    double K = (double)ref_numel(s), L = fabs(out->v[0]);
+    if (mags) /* the products and the slice sums stored in the dtype: 2 sum|t ls| */
+        ref_mag_set(mags, 0, (prop + K * abs_terms) / S + L, (prop0 + 2.0 * abs_terms) / S + L,
+                    (prop_p + sqrt(K) * abs_terms) / S + L);
     return REF_OK;
 }
 
@@ -235,7 +254,7 @@ static ref_status ce_fwd(const ref_params *p, int n, const ref_tensor *in, ref_t
  * final g/S: m = |g|/S (p_c (E_c + 4)|T| + p_c (C + 1) sum|t| + |p_c T - t_c| + 2|t_c|)
  * + 2|dlogits_c|, T = sum_l t_l, c = 2. */
 static ref_status ce_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                         const ref_tensor *g, ref_tensor *grad, double **gmag)
+                         const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -245,17 +264,18 @@ static ref_status ce_vjp(const ref_params *p, int n, const ref_tensor *in, const
     int ax = ref_norm_axis(p->axis, s->rank);
     ref_axis_split a = ref_split_axis(s, ax);
     double S = slices_denominator(s, ax), gs = g->v[0];
-    double *mag = gmag ? gmag[0] : NULL;
+    double *mag = gmag ? gmag[0].worst : NULL;
     if (a.len == 0)
         return REF_OK;
     double *w = alloc_work(a.len);
     if (!w)
         return REF_ENOMEM;
+    double C = (double)a.len;
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
             int64_t base = o * a.len * a.inner + i;
             const double *t = in[1].v + base;
-            double *pr = w + a.len, *E = w + 2 * a.len;
+            double *pr = w + a.len, *E = w + 2 * a.len, *E0 = w + 3 * a.len, *Ep = w + 4 * a.len;
             lsm_slice(in[0].v + base, a.len, a.inner, 1.0, 0, w);
             double T = 0.0, T_abs = 0.0;
             for (int64_t c = 0; c < a.len; c++) {
@@ -266,12 +286,15 @@ static ref_status ce_vjp(const ref_params *p, int n, const ref_tensor *in, const
                 int64_t k = base + c * a.inner;
                 double tc = t[c * a.inner], inner = pr[c] * T - tc;
                 grad[0].v[k] = inner / S * gs;
+                double v[3], len[3] = {C + 1.0, 1.0, sqrt(C) + 1.0};
+                const double *Ef[3] = {E, E0, Ep};
+                for (int f = 0; f < 3; f++)
+                    v[f] = fabs(gs) / S *
+                               (ref_mag_prod(pr[c], Ef[f][c] + 4.0) * fabs(T) +
+                                pr[c] * len[f] * T_abs + fabs(inner) + 2.0 * fabs(tc)) +
+                           2.0 * fabs(grad[0].v[k]);
                 if (mag)
-                    mag[k] = fabs(gs) / S *
-                                 (ref_mag_prod(pr[c], E[c] + 4.0) * fabs(T) +
-                                  pr[c] * (double)(a.len + 1) * T_abs + fabs(inner) +
-                                  2.0 * fabs(tc)) +
-                             2.0 * fabs(grad[0].v[k]);
+                    ref_mag_set(&gmag[0], k, v[0], v[1], v[2]);
             }
         }
     free(w);
@@ -302,14 +325,14 @@ static ref_status distill_shape(const ref_params *p, int n, const ref_shape *in,
  * m = T^2/S (sum |a_c - b_c| q_c (Ea_c + 1) + q_c (Ea_c + Eb_c) + (K + 1) sum|term|) + 3|L|,
  * c = 2. */
 static ref_status distill_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                              double *mag)
+                              const ref_mag *mags)
 {
     (void)n;
     const ref_shape *s = &in[0].shape;
     int ax = ref_norm_axis(p->axis, s->rank);
     ref_axis_split a = ref_split_axis(s, ax);
     double S = slices_denominator(s, ax), T = p->temperature;
-    double acc = 0.0, abs_terms = 0.0, prop = 0.0;
+    double acc = 0.0, abs_terms = 0.0, prop = 0.0, prop0 = 0.0, prop_p = 0.0;
     if (a.len > 0) {
         double *ws = alloc_work(a.len), *wt = alloc_work(a.len);
         if (!ws || !wt) {
@@ -323,18 +346,23 @@ static ref_status distill_fwd(const ref_params *p, int n, const ref_tensor *in, 
                 lsm_slice(in[1].v + base, a.len, a.inner, T, 1, wt);
                 for (int64_t c = 0; c < a.len; c++) {
                     double q = wt[a.len + c], diff = wt[c] - ws[c], term = q * diff;
-                    double Ea = wt[2 * a.len + c], Eb = ws[2 * a.len + c];
                     acc += term;
                     abs_terms += fabs(term);
-                    prop += ref_mag_prod(q, fabs(diff) * (Ea + 1.0)) + ref_mag_prod(q, Ea + Eb);
+                    for (int f = 0; f < 3; f++) { /* E, E0, Ep */
+                        double Ea = wt[(2 + f) * a.len + c], Eb = ws[(2 + f) * a.len + c];
+                        *(f == 0 ? &prop : f == 1 ? &prop0 : &prop_p) +=
+                            ref_mag_prod(q, fabs(diff) * (Ea + 1.0)) + ref_mag_prod(q, Ea + Eb);
+                    }
                 }
             }
         free(ws), free(wt);
     }
     out->v[0] = T * T * (acc / S);
-    if (mag)
-        mag[0] = T * T / S * (prop + ((double)ref_numel(s) + 1.0) * abs_terms) +
-                 3.0 * fabs(out->v[0]);
+    double K = (double)ref_numel(s), L3 = 3.0 * fabs(out->v[0]);
+    if (mags)
+        ref_mag_set(mags, 0, T * T / S * (prop + (K + 1.0) * abs_terms) + L3,
+                    T * T / S * (prop0 + 2.0 * abs_terms) + L3,
+                    T * T / S * (prop_p + (sqrt(K) + 1.0) * abs_terms) + L3);
     return REF_OK;
 }
 
@@ -345,7 +373,7 @@ static ref_status distill_fwd(const ref_params *p, int n, const ref_tensor *in, 
  * + p_c (Eb_c + 4 + C sum q + sum_l q_l (Ea_l + 1)) + 2|p_c - q_c|) + 2|ds_c|, c = 2. */
 static ref_status distill_vjp(const ref_params *p, int n, const ref_tensor *in,
                               const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                              double **gmag)
+                              const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -355,7 +383,7 @@ static ref_status distill_vjp(const ref_params *p, int n, const ref_tensor *in,
     int ax = ref_norm_axis(p->axis, s->rank);
     ref_axis_split a = ref_split_axis(s, ax);
     double S = slices_denominator(s, ax), T = p->temperature, gs = g->v[0];
-    double *mag = gmag ? gmag[0] : NULL;
+    double *mag = gmag ? gmag[0].worst : NULL;
     if (a.len == 0)
         return REF_OK;
     double *ws = alloc_work(a.len), *wt = alloc_work(a.len);
@@ -368,22 +396,28 @@ static ref_status distill_vjp(const ref_params *p, int n, const ref_tensor *in,
             int64_t base = o * a.len * a.inner + i;
             lsm_slice(in[0].v + base, a.len, a.inner, T, 1, ws);
             lsm_slice(in[1].v + base, a.len, a.inner, T, 1, wt);
-            const double *ps = ws + a.len, *Eb = ws + 2 * a.len;
-            const double *q = wt + a.len, *Ea = wt + 2 * a.len;
-            double qsum = 0.0, qprop = 0.0;
+            const double *ps = ws + a.len, *q = wt + a.len;
+            double qsum = 0.0, qprop[3] = {0.0, 0.0, 0.0}; /* with E, E0, Ep */
             for (int64_t c = 0; c < a.len; c++) {
                 qsum += q[c];
-                qprop += ref_mag_prod(q[c], Ea[c] + 1.0);
+                for (int f = 0; f < 3; f++)
+                    qprop[f] += ref_mag_prod(q[c], wt[(2 + f) * a.len + c] + 1.0);
             }
+            double len[3] = {(double)a.len, 0.0, sqrt((double)a.len)};
             for (int64_t c = 0; c < a.len; c++) {
                 int64_t k = base + c * a.inner;
                 grad[0].v[k] = T * (ps[c] - q[c]) * gs / S;
+                double v[3];
+                for (int f = 0; f < 3; f++) {
+                    double Ea = wt[(2 + f) * a.len + c], Eb = ws[(2 + f) * a.len + c];
+                    v[f] = T * fabs(gs) / S *
+                               (ref_mag_prod(q[c], Ea + 4.0) +
+                                ref_mag_prod(ps[c], Eb + 4.0 + len[f] * qsum + qprop[f]) +
+                                2.0 * fabs(ps[c] - q[c])) +
+                           2.0 * fabs(grad[0].v[k]);
+                }
                 if (mag)
-                    mag[k] = T * fabs(gs) / S *
-                                 (ref_mag_prod(q[c], Ea[c] + 4.0) +
-                                  ref_mag_prod(ps[c], Eb[c] + 4.0 + (double)a.len * qsum + qprop) +
-                                  2.0 * fabs(ps[c] - q[c])) +
-                             2.0 * fabs(grad[0].v[k]);
+                    ref_mag_set(&gmag[0], k, v[0], v[1], v[2]);
             }
         }
     free(ws), free(wt);

@@ -1,4 +1,17 @@
-/* Normalization (ops.md I). */
+/* Normalization (ops.md I).
+ *
+ * Strict f16/bf16 (ref.h): the statistics (mean, variance) and the normalization run in float32
+ * and y is rounded once: layerNorm's forward has dtype = |y|. ATen keeps what it saves for the
+ * backward (mean, rstd) and batchNorm's folded scale and shift in the dtype, so:
+ *   batchNorm training forward: dtype = (|x| + 2 |mu|) |gamma| / sigma + |beta| + |y| (scale and
+ *     shift rounded, y = x scale + shift);
+ *   the training VJPs: xhat is read through a mean and a 1/sigma stored in the dtype, an error
+ *     of |mu| / sigma + |xhat| (units of u) in every xhat: dtype(dx) = 2 |dx| + (1/sigma)
+ *     ((|xhat| + |mu|/sigma) |mean(a xhat)| + |xhat| (mean|a xhat| + mean|a| |mu|/sigma));
+ *     dtype(dgamma) = |dgamma| + sum |g| (|xhat| + |mu|/sigma); dtype(dbeta) = |dbeta|;
+ *   batchNorm eval (no accumulation in the forward or dx): as relaxed; its dgamma and dbeta
+ *     sums: |value| + (dgamma) sum |g| 4 (|x| + |mu|) / sigma.
+ * prob: every length (N, and R for layerNorm's dgamma/dbeta) becomes its square root. */
 #include "ref_families.h"
 
 #include <math.h>
@@ -89,63 +102,86 @@ static ln_stats ln_row_stats(const double *x, int64_t N, double eps)
  *   d_var    <= N var + 2 mean|c| d_mu          (sum of squares of the centred values)
  *   d_sigma/sigma = d_var / (2 (var + eps)) + 1
  *   d_xhat_i <= (d_mu + |c_i|) / sigma + |xhat_i| (d_sigma/sigma + 1).  */
-static double ln_rel_sigma(const ln_stats *s, int64_t N)
+/* len: the sums' length N for the worst case, sqrt(N) for the probabilistic form. */
+static double ln_rel_sigma(const ln_stats *s, double len)
 {
-    double d_mu = (double)N * s->mean_abs_x;
-    double d_var = (double)N * s->var + 2.0 * s->mean_abs_c * d_mu;
+    double d_mu = len * s->mean_abs_x;
+    double d_var = len * s->var + 2.0 * s->mean_abs_c * d_mu;
     return d_var / (2.0 * (s->sigma * s->sigma)) + 1.0;
 }
 
-static double ln_xhat_err(const ln_stats *s, int64_t N, double c, double xhat)
+static double ln_xhat_err(const ln_stats *s, double len, double c, double xhat)
 {
-    return ((double)N * s->mean_abs_x + fabs(c)) / s->sigma +
-           fabs(xhat) * (ln_rel_sigma(s, N) + 1.0);
+    return (len * s->mean_abs_x + fabs(c)) / s->sigma +
+           fabs(xhat) * (ln_rel_sigma(s, len) + 1.0);
+}
+
+/* xhat's error read through a mean and a 1/sigma stored in the dtype (units of u). */
+static double ln_xhat_stored(const ln_stats *s, double xhat)
+{
+    return fabs(xhat) + fabs(s->mu) / s->sigma;
 }
 
 /* The row sums of the layerNorm dx rule (below), with a_j = g_j gamma_j: mean(a), mean(a xhat),
- * mean|a|, mean|a xhat| and prop = mean(|a| d_xhat). gamma[j * gstride]: gstride 1 for a gamma
- * per position (layerNorm), 0 for one gamma per row (a batchNorm channel). */
+ * mean|a|, mean|a xhat| and prop = mean(|a| d_xhat) (prop_p: its probabilistic form).
+ * gamma[j * gstride]: gstride 1 for a gamma per position (layerNorm), 0 for one gamma per row
+ * (a batchNorm channel). */
 typedef struct {
-    double a, ax, abs_a, abs_ax, prop;
+    double a, ax, abs_a, abs_ax, prop, prop_p;
 } ln_means;
 
 static ln_means ln_row_means(const ln_stats *s, int64_t N, const double *x, const double *g,
                              const double *gamma, int64_t gstride)
 {
-    ln_means mm = {0.0, 0.0, 0.0, 0.0, 0.0};
+    ln_means mm = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double len_p = sqrt((double)N);
     for (int64_t j = 0; j < N; j++) {
         double c = x[j] - s->mu, xhat = c / s->sigma, a = g[j] * gamma[j * gstride];
         mm.a += a;
         mm.ax += a * xhat;
         mm.abs_a += fabs(a);
         mm.abs_ax += fabs(a * xhat);
-        mm.prop += fabs(a) * ln_xhat_err(s, N, c, xhat);
+        mm.prop += fabs(a) * ln_xhat_err(s, (double)N, c, xhat);
+        mm.prop_p += fabs(a) * ln_xhat_err(s, len_p, c, xhat);
     }
     mm.a /= (double)N;
     mm.ax /= (double)N;
     mm.abs_a /= (double)N;
     mm.abs_ax /= (double)N;
     mm.prop /= (double)N;
+    mm.prop_p /= (double)N;
     return mm;
 }
 
-/* dx_j = (a_j - mean(a) - xhat_j mean(a xhat)) / sigma, and in *m its magnitude
+/* dx_j = (a_j - mean(a) - xhat_j mean(a xhat)) / sigma, and its magnitudes at element k: worst
  *   |dx| (d_sigma/sigma + 2) + (|a| + N mean|a| + |xhat| (N mean|a xhat| + prop)
- *   + ex |mean(a xhat)|) / sigma,   ex = d_xhat_j. */
-static double ln_row_dx(const ln_stats *s, int64_t N, const ln_means *mm, double a, double xhat,
-                        double ex, double *m)
+ *   + ex |mean(a xhat)|) / sigma,   ex = d_xhat_j,
+ * prob the same with sqrt(N), dtype as the file comment says. */
+static double ln_row_dx(const ln_stats *s, int64_t N, const ln_means *mm, double a, double c,
+                        double xhat, const ref_mag *mag, int64_t k)
 {
     double dx = (a - mm->a - xhat * mm->ax) / s->sigma;
-    *m = fabs(dx) * (ln_rel_sigma(s, N) + 2.0) +
-         (fabs(a) + (double)N * mm->abs_a + fabs(xhat) * ((double)N * mm->abs_ax + mm->prop) +
-          ex * fabs(mm->ax)) /
-             s->sigma;
+    if (!mag)
+        return dx;
+    double len = (double)N, len_p = sqrt(len), st = ln_xhat_stored(s, xhat);
+    double worst = fabs(dx) * (ln_rel_sigma(s, len) + 2.0) +
+                   (fabs(a) + len * mm->abs_a + fabs(xhat) * (len * mm->abs_ax + mm->prop) +
+                    ln_xhat_err(s, len, c, xhat) * fabs(mm->ax)) /
+                       s->sigma;
+    double prob = fabs(dx) * (ln_rel_sigma(s, len_p) + 2.0) +
+                  (fabs(a) + len_p * mm->abs_a + fabs(xhat) * (len_p * mm->abs_ax + mm->prop_p) +
+                   ln_xhat_err(s, len_p, c, xhat) * fabs(mm->ax)) /
+                      s->sigma;
+    double dtype = 2.0 * fabs(dx) + (st * fabs(mm->ax) +
+                                     fabs(xhat) * (mm->abs_ax + mm->abs_a * fabs(s->mu) / s->sigma)) /
+                                        s->sigma;
+    ref_mag_set(mag, k, worst, dtype, prob);
     return dx;
 }
 
 /* y = (x - mu) / sigma * gamma + beta.  m_i = |gamma_i| d_xhat_i + |xhat_i gamma_i| + |y_i|. */
 static ref_status layer_norm_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                 ref_tensor *out, double *mag)
+                                 ref_tensor *out, const ref_mag *mags)
 {
     (void)n;
     int64_t R, N;
@@ -158,9 +194,13 @@ static ref_status layer_norm_fwd(const ref_params *p, int n, const ref_tensor *i
             double c = x[j] - s.mu, xhat = c / s.sigma;
             double y = xhat * gamma[j] + beta[j];
             out->v[r * N + j] = y;
-            if (mag)
-                mag[r * N + j] = fabs(gamma[j]) * ln_xhat_err(&s, N, c, xhat) +
-                                 fabs(xhat * gamma[j]) + fabs(y);
+            if (mags)
+                ref_mag_set(mags, r * N + j,
+                            fabs(gamma[j]) * ln_xhat_err(&s, (double)N, c, xhat) +
+                                fabs(xhat * gamma[j]) + fabs(y),
+                            fabs(y),
+                            fabs(gamma[j]) * ln_xhat_err(&s, sqrt((double)N), c, xhat) +
+                                fabs(xhat * gamma[j]) + fabs(y));
         }
     }
     return REF_OK;
@@ -173,46 +213,55 @@ static ref_status layer_norm_fwd(const ref_params *p, int n, const ref_tensor *i
  * 1/sigma carries d_sigma/sigma; dgamma/dbeta are length-R sums (R sum|.|) plus d_xhat. */
 static ref_status layer_norm_vjp(const ref_params *p, int n, const ref_tensor *in,
                                  const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                                 double **gmag)
+                                 const ref_mag *gmag)
 {
     (void)n;
     (void)y;
     int64_t R, N;
     ln_split(p, &in[0].shape, &R, &N);
     const double *gamma = in[1].v;
-    double *mx = gmag ? gmag[0] : NULL, *mg = gmag ? gmag[1] : NULL, *mb = gmag ? gmag[2] : NULL;
+    const ref_mag *mx = gmag && gmag[0].worst ? &gmag[0] : NULL;
+    const ref_mag *mg = gmag && gmag[1].worst ? &gmag[1] : NULL;
+    const ref_mag *mb = gmag && gmag[2].worst ? &gmag[2] : NULL;
+    /* dgamma's and dbeta's three magnitudes gather over the rows: worst, dtype share, prob */
+    double *acc = calloc(6 * (size_t)N + 1, sizeof(double));
+    if (!acc)
+        return REF_ENOMEM;
+    double *gw = acc, *gd = acc + N, *gp = acc + 2 * N, *bw = acc + 3 * N, *bp = acc + 4 * N;
     if (grad[1].v)
         memset(grad[1].v, 0, sizeof(double) * (size_t)N);
     if (grad[2].v)
         memset(grad[2].v, 0, sizeof(double) * (size_t)N);
-    if (mg)
-        memset(mg, 0, sizeof(double) * (size_t)N);
-    if (mb)
-        memset(mb, 0, sizeof(double) * (size_t)N);
+    double lenR = (double)R, lenR_p = sqrt(lenR), len_p = sqrt((double)N);
     for (int64_t r = 0; r < R; r++) {
         const double *x = in[0].v + r * N, *gr = g->v + r * N;
         ln_stats s = ln_row_stats(x, N, p->eps);
         ln_means mm = ln_row_means(&s, N, x, gr, gamma, 1);
         for (int64_t j = 0; j < N; j++) {
-            double c = x[j] - s.mu, xhat = c / s.sigma, a = gr[j] * gamma[j];
-            double ex = ln_xhat_err(&s, N, c, xhat), m;
-            double dx = ln_row_dx(&s, N, &mm, a, xhat, ex, &m);
+            double c = x[j] - s.mu, xhat = c / s.sigma, a = gr[j] * gamma[j], ag = fabs(gr[j]);
+            double dx = ln_row_dx(&s, N, &mm, a, c, xhat, grad[0].v ? mx : NULL, r * N + j);
             if (grad[0].v)
                 grad[0].v[r * N + j] = dx;
-            if (mx && grad[0].v)
-                mx[r * N + j] = m;
             if (grad[1].v) {
                 grad[1].v[j] += gr[j] * xhat;
-                if (mg)
-                    mg[j] += fabs(gr[j]) * ((double)R * fabs(xhat) + ex);
+                gw[j] += ag * (lenR * fabs(xhat) + ln_xhat_err(&s, (double)N, c, xhat));
+                gd[j] += ag * ln_xhat_stored(&s, xhat);
+                gp[j] += ag * (lenR_p * fabs(xhat) + ln_xhat_err(&s, len_p, c, xhat));
             }
             if (grad[2].v) {
                 grad[2].v[j] += gr[j];
-                if (mb)
-                    mb[j] += (double)R * fabs(gr[j]);
+                bw[j] += lenR * ag;
+                bp[j] += lenR_p * ag;
             }
         }
     }
+    for (int64_t j = 0; j < N; j++) {
+        if (grad[1].v && mg)
+            ref_mag_set(mg, j, gw[j], gd[j] + fabs(grad[1].v[j]), gp[j]);
+        if (grad[2].v && mb)
+            ref_mag_set(mb, j, bw[j], fabs(grad[2].v[j]), bp[j]);
+    }
+    free(acc);
     return REF_OK;
 }
 
@@ -316,9 +365,11 @@ static double bn_eval_sigma(const ref_tensor *in, int64_t c, double eps)
  * y = x scale + shift: error <= u (7 |x scale| + 8 |mu scale| + |beta| + |y|), so
  * m_i = 4 (|x| + |mu|) |gamma| / sigma + |beta| + |y| with c = 2. */
 static ref_status batch_norm_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                 ref_tensor *out, double *mag)
+                                 ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
+    double len_p = sqrt((double)bn_positions(&in[0].shape));
     int64_t C = in[0].shape.dim[0], N = bn_positions(&in[0].shape);
     const double *gamma = in[1].v, *beta = in[2].v;
     for (int64_t c = 0; c < C; c++) {
@@ -329,9 +380,14 @@ static ref_status batch_norm_fwd(const ref_params *p, int n, const ref_tensor *i
             for (int64_t j = 0; j < N; j++) {
                 double d = x[j] - s.mu, xhat = d / s.sigma;
                 y[j] = xhat * gamma[c] + beta[c];
-                if (mag)
-                    mag[c * N + j] = fabs(gamma[c]) * ln_xhat_err(&s, N, d, xhat) +
-                                     fabs(xhat * gamma[c]) + fabs(beta[c]) + fabs(y[j]);
+                if (mags)
+                    ref_mag_set(mags, c * N + j,
+                                fabs(gamma[c]) * ln_xhat_err(&s, (double)N, d, xhat) +
+                                    fabs(xhat * gamma[c]) + fabs(beta[c]) + fabs(y[j]),
+                                (fabs(x[j]) + 2.0 * fabs(s.mu)) * fabs(gamma[c]) / s.sigma +
+                                    fabs(beta[c]) + fabs(y[j]),
+                                fabs(gamma[c]) * ln_xhat_err(&s, len_p, d, xhat) +
+                                    fabs(xhat * gamma[c]) + fabs(beta[c]) + fabs(y[j]));
             }
         } else {
             double mu = in[3].v[c], sigma = bn_eval_sigma(in, c, p->eps);
@@ -355,56 +411,63 @@ static ref_status batch_norm_fwd(const ref_params *p, int n, const ref_tensor *i
  * dbeta_c = sum_j g (m = N sum|g|). */
 static ref_status batch_norm_vjp(const ref_params *p, int n, const ref_tensor *in,
                                  const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                                 double **gmag)
+                                 const ref_mag *gmag)
 {
     (void)n;
     (void)y;
     int64_t C = in[0].shape.dim[0], N = bn_positions(&in[0].shape);
     const double *gamma = in[1].v;
-    double *mx = gmag ? gmag[0] : NULL, *mg = gmag ? gmag[1] : NULL, *mb = gmag ? gmag[2] : NULL;
+    const ref_mag *mx = gmag && gmag[0].worst ? &gmag[0] : NULL;
+    const ref_mag *mg = gmag && gmag[1].worst ? &gmag[1] : NULL;
+    const ref_mag *mb = gmag && gmag[2].worst ? &gmag[2] : NULL;
+    double len = (double)N, len_p = sqrt(len);
     for (int64_t c = 0; c < C; c++) {
         const double *x = in[0].v + c * N, *gc = g->v + c * N;
-        double dgamma = 0.0, dbeta = 0.0, m_dgamma = 0.0, m_dbeta = 0.0;
+        double dgamma = 0.0, dbeta = 0.0, abs_g = 0.0, m_dbeta = 0.0;
+        double gw = 0.0, gd = 0.0, gp = 0.0; /* dgamma's worst, dtype share and prob */
         if (p->training) {
             ln_stats s = ln_row_stats(x, N, p->eps);
             ln_means mm = ln_row_means(&s, N, x, gc, &gamma[c], 0);
             for (int64_t j = 0; j < N; j++) {
                 double d = x[j] - s.mu, xhat = d / s.sigma, a = gc[j] * gamma[c];
-                double ex = ln_xhat_err(&s, N, d, xhat), m;
-                double dx = ln_row_dx(&s, N, &mm, a, xhat, ex, &m);
+                double dx = ln_row_dx(&s, N, &mm, a, d, xhat, grad[0].v ? mx : NULL, c * N + j);
                 if (grad[0].v)
                     grad[0].v[c * N + j] = dx;
-                if (grad[0].v && mx)
-                    mx[c * N + j] = m;
                 dgamma += gc[j] * xhat;
-                m_dgamma += fabs(gc[j]) * ((double)N * fabs(xhat) + ex);
+                gw += fabs(gc[j]) * (len * fabs(xhat) + ln_xhat_err(&s, len, d, xhat));
+                gd += fabs(gc[j]) * ln_xhat_stored(&s, xhat);
+                gp += fabs(gc[j]) * (len_p * fabs(xhat) + ln_xhat_err(&s, len_p, d, xhat));
                 dbeta += gc[j];
-                m_dbeta += (double)N * fabs(gc[j]);
+                abs_g += fabs(gc[j]);
+                m_dbeta += len * fabs(gc[j]);
             }
         } else {
             double mu = in[3].v[c], sigma = bn_eval_sigma(in, c, p->eps);
             for (int64_t j = 0; j < N; j++) {
                 double xhat = (x[j] - mu) / sigma, dx = gc[j] * gamma[c] / sigma;
+                double ex = 4.0 * (fabs(x[j]) + fabs(mu)) / sigma;
                 if (grad[0].v)
                     grad[0].v[c * N + j] = dx;
                 if (grad[0].v && mx)
-                    mx[c * N + j] = 4.0 * fabs(dx);
+                    mx->worst[c * N + j] = 4.0 * fabs(dx); /* pointwise: no split */
                 dgamma += gc[j] * xhat;
-                m_dgamma += fabs(gc[j]) *
-                            ((double)N * fabs(xhat) + 4.0 * (fabs(x[j]) + fabs(mu)) / sigma);
+                gw += fabs(gc[j]) * (len * fabs(xhat) + ex);
+                gd += fabs(gc[j]) * ex;
+                gp += fabs(gc[j]) * (len_p * fabs(xhat) + ex);
                 dbeta += gc[j];
-                m_dbeta += (double)N * fabs(gc[j]);
+                abs_g += fabs(gc[j]);
+                m_dbeta += len * fabs(gc[j]);
             }
         }
         if (grad[1].v) {
             grad[1].v[c] = dgamma;
             if (mg)
-                mg[c] = m_dgamma;
+                ref_mag_set(mg, c, gw, gd + fabs(dgamma), gp);
         }
         if (grad[2].v) {
             grad[2].v[c] = dbeta;
             if (mb)
-                mb[c] = m_dbeta;
+                ref_mag_set(mb, c, m_dbeta, fabs(dbeta), len_p * abs_g);
         }
     }
     return REF_OK;

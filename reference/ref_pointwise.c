@@ -132,12 +132,12 @@ static ref_status unary_forward(const ref_params *p, const ref_tensor *in, ref_t
 
 /* y is forward's output; when the caller has none, it is recomputed from x. */
 static ref_status unary_backward(const ref_params *p, const ref_tensor *in, const ref_tensor *y,
-                                 const ref_tensor *g, ref_tensor *grad, double **gmag,
+                                 const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag,
                                  unary_y_fn f, unary_dx_fn df)
 {
     if (!grad[0].v)
         return REF_OK;
-    double *gm = gmag ? gmag[0] : NULL;
+    double *gm = gmag ? gmag[0].worst : NULL;
     int64_t N = ref_numel(&in[0].shape);
     for (int64_t i = 0; i < N; i++) {
         double x = in[0].v[i], m, unused;
@@ -163,7 +163,7 @@ static ref_status binary_forward(const ref_tensor *in, ref_tensor *out, double *
 }
 
 static ref_status binary_backward(const ref_tensor *in, const ref_tensor *g, ref_tensor *grad,
-                                  double **gmag, binary_dx_fn df)
+                                  const ref_mag *gmag, binary_dx_fn df)
 {
     int64_t N = ref_numel(&in[0].shape);
     for (int64_t i = 0; i < N; i++) {
@@ -173,8 +173,8 @@ static ref_status binary_backward(const ref_tensor *in, const ref_tensor *g, ref
             if (!grad[k].v)
                 continue;
             grad[k].v[i] = d[k];
-            if (gmag && gmag[k]) /* an intermediate such as (a/b)/b may underflow */
-                gmag[k][i] = m[k] + (isfinite(g->v[i]) ? fabs(g->v[i]) * UF : 0.0);
+            if (gmag && gmag[k].worst) /* an intermediate such as (a/b)/b may underflow */
+                gmag[k].worst[i] = m[k] + (isfinite(g->v[i]) ? fabs(g->v[i]) * UF : 0.0);
         }
     }
     return REF_OK;
@@ -183,14 +183,14 @@ static ref_status binary_backward(const ref_tensor *in, const ref_tensor *g, ref
 /* The ref_op entry points of an op are thin wrappers around its two kernels. */
 #define UNARY_ENTRY_POINTS(op)                                                                   \
     static ref_status op##_fwd(const ref_params *p, int n, const ref_tensor *in,                 \
-                               ref_tensor *out, double *mag)                                     \
+                               ref_tensor *out, const ref_mag *mag)                              \
     {                                                                                            \
         (void)n;                                                                                 \
-        return unary_forward(p, in, out, mag, op##_y);                                           \
+        return unary_forward(p, in, out, ref_mag_worst(mag), op##_y);                            \
     }                                                                                            \
     static ref_status op##_vjp(const ref_params *p, int n, const ref_tensor *in,                 \
                                const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,       \
-                               double **gmag)                                                    \
+                               const ref_mag *gmag)                                              \
     {                                                                                            \
         (void)n;                                                                                 \
         return unary_backward(p, in, y, g, grad, gmag, op##_y, op##_dx);                         \
@@ -198,15 +198,15 @@ static ref_status binary_backward(const ref_tensor *in, const ref_tensor *g, ref
 
 #define BINARY_ENTRY_POINTS(op)                                                                  \
     static ref_status op##_fwd(const ref_params *p, int n, const ref_tensor *in,                 \
-                               ref_tensor *out, double *mag)                                     \
+                               ref_tensor *out, const ref_mag *mag)                              \
     {                                                                                            \
         (void)p;                                                                                 \
         (void)n;                                                                                 \
-        return binary_forward(in, out, mag, op##_y);                                             \
+        return binary_forward(in, out, ref_mag_worst(mag), op##_y);                              \
     }                                                                                            \
     static ref_status op##_vjp(const ref_params *p, int n, const ref_tensor *in,                 \
                                const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,       \
-                               double **gmag)                                                    \
+                               const ref_mag *gmag)                                              \
     {                                                                                            \
         (void)p;                                                                                 \
         (void)n;                                                                                 \
@@ -842,8 +842,9 @@ static int log_domain_ok(const ref_tensor *x)
 }
 
 static ref_status log_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                          double *mag)
+                          const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     if (!log_domain_ok(&in[0]))
         return REF_EDOMAIN;
@@ -851,7 +852,7 @@ static ref_status log_fwd(const ref_params *p, int n, const ref_tensor *in, ref_
 }
 
 static ref_status log_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                          const ref_tensor *g, ref_tensor *grad, double **gmag)
+                          const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)n;
     if (!log_domain_ok(&in[0]))

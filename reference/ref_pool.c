@@ -10,7 +10,11 @@
  *
  * The three pools differ in what a padded cell is: ignored (maxPool, as -inf), or a zero
  * (smoothMaxPool and avgPool: it counts in the pivot, the sum and the divisor).
- * Error models are stated above each op. */
+ * Error models are stated above each op.
+ * Strict f16/bf16 (ref.h): window sums (avgPool's, smoothMaxPool's S, every gradient gathered
+ * from several windows) run in float32 and each result is rounded once: dtype = |value|, but
+ * 2|y| for avgPool's forward (the window sum may be rounded before the division). maxPool's
+ * forward is exact. prob: each count (K taps, n windows) becomes its square root. */
 #include "ref_families.h"
 
 #include <math.h>
@@ -206,8 +210,9 @@ static int64_t max_winner(const int64_t *cells, int64_t nk, const double *x_c)
  * Error model: a selection is exact, m = |y| and c = 1 (half an ulp of float32 slack, less than
  * the distance to any other float32 value, so picking a different cell fails). */
 static ref_status max_pool_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                               double *mag)
+                               const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
         return REF_EINVAL;
@@ -233,7 +238,7 @@ static ref_status max_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
  * is a copy. */
 static ref_status max_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
                                const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                               double **gmag)
+                               const ref_mag *gmag)
 {
     (void)y;
     if (!grad[0].v)
@@ -243,7 +248,7 @@ static ref_status max_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
         return REF_EINVAL;
     int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), nx = g.C * nin;
     int64_t K = ref_sp_count(&g.k);
-    double *m = gmag ? gmag[0] : NULL;
+    double *m = gmag ? gmag[0].worst : NULL;
     int64_t *routes = calloc((size_t)nx + 1, sizeof(int64_t)), *cells = pl_cells_alloc(K);
     if (!routes || !cells) {
         free(routes), free(cells);
@@ -264,9 +269,10 @@ static ref_status max_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
             if (m)
                 m[c * nin + w] += fabs(gv);
         }
-    if (m)
-        for (int64_t i = 0; i < nx; i++)
-            m[i] *= (double)(routes[i] > 0 ? routes[i] : 1);
+    for (int64_t i = 0; m && i < nx; i++) {
+        double len = (double)(routes[i] > 0 ? routes[i] : 1);
+        ref_mag_set(&gmag[0], i, len * m[i], fabs(grad[0].v[i]), sqrt(len) * m[i]);
+    }
     free(routes), free(cells);
     return REF_OK;
 }
@@ -317,7 +323,7 @@ static smooth_win smooth_window(const int64_t *cells, int64_t nk, const double *
  * second-order terms and a libm exp/log of a couple of ulp. Overflow-scale inputs stay finite:
  * every exponent is <= 0 and S lies in [1, K]. */
 static ref_status smooth_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                  ref_tensor *out, double *mag)
+                                  ref_tensor *out, const ref_mag *mags)
 {
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
@@ -333,9 +339,13 @@ static ref_status smooth_pool_fwd(const ref_params *p, int n, const ref_tensor *
             smooth_win w = smooth_window(cells, K, in[0].v + c * nin, beta);
             double y = w.pivot + w.L * (1.0 / beta);
             out->v[c * nout + o] = y;
-            if (mag)
-                mag[c * nout + o] =
-                    ((double)K + 1.0 + 4.0 * fabs(w.L)) / fabs(beta) + 3.0 * w.spread + fabs(y);
+            if (mags)
+                ref_mag_set(mags, c * nout + o,
+                            ((double)K + 1.0 + 4.0 * fabs(w.L)) / fabs(beta) + 3.0 * w.spread +
+                                fabs(y),
+                            fabs(y),
+                            (sqrt((double)K) + 1.0 + 4.0 * fabs(w.L)) / fabs(beta) +
+                                3.0 * w.spread + fabs(y));
         }
     free(cells);
     return REF_OK;
@@ -348,7 +358,7 @@ static ref_status smooth_pool_fwd(const ref_params *p, int n, const ref_tensor *
  * n windows summed add n. m_i = sum over its windows of |g w_i| (n_i + R), c = 2. */
 static ref_status smooth_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
                                   const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                                  double **gmag)
+                                  const ref_mag *gmag)
 {
     (void)y;
     if (!grad[0].v)
@@ -359,9 +369,9 @@ static ref_status smooth_pool_vjp(const ref_params *p, int n, const ref_tensor *
     int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), nx = g.C * nin;
     int64_t K = ref_sp_count(&g.k);
     double beta = p->beta, ab = fabs(beta);
-    double *m = gmag ? gmag[0] : NULL;
+    double *m = gmag ? gmag[0].worst : NULL;
     int64_t *uses = calloc((size_t)nx + 1, sizeof(int64_t)), *cells = pl_cells_alloc(K);
-    double *rel = calloc((size_t)nx + 1, sizeof(double));
+    double *rel = calloc(2 * (size_t)nx + 1, sizeof(double)), *rel_p = rel ? rel + nx : NULL;
     if (!uses || !rel || !cells) {
         free(uses), free(rel), free(cells);
         return REF_ENOMEM;
@@ -380,16 +390,18 @@ static ref_status smooth_pool_vjp(const ref_params *p, int n, const ref_tensor *
                 double d = x_c[cell] - w.pivot, wt = exp(beta * d) / w.sum;
                 grad[0].v[c * nin + cell] += gv * wt;
                 uses[c * nin + cell]++;
+                double r0 = 3.0 * ab * fabs(d) + 3.0 * fabs(w.L) + 3.0 * ab * w.spread;
                 rel[c * nin + cell] += fabs(gv * wt) * ((double)K + 5.0 + 3.0 * ab * fabs(d) +
                                                         3.0 * fabs(w.L) + 3.0 * ab * w.spread);
+                rel_p[c * nin + cell] += fabs(gv * wt) * (sqrt((double)K) + 5.0 + r0);
                 if (m)
                     m[c * nin + cell] += fabs(gv * wt);
             }
         }
     }
-    if (m)
-        for (int64_t i = 0; i < nx; i++)
-            m[i] = m[i] * (double)uses[i] + rel[i];
+    for (int64_t i = 0; m && i < nx; i++)
+        ref_mag_set(&gmag[0], i, m[i] * (double)uses[i] + rel[i], fabs(grad[0].v[i]),
+                    m[i] * sqrt((double)uses[i]) + rel_p[i]);
     free(uses), free(rel), free(cells);
     return REF_OK;
 }
@@ -402,7 +414,7 @@ static ref_status smooth_pool_vjp(const ref_params *p, int n, const ref_tensor *
  * product with a rounded 1/K) two on |y|: |err| <= u ((K-1)/K sum|x| + 2|y|), so
  * m = sum_window |x| + 2|y| and c = 1. */
 static ref_status avg_pool_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                               double *mag)
+                               const ref_mag *mags)
 {
     pl_geom g;
     if (pl_geom_of(p, n, in, &g) != REF_OK)
@@ -424,8 +436,9 @@ static ref_status avg_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
             }
             double y = s / (double)K;
             out->v[c * nout + o] = y;
-            if (mag)
-                mag[c * nout + o] = s_abs + 2.0 * fabs(y);
+            if (mags)
+                ref_mag_set(mags, c * nout + o, s_abs + 2.0 * fabs(y), 2.0 * fabs(y),
+                            s_abs / sqrt((double)K) + 2.0 * fabs(y));
         }
     free(cells);
     return REF_OK;
@@ -436,7 +449,7 @@ static ref_status avg_pool_fwd(const ref_params *p, int n, const ref_tensor *in,
  * m_i = (n_i + 1) sum |g| / K, c = 1. */
 static ref_status avg_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
                                const ref_tensor *y, const ref_tensor *gt, ref_tensor *grad,
-                               double **gmag)
+                               const ref_mag *gmag)
 {
     (void)y;
     if (!grad[0].v)
@@ -446,7 +459,7 @@ static ref_status avg_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
         return REF_EINVAL;
     int64_t nin = ref_sp_count(&g.in), nout = ref_sp_count(&g.out), nx = g.C * nin;
     int64_t K = ref_sp_count(&g.k);
-    double *m = gmag ? gmag[0] : NULL;
+    double *m = gmag ? gmag[0].worst : NULL;
     int64_t *uses = calloc((size_t)nx + 1, sizeof(int64_t)), *cells = pl_cells_alloc(K);
     if (!uses || !cells) {
         free(uses), free(cells);
@@ -469,9 +482,9 @@ static ref_status avg_pool_vjp(const ref_params *p, int n, const ref_tensor *in,
                     m[c * nin + cell] += fabs(gv) / (double)K;
             }
         }
-    if (m)
-        for (int64_t i = 0; i < nx; i++)
-            m[i] *= (double)(uses[i] + 1);
+    for (int64_t i = 0; m && i < nx; i++)
+        ref_mag_set(&gmag[0], i, m[i] * (double)(uses[i] + 1), fabs(grad[0].v[i]),
+                    m[i] * (sqrt((double)uses[i]) + 1.0));
     free(uses), free(cells);
     return REF_OK;
 }

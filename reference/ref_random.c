@@ -95,8 +95,9 @@ static void mask_defaults(ref_params *p)
 
 /* ---- randUniform: y_j = (splitmix64(key + j) mod 2^32) / 2^32, in [0, 1) exactly ------------ */
 static ref_status rand_uniform_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                   ref_tensor *out, double *mag)
+                                   ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     (void)in;
     int64_t N = ref_numel(&out->shape);
@@ -127,8 +128,9 @@ static double mask_at(double keep, uint64_t key, int64_t j)
 }
 
 static ref_status bernoulli_mask_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                     ref_tensor *out, double *mag)
+                                     ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     (void)in;
     int64_t N = ref_numel(&out->shape);

@@ -7,7 +7,10 @@
  * division (TorchLean) or the multiply by a rounded 1/n (its LibTorch capsule, ATen) adds at
  * most 2u|y|: m_i = sum|x| + 2|y|, c = 1 (the (n-1)/n factor leaves u sum|x|/n >= u|y| of
  * slack for second-order terms). Its VJP g/n (or g * fl(1/n)) is within 2u|g/n|: m_i = |g|/n,
- * c = 2. */
+ * c = 2.
+ * Strict f16/bf16 (ref.h): the sum runs in float32 and the result is rounded to the dtype once:
+ * dtype_i = |y|. prob: the sum's n becomes sqrt(n): sqrt(n) sum|x|, and sum|x| / sqrt(n) + 2|y|
+ * for the mean. The VJPs are pointwise (no split). */
 #include "ref_families.h"
 
 #include <math.h>
@@ -61,7 +64,7 @@ static double axis_sum(const ref_tensor *x, ref_axis_split a, int64_t o, int64_t
 
 /* reduceSum: y[o, i] = left fold from 0 of x[o, j, i] over j. */
 static ref_status reduce_sum_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                 ref_tensor *out, double *mag)
+                                 ref_tensor *out, const ref_mag *mags)
 {
     (void)n;
     ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
@@ -69,8 +72,9 @@ static ref_status reduce_sum_fwd(const ref_params *p, int n, const ref_tensor *i
         for (int64_t i = 0; i < a.inner; i++) {
             double s_abs, s = axis_sum(&in[0], a, o, i, &s_abs);
             out->v[o * a.inner + i] = s;
-            if (mag)
-                mag[o * a.inner + i] = (double)a.len * s_abs;
+            if (mags)
+                ref_mag_set(mags, o * a.inner + i, (double)a.len * s_abs, fabs(s),
+                            sqrt((double)a.len) * s_abs);
         }
     return REF_OK;
 }
@@ -78,7 +82,7 @@ static ref_status reduce_sum_fwd(const ref_params *p, int n, const ref_tensor *i
 /* reduceSum VJP: dx[o, j, i] = g[o, i]. */
 static ref_status reduce_sum_vjp(const ref_params *p, int n, const ref_tensor *in,
                                  const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                                 double **gmag)
+                                 const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -90,15 +94,15 @@ static ref_status reduce_sum_vjp(const ref_params *p, int n, const ref_tensor *i
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t k = (o * a.len + j) * a.inner + i;
                 grad[0].v[k] = g->v[o * a.inner + i];
-                if (gmag && gmag[0])
-                    gmag[0][k] = fabs(grad[0].v[k]);
+                if (gmag && gmag[0].worst)
+                    gmag[0].worst[k] = fabs(grad[0].v[k]);
             }
     return REF_OK;
 }
 
 /* reduceMean: y[o, i] = (left fold from 0 of x[o, j, i] over j) / n, n = axis extent >= 1. */
 static ref_status reduce_mean_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                  ref_tensor *out, double *mag)
+                                  ref_tensor *out, const ref_mag *mags)
 {
     (void)n;
     ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
@@ -107,8 +111,9 @@ static ref_status reduce_mean_fwd(const ref_params *p, int n, const ref_tensor *
             double s_abs, s = axis_sum(&in[0], a, o, i, &s_abs);
             double y = s / (double)a.len; /* division, as TorchLean (not a reciprocal multiply) */
             out->v[o * a.inner + i] = y;
-            if (mag)
-                mag[o * a.inner + i] = s_abs + 2.0 * fabs(y);
+            if (mags)
+                ref_mag_set(mags, o * a.inner + i, s_abs + 2.0 * fabs(y), fabs(y),
+                            s_abs / sqrt((double)a.len) + 2.0 * fabs(y));
         }
     return REF_OK;
 }
@@ -116,7 +121,7 @@ static ref_status reduce_mean_fwd(const ref_params *p, int n, const ref_tensor *
 /* reduceMean VJP: dx[o, j, i] = g[o, i] / n. */
 static ref_status reduce_mean_vjp(const ref_params *p, int n, const ref_tensor *in,
                                   const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                                  double **gmag)
+                                  const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -128,8 +133,8 @@ static ref_status reduce_mean_vjp(const ref_params *p, int n, const ref_tensor *
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t k = (o * a.len + j) * a.inner + i;
                 grad[0].v[k] = g->v[o * a.inner + i] / (double)a.len;
-                if (gmag && gmag[0])
-                    gmag[0][k] = fabs(grad[0].v[k]);
+                if (gmag && gmag[0].worst)
+                    gmag[0].worst[k] = fabs(grad[0].v[k]);
             }
     return REF_OK;
 }

@@ -7,7 +7,9 @@
  * (t - 1) u sum|terms| of the exact value. So
  *     m_i = (t_i - 1) sum|terms| + |y_i| / 2      (t_i >= 1),   m_i = 0 (t_i = 0).
  * A copy (t = 1) gets u|y|/2: an exact copy passes and any change of a dtype value (at least
- * one ulp > u|y|) fails. Index inputs (gather, scatterAdd) are float64 holding exact integers;
+ * one ulp > u|y|) fails. Strict f16/bf16 (ref.h): a sum of t >= 2 terms runs in float32 and is
+ * rounded once: dtype = |y| (a copy stays |y|/2: exact); prob: sqrt(t - 1) in place of t - 1.
+ * Index inputs (gather, scatterAdd) are float64 holding exact integers;
  * a non-integer or out-of-range index is outside the op's domain (REF_EDOMAIN): TorchLean's
  * types exclude it (its LibTorch capsule defensively zeroes or skips such rows). */
 #include "ref_families.h"
@@ -41,10 +43,15 @@ static double copy_mag(double y)
     return fabs(y) / 2.0;
 }
 
-/* Magnitude of a t-term sum with sum|terms| = abs_sum and value y (rule at the top). */
-static double sum_mag(int64_t t, double abs_sum, double y)
+/* Magnitudes of a t-term sum with sum|terms| = abs_sum and value y (rule at the top). */
+static void set_sum_mags(const ref_mag *mag, int64_t k, int64_t t, double abs_sum, double y)
 {
-    return t > 0 ? (double)(t - 1) * abs_sum + fabs(y) / 2.0 : 0.0;
+    double len = (double)(t > 1 ? t - 1 : 0);
+    if (t <= 0)
+        ref_mag_set(mag, k, 0.0, 0.0, 0.0);
+    else
+        ref_mag_set(mag, k, len * abs_sum + fabs(y) / 2.0, t > 1 ? fabs(y) : fabs(y) / 2.0,
+                    sqrt(len) * abs_sum + fabs(y) / 2.0);
 }
 
 /* Copy with the copy magnitudes (also used by every exact VJP). */
@@ -120,7 +127,7 @@ static void index_add(ref_axis_split a, const double *idx, int64_t count, const 
  * sum|terms| = abs_sum[o, d, i] (abs_sum may be mag itself). */
 static ref_status index_add_mags(ref_axis_split a, const double *idx, int64_t count,
                                  int64_t base_terms, const double *abs_sum, const double *y,
-                                 double *mag)
+                                 const ref_mag *mag)
 {
     int64_t *hits = calloc((size_t)a.len + 1, sizeof(int64_t));
     if (!hits)
@@ -132,7 +139,7 @@ static ref_status index_add_mags(ref_axis_split a, const double *idx, int64_t co
             int64_t terms = base_terms + hits[d];
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t k = (o * a.len + d) * a.inner + i;
-                mag[k] = sum_mag(terms, abs_sum[k], y[k]);
+                set_sum_mags(mag, k, terms, abs_sum[k], y[k]);
             }
         }
     free(hits);
@@ -170,8 +177,9 @@ static ref_status reshape_shape(const ref_params *p, int n, const ref_shape *in,
 
 /* y_j = x_j for every row-major position j. */
 static ref_status reshape_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                              double *mag)
+                              const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     copy_out(in[0].v, ref_numel(&in[0].shape), out->v, mag);
@@ -181,13 +189,13 @@ static ref_status reshape_fwd(const ref_params *p, int n, const ref_tensor *in, 
 /* dx_j = g_j. */
 static ref_status reshape_vjp(const ref_params *p, int n, const ref_tensor *in,
                               const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                              double **gmag)
+                              const ref_mag *gmag)
 {
     (void)p;
     (void)n;
     (void)y;
     if (grad[0].v)
-        copy_out(g->v, ref_numel(&in[0].shape), grad[0].v, gmag ? gmag[0] : NULL);
+        copy_out(g->v, ref_numel(&in[0].shape), grad[0].v, gmag ? gmag[0].worst : NULL);
     return REF_OK;
 }
 
@@ -258,8 +266,9 @@ static int64_t permute_source(const ref_params *p, const ref_shape *in, const re
 
 /* y[o] = x[source(o)]. */
 static ref_status permute_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                              double *mag)
+                              const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     int64_t N = ref_numel(&out->shape);
     for (int64_t o = 0; o < N; o++) {
@@ -273,7 +282,7 @@ static ref_status permute_fwd(const ref_params *p, int n, const ref_tensor *in, 
 /* dx[source(o)] = g[o] (a bijection, so every dx element is one copied term). */
 static ref_status permute_vjp(const ref_params *p, int n, const ref_tensor *in,
                               const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                              double **gmag)
+                              const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -283,8 +292,8 @@ static ref_status permute_vjp(const ref_params *p, int n, const ref_tensor *in,
     for (int64_t o = 0; o < N; o++) {
         int64_t k = permute_source(p, &in[0].shape, &g->shape, o);
         grad[0].v[k] = g->v[o];
-        if (gmag && gmag[0])
-            gmag[0][k] = copy_mag(g->v[o]);
+        if (gmag && gmag[0].worst)
+            gmag[0].worst[k] = copy_mag(g->v[o]);
     }
     return REF_OK;
 }
@@ -350,8 +359,9 @@ static int64_t broadcast_source(const ref_shape *in, const ref_shape *out, int64
 
 /* y[o] = x[source(o)]. */
 static ref_status broadcast_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                ref_tensor *out, double *mag)
+                                ref_tensor *out, const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)p;
     (void)n;
     int64_t N = ref_numel(&out->shape);
@@ -367,7 +377,7 @@ static ref_status broadcast_fwd(const ref_params *p, int n, const ref_tensor *in
  * the broadcast axes are summed, kept singleton axes stay). An expansion to extent 0 gives 0. */
 static ref_status broadcast_vjp(const ref_params *p, int n, const ref_tensor *in,
                                 const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                                double **gmag)
+                                const ref_mag *gmag)
 {
     (void)p;
     (void)n;
@@ -388,9 +398,9 @@ static ref_status broadcast_vjp(const ref_params *p, int n, const ref_tensor *in
         abs_sum[k] += fabs(g->v[o]);
         terms[k]++;
     }
-    if (gmag && gmag[0])
+    if (gmag && gmag[0].worst)
         for (int64_t k = 0; k < nx; k++)
-            gmag[0][k] = sum_mag(terms[k], abs_sum[k], grad[0].v[k]);
+            set_sum_mags(&gmag[0], k, terms[k], abs_sum[k], grad[0].v[k]);
     free(abs_sum), free(terms);
     return REF_OK;
 }
@@ -450,8 +460,9 @@ static ref_status concat_shape(const ref_params *p, int n, const ref_shape *in, 
 /* Output row o (outer index) is input 0's row o, then input 1's, ...; a row of input k is
  * len_k * inner contiguous values. */
 static ref_status concat_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+                             const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     int ax = ref_norm_axis(p->axis, out->shape.rank);
     ref_axis_split a = ref_split_axis(&out->shape, ax);
     int64_t pos = 0;
@@ -467,7 +478,7 @@ static ref_status concat_fwd(const ref_params *p, int n, const ref_tensor *in, r
 /* dx_k = the piece of g that input k filled. */
 static ref_status concat_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                             double **gmag)
+                             const ref_mag *gmag)
 {
     (void)y;
     int ax = ref_norm_axis(p->axis, g->shape.rank);
@@ -478,7 +489,7 @@ static ref_status concat_vjp(const ref_params *p, int n, const ref_tensor *in,
             int64_t row = in[k].shape.dim[ax] * a.inner;
             if (grad[k].v)
                 copy_out(g->v + pos, row, grad[k].v + o * row,
-                         gmag && gmag[k] ? gmag[k] + o * row : NULL);
+                         gmag && gmag[k].worst ? gmag[k].worst + o * row : NULL);
             pos += row;
         }
     return REF_OK;
@@ -525,8 +536,9 @@ static ref_status slice_shape(const ref_params *p, int n, const ref_shape *in, r
 
 /* y[o, j, i] = x[o, start + j, i], j < count. */
 static ref_status slice_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                            double *mag)
+                            const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     for (int64_t o = 0; o < a.outer; o++) {
@@ -540,14 +552,14 @@ static ref_status slice_fwd(const ref_params *p, int n, const ref_tensor *in, re
 /* dx = 0 outside the range, dx[o, start + j, i] = g[o, j, i] inside. */
 static ref_status slice_vjp(const ref_params *p, int n, const ref_tensor *in,
                             const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                            double **gmag)
+                            const ref_mag *gmag)
 {
     (void)n;
     (void)y;
     if (!grad[0].v)
         return REF_OK;
     int64_t nx = ref_numel(&in[0].shape);
-    double *mag = gmag ? gmag[0] : NULL;
+    double *mag = gmag ? gmag[0].worst : NULL;
     memset(grad[0].v, 0, sizeof(double) * (size_t)nx);
     if (mag)
         memset(mag, 0, sizeof(double) * (size_t)nx);
@@ -620,8 +632,9 @@ static void index_domain(const ref_params *p, int n, const ref_shape *in, int i,
 
 /* y[o, j, i] = x[o, idx[j], i] for j < count (repeats allowed). */
 static ref_status gather_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+                             const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     int64_t count = ref_numel(&in[1].shape);
@@ -636,7 +649,7 @@ static ref_status gather_fwd(const ref_params *p, int n, const ref_tensor *in, r
  * (scatter-add into zeros; repeated indices accumulate). */
 static ref_status gather_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                             double **gmag)
+                             const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -653,8 +666,8 @@ static ref_status gather_vjp(const ref_params *p, int n, const ref_tensor *in,
     memset(grad[0].v, 0, sizeof(double) * (size_t)nx);
     index_add(a, idx, count, g->v, grad[0].v, abs_sum);
     ref_status st = REF_OK;
-    if (gmag && gmag[0])
-        st = index_add_mags(a, idx, count, 0, abs_sum, grad[0].v, gmag[0]);
+    if (gmag && gmag[0].worst)
+        st = index_add_mags(a, idx, count, 0, abs_sum, grad[0].v, &gmag[0]);
     free(abs_sum);
     return st;
 }
@@ -724,7 +737,7 @@ static ref_status scatter_shape(const ref_params *p, int n, const ref_shape *in,
  * idx[j] = d in increasing j (a left fold starting from the base value, so an untouched -0
  * base stays -0). Magnitude: a (1 + terms)-term sum. */
 static ref_status scatter_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                              double *mag)
+                              const ref_mag *mags)
 {
     (void)n;
     ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
@@ -732,19 +745,24 @@ static ref_status scatter_fwd(const ref_params *p, int n, const ref_tensor *in, 
     const double *idx = in[1].v, *src = in[2].v;
     if (!indices_valid(idx, count, a.len))
         return REF_EDOMAIN;
+    double *abs_sum = NULL; /* sum|terms| per output, when magnitudes are asked for */
+    if (mags && !(abs_sum = calloc((size_t)N + 1, sizeof(double))))
+        return REF_ENOMEM;
     for (int64_t k = 0; k < N; k++) {
         out->v[k] = in[0].v[k];
-        if (mag)
-            mag[k] = fabs(in[0].v[k]); /* sum|terms| for now */
+        if (abs_sum)
+            abs_sum[k] = fabs(in[0].v[k]);
     }
-    index_add(a, idx, count, src, out->v, mag);
-    return mag ? index_add_mags(a, idx, count, 1, mag, out->v, mag) : REF_OK;
+    index_add(a, idx, count, src, out->v, abs_sum);
+    ref_status st = mags ? index_add_mags(a, idx, count, 1, abs_sum, out->v, mags) : REF_OK;
+    free(abs_sum);
+    return st;
 }
 
 /* dBase = g; dSource[o, j, i] = g[o, idx[j], i] (index_select of g). The index gets none. */
 static ref_status scatter_vjp(const ref_params *p, int n, const ref_tensor *in,
                               const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                              double **gmag)
+                              const ref_mag *gmag)
 {
     (void)n;
     (void)y;
@@ -752,12 +770,12 @@ static ref_status scatter_vjp(const ref_params *p, int n, const ref_tensor *in,
     int64_t count = in[1].shape.dim[0];
     const double *idx = in[1].v;
     if (grad[0].v)
-        copy_out(g->v, ref_numel(&g->shape), grad[0].v, gmag ? gmag[0] : NULL);
+        copy_out(g->v, ref_numel(&g->shape), grad[0].v, gmag ? gmag[0].worst : NULL);
     if (!grad[2].v)
         return REF_OK;
     if (!indices_valid(idx, count, a.len))
         return REF_EDOMAIN;
-    index_select(a, idx, count, g->v, grad[2].v, gmag ? gmag[2] : NULL);
+    index_select(a, idx, count, g->v, grad[2].v, gmag ? gmag[2].worst : NULL);
     return REF_OK;
 }
 

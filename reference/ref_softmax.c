@@ -9,7 +9,17 @@
  * So m_i = y_i (3 + |d_i| + (n - 1) + sum_j y_j (|d_j| + 2)) and c = 2 for second-order slack.
  * logSoftmax y_i = d_i - log s: |err| <= u|d_i| + rel err(s) + u|log s| + u|y_i|.
  * hardMaskedSoftmax uses softmax's model with n = the allowed count of the row; its blocked
- * entries are exact zeros (m_i = 0). topKMask's 0/1 output is exact (m_i = 0, bound = floor). */
+ * entries are exact zeros (m_i = 0). topKMask's 0/1 output is exact (m_i = 0, bound = floor).
+ *
+ * Strict f16/bf16 (ref.h): the exponentials, the denominator and the division run in float32;
+ * the numerators may be stored in the dtype before the division (ATen's CPU kernel uses the
+ * output as its scratch: errors up to 1.8 u|y| seen in bf16): dtype = 2|y|. ATen's logSoftmax stores the log-sum-exp max + log s in the
+ * dtype before subtracting it (seen on CPU: y = x - fl(max + log s)), the denominator's one
+ * rounding: dtype = |max + log s| + |log s| + 1 + |y|. The VJPs run on the forward's output as
+ * stored in the dtype (ATen's backward kernels take it): their dtype share is that rounding
+ * carried through (the softmax VJP: y_i (|g_i - <g, y>| + sum_j |g_j| y_j); logSoftmax's:
+ * exp(y_i) |sum g| times the forward's dtype share) plus |dx|. prob: n - 1 (and n) become their
+ * square roots, in the forward factors too. */
 #include "ref_families.h"
 
 #include <math.h>
@@ -85,13 +95,13 @@ static slice_stats slice_softmax(const double *x, const double *mask, int64_t le
  * With a mask (hardMaskedSoftmax) the scalar is 1 if allowed else 0, blocked entries are exactly
  * 0 (m_i = 0) and the error model's n is the number of allowed entries. */
 static ref_status softmax_core(const ref_tensor *x, const double *mask, int axis,
-                               ref_tensor *out, double *mag, int log_form)
+                               ref_tensor *out, const ref_mag *mags, int log_form)
 {
     const ref_shape *s = &x->shape;
     if (s->rank == 0) {
         out->v[0] = log_form ? 0.0 : (is_allowed(mask, 0) ? 1.0 : 0.0);
-        if (mag)
-            mag[0] = log_form ? 1.0 : out->v[0];
+        if (mags)
+            mags->worst[0] = log_form ? 1.0 : out->v[0];
         return REF_OK;
     }
     ref_axis_split a = ref_split_axis(s, axis);
@@ -105,20 +115,25 @@ static ref_status softmax_core(const ref_tensor *x, const double *mask, int axis
             double *y = out->v + base;
             slice_stats st = slice_softmax(xs, ms, a.len, a.inner, y);
             double ls = log_form ? log(st.sum) : 0.0; /* once per slice */
+            double len = (double)(st.allowed - 1);
+            double rel_s = len + st.spread, rel_sp = sqrt(len > 0 ? len : 0) + st.spread;
             for (int64_t j = 0; j < a.len; j++) {
                 double d = fabs(xs[j * a.inner] - st.max);
-                double rel_s = (double)(st.allowed - 1) + st.spread;
+                int64_t k = base + j * a.inner;
                 if (!log_form) {
-                    if (mag)
-                        mag[base + j * a.inner] =
-                            is_allowed(ms, j * a.inner) && st.allowed > 0
-                                ? ref_mag_prod(y[j * a.inner], 3.0 + d + rel_s)
-                                : 0.0;
+                    double yk = y[j * a.inner];
+                    int on = is_allowed(ms, j * a.inner); /* then st.allowed > 0 */
+                    if (mags)
+                        ref_mag_set(mags, k, on ? ref_mag_prod(yk, 3.0 + d + rel_s) : 0.0,
+                                    on ? 2.0 * fabs(yk) : 0.0,
+                                    on ? ref_mag_prod(yk, 3.0 + d + rel_sp) : 0.0);
                 } else {
                     double yl = (xs[j * a.inner] - st.max) - ls; /* never log(softmax) */
                     y[j * a.inner] = yl;
-                    if (mag)
-                        mag[base + j * a.inner] = d + rel_s + fabs(ls) + fabs(yl) + 1.0;
+                    if (mags)
+                        ref_mag_set(mags, k, d + rel_s + fabs(ls) + fabs(yl) + 1.0,
+                                    fabs(st.max + ls) + fabs(ls) + fabs(yl) + 1.0,
+                                    d + rel_sp + fabs(ls) + fabs(yl) + 1.0);
                 }
             }
         }
@@ -126,17 +141,17 @@ static ref_status softmax_core(const ref_tensor *x, const double *mask, int axis
 }
 
 static ref_status softmax_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                              double *mag)
+                              const ref_mag *mags)
 {
     (void)n;
-    return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mag, 0);
+    return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mags, 0);
 }
 
 static ref_status log_softmax_fwd(const ref_params *p, int n, const ref_tensor *in,
-                                  ref_tensor *out, double *mag)
+                                  ref_tensor *out, const ref_mag *mags)
 {
     (void)n;
-    return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mag, 1);
+    return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mags, 1);
 }
 
 /* softmax VJP: dx = y * (g - <g, y>) per slice.
@@ -147,66 +162,74 @@ static ref_status log_softmax_fwd(const ref_params *p, int n, const ref_tensor *
  * runs the plain row-softmax backward on the output). */
 static ref_status softmax_vjp_core(const ref_tensor *x, const double *mask, int axis,
                                    const ref_tensor *y, const ref_tensor *g, double *dx,
-                                   double *mag)
+                                   const ref_mag *mag)
 {
     const ref_shape *s = &x->shape;
     if (s->rank == 0) { /* the output is constant (1, 0 or 1-if-allowed) */
         dx[0] = 0.0;
         if (mag)
-            mag[0] = 0.0;
+            mag->worst[0] = 0.0;
         return REF_OK;
     }
     ref_axis_split a = ref_split_axis(s, axis);
-    double *fwd_mag = mag ? malloc(sizeof(double) * (size_t)(ref_numel(s) + 1)) : NULL;
-    if (mag && !fwd_mag)
+    size_t n = (size_t)(ref_numel(s) + 1);
+    /* the forward's worst and prob magnitudes: y_k F_k and y_k Fp_k */
+    ref_mag fwd = {mag ? malloc(sizeof(double) * n) : NULL, NULL,
+                   mag ? malloc(sizeof(double) * n) : NULL};
+    ref_tensor tmp = {*s, mag ? malloc(sizeof(double) * n) : NULL};
+    if (mag && (!fwd.worst || !fwd.prob || !tmp.v)) {
+        free(fwd.worst), free(fwd.prob), free(tmp.v);
         return REF_ENOMEM;
-    if (fwd_mag) {
-        ref_tensor tmp = {*s, malloc(sizeof(double) * (size_t)(ref_numel(s) + 1))};
-        if (!tmp.v) {
-            free(fwd_mag);
-            return REF_ENOMEM;
-        }
-        softmax_core(x, mask, axis, &tmp, fwd_mag, 0);
-        free(tmp.v);
     }
+    if (mag)
+        softmax_core(x, mask, axis, &tmp, &fwd, 0);
+    free(tmp.v);
+    double rows = (double)(a.len - 1);
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
             int64_t base = o * a.len * a.inner + i;
-            double dot = 0.0, dot_abs = 0.0, prop = 0.0;
+            double dot = 0.0, dot_abs = 0.0, prop = 0.0, prop_p = 0.0, prop_dt = 0.0;
             for (int64_t j = 0; j < a.len; j++) {
                 int64_t k = base + j * a.inner;
                 dot += g->v[k] * y->v[k];
                 dot_abs += fabs(g->v[k] * y->v[k]);
-                if (fwd_mag)
-                    prop += fabs(g->v[k]) * fwd_mag[k];
+                if (mag) {
+                    prop += fabs(g->v[k]) * fwd.worst[k];
+                    prop_p += fabs(g->v[k]) * fwd.prob[k];
+                    prop_dt += fabs(g->v[k]) * y->v[k];
+                }
             }
             for (int64_t j = 0; j < a.len; j++) {
                 int64_t k = base + j * a.inner;
-                double c = g->v[k] - dot;
-                dx[k] = y->v[k] * c;
-                if (mag) {
-                    double F = y->v[k] > 0 ? fwd_mag[k] / y->v[k] : 0.0;
-                    mag[k] = y->v[k] > 0 ? fabs(dx[k]) +
-                                               y->v[k] * (fabs(c) + (double)(a.len - 1) * dot_abs +
-                                                          prop) +
-                                               fabs(c) * y->v[k] * F
-                                         : 0.0;
+                double c = g->v[k] - dot, yk = y->v[k];
+                dx[k] = yk * c;
+                if (!mag)
+                    continue;
+                if (!(yk > 0)) {
+                    ref_mag_set(mag, k, 0.0, 0.0, 0.0);
+                    continue;
                 }
+                double F = fwd.worst[k] / yk, Fp = fwd.prob[k] / yk;
+                ref_mag_set(mag, k,
+                            fabs(dx[k]) + yk * (fabs(c) + rows * dot_abs + prop) + fabs(c) * yk * F,
+                            fabs(dx[k]) + yk * (fabs(c) + prop_dt),
+                            fabs(dx[k]) + yk * (fabs(c) + sqrt(rows) * dot_abs + prop_p) +
+                                fabs(c) * yk * Fp);
             }
         }
-    free(fwd_mag);
+    free(fwd.worst), free(fwd.prob);
     return REF_OK;
 }
 
 static ref_status softmax_vjp(const ref_params *p, int n, const ref_tensor *in,
                               const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                              double **gmag)
+                              const ref_mag *gmag)
 {
     (void)n;
     if (!grad[0].v)
         return REF_OK;
     return softmax_vjp_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), y, g,
-                            grad[0].v, gmag ? gmag[0] : NULL);
+                            grad[0].v, gmag && gmag[0].worst ? &gmag[0] : NULL);
 }
 
 /* logSoftmax VJP from the saved output: dx = g - exp(y) * sum g.
@@ -214,13 +237,13 @@ static ref_status softmax_vjp(const ref_params *p, int n, const ref_tensor *in,
  * m_i = |g_i| + |dx_i| + p_i ((n-1) sum|g| + |sum g| (|y_i| + F_i + 2)), p_i = exp(y_i). */
 static ref_status log_softmax_vjp(const ref_params *p, int n, const ref_tensor *in,
                                   const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                                  double **gmag)
+                                  const ref_mag *gmag)
 {
     (void)n;
     if (!grad[0].v)
         return REF_OK;
     const ref_shape *s = &in[0].shape;
-    double *mag = gmag ? gmag[0] : NULL;
+    double *mag = gmag ? gmag[0].worst : NULL;
     if (s->rank == 0) {
         grad[0].v[0] = 0.0; /* scalar: y is constant 0 */
         if (mag)
@@ -228,22 +251,32 @@ static ref_status log_softmax_vjp(const ref_params *p, int n, const ref_tensor *
         return REF_OK;
     }
     ref_axis_split a = ref_split_param_axis(p, s);
+    if (a.len == 0)
+        return REF_OK; /* empty slices: no gradient to write */
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
             int64_t base = o * a.len * a.inner + i;
-            double sum = 0.0, sum_abs = 0.0;
+            double sum = 0.0, sum_abs = 0.0, mx = in[0].v[base];
             for (int64_t j = 0; j < a.len; j++) {
                 sum += g->v[base + j * a.inner];
                 sum_abs += fabs(g->v[base + j * a.inner]);
+                mx = fmax(mx, in[0].v[base + j * a.inner]);
             }
+            /* the forward's log-sum-exp max + log s = x_k - y_k (any k), stored in the dtype */
+            double lse = in[0].v[base] - y->v[base], len = (double)a.len;
             for (int64_t j = 0; j < a.len; j++) {
                 int64_t k = base + j * a.inner;
-                double pk = exp(y->v[k]);
+                double pk = exp(y->v[k]), gk = fabs(g->v[k]);
                 grad[0].v[k] = g->v[k] - pk * sum;
+                double dx = fabs(grad[0].v[k]), ay = fabs(y->v[k]);
                 if (mag)
-                    mag[k] = fabs(g->v[k]) + fabs(grad[0].v[k]) +
-                             pk * ((double)a.len * sum_abs +
-                                   fabs(sum) * (fabs(y->v[k]) + (double)a.len + 4.0));
+                    ref_mag_set(&gmag[0], k,
+                                gk + dx + pk * (len * sum_abs + fabs(sum) * (ay + len + 4.0)),
+                                dx + pk * fabs(sum) *
+                                         (fabs(lse) + fabs(lse - mx) + 1.0 + ay),
+                                gk + dx +
+                                    pk * (sqrt(len) * sum_abs +
+                                          fabs(sum) * (ay + sqrt(len) + 4.0)));
             }
         }
     return REF_OK;
@@ -271,24 +304,24 @@ static ref_status masked_shape(const ref_params *p, int n, const ref_shape *in, 
  * blocked entries are exactly 0, a fully blocked row is all zeros, a scalar is 1 if allowed
  * else 0. Error model: softmax's, with n = the number of allowed entries of the row. */
 static ref_status masked_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                             double *mag)
+                             const ref_mag *mags)
 {
     (void)p;
     (void)n;
-    return softmax_core(&in[0], in[1].v, in[0].shape.rank - 1, out, mag, 0);
+    return softmax_core(&in[0], in[1].v, in[0].shape.rank - 1, out, mags, 0);
 }
 
 /* dx = y * (g - <g, y>) per row at the masked output (the mask is constant, no gradient). */
 static ref_status masked_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
-                             double **gmag)
+                             const ref_mag *gmag)
 {
     (void)p;
     (void)n;
     if (!grad[0].v)
         return REF_OK;
     return softmax_vjp_core(&in[0], in[1].v, in[0].shape.rank - 1, y, g, grad[0].v,
-                            gmag ? gmag[0] : NULL);
+                            gmag && gmag[0].worst ? &gmag[0] : NULL);
 }
 
 static ref_status sample_masked(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,
@@ -321,8 +354,9 @@ static ref_status topk_shape(const ref_params *p, int n, const ref_shape *in, re
  * k >= n ones; a scalar is one slice of length 1. NaN compares false (it beats nothing and
  * nothing beats it); case generators keep NaN out. The output is exact: m_i = 0. */
 static ref_status topk_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
-                           double *mag)
+                           const ref_mag *mags)
 {
+    double *mag = ref_mag_worst(mags);
     (void)n;
     const ref_shape *s = &in[0].shape;
     ref_axis_split a = {1, 1, 1};
@@ -348,7 +382,7 @@ static ref_status topk_fwd(const ref_params *p, int n, const ref_tensor *in, ref
 
 /* requiresVJP is false (the mask is piecewise constant); if a VJP is asked for, it is zero. */
 static ref_status topk_vjp(const ref_params *p, int n, const ref_tensor *in, const ref_tensor *y,
-                           const ref_tensor *g, ref_tensor *grad, double **gmag)
+                           const ref_tensor *g, ref_tensor *grad, const ref_mag *gmag)
 {
     (void)p;
     (void)n;
@@ -359,8 +393,8 @@ static ref_status topk_vjp(const ref_params *p, int n, const ref_tensor *in, con
     int64_t N = ref_numel(&in[0].shape);
     for (int64_t i = 0; i < N; i++) {
         grad[0].v[i] = 0.0;
-        if (gmag && gmag[0])
-            gmag[0][i] = 0.0;
+        if (gmag && gmag[0].worst)
+            gmag[0].worst[i] = 0.0;
     }
     return REF_OK;
 }

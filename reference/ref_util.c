@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint64_t ref_rng_next(ref_rng *r)
@@ -92,6 +93,58 @@ void ref_default_domain(const ref_op *op, const ref_params *p, int n, const ref_
     }
     if (op->domain)
         op->domain(p, n, in, i, d);
+}
+
+double *ref_mag_worst(const ref_mag *mag)
+{
+    return mag ? mag->worst : NULL;
+}
+
+void ref_mag_set(const ref_mag *mag, int64_t i, double worst, double dtype, double prob)
+{
+    mag->worst[i] = worst;
+    if (mag->dtype)
+        mag->dtype[i] = dtype;
+    if (mag->prob)
+        mag->prob[i] = prob;
+}
+
+void ref_mag_prefill(const ref_mag *mag, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (mag->dtype)
+            mag->dtype[i] = NAN;
+        if (mag->prob)
+            mag->prob[i] = NAN;
+    }
+}
+
+void ref_mag_complete(const ref_mag *mag, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (mag->dtype && isnan(mag->dtype[i]))
+            mag->dtype[i] = mag->worst[i];
+        if (mag->prob && isnan(mag->prob[i]))
+            mag->prob[i] = mag->worst[i];
+    }
+}
+
+int ref_mag_alloc(int64_t n, ref_mag *mag)
+{
+    size_t k = (size_t)(n > 0 ? n : 1);
+    double *v = calloc(3 * k, sizeof(double));
+    *mag = (ref_mag){NULL, NULL, NULL};
+    if (!v)
+        return -1;
+    *mag = (ref_mag){v, v + k, v + 2 * k};
+    ref_mag_prefill(mag, n);
+    return 0;
+}
+
+void ref_mag_free(ref_mag *mag)
+{
+    free(mag->worst); /* the block's start */
+    *mag = (ref_mag){NULL, NULL, NULL};
 }
 
 void ref_sample_shape(ref_rng *r, int rank, int64_t max_elems, int zero_dim, ref_shape *s)

@@ -21,13 +21,16 @@ import re
 import sys
 
 # a magnitude or gradient pointer itself tested (if (m), gmag ? ..., mx && ...), not its value
-# (also as a member of a job or a picks struct: t->mag, pk->mag, t->mA, t.dA)
-MEMBER = r"(\w+(->|\.))?"
-MAG = (MEMBER + r"(mag|gmag(\[\w+\])?|m(\[\w+\])?|mW(\[\w+\])?|mx|mw|mb|mg|mS|mV|mA|mB|mrow|gm|"
-       r"fwd_mag)")
+# (also as a member of a job or a picks struct: t->mags, pk->mag.worst, pk[t].mag.worst, t->mA;
+# mags, mp[k], m[t][f], mag->dtype, gmag[k].worst, abs_sum: the three planes of ref.h's ref_mag,
+# the worst case, the dtype share and the probabilistic form, are asked for together)
+MEMBER = r"(\w+(\[\w+\])?(->|\.))?"
+PLANE = r"((->|\.)(worst|dtype|prob))?"
+MAG = (MEMBER + r"(mags?|gmag(\[\w+\])?|m(\[\w+\]){0,2}|mp(\[\w+\])?|mW(\[\w+\])?|mx|mw|mb|mg|mS|"
+       r"mV|mA|mB|mrow|gm|fwd_mag|abs_sum)" + PLANE)
 GRAD = MEMBER + r"(grad\[\w+\]\.v|dA|dB|dx|dW|db|dS)"
-MAGNITUDES = r"(\(|&& |\|\| |, |= |; )!?" + MAG + r"\s*(\)|\?|&&|\|\||;)"
-GRADS = r"(\(|&& |\|\| |; |= )!?" + GRAD + r"\s*(\)|\?|&&|\|\||;)"
+MAGNITUDES = r"(^\s*|\(|&& |\|\| |, |; |= |return )!?" + MAG + r"\s*(\)|\?|&&|\|\||;)"
+GRADS = r"(\(|&& |\|\| |, |; |= )!?" + GRAD + r"\s*(\)|\?|&&|\|\||;)"
 
 # (reason, predicate(file, function, line text, statement text))
 RULES = [
@@ -39,7 +42,8 @@ RULES = [
      lambda f, fn, t, stmt: re.search(r"(cv_geometry|pl_geom_of|mm_geometry|attn_geometry|"
                                       r"indices_valid|log_domain_ok|check_inputs)\(", t)),
     ("magnitudes are always asked for: the runner passes mag and gmag for every output",
-     lambda f, fn, t, stmt: re.search(MAGNITUDES, t) and "alloc" not in t),
+     lambda f, fn, t, stmt: re.search(MAGNITUDES, t) and "alloc" not in t
+     and "ENOMEM" not in stmt),
     ("the runner asks for the gradient of exactly the data inputs, so each such test goes one "
      "way for a given input position",
      lambda f, fn, t, stmt: re.search(GRADS, t)),

@@ -91,6 +91,23 @@ static void hash_inputs(const cc_inputs *in, cc_sha256_ctx *h)
     hash_view(h, &in->g_view);
 }
 
+/* The magnitudes: worst, then dtype and prob only where the op wrote them (they differ from
+ * worst somewhere), so an op without a split digests as it did before ref_mag had the planes. */
+static void hash_mag(cc_sha256_ctx *h, ref_mag *mag, int64_t n)
+{
+    if (!mag->worst || n <= 0)
+        return;
+    hash_doubles(h, mag->worst, n);
+    ref_mag_complete(mag, n);
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&mag->dtype[i], &mag->worst[i], sizeof(double)) ||
+            memcmp(&mag->prob[i], &mag->worst[i], sizeof(double))) {
+            hash_doubles(h, mag->dtype, n);
+            hash_doubles(h, mag->prob, n);
+            return;
+        }
+}
+
 static int is_data_input(const ref_op *op, int i)
 {
     int k = i < op->max_inputs ? i : op->max_inputs - 1;
@@ -107,23 +124,25 @@ static int run_reference(const cc_case *c, const cc_inputs *in, cc_sha256_ctx *h
     const ref_op *op = c->op;
     int64_t ny = ref_numel(&in->out_shape);
     ref_tensor y = {in->out_shape, calloc((size_t)(ny > 0 ? ny : 1), sizeof(double))};
-    double *mag = calloc((size_t)(ny > 0 ? ny : 1), sizeof(double));
+    ref_mag mag;
+    int no_mag = ref_mag_alloc(ny, &mag);
     ref_tensor grad[REF_MAX_INPUTS];
-    double *gmag[REF_MAX_INPUTS] = {0};
+    ref_mag gmag[REF_MAX_INPUTS];
     memset(grad, 0, sizeof grad);
+    memset(gmag, 0, sizeof gmag);
     int rc = 0;
-    if (!y.v || !mag) {
+    if (!y.v || no_mag) {
         rc = -1;
         goto done;
     }
     double t0 = now_seconds();
-    int fs = op->forward(&c->params, c->n_in, in->ref_in, &y, mag);
+    int fs = op->forward(&c->params, c->n_in, in->ref_in, &y, &mag);
     *fwd_s += now_seconds() - t0;
     cc_sha256_update(h, &fs, sizeof fs);
     if (fs != REF_OK)
         goto done;
     hash_doubles(h, y.v, ny);
-    hash_doubles(h, mag, ny);
+    hash_mag(h, &mag, ny);
     if (c->check == CC_CHECK_FWD || !op->vjp)
         goto done;
     for (int i = 0; i < c->n_in; i++) {
@@ -132,8 +151,7 @@ static int run_reference(const cc_case *c, const cc_inputs *in, cc_sha256_ctx *h
             continue;
         int64_t n = ref_numel(&c->shape[i]);
         grad[i].v = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-        gmag[i] = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-        if (!grad[i].v || !gmag[i]) {
+        if (!grad[i].v || ref_mag_alloc(n, &gmag[i])) {
             rc = -1;
             goto done;
         }
@@ -145,14 +163,14 @@ static int run_reference(const cc_case *c, const cc_inputs *in, cc_sha256_ctx *h
     if (vs == REF_OK)
         for (int i = 0; i < c->n_in; i++) {
             hash_doubles(h, grad[i].v, grad[i].v ? ref_numel(&c->shape[i]) : 0);
-            hash_doubles(h, gmag[i], gmag[i] ? ref_numel(&c->shape[i]) : 0);
+            hash_mag(h, &gmag[i], gmag[i].worst ? ref_numel(&c->shape[i]) : 0);
         }
 done:
     free(y.v);
-    free(mag);
+    ref_mag_free(&mag);
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
         free(grad[i].v);
-        free(gmag[i]);
+        ref_mag_free(&gmag[i]);
     }
     return rc;
 }

@@ -26,4 +26,26 @@ static __attribute__((unused)) ref_params ref_t_params(const ref_op *op)
     return p;
 }
 
+/* op->forward with m_i alone (mag NULL: no magnitudes). */
+static __attribute__((unused)) ref_status ref_t_forward(const ref_op *op, const ref_params *p,
+                                                         int n, const ref_tensor *in,
+                                                         ref_tensor *out, double *mag)
+{
+    ref_mag m = {mag, NULL, NULL};
+    return op->forward(p, n, in, out, mag ? &m : NULL);
+}
+
+/* op->vjp with m_i alone for each gradient (gmag NULL, or gmag[i] NULL: none). */
+static __attribute__((unused)) ref_status ref_t_vjp(const ref_op *op, const ref_params *p, int n,
+                                                     const ref_tensor *in, const ref_tensor *y,
+                                                     const ref_tensor *g, ref_tensor *grad,
+                                                     double *const *gmag)
+{
+    ref_mag m[REF_MAX_INPUTS];
+    memset(m, 0, sizeof m);
+    for (int i = 0; gmag && i < n && i < REF_MAX_INPUTS; i++)
+        m[i].worst = gmag[i];
+    return op->vjp(p, n, in, y, g, grad, gmag ? m : NULL);
+}
+
 #endif

@@ -1,5 +1,6 @@
 /* The integration test that loads libtorch: the smoke suite passes on ATen CPU with zero
- * failures, and three planted bugs wrapped around the ATen provider are each caught:
+ * failures under strict accumulation (and cases/smoke_relaxed.cases, the f16/bf16 directions
+ * whose ATen kernels fold sums in the dtype, under relaxed), and three planted bugs wrapped around the ATen provider are each caught:
  * softmax over the wrong axis, linear's VJP dropping the bias gradient, exp 64 ULP off in f32.
  * (The planted bugs live here, not in the product.) The known deviations, crashes and
  * unsupported combinations meet their platform-scoped expectations here, and at every CPU
@@ -54,11 +55,37 @@ static void test_smoke_passes_on_aten_cpu(void **state)
 {
     (void)state;
     cc_t_tally t = cc_t_run_all(aten, &smoke, NULL);
-    printf("smoke on ATen CPU: %ld cases, %ld passed\n", t.cases, t.passed);
+    printf("smoke on ATen CPU: %ld cases, %ld passed, %ld suspect\n", t.cases, t.passed,
+           t.suspect);
     assert_true(t.cases >= 400);
     if (t.not_passed)
         fail_msg("%ld smoke cases did not pass on ATen CPU; first: %s", t.not_passed,
                  t.first_failure);
+    assert_int_equal(t.suspect, 0);
+}
+
+/* The f16/bf16 directions ATen CPU folds in the dtype pass under the relaxed model, with no
+ * suspect case (their strict failures are cases/regressions/accumulation.cases). */
+static void test_relaxed_smoke_passes_on_aten_cpu(void **state)
+{
+    (void)state;
+    cc_case_list l = {0};
+    if (cc_t_load_cases("cases/smoke_relaxed.cases", &l))
+        fail_msg("cannot parse cases/smoke_relaxed.cases");
+    cc_run_options relaxed = {.accumulation = CC_ACC_RELAXED};
+    long passed = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        cc_result r;
+        cc_run_case_probed(aten, &l.v[i], &relaxed, NULL, &r);
+        assert_int_equal(r.accumulation, CC_ACC_RELAXED);
+        if (r.status != CC_RES_PASS || r.suspect)
+            fail_msg("%s: %s%s under relaxed accumulation: %s", r.line,
+                     cc_result_status_name(r.status), r.suspect ? " (suspect)" : "", r.message);
+        passed++;
+    }
+    printf("relaxed smoke on ATen CPU: %ld of %zu cases passed\n", passed, l.n);
+    assert_true(l.n >= 100);
+    cc_case_list_free(&l);
 }
 
 /* ---- planted bugs: each wraps the ATen provider and corrupts one op ---------------------- */
@@ -362,6 +389,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_smoke_passes_on_aten_cpu),
         cmocka_unit_test(test_sampled_checks_pass_on_aten_cpu),
+        cmocka_unit_test(test_relaxed_smoke_passes_on_aten_cpu),
         cmocka_unit_test(test_softmax_wrong_axis_is_caught),
         cmocka_unit_test(test_linear_dropped_bias_gradient_is_caught),
         cmocka_unit_test(test_exp_64_ulp_is_caught),

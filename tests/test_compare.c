@@ -55,14 +55,14 @@ static void test_compare_keeps_the_worst_element(void **state)
     cc_view v = cc_t_vector_view(CC_F32, got, 4);
     cc_bound_model m = cc_bound_for(CC_F32, 2.0);
     cc_comparison c;
-    cc_compare(expected, mag, &v, &m, &c);
+    cc_compare(expected, &(ref_mag){mag, NULL, NULL}, &v, &m, &c);
     assert_int_equal(c.n, 4);
     assert_int_equal(c.worst_index, 3);
     assert_int_equal(c.n_over, 1);
     assert_true(c.worst_ratio > 100);
     assert_true(c.got == (double)4.0001f && c.expected == 4.0);
     cc_view empty = cc_t_vector_view(CC_F32, got, 0);
-    cc_compare(expected, mag, &empty, &m, &c);
+    cc_compare(expected, &(ref_mag){mag, NULL, NULL}, &empty, &m, &c);
     assert_int_equal(c.n, 0);
     assert_int_equal(c.worst_index, -1);
     assert_true(c.worst_ratio == 0);

@@ -296,6 +296,43 @@ static void test_misbehaving_plugin_is_a_sentence_or_a_result(void **state)
     free_jobs(jobs, N);
 }
 
+/* A plugin whose constructor or entry point hangs, segfaults or exits is refused with one
+ * sentence (exit 2): it is loaded in a probe child first, so capcheck itself never dies of it.
+ * A load is given at least CC_PLUGIN_LOAD_MIN_S (5 s), whatever --timeout says. */
+static void test_a_plugin_that_dies_loading_is_a_sentence(void **state)
+{
+    (void)state;
+    static const char *const modes[] = {"hang-load", "segv-load", "exit-load",
+                                        "hang-entry", "segv-entry", "exit-entry"};
+    enum { N = 6 + 2 };
+    job jobs[N];
+    for (int m = 0; m < 6; m++) {
+        const char *said = !strncmp(modes[m], "hang", 4)   ? "did not finish loading within 5 s"
+                           : !strncmp(modes[m], "segv", 4) ? "crashed while loading (killed by SIGSEGV"
+                                                           : "exited with status 0 while loading";
+        job_set(&jobs[m], 2, said, "capcheck does not load it",
+                "CAPCHECK_MISBEHAVE=%s capcheck repro 'add in=[2],[2] seed=0' --provider-lib %s "
+                "--timeout 0.5",
+                modes[m], PLUGIN);
+    }
+    job_set(&jobs[6], 2, "crashed while loading (killed by SIGSEGV", NULL,
+            "CAPCHECK_MISBEHAVE=segv-load capcheck run %s/one.cases --provider-lib %s --out "
+            "%s/mb-load",
+            tmp, PLUGIN, tmp);
+    job_set(&jobs[7], 2, "exited with status 0 while loading", NULL,
+            "CAPCHECK_MISBEHAVE=exit-entry capcheck run %s/one.cases --provider reference "
+            "--witness %s --out %s/mb-witness",
+            tmp, PLUGIN, tmp);
+    run_jobs(jobs, N);
+    for (int i = 0; i < N; i++) /* one sentence, nothing else */
+        if (cc_t_count(jobs[i].out, "\n") != 1)
+            fail_msg("%s: more than one line:\n%s", jobs[i].cmd, jobs[i].out);
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/mb-load", tmp);
+    assert_int_equal(access(dir, F_OK), -1);
+    free_jobs(jobs, N);
+}
+
 /* Every byte capcheck wrote is UTF-8. */
 static void expect_utf8(const char *path)
 {
@@ -722,6 +759,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input_table),
         cmocka_unit_test(test_misbehaving_plugin_is_a_sentence_or_a_result),
+        cmocka_unit_test(test_a_plugin_that_dies_loading_is_a_sentence),
         cmocka_unit_test(test_unterminated_message_and_a_forward_without_vjp),
         cmocka_unit_test(test_a_worker_killed_from_outside_is_retried),
         cmocka_unit_test(test_every_repro_line_reproduces),

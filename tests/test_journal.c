@@ -45,6 +45,11 @@ static void sample_result(cc_result *r)
     r->expected = NAN;
     r->got = -0.0;
     r->bound = 4.9406564584124654e-324;
+    r->accumulation = CC_ACC_RELAXED;
+    r->suspect_ratio = 1.5;
+    r->suspect = r->vacuous = 1;
+    r->has_power = 1;
+    r->power = (cc_power){NAN, 2.8284271247461903, INFINITY, 0};
     r->elements = 6;
     r->seconds = 0.25;
 }
@@ -193,7 +198,7 @@ static void test_journal_order_and_torn_tail(void **state)
                       .provider = "reference", .provider_description = "desc \"quoted\"",
                       .case_files = "a.cases", .command = "capcheck run a.cases",
                       .base_seed = 18446744073709551615ull, .witnesses = "openblas,reference",
-                      .cpu_levels = "avx2,default", .n_platforms = 2,
+                      .cpu_levels = "avx2,default", .n_platforms = 2, .judging = "relaxed",
                       .repro = {"CAPCHECK_MUTANT='a b'", "--provider-lib /p/x.so --tf32 off"}},
                 back;
     /* the platforms of a run at two levels: every fact survives the round trip */

@@ -78,7 +78,7 @@ static void run_fwd(tcase *c)
     ref_tensor in[REF_MAX_INPUTS], out = {c->out_shape, c->y};
     for (int i = 0; i < c->n; i++)
         in[i] = (ref_tensor){c->s[i], c->v[i]};
-    assert_int_equal(c->op->forward(&c->p, c->n, in, &out, c->mag), REF_OK);
+    assert_int_equal(ref_t_forward(c->op, &c->p, c->n, in, &out, c->mag), REF_OK);
 }
 
 /* Forward, then the VJP of every differentiable input for cotangent c->g. */
@@ -94,7 +94,7 @@ static void run_vjp(tcase *c)
         grad[i] = (ref_tensor){c->s[i], diff ? c->grad[i] : NULL};
         gm[i] = diff ? c->gmag[i] : NULL;
     }
-    assert_int_equal(c->op->vjp(&c->p, c->n, in, &y, &g, grad, gm), REF_OK);
+    assert_int_equal(ref_t_vjp(c->op, &c->p, c->n, in, &y, &g, grad, gm), REF_OK);
 }
 
 static void expect_shape_error(tcase *c, const char *needle)

@@ -41,7 +41,7 @@ static ref_status fwd(const ref_op *op, const ref_params *p, int n, const ref_sh
         in[i].v = (double *)v[i];
     }
     ref_tensor o = {*out, y};
-    return op->forward(p, n, in, &o, mag);
+    return ref_t_forward(op, p, n, in, &o, mag);
 }
 
 /* VJP with every gradient in grads[i] (NULL = not requested) and magnitudes in gmag[i]. */
@@ -57,7 +57,7 @@ static ref_status vjp(const ref_op *op, const ref_params *p, int n, const ref_sh
         gr[i].v = grads[i];
     }
     ref_tensor yt = {*out, (double *)y}, gt = {*out, (double *)g};
-    return op->vjp(p, n, in, &yt, &gt, gr, gmag);
+    return ref_t_vjp(op, p, n, in, &yt, &gt, gr, gmag);
 }
 
 static void expect_einval(const ref_op *op, const ref_params *p, int n, const ref_shape *s,
@@ -1114,12 +1114,12 @@ static void sweep_case(const ref_op *op, const ref_sample_req *req, uint64_t see
     double *ym = calloc((size_t)ny + 1, sizeof(double));
     for (int64_t i = 0; i < ny; i++)
         g.v[i] = 1.0 - 0.25 * (double)(i % 7);
-    assert_int_equal(op->forward(&p, n, in, &y, NULL), REF_OK);
-    assert_int_equal(op->forward(&p, n, in, &y, ym), REF_OK);
+    assert_int_equal(ref_t_forward(op, &p, n, in, &y, NULL), REF_OK);
+    assert_int_equal(ref_t_forward(op, &p, n, in, &y, ym), REF_OK);
     for (int64_t i = 0; i < ny; i++)
         assert_true(ym[i] >= 0 && isfinite(ym[i]));
-    assert_int_equal(op->vjp(&p, n, in, &y, &g, gr, gm), REF_OK);
-    assert_int_equal(op->vjp(&p, n, in, &y, &g, gr, NULL), REF_OK);
+    assert_int_equal(ref_t_vjp(op, &p, n, in, &y, &g, gr, gm), REF_OK);
+    assert_int_equal(ref_t_vjp(op, &p, n, in, &y, &g, gr, NULL), REF_OK);
     for (int i = 0; i < n; i++)
         free(in[i].v), free(gr[i].v), free(gm[i]);
     free(y.v), free(g.v), free(ym);

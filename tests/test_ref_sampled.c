@@ -2,7 +2,9 @@
  * (reference/ref_parallel.h) against the serial full reference: on every element of every case
  * of the smoke suite and the edge files and every 8th nightly case of the ops that have sampled
  * forms (cases/edge/shapes.cases holds their rarer geometries: broadcast batches, 1-D operands,
- * groups, dilation 0, masks, every fftFno variant), the values and magnitudes are the same bits
+ * groups, dilation 0, masks, every fftFno variant), the values and all three magnitude planes
+ * (worst, dtype, prob: reference/ref.h's ref_mag, completed as the runner completes them) are
+ * the same bits
  * (NaN equals NaN: its sign is not a result). Every case it runs is a corpus line, so
  * scripts/coverage counts its reach into reference/ twice: beside the reference's own tests, and
  * in the corpus pass (the sampled forms and threads are how a run evaluates those lines). */
@@ -38,16 +40,16 @@ static int is_data(const ref_op *op, int i)
 
 typedef struct {
     ref_tensor y;
-    double *mag;
+    ref_mag mag;
     ref_tensor grad[REF_MAX_INPUTS];
-    double *gmag[REF_MAX_INPUTS];
+    ref_mag gmag[REF_MAX_INPUTS];
 } full_ref;
 
 static void full_free(full_ref *f)
 {
-    free(f->y.v), free(f->mag);
+    free(f->y.v), ref_mag_free(&f->mag);
     for (int i = 0; i < REF_MAX_INPUTS; i++)
-        free(f->grad[i].v), free(f->gmag[i]);
+        free(f->grad[i].v), ref_mag_free(&f->gmag[i]);
 }
 
 /* The full reference of c on `threads` threads; -1 when the reference refuses the case. */
@@ -58,19 +60,24 @@ static int full_run(const cc_case *c, const cc_inputs *in, int threads, full_ref
     p.threads = threads;
     int64_t ny = ref_numel(&in->out_shape);
     f->y = (ref_tensor){in->out_shape, calloc((size_t)ny + 1, sizeof(double))};
-    f->mag = calloc((size_t)ny + 1, sizeof(double));
-    if (c->op->forward(&p, c->n_in, in->ref_in, &f->y, f->mag) != REF_OK)
+    assert_int_equal(ref_mag_alloc(ny, &f->mag), 0);
+    if (c->op->forward(&p, c->n_in, in->ref_in, &f->y, &f->mag) != REF_OK)
         return -1;
+    ref_mag_complete(&f->mag, ny);
     for (int i = 0; i < c->n_in; i++) {
         f->grad[i].shape = c->shape[i];
         if (!is_data(c->op, i))
             continue;
         int64_t n = ref_numel(&c->shape[i]);
         f->grad[i].v = calloc((size_t)n + 1, sizeof(double));
-        f->gmag[i] = calloc((size_t)n + 1, sizeof(double));
+        assert_int_equal(ref_mag_alloc(n, &f->gmag[i]), 0);
     }
-    return c->op->vjp(&p, c->n_in, in->ref_in, &f->y, &in->g, f->grad, f->gmag) == REF_OK ? 0
-                                                                                         : -1;
+    if (c->op->vjp(&p, c->n_in, in->ref_in, &f->y, &in->g, f->grad, f->gmag) != REF_OK)
+        return -1;
+    for (int i = 0; i < c->n_in; i++)
+        if (f->grad[i].v)
+            ref_mag_complete(&f->gmag[i], ref_numel(&c->shape[i]));
+    return 0;
 }
 
 static void expect_same(const char *what, const char *line, const double *a, const double *b,
@@ -80,6 +87,38 @@ static void expect_same(const char *what, const char *line, const double *a, con
     if (!same_bits(a, b, n, &at))
         fail_msg("%s differs at flat element %lld (%a against %a): %s", what, (long long)at,
                  a[at], b[at], line);
+}
+
+/* The three planes of two magnitudes (of n elements each). */
+static void expect_same_mags(const char *what, const char *line, const ref_mag *a,
+                             const ref_mag *b, int64_t n)
+{
+    static const char *const plane[3] = {"worst", "dtype", "prob"};
+    const double *pa[3] = {a->worst, a->dtype, a->prob}, *pb[3] = {b->worst, b->dtype, b->prob};
+    for (int k = 0; k < 3; k++) {
+        char w[96];
+        snprintf(w, sizeof w, "%s (%s)", what, plane[k]);
+        expect_same(w, line, pa[k], pb[k], n);
+    }
+}
+
+/* Picks of every one of n elements, their planes prefilled as the runner's sample_picks
+ * prefills them. */
+static ref_picks all_picks(int64_t n)
+{
+    int64_t *all = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    ref_picks pk = {n, all, malloc(sizeof(double) * (size_t)(n + 1)), {NULL, NULL, NULL}};
+    assert_non_null(all);
+    assert_non_null(pk.v);
+    assert_int_equal(ref_mag_alloc(n, &pk.mag), 0);
+    for (int64_t k = 0; k < n; k++)
+        all[k] = k;
+    return pk;
+}
+
+static void picks_free(ref_picks *pk)
+{
+    free((int64_t *)pk->at), free(pk->v), ref_mag_free(&pk->mag);
 }
 
 /* forward_at and vjp_at at every element, and 3 threads, against the serial full reference. */
@@ -101,16 +140,13 @@ static long check_case(const cc_case *c)
     if (ok && full_run(c, &in, 3, &threaded) == 0) {
         int64_t ny = ref_numel(&in.out_shape);
         expect_same("y on 3 threads", line, serial.y.v, threaded.y.v, ny);
-        expect_same("m(y) on 3 threads", line, serial.mag, threaded.mag, ny);
-        int64_t *all = malloc(sizeof(int64_t) * (size_t)(ny + 1));
-        double *v = malloc(sizeof(double) * (size_t)(ny + 1)), *m = malloc(sizeof(double) * (size_t)(ny + 1));
-        for (int64_t k = 0; k < ny; k++)
-            all[k] = k;
-        ref_picks pk = {ny, all, v, m};
+        expect_same_mags("m(y) on 3 threads", line, &serial.mag, &threaded.mag, ny);
+        ref_picks pk = all_picks(ny);
         assert_int_equal(op->forward_at(&c->params, c->n_in, in.ref_in, &pk), REF_OK);
-        expect_same("forward_at", line, serial.y.v, v, ny);
-        expect_same("forward_at's magnitude", line, serial.mag, m, ny);
-        free(all), free(v), free(m);
+        ref_mag_complete(&pk.mag, ny);
+        expect_same("forward_at", line, serial.y.v, pk.v, ny);
+        expect_same_mags("forward_at's magnitude", line, &serial.mag, &pk.mag, ny);
+        picks_free(&pk);
         ref_picks gpk[REF_MAX_INPUTS];
         memset(gpk, 0, sizeof gpk);
         for (int i = 0; i < c->n_in; i++) {
@@ -118,13 +154,9 @@ static long check_case(const cc_case *c)
                 continue;
             int64_t n = ref_numel(&c->shape[i]);
             expect_same("a gradient on 3 threads", line, serial.grad[i].v, threaded.grad[i].v, n);
-            expect_same("a gradient magnitude on 3 threads", line, serial.gmag[i],
-                        threaded.gmag[i], n);
-            gpk[i] = (ref_picks){n, malloc(sizeof(int64_t) * (size_t)(n + 1)),
-                                 malloc(sizeof(double) * (size_t)(n + 1)),
-                                 malloc(sizeof(double) * (size_t)(n + 1))};
-            for (int64_t k = 0; k < n; k++)
-                ((int64_t *)gpk[i].at)[k] = k;
+            expect_same_mags("a gradient magnitude on 3 threads", line, &serial.gmag[i],
+                             &threaded.gmag[i], n);
+            gpk[i] = all_picks(n);
         }
         assert_int_equal(op->vjp_at(&c->params, c->n_in, in.ref_in, &in.g, gpk), REF_OK);
         for (int i = 0; i < c->n_in; i++) {
@@ -132,9 +164,10 @@ static long check_case(const cc_case *c)
                 continue;
             char what[64];
             snprintf(what, sizeof what, "vjp_at of input %d", i);
+            ref_mag_complete(&gpk[i].mag, gpk[i].count);
             expect_same(what, line, serial.grad[i].v, gpk[i].v, gpk[i].count);
-            expect_same(what, line, serial.gmag[i], gpk[i].mag, gpk[i].count);
-            free((int64_t *)gpk[i].at), free(gpk[i].v), free(gpk[i].mag);
+            expect_same_mags(what, line, &serial.gmag[i], &gpk[i].mag, gpk[i].count);
+            picks_free(&gpk[i]);
         }
         full_free(&threaded);
     } else if (ok) {

@@ -80,9 +80,26 @@ static void free_case(fd_case *c)
 static void forward(const fd_case *c, const ref_tensor *in, ref_tensor *out, double *mag)
 {
     out->shape = c->out_shape;
-    ref_status st = c->op->forward(&c->p, c->n, in, out, mag);
+    ref_status st = ref_t_forward(c->op, &c->p, c->n, in, out, mag);
     if (st != REF_OK)
         fail_msg("%s forward failed (status %d)", c->op->name, (int)st);
+}
+
+/* The three magnitude planes of n values where the value is finite: worst, dtype share and prob
+ * are finite and >= 0, and the probabilistic form never exceeds the worst case (sqrt(n) <= n). */
+static void check_mags(const char *op, const char *what, const double *v, ref_mag *mag,
+                       int64_t n)
+{
+    ref_mag_complete(mag, n);
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(v[i]))
+            continue;
+        double w = mag->worst[i], d = mag->dtype[i], p = mag->prob[i];
+        if (!(w >= 0 && isfinite(w) && d >= 0 && isfinite(d) && p >= 0 &&
+              p <= w * (1 + 1e-12) + 1e-300))
+            fail_msg("%s %s[%lld]: magnitudes worst %g, dtype %g, prob %g", op, what,
+                     (long long)i, w, d, p);
+    }
 }
 
 static void check_case(fd_case *c, uint64_t seed, int *checked_inputs)
@@ -90,25 +107,31 @@ static void check_case(fd_case *c, uint64_t seed, int *checked_inputs)
     const ref_op *op = c->op;
     int64_t ny = ref_numel(&c->out_shape);
     ref_tensor y = {c->out_shape, alloc_doubles(ny)};
-    double *ymag = alloc_doubles(ny);
-    forward(c, c->in, &y, ymag);
-    for (int64_t i = 0; i < ny; i++)
-        if (isfinite(y.v[i]))
-            assert_true(ymag[i] >= 0 && isfinite(ymag[i]));
+    ref_mag ymag;
+    assert_int_equal(ref_mag_alloc(ny, &ymag), 0);
+    y.shape = c->out_shape;
+    if (op->forward(&c->p, c->n, c->in, &y, &ymag) != REF_OK)
+        fail_msg("%s forward failed", op->name);
+    check_mags(op->name, "y", y.v, &ymag, ny);
 
     ref_tensor v = {c->out_shape, alloc_doubles(ny)};
     ref_domain normal = {REF_DOM_NORMAL, 0, 0, 0, {0, 0}, 0};
     cc_draw_values(&normal, cc_input_key(seed ^ 0x5eedULL, 99), ny, v.v);
 
     ref_tensor grad[REF_MAX_INPUTS];
-    double *gmag[REF_MAX_INPUTS];
+    ref_mag gmag[REF_MAX_INPUTS];
+    memset(gmag, 0, sizeof gmag);
     for (int i = 0; i < c->n; i++) {
         grad[i].shape = c->shape[i];
         grad[i].v = input_is_differentiable(op, i) ? alloc_doubles(ref_numel(&c->shape[i])) : NULL;
-        gmag[i] = grad[i].v ? alloc_doubles(ref_numel(&c->shape[i])) : NULL;
+        if (grad[i].v)
+            assert_int_equal(ref_mag_alloc(ref_numel(&c->shape[i]), &gmag[i]), 0);
     }
     ref_status st = op->vjp(&c->p, c->n, c->in, &y, &v, grad, gmag);
     assert_int_equal(st, REF_OK);
+    for (int i = 0; i < c->n; i++)
+        if (grad[i].v)
+            check_mags(op->name, "grad", grad[i].v, &gmag[i], ref_numel(&c->shape[i]));
 
     char shapes[256] = "";
     for (int i = 0; i < c->n; i++) {
@@ -145,7 +168,7 @@ static void check_case(fd_case *c, uint64_t seed, int *checked_inputs)
         for (int64_t j = 0; j < nk; j++) {
             rhs += grad[k].v[j] * u[j];
             rhs_abs += fabs(grad[k].v[j] * u[j]);
-            assert_true(gmag[k][j] >= 0 && isfinite(gmag[k][j]));
+            assert_true(gmag[k].worst[j] >= 0 && isfinite(gmag[k].worst[j]));
         }
         double tol = FD_RTOL * (lhs_abs + rhs_abs) + 1e-9;
         if (!(fabs(lhs - rhs) <= tol))
@@ -157,8 +180,8 @@ static void check_case(fd_case *c, uint64_t seed, int *checked_inputs)
         free(u), free(xp), free(xm), free(yp.v), free(ym.v);
     }
     for (int i = 0; i < c->n; i++)
-        free(grad[i].v), free(gmag[i]);
-    free(y.v), free(ymag), free(v.v);
+        free(grad[i].v), ref_mag_free(&gmag[i]);
+    free(y.v), ref_mag_free(&ymag), free(v.v);
 }
 
 static void test_op_fd(void **state)

@@ -47,6 +47,7 @@ static __attribute__((unused)) int cc_t_load_cases(const char *path, cc_case_lis
 /* How a suite fared on a provider, with the first case that did not pass. */
 typedef struct {
     long cases, passed, not_passed;
+    long suspect; /* passing cases over the probabilistic bound (compare.h) */
     char first_failure[2 * CC_CASE_LINE_MAX];
 } cc_t_tally;
 
@@ -55,7 +56,7 @@ static __attribute__((unused)) cc_t_tally cc_t_run_all(const cc_provider *p,
                                                        const cc_case_list *l,
                                                        const char *only_op)
 {
-    cc_t_tally t = {0, 0, 0, ""};
+    cc_t_tally t = {0, 0, 0, 0, ""};
     for (size_t i = 0; i < l->n; i++) {
         if (only_op && strcmp(l->v[i].op->name, only_op) != 0)
             continue;
@@ -64,6 +65,7 @@ static __attribute__((unused)) cc_t_tally cc_t_run_all(const cc_provider *p,
         t.cases++;
         if (r.status == CC_RES_PASS) {
             t.passed++;
+            t.suspect += r.suspect != 0;
         } else {
             t.not_passed++;
             if (!t.first_failure[0])

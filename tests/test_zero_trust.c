@@ -160,13 +160,16 @@ static cc_provider planted(plant_ctx *pc)
     return p;
 }
 
-/* The planted output passes its bound (ratio <= 1), and zero-trust fails it anyway. */
-static void expect_caught(plant kind, const char *line, const char *what)
+/* The planted output passes its bound (ratio <= 1) under `acc`, and zero-trust fails it anyway. */
+static void expect_caught_judged(plant kind, const char *line, const char *what,
+                                 cc_accumulation acc)
 {
     plant_ctx pc = {kind};
     cc_provider p = planted(&pc);
     cc_result r;
-    cc_t_run_line(&p, line, &r);
+    cc_case c = cc_t_parse_case(line);
+    cc_run_options j = {.accumulation = acc};
+    cc_run_case_probed(&p, &c, &j, NULL, &r);
     if (r.status != CC_RES_FAIL || !strstr(r.message, "zero-trust") || !strstr(r.message, what))
         fail_msg("%s: expected a zero-trust failure naming '%s', got %s: %s", line, what,
                  cc_result_status_name(r.status), r.message);
@@ -175,22 +178,43 @@ static void expect_caught(plant kind, const char *line, const char *what)
                  r.worst_ratio);
 }
 
+static void expect_caught(plant kind, const char *line, const char *what)
+{
+    expect_caught_judged(kind, line, what, CC_ACC_STRICT);
+}
+
+/* Under strict accumulation the bound alone rejects what relaxed lets through. */
+static void expect_bound_rejects_when_strict(plant kind, const char *line)
+{
+    plant_ctx pc = {kind};
+    cc_provider p = planted(&pc);
+    cc_result r;
+    cc_t_run_line(&p, line, &r);
+    if (r.status != CC_RES_FAIL || !(r.worst_ratio > 1.0))
+        fail_msg("%s: strict accumulation should reject this planted output by its bound, got %s "
+                 "(ratio %g)", line, cc_result_status_name(r.status), r.worst_ratio);
+}
+
 static void test_planted_outputs_inside_the_bound_are_caught(void **state)
 {
     (void)state;
-    /* a long bf16 sum: m_i ~ n * sum|x| makes zero (and a constant) fit in the bound */
-    expect_caught(PLANT_ZEROS, "reduceSum dtype=bf16 in=[4,512] axis=1 check=fwd seed=3",
-                  "y is all zeros");
-    expect_caught(PLANT_FILL, "reduceSum dtype=bf16 in=[6,512] axis=1 check=fwd seed=4",
-                  "y is the constant");
+    /* a long bf16 sum judged relaxed: m_i ~ n * sum|x| at bf16's u makes zero (and a constant)
+     * fit in the bound; strict (float32 accumulation) rejects them by the bound itself */
+    const char *zeros = "reduceSum dtype=bf16 in=[4,512] axis=1 check=fwd seed=3";
+    const char *fill = "reduceSum dtype=bf16 in=[6,512] axis=1 check=fwd seed=4";
+    expect_caught_judged(PLANT_ZEROS, zeros, "y is all zeros", CC_ACC_RELAXED);
+    expect_caught_judged(PLANT_FILL, fill, "y is the constant", CC_ACC_RELAXED);
+    expect_bound_rejects_when_strict(PLANT_ZEROS, zeros);
+    expect_bound_rejects_when_strict(PLANT_FILL, fill);
     /* a scale by 1.01 in bf16: the input itself is within 4u of the answer */
     expect_caught(PLANT_COPY_X, "scale dtype=bf16 in=[64] alpha=1.01 check=fwd seed=5",
                   "y is an exact copy of x");
     expect_caught(PLANT_COPY_G, "scale dtype=bf16 in=[8,8] alpha=1.01 check=vjp seed=6",
                   "grad:x is an exact copy of the cotangent g");
-    /* matmul's da sums over the 512 columns of b in bf16: zeros fit the bound */
-    expect_caught(PLANT_ZERO_GRAD0, "matmul dtype=bf16 in=[2,8],[8,512] check=vjp seed=7",
-                  "grad:a is all zeros");
+    /* matmul's da sums over the 512 columns of b in bf16: zeros fit the relaxed bound */
+    const char *mm = "matmul dtype=bf16 in=[2,8],[8,512] check=vjp seed=7";
+    expect_caught_judged(PLANT_ZERO_GRAD0, mm, "grad:a is all zeros", CC_ACC_RELAXED);
+    expect_bound_rejects_when_strict(PLANT_ZERO_GRAD0, mm);
 }
 
 /* Exact zeros where the answer is zero in exact arithmetic pass: with v's rows equal (bcast

@@ -116,6 +116,7 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, int count_samp
             continue;
         }
         s->counts[r->status]++;
+        s->relaxed += r->accumulation == CC_ACC_RELAXED;
         if (!s->worst_line[0] || r->worst_ratio > s->worst_ratio ||
             (isnan(r->worst_ratio) && !isnan(s->worst_ratio))) {
             s->worst_ratio = r->worst_ratio;
@@ -131,6 +132,12 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, int count_samp
         int calls = r->repeat > 1 ? r->repeat : 1;
         if (!s->least_repeat || calls < s->least_repeat)
             s->least_repeat = calls;
+        if (r->suspect && !s->suspect++)
+            snprintf(s->first_suspect, sizeof s->first_suspect, "%s", r->line);
+        if (r->vacuous) {
+            s->vacuous++;
+            continue;
+        }
         s->fwd_passing += r->checked_fwd != 0;
         s->vjp_passing += r->checked_vjp != 0;
         unsigned m, edges;

@@ -13,6 +13,8 @@
  *   layout classes  the case's layout: contig, transpose, stride2, bcast;
  *   edge classes    the case's edge=<class> (harness/case/case.h): nan, inf, signed-zero,
  *                   subnormal, huge, ties, masked-row;
+ * A passing case whose bound was vacuous (compare.h) proves nothing: it is counted as vacuous
+ * and in no other evidence (checks, classes); a suspect one is counted as such and as evidence.
  *
  * Written out as evidence.json per capsule in TorchLean's vocabulary (ContractClaim,
  * ContractEvidence; ops.md section 1), and as a Lean file for the capsules the gate upgrades. */
@@ -41,6 +43,9 @@ typedef struct {
     long cases, counts[CC_RES_COUNT];
     long fwd_passing, vjp_passing; /* passing cases that checked the forward / the VJP */
     long sampled_left_out;         /* passing sampled checks the policy does not count */
+    long vacuous, suspect;         /* passing cases with a vacuous bound; suspect ones */
+    long relaxed;                  /* cases judged with relaxed accumulation (compare.h) */
+    char first_suspect[CC_CASE_LINE_MAX];
     double worst_ratio;
     char worst_line[CC_CASE_LINE_MAX];
     char first_failure[CC_CASE_LINE_MAX];

@@ -62,6 +62,15 @@ static int dtype_list(const char *s, unsigned *mask)
 #define LAYOUTS cc_layout_names
 #define EDGES cc_edge_class_names
 
+/* A key with one of two words: *flag = 1 for `on`, 0 for `off`; -1 for anything else. */
+static int two_words(char **tok, int nt, const char *on, const char *off, int *flag)
+{
+    if (nt != 2 || (strcmp(tok[1], on) && strcmp(tok[1], off)))
+        return -1;
+    *flag = strcmp(tok[1], on) == 0;
+    return 0;
+}
+
 int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg, size_t len)
 {
     memset(p, 0, sizeof *p);
@@ -277,18 +286,23 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
             if (class_list(tok + 1, nt - 1, EDGES, CC_EDGE_COUNT, &req->edges, &bad))
                 goto bad_class;
         } else if (strcmp(key, "allow_unsupported") == 0) {
-            if (nt != 2 || (strcmp(tok[1], "yes") && strcmp(tok[1], "no"))) {
-                snprintf(msg, len, "%s:%d: allow_unsupported is yes or no", name, lineno);
-                return -1;
-            }
-            req->allow_unsupported = strcmp(tok[1], "yes") == 0;
             bit = CC_REQ_UNSUPPORTED;
+            if (two_words(tok, nt, "yes", "no", &req->allow_unsupported))
+                goto bad_word;
+        } else if (strcmp(key, "accumulation") == 0) {
+            bit = CC_REQ_ACCUMULATION;
+            if (two_words(tok, nt, "relaxed", "strict", &req->allow_relaxed))
+                goto bad_word;
+        } else if (strcmp(key, "suspect") == 0) {
+            bit = CC_REQ_SUSPECT;
+            if (two_words(tok, nt, "fail", "allow", &req->suspect_fails))
+                goto bad_word;
         } else {
             snprintf(msg, len,
                      "%s:%d: unknown key '%s' (format, libtorch_version, platforms, require, "
                      "min_passing, "
                      "min_vjp_passing, shape_classes, layout_classes, edge_classes, "
-                     "allow_unsupported, min_repeat)",
+                     "allow_unsupported, min_repeat, suspect, accumulation)",
                      name, lineno, key);
             return -1;
         }
@@ -297,6 +311,12 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
         continue;
     bad_class:
         snprintf(msg, len, "%s:%d: %s: unknown class '%s'", name, lineno, key, bad);
+        return -1;
+    bad_word:
+        snprintf(msg, len, "%s:%d: %s is %s", name, lineno, key,
+                 bit == CC_REQ_UNSUPPORTED ? "yes or no"
+                 : bit == CC_REQ_ACCUMULATION ? "strict or relaxed"
+                                              : "fail or allow");
         return -1;
     }
     if (!have_format) {
@@ -363,6 +383,10 @@ void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dt
             out->allow_unsupported = s->req.allow_unsupported;
         if (s->set & CC_REQ_REPEAT)
             out->min_repeat = s->req.min_repeat;
+        if (s->set & CC_REQ_SUSPECT)
+            out->suspect_fails = s->req.suspect_fails;
+        if (s->set & CC_REQ_ACCUMULATION)
+            out->allow_relaxed = s->req.allow_relaxed;
     }
 }
 
@@ -422,11 +446,20 @@ static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
     if (s->counts[CC_RES_UNSUPPORTED] && !q->allow_unsupported)
         reason(v, "%ld cases unsupported by the provider (the policy has allow_unsupported no)",
                s->counts[CC_RES_UNSUPPORTED]);
-    long passing = s->counts[CC_RES_PASS];
-    if (passing < q->min_passing && s->sampled_left_out)
-        reason(v, "%ld passing cases (and %ld passing sampled checks, which this policy does not "
-                  "count: sampled_checks ignore); the policy wants at least %ld",
-               passing, s->sampled_left_out, q->min_passing);
+    if (s->relaxed && !q->allow_relaxed && (v->dtype == CC_F16 || v->dtype == CC_BF16))
+        reason(v, "%ld cases were judged with relaxed accumulation (f16/bf16 sums folded in "
+                  "the dtype); the policy wants strict",
+               s->relaxed);
+    if (s->suspect && q->suspect_fails)
+        reason(v, "%ld passing cases are suspect (over the probabilistic bound; the policy has "
+                  "suspect fail); first: capcheck repro '%.300s'",
+               s->suspect, s->first_suspect);
+    long passing = s->counts[CC_RES_PASS] - s->vacuous;
+    if (passing < q->min_passing && (s->vacuous || s->sampled_left_out))
+        reason(v, "%ld passing cases with a bound that rejects something (%ld more passed with "
+                  "a vacuous bound, never evidence; %ld passing sampled checks this policy does "
+                  "not count: sampled_checks ignore); the policy wants at least %ld",
+               passing, s->vacuous, s->sampled_left_out, q->min_passing);
     else if (passing < q->min_passing)
         reason(v, "%ld passing cases; the policy wants at least %ld", passing, q->min_passing);
     const ref_op *op = ref_op_find(v->capsule.op);

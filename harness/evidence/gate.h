@@ -19,13 +19,16 @@
  * still blocks when it did not pass: a failure is a failure however it was found).
  *
  * Then, for every capsule x dtype x platform in the report and every one the policy requires:
- *   checked          every requirement holds: at least min_passing passing cases; no case
+ *   checked          every requirement holds: at least min_passing passing cases (a case
+ *                    whose bound was vacuous is never evidence: it counts nowhere); no case
  *                    failed, errored, crashed or timed out; no unsupported case unless
  *                    allow_unsupported; where the op requires a VJP (TorchLean's requiresVJP)
  *                    the results state one vjpMode the provider ran (torchLeanTape or
  *                    backendVJP; the catalog's is not what was tested) and at least
- *                    min_vjp_passing passing cases checked it; each listed shape, layout and edge class is covered by a
- *                    passing case;
+ *                    min_vjp_passing passing cases checked it; each listed shape, layout and
+ *                    edge class is covered by a passing case; with `suspect fail`, no passing
+ *                    case is suspect; f16/bf16 results were judged with strict accumulation
+ *                    (unless `accumulation relaxed`);
  *   trustedExternal  with one line per unmet requirement, naming what is missing.
  * Exit code: with `require` lines, 0 when every required capsule x dtype is checked, else 1;
  * without, 0 when every capsule x dtype of the report is checked (and there is one), else 1;
@@ -52,10 +55,13 @@ typedef struct {
     unsigned shapes, layouts, edges; /* bit masks of required classes */
     int allow_unsupported;
     long min_repeat; /* every passing case ran at least this many provider calls (--repeat) */
+    int suspect_fails; /* `suspect fail`: a suspect case keeps the capsule out, as a failure */
+    int allow_relaxed; /* `accumulation relaxed`: f16/bf16 evidence judged relaxed counts */
 } cc_requirements;
 
 enum { CC_REQ_MIN = 1, CC_REQ_MIN_VJP = 2, CC_REQ_SHAPES = 4, CC_REQ_LAYOUTS = 8,
-       CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_REPEAT = 64 };
+       CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_REPEAT = 64, CC_REQ_SUSPECT = 128,
+       CC_REQ_ACCUMULATION = 256 };
 
 typedef struct {
     int is_op; /* [op NAME...] rather than [capsule GLOB...] */

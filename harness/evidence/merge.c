@@ -271,6 +271,11 @@ int cc_run_load(const char *path, unsigned flags, cc_run *out, char *msg, size_t
         goto bad;
     }
     out->cases = (long)cases;
+    const cc_json *judgement = cc_json_get(out->json, "judgement");
+    const char *acc = "strict";
+    if (judgement)
+        cc_json_string(judgement, "accumulation", &acc);
+    snprintf(out->accumulation, sizeof out->accumulation, "%s", acc);
     cc_repro_from_json(cc_json_get(out->json, "repro"), &out->repro);
     int64_t sc = 0;
     cc_json_double(timing, "wall_seconds", &out->wall_seconds);
@@ -322,6 +327,7 @@ static int same_setup(const cc_run *a, const cc_run *b, char *msg, size_t len)
         vb = b->field;                                                                       \
     }
     CMP(provider_description, "provider")
+    CMP(accumulation, "accumulation mode")
     CMP(case_files, "case files")
     CMP(repro.args, "provider options")
     CMP(repro.env, "environment")

@@ -42,6 +42,7 @@ typedef struct {
     cc_json *json;   /* the parsed report (NULL for a merge made in memory) */
     cc_provenance prov;
     char provider_description[512], case_files[512], command[512];
+    char accumulation[16]; /* report.json's judgement.accumulation ("strict" when absent) */
     cc_repro repro; /* "repro" of the report (empty for a report written before it existed) */
     unsigned long long base_seed;
     long cases;

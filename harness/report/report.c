@@ -72,6 +72,24 @@ void cc_result_write_json(FILE *f, const cc_result *r)
     cc_json_write_number(f, r->vjp_ratio);
     fputs(",\"worst_ratio\":", f);
     cc_json_write_number(f, r->worst_ratio);
+    fprintf(f, ",\"accumulation\":\"%s\",\"suspect_ratio\":",
+            cc_accumulation_name(r->accumulation));
+    cc_json_write_number(f, r->suspect_ratio);
+    if (r->suspect)
+        fputs(",\"suspect\":true", f);
+    if (r->vacuous)
+        fputs(",\"vacuous\":true", f);
+    if (r->has_power) {
+        fputs(",\"power\":{\"k\":", f);
+        cc_json_write_number(f, r->power.k_fail);
+        fputs(",\"k_suspect\":", f);
+        cc_json_write_number(f, r->power.k_suspect);
+        fputs(",\"ulp\":", f);
+        cc_json_write_number(f, r->power.ulp_fail);
+        fputs(",\"ulp_suspect\":", f);
+        cc_json_write_number(f, r->power.ulp_suspect);
+        fputc('}', f);
+    }
     if (r->worst_output[0]) {
         fputs(",\"worst\":{\"output\":", f);
         cc_json_write_string(f, r->worst_output);
@@ -106,6 +124,11 @@ void cc_result_write_json(FILE *f, const cc_result *r)
 }
 
 /* ---- aggregation --------------------------------------------------------------------------- */
+
+const char *cc_report_accumulation(const cc_report *rep)
+{
+    return rep->mixed_accumulation ? "mixed" : cc_accumulation_name(rep->accumulation);
+}
 
 void cc_report_init(cc_report *rep)
 {
@@ -179,6 +202,9 @@ int cc_report_add(cc_report *rep, const cc_result *r)
     cc_report_row *row = find_row(rep, r);
     if (!row)
         return -1;
+    if (rep->cases == 0)
+        rep->accumulation = r->accumulation;
+    rep->mixed_accumulation |= r->accumulation != rep->accumulation;
     row->cases++;
     row->counts[r->status]++;
     if (r->sampled) {
@@ -186,10 +212,14 @@ int cc_report_add(cc_report *rep, const cc_result *r)
             row->least_fraction = r->checked_fraction;
         row->sampled++;
     }
+    row->vacuous += r->vacuous != 0;
+    row->suspect += r->suspect != 0;
     row->retried += r->retried != 0;
     cc_results_digest_add(&rep->digest, r);
     rep->cases++;
     rep->counts[r->status]++;
+    rep->vacuous += r->vacuous != 0;
+    rep->suspect += r->suspect != 0;
     rep->retried += r->retried != 0;
     if (!row->worst_line[0] || r->worst_ratio > row->worst_ratio) {
         row->worst_ratio = r->worst_ratio;
@@ -300,7 +330,9 @@ static void write_json(const cc_report *rep, FILE *f)
     for (int s = 0; s < CC_RES_COUNT; s++)
         fprintf(f, "%s\"%s\": %ld", s ? ", " : "", cc_result_status_name((cc_result_status)s),
                 rep->counts[s]);
-    fputs("},\n", f);
+    fprintf(f, "},\n  \"judgement\": {\"accumulation\": \"%s\", \"suspect_lambda\": %g, "
+               "\"vacuous\": %ld, \"suspect\": %ld},\n",
+            cc_report_accumulation(rep), CC_SUSPECT_LAMBDA, rep->vacuous, rep->suspect);
     if (rep->retried) /* only when it happened: other reports keep their bytes */
         fprintf(f, "  \"retried\": %ld,\n", rep->retried);
     fputs("  \"rows\": [\n", f);
@@ -323,6 +355,7 @@ static void write_json(const cc_report *rep, FILE *f)
         for (int s = 0; s < CC_RES_COUNT; s++)
             fprintf(f, ", \"%s\": %ld", cc_result_status_name((cc_result_status)s),
                     row->counts[s]);
+        fprintf(f, ", \"vacuous\": %ld, \"suspect\": %ld", row->vacuous, row->suspect);
         if (row->retried)
             fprintf(f, ", \"retried\": %ld", row->retried);
         fputs(", \"worst_ratio\": ", f);
@@ -569,6 +602,15 @@ static void write_markdown(const cc_report *rep, FILE *f)
     if (rep->provenance.present)
         fprintf(f, "- built from commit %s; cpu %s\n", rep->provenance.git_commit,
                 rep->provenance.cpu_model);
+    fprintf(f, "- judged: %s accumulation (%s); vacuous %ld (a bound that admits every value: "
+               "never evidence), suspect %ld (passing, but over the probabilistic bound, "
+               "lambda %g)\n",
+            cc_report_accumulation(rep),
+            rep->mixed_accumulation                 ? "results judged in both modes"
+            : rep->accumulation == CC_ACC_RELAXED ? "f16/bf16 sums folded in the dtype"
+                                                  : "f16/bf16 sums in float32, one rounding to "
+                                                    "the dtype",
+            rep->vacuous, rep->suspect, CC_SUSPECT_LAMBDA);
     for (int i = 0; i < rep->provenance.n_platforms; i++) {
         char facts[1024];
         cc_platform_summary(&rep->provenance.platforms[i], facts, sizeof facts);
@@ -579,17 +621,19 @@ static void write_markdown(const cc_report *rep, FILE *f)
     write_expectations_markdown(rep, f);
     fprintf(f, "\n## Rows, worst first\n\n");
     fprintf(f, "| op | dtype | device | platform | provider | vjpMode | cases | passed | failed | "
-               "unsupported | errors | worst ratio | worst case |\n");
-    fprintf(f, "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+               "unsupported | errors | vacuous | suspect | worst ratio | worst case |\n");
+    fprintf(f, "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (size_t k = 0; k < rep->n; k++) {
         const cc_report_row *row = &rep->rows[order[k]];
-        fprintf(f, "| %s | %s | %s | %s | %s | %s | %ld | %ld | %ld | %ld | %ld | %.3g | `%s` |\n",
+        fprintf(f,
+                "| %s | %s | %s | %s | %s | %s | %ld | %ld | %ld | %ld | %ld | %ld | %ld | %.3g | "
+                "`%s` |\n",
                 row->op, cc_dtype_name(row->dtype), cc_device_name(row->device),
                 row->platform[0] ? row->platform : "-", row->provider,
                 row->vjp_mode, row->cases, row->counts[CC_RES_PASS], row->counts[CC_RES_FAIL],
                 row->counts[CC_RES_UNSUPPORTED],
-                cc_count_errors(row->counts),
-                row->worst_ratio, row->worst_line);
+                cc_count_errors(row->counts), row->vacuous, row->suspect, row->worst_ratio,
+                row->worst_line);
     }
     free(order);
     int any = 0;

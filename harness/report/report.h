@@ -29,6 +29,7 @@ typedef struct {
     char vjp_mode[24];
     long counts[CC_RES_COUNT];
     long cases;
+    long vacuous, suspect; /* cases judged vacuous (never evidence), passing cases judged suspect */
     long retried; /* results that ran twice (cc_result.retried) */
     double worst_ratio;
     char worst_line[CC_CASE_LINE_MAX];
@@ -60,6 +61,11 @@ typedef struct {
     cc_report_row *rows;
     size_t n, cap;
     long cases, counts[CC_RES_COUNT];
+    long vacuous, suspect;
+    /* how the results were judged: the accumulation mode of the first, and whether another
+     * result had the other one (written "mixed") */
+    cc_accumulation accumulation;
+    int mixed_accumulation;
     long retried; /* results that ran twice: their first worker was killed from outside */
     /* timing: wall-clock figures of the session that wrote the report. They are kept apart
      * (JSON "timing" on one line of its own, Markdown "- timing:" line) so that reports of the
@@ -91,6 +97,8 @@ typedef struct {
 } cc_report;
 
 void cc_report_init(cc_report *rep);
+/* "strict", "relaxed", or "mixed" when the results were judged in both modes. */
+const char *cc_report_accumulation(const cc_report *rep);
 void cc_report_free(cc_report *rep);
 int cc_report_add(cc_report *rep, const cc_result *r);
 void cc_report_write_json_stream(const cc_report *rep, FILE *f);

@@ -155,6 +155,32 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         get_num(o, "worst_ratio", &r->worst_ratio, msg, len) ||
         get_num(o, "seconds", &r->seconds, msg, len))
         return -1;
+    char acc[16] = "strict"; /* a record without it predates relaxed judging */
+    if (get_text(o, "accumulation", acc, sizeof acc, 0, msg, len) ||
+        get_num(o, "suspect_ratio", &r->suspect_ratio, msg, len))
+        return -1;
+    if (cc_accumulation_parse(acc, &r->accumulation)) {
+        snprintf(msg, len, "unknown accumulation \"%s\"", acc);
+        return -1;
+    }
+    if ((cc_json_get(o, "suspect") && cc_json_bool(o, "suspect", &r->suspect)) ||
+        (cc_json_get(o, "vacuous") && cc_json_bool(o, "vacuous", &r->vacuous))) {
+        snprintf(msg, len, "\"suspect\"/\"vacuous\" are not true/false");
+        return -1;
+    }
+    const cc_json *pw = cc_json_get(o, "power");
+    if (pw) {
+        r->has_power = 1;
+        cc_power_init(&r->power);
+        if (pw->type != CC_JSON_OBJECT || get_num(pw, "k", &r->power.k_fail, msg, len) ||
+            get_num(pw, "k_suspect", &r->power.k_suspect, msg, len) ||
+            get_num(pw, "ulp", &r->power.ulp_fail, msg, len) ||
+            get_num(pw, "ulp_suspect", &r->power.ulp_suspect, msg, len)) {
+            if (pw->type != CC_JSON_OBJECT)
+                snprintf(msg, len, "\"power\" is not an object");
+            return -1;
+        }
+    }
     if (!(r->seconds >= 0 && isfinite(r->seconds))) { /* a duration; written as a plain number */
         snprintf(msg, len, "\"seconds\" is not a finite duration");
         return -1;

@@ -1,26 +1,61 @@
 #include "harness/run/compare.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "core/dtype.h"
 
-/* u is the provider's roundoff plus the oracle's own: the float64 reference performs the same
- * kind of rounded steps, so for an f64 case its error is as large as the provider's and both
- * must fit (for f32 and narrower the 2^-53 term is negligible). */
+const char *cc_accumulation_name(cc_accumulation a)
+{
+    return a == CC_ACC_RELAXED ? "relaxed" : "strict";
+}
+
+int cc_accumulation_parse(const char *s, cc_accumulation *out)
+{
+    if (s && strcmp(s, "strict") == 0)
+        *out = CC_ACC_STRICT;
+    else if (s && strcmp(s, "relaxed") == 0)
+        *out = CC_ACC_RELAXED;
+    else
+        return -1;
+    return 0;
+}
+
+const char *cc_judging_describe(cc_accumulation acc, int power)
+{
+    if (power)
+        return acc == CC_ACC_RELAXED ? "relaxed, power" : "strict, power";
+    return cc_accumulation_name(acc);
+}
+
 cc_bound_model cc_bound_for(cc_dtype t, double c_op)
 {
     return cc_bound_for_compute(t, 0.0, c_op);
 }
 
-/* A declared compute roundoff replaces u(dtype) only when it is coarser: the output is rounded
- * to the dtype whatever the arithmetic was. The floor stays the dtype's (TF32 has f32's
- * exponent range). */
 cc_bound_model cc_bound_for_compute(cc_dtype t, double compute_u, double c_op)
 {
+    return cc_bound_for_judging(t, compute_u, c_op, CC_ACC_STRICT);
+}
+
+/* u is the provider's roundoff plus the oracle's own: the float64 reference performs the same
+ * kind of rounded steps, so for an f64 case its error is as large as the provider's and both
+ * must fit (for f32 and narrower the 2^-53 term is negligible). A declared compute roundoff replaces u(dtype) only when it is coarser: the output is rounded
+ * to the dtype whatever the arithmetic was. The floor stays the dtype's (TF32 has f32's
+ * exponent range). Strict f16/bf16 accumulate in float32: u_acc is float32's roundoff (or the
+ * declared one, when coarser). */
+cc_bound_model cc_bound_for_judging(cc_dtype t, double compute_u, double c_op,
+                                    cc_accumulation acc)
+{
+    double oracle = cc_unit_roundoff(CC_F64);
     double u = cc_unit_roundoff(t);
     if (compute_u > u)
         u = compute_u;
-    cc_bound_model m = {c_op, u + cc_unit_roundoff(CC_F64), cc_smallest_normal(t), 0};
+    double u_acc = u;
+    if (acc == CC_ACC_STRICT && (t == CC_F16 || t == CC_BF16))
+        u_acc = fmax(compute_u, cc_unit_roundoff(CC_F32));
+    cc_bound_model m = {c_op, u + oracle, cc_smallest_normal(t), u_acc + oracle,
+                        CC_SUSPECT_LAMBDA, 0};
     return m;
 }
 
@@ -29,14 +64,28 @@ int cc_compute_roundoff_valid(double compute_u)
     return compute_u >= 0.0 && compute_u <= CC_MAX_COMPUTE_ROUNDOFF;
 }
 
-double cc_element_ratio(double expected, double got, double mag, cc_dtype t,
-                        const cc_bound_model *m, double *bound_out)
+/* c_op * (u_acc * a + u * dtype) + floor, or c_op * u * a + floor when the accumulation is the
+ * dtype's own (a is m_i for the bound, lambda * prob_i for the suspect bound). */
+static double split_bound(const cc_bound_model *m, double a, double dtype)
 {
-    double bound = m->c_op * m->u * mag + m->floor;
-    if (isnan(bound)) /* a magnitude that is not a number: hold the element to the floor */
-        bound = m->floor;
-    if (bound_out)
-        *bound_out = bound;
+    double b = m->u_acc < m->u ? m->c_op * (m->u_acc * a + m->u * dtype) + m->floor
+                               : m->c_op * m->u * a + m->floor;
+    return isnan(b) ? m->floor : b; /* a magnitude that is not a number: hold it to the floor */
+}
+
+double cc_element_bound(const cc_bound_model *m, cc_element_mag mag)
+{
+    return split_bound(m, mag.worst, mag.dtype);
+}
+
+double cc_element_suspect_bound(const cc_bound_model *m, cc_element_mag mag)
+{
+    return split_bound(m, m->lambda * mag.prob, mag.dtype);
+}
+
+double cc_element_ratio_of(double expected, double got, double bound, cc_dtype t,
+                           const cc_bound_model *m)
+{
     if (m->nonfinite_alike && !isfinite(expected))
         return isfinite(got) ? INFINITY : 0.0;
     if (isnan(expected) || isnan(got))
@@ -54,13 +103,38 @@ double cc_element_ratio(double expected, double got, double mag, cc_dtype t,
     return fabs(got - expected) / bound;
 }
 
-void cc_compare(const double *expected, const double *mag, const cc_view *got,
+double cc_element_ratio(double expected, double got, double mag, cc_dtype t,
+                        const cc_bound_model *m, double *bound_out)
+{
+    double bound = cc_element_bound(m, (cc_element_mag){mag, mag, mag});
+    if (bound_out)
+        *bound_out = bound;
+    return cc_element_ratio_of(expected, got, bound, t, m);
+}
+
+cc_element_mag cc_element_mag_at(const ref_mag *mag, int64_t i)
+{
+    double w = mag->worst[i];
+    return (cc_element_mag){w, mag->dtype ? mag->dtype[i] : w, mag->prob ? mag->prob[i] : w};
+}
+
+int cc_bound_is_vacuous(double expected, double bound, double out_max, cc_dtype t,
+                        const cc_bound_model *m)
+{
+    if (!isfinite(expected))
+        return 0;
+    double a = fabs(expected);
+    return bound >= cc_max_finite(t) + a ||
+           (out_max > 0 && bound - m->floor >= a + out_max);
+}
+
+void cc_compare(const double *expected, const ref_mag *mag, const cc_view *got,
                 const cc_bound_model *m, cc_comparison *out)
 {
     cc_compare_at(expected, mag, NULL, 0, got, m, out);
 }
 
-void cc_compare_at(const double *expected, const double *mag, const int64_t *at, int64_t count,
+void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at, int64_t count,
                    const cc_view *got, const cc_bound_model *m, cc_comparison *out)
 {
     int64_t n = 1;
@@ -68,11 +142,19 @@ void cc_compare_at(const double *expected, const double *mag, const int64_t *at,
         n *= got->shape[i];
     if (at)
         n = count;
+    memset(out, 0, sizeof *out);
     out->n = n;
-    out->n_over = out->n_nan_mismatch = 0;
-    out->worst_ratio = 0.0;
     out->worst_index = n > 0 ? (at ? at[0] : 0) : -1;
-    out->expected = out->got = out->bound = out->magnitude = 0.0;
+    /* the output's own magnitude: its largest value beyond the oracle's own float64 error (an
+     * output that is zero in exact arithmetic comes out of the reference as +-1e-17); on a
+     * sampled check, the largest among the picks */
+    double out_max = 0.0, oracle = 2.0 * m->c_op * cc_unit_roundoff(CC_F64);
+    for (int64_t i = 0; i < n; i++) {
+        double a = fabs(expected[i]);
+        if (isfinite(a) && a > out_max && !(a <= oracle * mag->worst[i]))
+            out_max = a;
+    }
+    int64_t n_finite = 0;
     enum { CHUNK = 256 };
     double g[CHUNK];
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
@@ -84,19 +166,28 @@ void cc_compare_at(const double *expected, const double *mag, const int64_t *at,
             cc_load_array(got->dtype, got->data, i0, 1, g, len);
         for (int64_t k = 0; k < len; k++) {
             int64_t i = i0 + k;
-            double bound, r = cc_element_ratio(expected[i], g[k], mag[i], got->dtype, m, &bound);
+            cc_element_mag em = cc_element_mag_at(mag, i);
+            double bound = cc_element_bound(m, em);
+            double r = cc_element_ratio_of(expected[i], g[k], bound, got->dtype, m);
+            double rs = cc_element_ratio_of(expected[i], g[k], cc_element_suspect_bound(m, em),
+                                            got->dtype, m);
             if (r > 1.0)
                 out->n_over++;
             if (isnan(expected[i]) != isnan(g[k]))
                 out->n_nan_mismatch++;
+            if (rs > out->suspect_ratio)
+                out->suspect_ratio = rs;
+            n_finite += isfinite(expected[i]) != 0;
+            out->n_vacuous += cc_bound_is_vacuous(expected[i], bound, out_max, got->dtype, m);
             if (r > out->worst_ratio || i == 0) {
                 out->worst_ratio = r;
                 out->worst_index = at ? at[i] : i;
                 out->expected = expected[i];
                 out->got = g[k];
                 out->bound = bound;
-                out->magnitude = mag[i];
+                out->magnitude = em.worst;
             }
         }
     }
+    out->vacuous = n_finite > 0 && out->n_vacuous == n_finite;
 }

@@ -25,6 +25,13 @@ typedef struct cc_plugin cc_plugin;
  * providers (cc_builtin_providers: a plugin may not take their evidence by name). A version-1
  * table is copied up to vjp_mode only (its compute_roundoff is NULL). */
 cc_plugin *cc_plugin_open(const char *path, char *msg, size_t msg_len);
+/* The same, loading the library first in a child process (its constructors and entry point run
+ * there): a crash, an exit or a hang past limit_s seconds (0: CC_PLUGIN_LOAD_LIMIT_S; never less
+ * than CC_PLUGIN_LOAD_MIN_S) there is a refusal naming what happened, and the library is never
+ * loaded into capcheck. cc_plugin_open is this with limit_s 0. */
+#define CC_PLUGIN_LOAD_LIMIT_S 60.0
+#define CC_PLUGIN_LOAD_MIN_S 5.0
+cc_plugin *cc_plugin_open_within(const char *path, double limit_s, char *msg, size_t msg_len);
 const cc_provider *cc_plugin_provider(const cc_plugin *pl);
 const char *cc_plugin_path(const cc_plugin *pl);
 /* dlclose and free (NULL is fine). The provider table is invalid afterwards. */

@@ -122,11 +122,12 @@ static int zt_sources(const cc_case *c, const cc_inputs *in, int with_g, cc_zt_s
     return k;
 }
 
-/* The case's bound model: its dtype and compute roundoff, and the non-finite rule of the NaN and
- * Inf edge classes (compare.h). */
-static cc_bound_model case_bound(const cc_case *c, double compute_u, double c_op)
+/* The case's bound model: its dtype, compute roundoff and accumulation mode, and the non-finite
+ * rule of the NaN and Inf edge classes (compare.h). */
+static cc_bound_model case_bound(const cc_case *c, double compute_u, double c_op,
+                                 cc_accumulation acc)
 {
-    cc_bound_model bm = cc_bound_for_compute(c->dtype, compute_u, c_op);
+    cc_bound_model bm = cc_bound_for_judging(c->dtype, compute_u, c_op, acc);
     bm.nonfinite_alike = (c->edges & (1u << CC_EDGE_NAN | 1u << CC_EDGE_INF)) != 0;
     return bm;
 }
@@ -137,6 +138,7 @@ typedef struct {
     const cc_case *c;
     const cc_call *call;
     cc_inputs *in;
+    const cc_run_options *o;
     const ref_params *params; /* the case's, with the reference's threads */
     int sampled;              /* the reference at a sample of the elements (harness/run/sample.h) */
     int threads;              /* for the sampled reference's picks */
@@ -218,16 +220,19 @@ static int guard_spoiled(case_run *cr)
 }
 
 /* The reference of one output under judgement: every element (at == NULL), or the picked
- * elements of a sampled check (at[e] the flat index of expected[e] and mag[e]). */
+ * elements of a sampled check (at[e] the flat index of expected[e] and of element e of mag's
+ * planes). */
 typedef struct {
-    const double *expected, *mag;
+    const double *expected;
+    const ref_mag *mag;
     const int64_t *at;
     int64_t count;
 } expected_values;
 
 /* Judge the provider's output `got` (named `what`, of shape `shape`) of call k against the
- * reference: its bound ratio into *ratio (the largest over the calls), and on the first call the
- * probed element and the zero-trust checks. */
+ * reference: its bound ratio into *ratio (the largest over the calls), and on the first call
+ * what every compared output adds beyond its ratio (the suspect ratio, vacuity, with --power the
+ * detection power), the probed element and the zero-trust checks. */
 static void judge(case_run *cr, int k, const char *what, const ref_shape *shape, const cc_view *got,
                   const expected_values *ev, const cc_bound_model *bm, double c_op, int with_g,
                   double *ratio)
@@ -240,6 +245,12 @@ static void judge(case_run *cr, int k, const char *what, const ref_shape *shape,
     note_worst(cr->r, c, cr->in, &cmp, what, shape);
     if (k > 0)
         return;
+    cc_result *r = cr->r;
+    if (cmp.suspect_ratio > r->suspect_ratio)
+        r->suspect_ratio = cmp.suspect_ratio;
+    r->vacuous |= cmp.vacuous;
+    if (cr->o->power)
+        cc_power_of_check_at(ev->expected, ev->mag, ev->at, ev->count, got, bm, &r->power);
     cc_probe *probe = cr->probe;
     if (probe && strcmp(probe->output, what) == 0) { /* the probed element, if judged here */
         int64_t e = -1;
@@ -251,15 +262,16 @@ static void judge(case_run *cr, int k, const char *what, const ref_shape *shape,
         if (e >= 0) {
             probe->found = 1;
             probe->got = cc_load(got->dtype, got->data, probe->index);
-            probe->ratio = cc_element_ratio(probe->compare_with, probe->got, ev->mag[e],
-                                            got->dtype, bm, NULL);
+            double bound = cc_element_bound(bm, cc_element_mag_at(ev->mag, e));
+            probe->ratio = cc_element_ratio_of(probe->compare_with, probe->got, bound,
+                                               got->dtype, bm);
         }
     }
     cc_zt_source src[REF_MAX_INPUTS + 1];
     int ns = zt_sources(c, cr->in, with_g, src);
     if (!cr->zt[0])
-        cc_zero_trust_at(what, ev->expected, ev->mag, ev->at, ev->count, c_op, got, src, ns,
-                         cr->zt, sizeof cr->zt);
+        cc_zero_trust_at(what, ev->expected, ev->mag->worst, ev->at, ev->count, c_op, got, src,
+                         ns, cr->zt, sizeof cr->zt);
 }
 
 /* A sampled check's picks of one output: its plan, every element where the provider wrote NaN
@@ -285,8 +297,8 @@ static int sample_picks(const cc_case *c, int wrt, const ref_shape *s, const cc_
     if (cc_sample_add(plan, extra, ne))
         return -1;
     *pk = (ref_picks){plan->count, plan->at, malloc(sizeof(double) * (size_t)(plan->count + 1)),
-                      malloc(sizeof(double) * (size_t)(plan->count + 1))};
-    return pk->v && pk->mag ? 0 : -1;
+                      {NULL, NULL, NULL}};
+    return pk->v && !ref_mag_alloc(plan->count, &pk->mag) ? 0 : -1;
 }
 
 /* The reference at the picks: the output's (vjp 0: pk[0]) or every gradient's at once (vjp 1:
@@ -311,7 +323,9 @@ static void picks_part(void *ctx, int64_t lo, int64_t hi)
             const ref_picks *w = &j->pk[k];
             int64_t a = w->count * t / j->parts, b = w->count * (t + 1) / j->parts;
             part[k] = (ref_picks){b - a, w->at ? w->at + a : NULL, w->v ? w->v + a : NULL,
-                                  w->mag ? w->mag + a : NULL};
+                                  {w->mag.worst ? w->mag.worst + a : NULL,
+                                   w->mag.dtype ? w->mag.dtype + a : NULL,
+                                   w->mag.prob ? w->mag.prob + a : NULL}};
         }
         ref_status st = j->vjp ? op->vjp_at(j->params, j->c->n_in, j->in->ref_in, &j->in->g, part)
                                : op->forward_at(j->params, j->c->n_in, j->in->ref_in, part);
@@ -331,6 +345,9 @@ static int evaluate_picks(const cc_case *c, const cc_inputs *in, int vjp, int th
     int parts = threads < 1 ? 1 : (int64_t)threads > most / 64 + 1 ? (int)(most / 64 + 1) : threads;
     picks_job j = {c, &params, in, vjp, parts, pk, 0};
     ref_parallel_for(parts, parts, 1, picks_part, &j);
+    for (int k = 0; k < (vjp ? c->n_in : 1); k++) /* planes an op left NaN read as worst */
+        if (pk[k].mag.worst)
+            ref_mag_complete(&pk[k].mag, pk[k].count);
     return j.failed ? -1 : 0;
 }
 
@@ -348,7 +365,7 @@ static void sampled_ref_free(sampled_ref *s)
     for (int i = 0; i < s->n; i++) {
         cc_sample_free(&s->plan[i]);
         free(s->pk[i].v);
-        free(s->pk[i].mag);
+        ref_mag_free(&s->pk[i].mag);
     }
     memset(s, 0, sizeof *s);
 }
@@ -406,7 +423,7 @@ static void note_sample(cc_result *r, const cc_sample *plan)
     }
 }
 
-static void run_forward(case_run *cr, const ref_tensor *y, const double *mag)
+static void run_forward(case_run *cr, const ref_tensor *y, const ref_mag *mag)
 {
     const cc_case *c = cr->c;
     cc_inputs *in = cr->in;
@@ -416,7 +433,7 @@ static void run_forward(case_run *cr, const ref_tensor *y, const double *mag)
     sampled_ref sr;
     memset(&sr, 0, sizeof sr);
     char what[1][32] = {"y"};
-    cc_bound_model bm = case_bound(c, cr->cu, c->op->c_fwd);
+    cc_bound_model bm = case_bound(c, cr->cu, c->op->c_fwd, cr->o->accumulation);
     for (int k = 0; k < cr->repeats && r->status == CC_RES_PASS; k++) {
         if (place_for_call(cr, k, "forward"))
             break;
@@ -437,7 +454,7 @@ static void run_forward(case_run *cr, const ref_tensor *y, const double *mag)
         }
         expected_values ev = {y->v, mag, NULL, 0};
         if (cr->sampled) {
-            ev = (expected_values){sr.pk[0].v, sr.pk[0].mag, sr.plan[0].at, sr.plan[0].count};
+            ev = (expected_values){sr.pk[0].v, &sr.pk[0].mag, sr.plan[0].at, sr.plan[0].count};
             if (k == 0)
                 note_sample(r, &sr.plan[0]);
         }
@@ -461,7 +478,8 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
     cc_result *r = cr->r;
     const ref_op *op = c->op;
     ref_tensor grad[REF_MAX_INPUTS];
-    double *gmag[REF_MAX_INPUTS] = {0};
+    ref_mag gmag[REF_MAX_INPUTS];
+    memset(gmag, 0, sizeof gmag);
     cc_view first[REF_MAX_INPUTS];
     int data[REF_MAX_INPUTS] = {0}; /* the inputs that have a gradient */
     char what[REF_MAX_INPUTS][32];
@@ -481,8 +499,7 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
             continue;
         int64_t n = ref_numel(&c->shape[i]);
         grad[i].v = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-        gmag[i] = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
-        if (!grad[i].v || !gmag[i])
+        if (!grad[i].v || ref_mag_alloc(n, &gmag[i]))
             fail = 1;
     }
     if (fail) {
@@ -496,7 +513,10 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
         snprintf(r->message, sizeof r->message, "reference VJP failed");
         goto done;
     }
-    cc_bound_model bm = case_bound(c, cr->cu, op->c_vjp);
+    for (int i = 0; i < c->n_in; i++)
+        if (grad[i].v)
+            ref_mag_complete(&gmag[i], ref_numel(&c->shape[i]));
+    cc_bound_model bm = case_bound(c, cr->cu, op->c_vjp, cr->o->accumulation);
     for (int k = 0; k < cr->repeats && r->status == CC_RES_PASS; k++) {
         if (place_for_call(cr, k, "vjp"))
             break;
@@ -521,9 +541,9 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
             for (int i = 0; i < c->n_in; i++) {
                 if (!data[i])
                     continue;
-                expected_values ev = {grad[i].v, gmag[i], NULL, 0};
+                expected_values ev = {grad[i].v, &gmag[i], NULL, 0};
                 if (cr->sampled) {
-                    ev = (expected_values){sr.pk[i].v, sr.pk[i].mag, sr.plan[i].at,
+                    ev = (expected_values){sr.pk[i].v, &sr.pk[i].mag, sr.plan[i].at,
                                            sr.plan[i].count};
                     if (k == 0)
                         note_sample(r, &sr.plan[i]);
@@ -545,7 +565,7 @@ done:
     sampled_ref_free(&sr);
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
         free(grad[i].v);
-        free(gmag[i]);
+        ref_mag_free(&gmag[i]);
         cc_guard_free(&in->mem, first[i].data);
     }
 }
@@ -585,6 +605,10 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
         o = &defaults;
     double t0 = cc_monotonic_seconds();
     cc_result_begin(p, c, r);
+    r->accumulation = o->accumulation;
+    r->has_power = o->power;
+    if (o->power)
+        cc_power_init(&r->power);
     int threads = o->threads > 1 ? o->threads : 1;
 
     cc_inputs in;
@@ -601,7 +625,7 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
     params.threads = threads;
     int64_t ny = r->elements;
     ref_tensor y = {in.out_shape, NULL};
-    double *mag = NULL;
+    ref_mag mag = {NULL, NULL, NULL};
     cc_call call = {c->op->name, &c->params, c->device, c->dtype, c->n_in, in.view};
     case_run cr;
     memset(&cr, 0, sizeof cr);
@@ -609,6 +633,7 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
     cr.c = c;
     cr.call = &call;
     cr.in = &in;
+    cr.o = o;
     cr.params = &params;
     cr.sampled = cc_sampling_chosen(c, o->ref, &in);
     cr.threads = threads;
@@ -623,8 +648,10 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
     ref_status rs = REF_OK;
     if (!cr.sampled) { /* the full reference forward (the VJP reads y) */
         y.v = calloc((size_t)(ny > 0 ? ny : 1), sizeof(double));
-        mag = calloc((size_t)(ny > 0 ? ny : 1), sizeof(double));
-        rs = y.v && mag ? c->op->forward(&params, c->n_in, in.ref_in, &y, mag) : REF_ENOMEM;
+        int no_mag = ref_mag_alloc(ny, &mag);
+        rs = y.v && !no_mag ? c->op->forward(&params, c->n_in, in.ref_in, &y, &mag) : REF_ENOMEM;
+        if (rs == REF_OK)
+            ref_mag_complete(&mag, ny);
     }
     if (rs != REF_OK) {
         r->status = CC_RES_ERROR;
@@ -639,7 +666,7 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
     } else {
         cc_result_status vjp_status = CC_RES_PASS;
         if (c->check != CC_CHECK_VJP)
-            run_forward(&cr, &y, mag);
+            run_forward(&cr, &y, &mag);
         int forward_failed = r->status == CC_RES_PASS && r->checked_fwd &&
                              (cr.zt[0] || r->fwd_ratio > 1.0);
         if (r->status == CC_RES_PASS && c->check != CC_CHECK_FWD && c->op->vjp)
@@ -679,13 +706,14 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
             snprintf(r->message + used, sizeof r->message - used, "; and the VJP was %s (%s)",
                      cc_result_status_name(vjp_status), vjp_said);
         }
+        r->suspect = r->status == CC_RES_PASS && r->suspect_ratio > 1.0;
     }
     if (r->sampled)
         r->checked_fraction = r->sample_total > 0 ? (double)r->sample_checked /
                                                         (double)r->sample_total
                                                   : 0.0;
     free(y.v);
-    free(mag);
+    ref_mag_free(&mag);
     cc_inputs_free(&in);
     r->seconds = cc_monotonic_seconds() - t0;
 }

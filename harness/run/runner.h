@@ -7,6 +7,8 @@
 #include <stdint.h>
 
 #include "harness/case/case.h"
+#include "harness/run/compare.h"
+#include "harness/run/power.h"
 
 typedef enum {
     CC_RES_PASS = 0,
@@ -30,6 +32,8 @@ typedef struct {
                                            none */
     int threads;        /* for drawing inputs and the reference (<= 1: this thread only) */
     cc_ref_mode ref;    /* the run's --ref: CC_REF_AUTO leaves each case's own ref= */
+    cc_accumulation accumulation; /* how f16/bf16 sums are judged (compare.h); 0: strict */
+    int power;                    /* also measure each case's detection power (power.h) */
 } cc_run_options;
 
 /* Witnesses (harness/run/witness.h): other providers run on a case the primary did not pass, so a
@@ -75,6 +79,14 @@ typedef struct {
     char worst_index[96];      /* multi-index, e.g. [1,2] */
     char worst_inputs[256];    /* inputs at that index where their shape matches */
     double expected, got, bound;
+    /* how it was judged (compare.h): f16/bf16 accumulation strict or relaxed; the worst error
+     * over the suspect bound, and whether a passing case exceeds it there; whether an output or
+     * gradient had a vacuous bound at every element (never evidence) */
+    cc_accumulation accumulation;
+    double suspect_ratio;
+    int suspect, vacuous;
+    int has_power;  /* run with --power: the detection power figures (power.h) */
+    cc_power power;
     int64_t elements; /* output elements */
     int repeat;       /* provider calls per check (--repeat); 0 or 1: one, and not recorded */
     double seconds;

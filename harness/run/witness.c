@@ -40,10 +40,12 @@ void cc_witness_run(const cc_provider *w, const cc_case *c, const cc_run_options
     cc_probe probe = *asked;
     probe.found = 0;
     cc_result r;
-    cc_run_options mine = {0}; /* one call, guarded: only the run's reference settings carry */
+    cc_run_options mine = {0}; /* one call, guarded; the run's reference settings, judged as the
+                                  primary is */
     if (o) {
         mine.threads = o->threads;
         mine.ref = o->ref;
+        mine.accumulation = o->accumulation;
     }
     cc_run_case_probed(w, c, &mine, &probe, &r);
     memset(out, 0, sizeof *out);

@@ -35,8 +35,8 @@ int cc_verdict_parse(const char *s, cc_three_way_verdict *out);
 int cc_witness_wanted(const cc_result *primary);
 /* What a witness is asked: the primary's worst element and value (output "" when it has none). */
 void cc_witness_probe_of(const cc_result *primary, cc_probe *probe);
-/* Run case c on witness provider w (initialised) with the probe, under the run's reference
- * threads and --ref from o (NULL: defaults); describe what it gave. */
+/* Run case c on witness provider w (initialised) with the probe, one guarded call under the run's
+ * reference threads, --ref and accumulation mode from o (NULL: defaults); describe what it gave. */
 void cc_witness_run(const cc_provider *w, const cc_case *c, const cc_run_options *o,
                     const cc_probe *asked, cc_witness *out);
 /* A witness that gave no result of its own (it cannot run on the device, or its worker crashed

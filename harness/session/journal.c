@@ -75,6 +75,8 @@ int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t 
     cc_json_write_string(f, ri->case_files);
     fprintf(f, ",\n  \"base_seed\": %llu,\n  \"command\": ", ri->base_seed);
     cc_json_write_string(f, ri->command);
+    fputs(",\n  \"judging\": ", f);
+    cc_json_write_string(f, ri->judging);
     if (ri->witnesses[0]) {
         fputs(",\n  \"witnesses\": ", f);
         cc_json_write_string(f, ri->witnesses);
@@ -144,6 +146,8 @@ int cc_run_info_read(const char *dir, cc_run_info *ri, char *msg, size_t msg_len
             snprintf(ri->command, sizeof ri->command, "%s", s);
         if (!cc_json_string(o, "witnesses", &s))
             snprintf(ri->witnesses, sizeof ri->witnesses, "%s", s);
+        snprintf(ri->judging, sizeof ri->judging, "%s",
+                 cc_json_string(o, "judging", &s) ? "strict" : s);
         cc_repro_from_json(cc_json_get(o, "repro"), &ri->repro);
         if (!cc_json_string(o, "cpu_capability", &s))
             snprintf(ri->cpu_levels, sizeof ri->cpu_levels, "%s", s);

@@ -3,8 +3,11 @@
  *   DIR/run.json       the identity of the run, written (atomically) when it starts:
  *                      {"schema":"capcheck-run/1", "cases":N, "case_list_hash":"fnv1a64:...",
  *                       "provider":..., "provider_description":..., "case_files":...,
- *                       "base_seed":..., "command":...[, "witnesses":"openblas,reference"]
+ *                       "base_seed":..., "command":..., "judging":"strict"
+ *                       [, "witnesses":"openblas,reference"]
  *                       [, "cpu_capability":"avx2,default"][, "platforms":[...]]}
+ *                      judging: the accumulation mode, ", power" added for --power (a run.json
+ *                      without it is a strict run of a capcheck that had no other).
  *                      With --cpu-capability, the run is every case once per level, level by
  *                      level: record index = level position x cases + case index. "platforms"
  *                      (harness/run/platform.h) grows as each level's workers report theirs, so a
@@ -54,6 +57,7 @@ typedef struct {
     unsigned long long base_seed;
     char witnesses[256]; /* the witness providers' names, comma-separated; "" (and no member in
                             run.json) for a run without witnesses */
+    char judging[32];    /* "strict", "relaxed", "strict, power", ... (cc_judging_describe) */
     char cpu_levels[128]; /* --cpu-capability, the levels in run order ("" without it) */
     int n_platforms;      /* the platforms the run's workers reported, in level order */
     cc_platform platforms[CC_MAX_PLATFORMS];

@@ -130,6 +130,22 @@ static void level_names(const cc_session_opts *o, char *buf, size_t n)
                                  cc_level_name(o->cpu_levels[k]));
 }
 
+/* run.json's `was` and this command's `now` of one field must agree for a resume: 0, or -1 with
+ * msg "DIR/run.json is a run <ran> 'was'; this command <asks> 'now': resume with the same
+ * <same>, or start a new run without --resume" ("" shown as "(none)"). */
+static int refuse_other(const cc_session_opts *o, const char *ran, const char *was,
+                        const char *asks, const char *now, const char *same, char *msg,
+                        size_t len)
+{
+    if (strcmp(was, now) == 0)
+        return 0;
+    snprintf(msg, len,
+             "%s/run.json is a run %s '%s'; this command %s '%s': resume with the same %s, or "
+             "start a new run without --resume",
+             o->out_dir, ran, was[0] ? was : "(none)", asks, now[0] ? now : "(none)", same);
+    return -1;
+}
+
 /* Check that DIR/run.json describes this run; -1 with msg when it does not. */
 static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint64_t hash,
                           char *msg, size_t len)
@@ -143,31 +159,19 @@ static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint
                  (unsigned long long)was->case_hash, o->n_cases, (unsigned long long)hash);
         return -1;
     }
-    if (strcmp(was->provider, o->provider->name) != 0) {
-        snprintf(msg, len,
-                 "%s/run.json is a run on provider '%s'; this command asks for '%s': resume "
-                 "with the same provider, or start a new run without --resume",
-                 o->out_dir, was->provider, o->provider->name);
+    char witnesses[256], levels[256];
+    witness_names(o, witnesses, sizeof witnesses);
+    level_names(o, levels, sizeof levels);
+    if (refuse_other(o, "on provider", was->provider, "asks for", o->provider->name, "provider",
+                     msg, len) ||
+        refuse_other(o, "judged", was->judging, "judges",
+                     cc_judging_describe(o->run.accumulation, o->run.power),
+                     "--accumulation and --power", msg, len) ||
+        refuse_other(o, "with witnesses", was->witnesses, "names", witnesses, "--witness", msg,
+                     len) ||
+        refuse_other(o, "at --cpu-capability", was->cpu_levels, "asks for", levels, "levels",
+                     msg, len))
         return -1;
-    }
-    char names[256];
-    witness_names(o, names, sizeof names);
-    if (strcmp(was->witnesses, names) != 0) {
-        snprintf(msg, len,
-                 "%s/run.json is a run with witnesses '%s'; this command names '%s': resume "
-                 "with the same --witness, or start a new run without --resume",
-                 o->out_dir, was->witnesses, names);
-        return -1;
-    }
-    level_names(o, names, sizeof names);
-    if (strcmp(was->cpu_levels, names) != 0) {
-        snprintf(msg, len,
-                 "%s/run.json is a run at --cpu-capability '%s'; this command asks for '%s': "
-                 "resume with the same levels, or start a new run without --resume",
-                 o->out_dir, was->cpu_levels[0] ? was->cpu_levels : "(none)",
-                 names[0] ? names : "(none)");
-        return -1;
-    }
     return 0;
 }
 
@@ -419,6 +423,8 @@ int cc_session_run(const cc_session_opts *o)
                 snprintf(info.command, sizeof info.command, "%s", o->command ? o->command : "");
                 info.base_seed = o->base_seed;
                 witness_names(o, info.witnesses, sizeof info.witnesses);
+                snprintf(info.judging, sizeof info.judging, "%s",
+                         cc_judging_describe(o->run.accumulation, o->run.power));
                 level_names(o, info.cpu_levels, sizeof info.cpu_levels);
                 grew = 1;
             }

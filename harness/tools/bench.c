@@ -28,7 +28,7 @@ typedef struct {
     int fwd, vjp; /* which calls the case makes (its check= and whether the op has a VJP) */
     cc_view out, grads[REF_MAX_INPUTS];
     ref_tensor y, grad[REF_MAX_INPUTS];
-    double *mag, *gmag[REF_MAX_INPUTS];
+    ref_mag mag, gmag[REF_MAX_INPUTS];
     /* a case the run samples (harness/run/sample.h): the reference loop evaluates these picks of
      * the output (plan[0]) and of each gradient (plan[1 + i]), values into picks[] */
     int sampled;
@@ -54,16 +54,16 @@ static void prepared_free(prepared *pc)
     cc_inputs_free(&pc->in);
     cc_free_big(pc->out.data);
     free(pc->y.v);
-    free(pc->mag);
+    ref_mag_free(&pc->mag);
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
         cc_free_big(pc->grads[i].data);
         free(pc->grad[i].v);
-        free(pc->gmag[i]);
+        ref_mag_free(&pc->gmag[i]);
     }
     for (int k = 0; k <= REF_MAX_INPUTS; k++) {
         cc_sample_free(&pc->plan[k]);
         free(pc->picks[k].v);
-        free(pc->picks[k].mag);
+        ref_mag_free(&pc->picks[k].mag);
     }
 }
 
@@ -103,7 +103,7 @@ static ref_status reference_calls(prepared *pc)
             rs = c->op->vjp_at(&c->params, c->n_in, pc->in.ref_in, &pc->in.g, &pc->picks[1]);
         return rs;
     }
-    ref_status rs = c->op->forward(&c->params, c->n_in, pc->in.ref_in, &pc->y, pc->mag);
+    ref_status rs = c->op->forward(&c->params, c->n_in, pc->in.ref_in, &pc->y, &pc->mag);
     if (rs == REF_OK && pc->vjp)
         rs = c->op->vjp(&c->params, c->n_in, pc->in.ref_in, &pc->y, &pc->in.g, pc->grad,
                         pc->gmag);
@@ -128,8 +128,7 @@ static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t
     pc->call = (cc_call){c->op->name, &c->params, c->device, c->dtype, c->n_in, pc->in.view};
     int64_t ny = ref_numel(&pc->in.out_shape);
     pc->y = (ref_tensor){pc->in.out_shape, zeros(ny)};
-    pc->mag = zeros(ny);
-    if (!pc->y.v || !pc->mag || cc_alloc_output(c->dtype, &pc->in.out_shape, &pc->out))
+    if (!pc->y.v || ref_mag_alloc(ny, &pc->mag) || cc_alloc_output(c->dtype, &pc->in.out_shape, &pc->out))
         return -1;
     pc->sampled = cc_sampling_chosen(c, run->ref, &pc->in);
     for (int k = -1; pc->sampled && k < c->n_in; k++) {
@@ -138,9 +137,10 @@ static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t
             continue; /* no gradient: no picks */
         if (cc_sample_plan(c, k, k < 0 ? &pc->in.out_shape : &c->shape[k], s))
             return -1;
-        pc->picks[k + 1] = (ref_picks){s->count, s->at, malloc(sizeof(double) * (size_t)(s->count + 1)),
-                                       malloc(sizeof(double) * (size_t)(s->count + 1))};
-        if (!pc->picks[k + 1].v || !pc->picks[k + 1].mag)
+        pc->picks[k + 1] = (ref_picks){s->count, s->at,
+                                       malloc(sizeof(double) * (size_t)(s->count + 1)),
+                                       {NULL, NULL, NULL}};
+        if (!pc->picks[k + 1].v || ref_mag_alloc(s->count, &pc->picks[k + 1].mag))
             return -1;
     }
     for (int i = 0; pc->vjp && i < c->n_in; i++) {
@@ -149,9 +149,8 @@ static int prepare(const cc_provider *p, const cc_case *c, size_t index, int64_t
             continue;
         int64_t n = ref_numel(&c->shape[i]);
         pc->grad[i].v = zeros(n);
-        pc->gmag[i] = zeros(n);
-        if (!pc->grad[i].v || !pc->gmag[i] || cc_alloc_output(c->dtype, &c->shape[i],
-                                                                &pc->grads[i]))
+        if (!pc->grad[i].v || ref_mag_alloc(n, &pc->gmag[i]) ||
+            cc_alloc_output(c->dtype, &c->shape[i], &pc->grads[i]))
             return -1;
     }
     if (provider_calls(p, pc, msg, sizeof msg) != CC_OK ||
@@ -173,10 +172,12 @@ static void round_provider(bench_state *s)
  * (--no-guard), the difference being the guards' cost. */
 static void capcheck_path(bench_state *s, int guarded)
 {
-    cc_run_options o = s->run; /* --ref, --ref-threads */
+    cc_run_options o = s->run; /* --ref, --ref-threads; judged strict, no power */
     o.repeat = 1;
     o.unguarded = !guarded;
     o.guard_cache = &s->guard_cache;
+    o.accumulation = CC_ACC_STRICT;
+    o.power = 0;
     for (size_t i = 0; i < s->n; i++) {
         cc_result r;
         cc_run_case_probed(s->p, s->cases[i].c, &o, NULL, &r);

@@ -180,7 +180,9 @@ void fft_fno_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tenso
 }
 
 // ==== selectiveScan ============================================================================
-// h_t = a_t h_{t-1} + b_t x_t, h_{-1} = h0; a, b shared [D] or token-dependent [T, D].
+// h_t = a_t h_{t-1} + b_t x_t, h_{-1} = h0; a, b shared [D] or token-dependent [T, D]. For
+// f16/bf16 the recurrence (an accumulation) runs in float32 and each result is rounded once
+// (the accumulation contract); the inputs are converted up front.
 
 struct Scan {
     int64_t T, D;
@@ -203,13 +205,22 @@ at::Tensor coef(const Scan &s, const at::Tensor &c, int64_t t) {
     return s.shared ? c : c.select(0, t);
 }
 
+// The four inputs in the type the recurrence runs in: float32 for f16/bf16, else as they are.
+std::vector<at::Tensor> scan_inputs(const Args &a) {
+    bool narrow = a.dtype == at::kHalf || a.dtype == at::kBFloat16;
+    std::vector<at::Tensor> in;
+    for (int i = 0; i < 4; i++)
+        in.push_back(narrow ? a.in[i].to(at::kFloat) : a.in[i]);
+    return in;
+}
+
 // The states h_0..h_{T-1}.
-std::vector<at::Tensor> scan_states(const Args &a, const Scan &s) {
+std::vector<at::Tensor> scan_states(const std::vector<at::Tensor> &in, const Scan &s) {
     std::vector<at::Tensor> h;
-    at::Tensor prev = a.in[3];
+    at::Tensor prev = in[3];
     for (int64_t t = 0; t < s.T; t++) {
-        prev = at::add(at::mul(coef(s, a.in[0], t), prev),
-                       at::mul(coef(s, a.in[1], t), a.in[2].select(0, t)));
+        prev = at::add(at::mul(coef(s, in[0], t), prev),
+                       at::mul(coef(s, in[1], t), in[2].select(0, t)));
         h.push_back(prev);
     }
     return h;
@@ -219,7 +230,7 @@ at::Tensor scan_fwd(const Args &a) {
     Scan s = scan_dims(a);
     if (s.T == 0)
         return at::zeros_like(a.in[2]);
-    return at::stack(scan_states(a, s), 0);
+    return at::stack(scan_states(scan_inputs(a), s), 0).to(a.dtype);
 }
 
 // G_{T-1} = g_{T-1}, G_t = g_t + a_{t+1} G_{t+1}; da_t = G_t h_{t-1}; db_t = G_t x_t;
@@ -232,14 +243,15 @@ void scan_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *
                 grad[i] = at::zeros_like(a.in[i]);
         return;
     }
-    std::vector<at::Tensor> h = scan_states(a, s);
+    std::vector<at::Tensor> in = scan_inputs(a);
+    std::vector<at::Tensor> h = scan_states(in, s);
     std::vector<at::Tensor> da((size_t)s.T), db((size_t)s.T), dx((size_t)s.T);
-    at::Tensor G, sa, sb;
+    at::Tensor G, sa, sb, gf = g.to(in[2].scalar_type());
     for (int64_t t = s.T - 1; t >= 0; t--) {
-        at::Tensor gt = g.select(0, t);
-        G = t + 1 < s.T ? at::add(gt, at::mul(coef(s, a.in[0], t + 1), G)) : gt;
-        at::Tensor hp = t > 0 ? h[(size_t)t - 1] : a.in[3];
-        at::Tensor dat = at::mul(G, hp), dbt = at::mul(G, a.in[2].select(0, t));
+        at::Tensor gt = gf.select(0, t);
+        G = t + 1 < s.T ? at::add(gt, at::mul(coef(s, in[0], t + 1), G)) : gt;
+        at::Tensor hp = t > 0 ? h[(size_t)t - 1] : in[3];
+        at::Tensor dat = at::mul(G, hp), dbt = at::mul(G, in[2].select(0, t));
         if (s.shared) {
             sa = t + 1 < s.T ? at::add(sa, dat) : dat;
             sb = t + 1 < s.T ? at::add(sb, dbt) : dbt;
@@ -247,16 +259,16 @@ void scan_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *
             da[(size_t)t] = dat;
             db[(size_t)t] = dbt;
         }
-        dx[(size_t)t] = at::mul(G, coef(s, a.in[1], t));
+        dx[(size_t)t] = at::mul(G, coef(s, in[1], t));
     }
     if (want[0])
-        grad[0] = s.shared ? sa : at::stack(da, 0);
+        grad[0] = (s.shared ? sa : at::stack(da, 0)).to(a.dtype);
     if (want[1])
-        grad[1] = s.shared ? sb : at::stack(db, 0);
+        grad[1] = (s.shared ? sb : at::stack(db, 0)).to(a.dtype);
     if (want[2])
-        grad[2] = at::stack(dx, 0);
+        grad[2] = at::stack(dx, 0).to(a.dtype);
     if (want[3])
-        grad[3] = at::mul(G, coef(s, a.in[0], 0));
+        grad[3] = at::mul(G, coef(s, in[0], 0)).to(a.dtype);
 }
 
 // ==== attention ================================================================================
@@ -368,7 +380,7 @@ const OpEntry kOps[] = {
      "view_as_real/complex packs, endpoint imaginaries zeroed; spectral mixing by real bmm"},
     {"selectiveScan", "selective_scan", 4, 4, scan_fwd, scan_vjp, VJP_TAPE,
      "no ATen scan: sequential recurrence h = a*h + b*x; VJP the reverse recurrence, shared "
-     "coefficients summed in reverse time"},
+     "coefficients summed in reverse time; f16/bf16 run in float32, rounded once"},
     {"attention", "attention", 3, 4, attn_fwd, attn_vjp, VJP_TAPE,
      "bmm + TorchLean's hard-masked softmax + bmm (no SDPA), sqrt(s) split on Q and K when "
      "s < 1; fully blocked rows -> 0; VJP via _softmax_backward_data"},

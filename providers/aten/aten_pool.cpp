@@ -215,7 +215,9 @@ void avg_pool_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tens
 // V_j = xp[:, j + s*o] (o over the output positions). pivot = fmax-fold (beta > 0) or fmin-fold
 // (beta < 0) of the V_j seeded with V_0; S = sum_j exp(beta (V_j - pivot)); y = pivot + log(S)
 // / beta. VJP: g * exp(beta (V_j - pivot)) / S added back into a zero-padded gradient at the
-// same slices, then the padding is cropped (padded cells take no gradient).
+// same slices, then the padding is cropped (padded cells take no gradient). For f16/bf16 the
+// composition runs in float32 and the result is rounded once (the accumulation contract: the
+// window sum S and the scattered gradient sums are not folded in the dtype).
 
 struct SmoothGeom {
     int sr;
@@ -272,10 +274,15 @@ struct SmoothState {
     at::Tensor xp, pivot, S;
 };
 
+// The dtype the composition computes in: float32 for f16/bf16, else the case's.
+at::ScalarType smooth_compute_type(const Args &a) {
+    return a.dtype == at::kHalf || a.dtype == at::kBFloat16 ? at::kFloat : a.dtype;
+}
+
 SmoothState smooth_state(const Args &a, const SmoothGeom &g) {
     double beta = a.p->beta;
     SmoothState st;
-    st.xp = padded(g, a.in[0]);
+    st.xp = padded(g, a.in[0].to(smooth_compute_type(a)));
     st.pivot = window(g, st.xp, 0);
     for (int64_t j = 1; j < g.taps; j++)
         st.pivot = beta > 0 ? at::fmax(st.pivot, window(g, st.xp, j))
@@ -292,7 +299,7 @@ at::Tensor smooth_pool_fwd(const Args &a) {
         return at::zeros(a.out_sizes, a.opts);
     SmoothGeom g = smooth_geom(a);
     SmoothState st = smooth_state(a, g);
-    return at::add(st.pivot, at::div(at::log(st.S), a.p->beta));
+    return at::add(st.pivot, at::div(at::log(st.S), a.p->beta)).to(a.dtype);
 }
 void smooth_pool_vjp(const Args &a, const at::Tensor &gt, const bool *want, at::Tensor *grad) {
     if (!want[0])
@@ -308,12 +315,12 @@ void smooth_pool_vjp(const Args &a, const at::Tensor &gt, const bool *want, at::
     for (int64_t j = 0; j < g.taps; j++) {
         at::Tensor w = at::div(at::exp(at::mul(at::sub(window(g, st.xp, j), st.pivot), beta)),
                                st.S);
-        window(g, gp, j).add_(at::mul(gt, w));
+        window(g, gp, j).add_(at::mul(gt.to(gp.scalar_type()), w));
     }
     at::Tensor dx = gp;
     for (int i = 0; i < g.sr; i++)
         dx = dx.narrow(i + 1, g.p[(size_t)i], g.in[(size_t)i]);
-    grad[0] = dx;
+    grad[0] = dx.to(a.dtype);
 }
 
 const OpEntry kOps[] = {
@@ -323,7 +330,8 @@ const OpEntry kOps[] = {
      "declared divergence); pad > k/2 -> empty"},
     {"smoothMaxPool", "smooth_max_pool", 1, 1, smooth_pool_fwd, smooth_pool_vjp, VJP_TAPE,
      "composed per kernel offset over constant_pad_nd(x, 0): fmax/fmin pivot, "
-     "pivot + log(sum exp(beta (v - pivot)))/beta; VJP scattered back, padding cropped"},
+     "pivot + log(sum exp(beta (v - pivot)))/beta; VJP scattered back, padding cropped; "
+     "f16/bf16 composed in float32 and rounded once"},
     {"avgPool", "avg_pool", 1, 1, avg_pool_fwd, avg_pool_vjp, VJP_BACKEND,
      "avg_pool{2,3}d(+_backward) count_include_pad=true, no divisor override, on "
      "x.unsqueeze(0), 1-D via a unit axis; 3-D extent < kernel: zero-padded explicitly (same "

@@ -499,13 +499,20 @@ std::string loaded_libtorch() {
         commit = word_after(cfg, "COMMIT_SHA=", ", \n");
     } catch (...) {
     }
-    if (version.empty())
-        return std::string(TORCH_VERSION) + "; libtorch_commit unknown (headers' version: the "
-                                            "library states none)";
-    std::string s = version;
+    // one string appended to, no temporaries joined with +: GCC 12 takes the moves of those
+    // for overflows (-Warray-bounds, a false positive once the shim's headers are precompiled)
+    std::string s;
+    if (version.empty()) {
+        s = TORCH_VERSION;
+        s += "; libtorch_commit unknown (headers' version: the library states none)";
+        return s;
+    }
+    s = version;
     if (version != TORCH_VERSION)
         s += " (capcheck compiled against " TORCH_VERSION ")";
-    return s + "; libtorch_commit " + (commit.empty() ? "unknown" : commit.substr(0, 12));
+    s += "; libtorch_commit ";
+    s += commit.empty() ? std::string("unknown") : commit.substr(0, 12);
+    return s;
 }
 
 void aten_describe(void *, char *buf, size_t len) {

@@ -4,6 +4,8 @@
  *
  *   hang-init, segv-init, exit-init            init sleeps forever, segfaults, or exit(0)s
  *   hang-forward, segv-forward, exit-forward   the same in forward
+ *   hang-load, segv-load, exit-load            the same in the library's constructor (dlopen)
+ *   hang-entry, segv-entry, exit-entry         the same in capcheck_provider_v1()
  *   unterminated    forward fails with a message that fills its buffer with no NUL and bytes
  *                   that are not UTF-8; describe() does the same to its buffer
  *   zeros-novjp     the table has no vjp, and forward writes all zeros (wrong, ratio >> 1)
@@ -39,7 +41,7 @@ static void sleep_forever(void)
     }
 }
 
-/* What every fault mode does at `where` ("init" or "forward"). */
+/* What every fault mode does at `where` ("load", "entry", "init" or "forward"). */
 static void misbehave(const char *where)
 {
     char mode[32];
@@ -148,8 +150,14 @@ static void mb_describe(void *ctx, char *buf, size_t len)
 static cc_provider table = {CC_PROVIDER_ABI_VERSION, "misbehave", NULL, mb_init, mb_forward,
                             mb_vjp, mb_describe, NULL, NULL};
 
+__attribute__((constructor)) static void mb_loaded(void)
+{
+    misbehave("load");
+}
+
 __attribute__((visibility("default"))) const cc_provider *capcheck_provider_v1(void)
 {
+    misbehave("entry");
     table.vjp = mode_is("zeros-novjp") ? NULL : mb_vjp;
     return &table;
 }

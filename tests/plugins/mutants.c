@@ -114,11 +114,6 @@ static void split_axis(const cc_view *v, int ax, int64_t *outer, int64_t *len, i
             *inner *= v->shape[a];
 }
 
-static double round_bf16(double x)
-{
-    return cc_round_to(CC_BF16, x);
-}
-
 static double round_tf32(double x) /* float32 range, 10 explicit mantissa bits, nearest-even */
 {
     if (x == 0 || !isfinite(x))
@@ -470,12 +465,10 @@ static cc_status softmax_vjp_no_sum_vjp(const cc_call *call, const cc_view *g, c
     return st;
 }
 
-/* float32 reduceSum accumulating in a bfloat16 register. */
-static cc_status reducesum_bf16_accum_fwd(const cc_call *call, cc_view *out, char *msg,
-                                          size_t len)
+/* reduceSum folded left with every partial sum rounded to `fold`. */
+static cc_status folded_reducesum(const cc_call *call, cc_view *out, char *msg, size_t len,
+                                  cc_dtype fold)
 {
-    if (call->dtype != CC_F32)
-        return ref()->forward(NULL, call, out, msg, len);
     const cc_view *xv = &call->in[0];
     int ax = ref_norm_axis(call->params->axis, xv->rank);
     if (ax < 0)
@@ -489,13 +482,29 @@ static cc_status reducesum_bf16_accum_fwd(const cc_call *call, cc_view *out, cha
         for (int64_t i = 0; i < inner; i++) {
             double acc = 0;
             for (int64_t j = 0; j < L; j++)
-                acc = round_bf16(acc + x[(o * L + j) * inner + i]);
+                acc = cc_round_to(fold, acc + x[(o * L + j) * inner + i]);
             cc_store(out->dtype, out->data, o * inner + i, acc);
         }
     free(x);
-    (void)msg;
-    (void)len;
     return CC_OK;
+}
+
+/* float32 reduceSum accumulating in a bfloat16 register. */
+static cc_status reducesum_bf16_accum_fwd(const cc_call *call, cc_view *out, char *msg,
+                                          size_t len)
+{
+    return call->dtype == CC_F32 ? folded_reducesum(call, out, msg, len, CC_BF16)
+                                 : ref()->forward(NULL, call, out, msg, len);
+}
+
+/* f16/bf16 reduceSum folded in the dtype itself (every partial sum rounded to f16/bf16): what the
+ * relaxed accumulation mode allows and the strict default (float32 accumulation) does not. */
+static cc_status reducesum_dtype_accum_fwd(const cc_call *call, cc_view *out, char *msg,
+                                           size_t len)
+{
+    return call->dtype == CC_F16 || call->dtype == CC_BF16
+               ? folded_reducesum(call, out, msg, len, call->dtype)
+               : ref()->forward(NULL, call, out, msg, len);
 }
 
 /* a kernel that dereferences the data pointer of an empty tensor (any op). */
@@ -827,6 +836,7 @@ static const mutant mutants[] = {
     {"exp_read_before_start", "exp", exp_read_before_start_fwd, NULL, 2},
     {"exp_every_third_call", "exp", exp_every_third_call_fwd, NULL, 0},
     {"reducesum_order_varies", "reduceSum", reducesum_order_varies_fwd, NULL, 2},
+    {"reducesum_dtype_accum", "reduceSum", reducesum_dtype_accum_fwd, NULL, 0},
 };
 #define N_MUTANTS (int)(sizeof mutants / sizeof mutants[0])
 
