@@ -25,6 +25,14 @@
 
 typedef const cc_provider *(*aten_entry_fn)(void);
 
+/* AddressSanitizer refuses RTLD_DEEPBIND (scripts/sanitize builds without ATen by default; with
+ * SANITIZE_ATEN=ON the gemm symbols are then left to the loader's global order). */
+#if defined(__SANITIZE_ADDRESS__)
+#define ATEN_DEEPBIND 0
+#else
+#define ATEN_DEEPBIND RTLD_DEEPBIND
+#endif
+
 #if CAPCHECK_HAVE_ATEN
 /* The candidate paths in order; returns how many. */
 static int module_paths(char paths[3][PATH_MAX])
@@ -62,8 +70,12 @@ const cc_provider *cc_aten_provider_load(char *msg, size_t msg_len)
     for (int k = 0; k < n; k++) {
         if (access(paths[k], F_OK) != 0)
             continue;
-        /* never closed: the provider table lives as long as the library */
-        void *dl = dlopen(paths[k], RTLD_NOW | RTLD_LOCAL);
+        /* Never closed: the provider table lives as long as the library. RTLD_DEEPBIND: libtorch
+         * calls its BLAS (MKL, linked into libtorch_cpu) through dgemm_/sgemm_, which capcheck's
+         * own OpenBLAS also exports and, loaded first, would answer: ATen would then run on
+         * OpenBLAS's gemm while stating MKL. Deep binding resolves libtorch's symbols inside the
+         * module's own libraries first, as when libtorch was linked into the executable. */
+        void *dl = dlopen(paths[k], RTLD_NOW | RTLD_LOCAL | ATEN_DEEPBIND);
         if (!dl) {
             snprintf(why, sizeof why, "%s", dlerror());
             continue;

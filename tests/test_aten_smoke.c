@@ -380,6 +380,34 @@ static void test_every_dispatch_level(void **state)
     printf("%d levels; %.*s\n", n, line ? (int)strcspn(line, "\n") : 4, line ? line : "none");
 }
 
+/* ATen runs on the BLAS it states. libtorch_cpu calls its gemm through dgemm_/sgemm_, which the
+ * executable's OpenBLAS exports too: a loader that let OpenBLAS answer them would make ATen's
+ * results OpenBLAS's while the platform says MKL (seen once, when the shim became a module
+ * loaded after the executable's libraries). Where libtorch states MKL, a gemm through the
+ * binary, at the native level and at the lowest, must be MKL's (MKL_VERBOSE names each call). */
+static void test_aten_gemm_is_the_blas_it_states(void **state)
+{
+    (void)state;
+    static char out[1 << 14];
+    assert_int_equal(cc_t_run(NULL, "list platforms", out, sizeof out), 0);
+    if (!strstr(out, "BLAS mkl")) {
+        printf("libtorch states no MKL here: nothing to check\n");
+        return;
+    }
+    static const char *const levels[] = {"native", "default"};
+    for (int k = 0; k < 2; k++) {
+        char args[512];
+        snprintf(args, sizeof args,
+                 "repro 'matmul dtype=f64 in=[16,27],[27,5] check=fwd seed=1' --no-fork "
+                 "--cpu-capability %s",
+                 levels[k]);
+        assert_int_equal(cc_t_run("MKL_VERBOSE=1 ", args, out, sizeof out), 0);
+        if (!strstr(out, "MKL_VERBOSE DGEMM"))
+            fail_msg("ATen's f64 matmul at level %s did not call MKL's DGEMM:\n%.2000s",
+                     levels[k], out);
+    }
+}
+
 int main(void)
 {
     if (!cc_aten_provider()) {
@@ -397,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_known_aten_deviations_still_fail),
         cmocka_unit_test(test_known_aten_crashes_still_crash),
         cmocka_unit_test(test_every_dispatch_level),
+        cmocka_unit_test(test_aten_gemm_is_the_blas_it_states),
     };
     return cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown);
 }
