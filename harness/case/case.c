@@ -14,6 +14,7 @@
 
 #include "core/dtype.h"
 #include "core/files.h"
+#include "core/grow.h"
 #include "core/torchlean.h"
 #include "harness/case/values.h"
 
@@ -863,14 +864,10 @@ void cc_case_list_free(cc_case_list *l)
 
 int cc_case_list_push(cc_case_list *l, const cc_case *c)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        cc_case *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        l->v = v;
-        l->cap = cap;
-    }
+    cc_case *grown = cc_grow(l->v, l->n, &l->cap, sizeof *grown, 64);
+    if (!grown)
+        return -1;
+    l->v = grown;
     l->v[l->n++] = *c;
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/grow.h"
 
 const char *const cc_shape_class_names[CC_SHAPE_COUNT] = {"scalar", "vector", "matrix",
                                                           "high-rank", "empty"};
@@ -90,17 +91,13 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, int count_samp
         cc_capsule_stats *s =
             (cc_capsule_stats *)cc_evidence_find(ev, cap->name, r->dtype, r->platform);
         if (!s) {
-            if (ev->n == ev->cap) {
-                size_t nc = ev->cap ? 2 * ev->cap : 32;
-                cc_capsule_stats *v = realloc(ev->v, nc * sizeof *v);
-                if (!v) {
-                    snprintf(msg, len, "out of memory");
-                    cc_evidence_free(ev);
-                    return -1;
-                }
-                ev->v = v;
-                ev->cap = nc;
+            cc_capsule_stats *grown = cc_grow(ev->v, ev->n, &ev->cap, sizeof *grown, 32);
+            if (!grown) {
+                snprintf(msg, len, "out of memory");
+                cc_evidence_free(ev);
+                return -1;
             }
+            ev->v = grown;
             s = &ev->v[ev->n++];
             memset(s, 0, sizeof *s);
             s->capsule = *cap;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/grow.h"
 
 /* ---- the policy file ----------------------------------------------------------------------- */
 
@@ -491,14 +492,10 @@ void cc_gate_free(cc_gate *g)
 
 static cc_verdict *add_verdict(cc_gate *g, size_t *cap)
 {
-    if (g->n == *cap) {
-        size_t nc = *cap ? 2 * *cap : 64;
-        cc_verdict *v = realloc(g->v, nc * sizeof *v);
-        if (!v)
-            return NULL;
-        g->v = v;
-        *cap = nc;
-    }
+    cc_verdict *grown = cc_grow(g->v, g->n, cap, sizeof *grown, 64);
+    if (!grown)
+        return NULL;
+    g->v = grown;
     cc_verdict *v = &g->v[g->n++];
     memset(v, 0, sizeof *v);
     return v;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "harness/report/capsules.h"
 #include "harness/report/html.h"
 #include "core/json.h"
@@ -67,14 +68,10 @@ static int series_index(history *h, const char *capsule, cc_dtype dtype, const c
         if (h->s[k].dtype == dtype && !strcmp(h->s[k].capsule, capsule) &&
             !strcmp(h->s[k].where, where))
             return (int)k;
-    if (h->n_series == h->cap_series) {
-        size_t cap = h->cap_series ? 2 * h->cap_series : 64;
-        series *v = realloc(h->s, cap * sizeof *v);
-        if (!v)
-            return -1;
-        h->s = v;
-        h->cap_series = cap;
-    }
+    series *grown = cc_grow(h->s, h->n_series, &h->cap_series, sizeof *grown, 64);
+    if (!grown)
+        return -1;
+    h->s = grown;
     series *e = &h->s[h->n_series];
     memset(e, 0, sizeof *e);
     e->pts = calloc((size_t)h->n_nights, sizeof *e->pts);

@@ -1,6 +1,7 @@
 #include "harness/report/capsules.h"
 
 #include "core/files.h"
+#include "core/grow.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -145,16 +146,12 @@ int cc_catalog_parse(const char *text, const char *name, cc_catalog *out, char *
                      lineno, c.name, c.capcheck_provider, c.device, c.op, same->name);
             goto bad;
         }
-        if (out->n == out->cap) {
-            size_t nc = out->cap ? 2 * out->cap : 128;
-            cc_capsule *v = realloc(out->v, nc * sizeof *v);
-            if (!v) {
-                snprintf(msg, len, "out of memory");
-                goto bad;
-            }
-            out->v = v;
-            out->cap = nc;
+        cc_capsule *grown = cc_grow(out->v, out->n, &out->cap, sizeof *grown, 128);
+        if (!grown) {
+            snprintf(msg, len, "out of memory");
+            goto bad;
         }
+        out->v = grown;
         out->v[out->n++] = c;
     }
     cc_torchlean_free(&tl);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/files.h"
+#include "core/grow.h"
 #include "harness/report/results_read.h"
 
 static const char *const OUTCOME_NAMES[CC_EXPECT_COUNT] = {
@@ -108,14 +109,10 @@ static int parse_directive(const char *text, const char *name, int lineno, direc
 
 static int add(cc_expectations *out, const directive *d, const cc_case *c)
 {
-    if (out->n == out->cap) {
-        size_t cap = out->cap ? 2 * out->cap : 16;
-        cc_expectation *v = realloc(out->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        out->v = v;
-        out->cap = cap;
-    }
+    cc_expectation *grown = cc_grow(out->v, out->n, &out->cap, sizeof *grown, 16);
+    if (!grown)
+        return -1;
+    out->v = grown;
     cc_expectation *e = &out->v[out->n++];
     memset(e, 0, sizeof *e);
     cc_case_print(c, e->line, sizeof e->line);

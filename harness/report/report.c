@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/files.h"
+#include "core/grow.h"
 #include "core/json.h"
 #include "core/sha256.h"
 #include "harness/run/witness.h"
@@ -152,14 +153,10 @@ static cc_report_row *find_row(cc_report *rep, const cc_result *r)
             strcmp(row->provider, r->provider) == 0 && strcmp(row->platform, r->platform) == 0)
             return row;
     }
-    if (rep->n == rep->cap) {
-        size_t cap = rep->cap ? 2 * rep->cap : 32;
-        cc_report_row *rows = realloc(rep->rows, cap * sizeof *rows);
-        if (!rows)
-            return NULL;
-        rep->rows = rows;
-        rep->cap = cap;
-    }
+    cc_report_row *grown = cc_grow(rep->rows, rep->n, &rep->cap, sizeof *grown, 32);
+    if (!grown)
+        return NULL;
+    rep->rows = grown;
     cc_report_row *row = &rep->rows[rep->n++];
     memset(row, 0, sizeof *row);
     snprintf(row->op, sizeof row->op, "%s", r->op);
@@ -179,14 +176,11 @@ static int judge(cc_report *rep, const cc_result *r)
     rep->expect_counts[o]++;
     if (o == CC_EXPECT_NONE)
         return 0;
-    if (rep->n_judged == rep->cap_judged) {
-        size_t cap = rep->cap_judged ? 2 * rep->cap_judged : 16;
-        cc_report_judged *j = realloc(rep->judged, cap * sizeof *j);
-        if (!j)
-            return -1;
-        rep->judged = j;
-        rep->cap_judged = cap;
-    }
+    cc_report_judged *grown =
+        cc_grow(rep->judged, rep->n_judged, &rep->cap_judged, sizeof *grown, 16);
+    if (!grown)
+        return -1;
+    rep->judged = grown;
     cc_report_judged *j = &rep->judged[rep->n_judged++];
     memcpy(j->line, r->line, sizeof j->line);
     memcpy(j->platform, r->platform, sizeof j->platform);
@@ -238,14 +232,11 @@ int cc_report_add(cc_report *rep, const cc_result *r)
         row->worst_failure_verdict = r->n_witnesses ? r->verdict : CC_VERDICT_NONE;
     }
     if (r->n_witnesses > 0) {
-        if (rep->n_witnessed == rep->cap_witnessed) {
-            size_t cap = rep->cap_witnessed ? 2 * rep->cap_witnessed : 8;
-            cc_result *w = realloc(rep->witnessed, cap * sizeof *w);
-            if (!w)
-                return -1;
-            rep->witnessed = w;
-            rep->cap_witnessed = cap;
-        }
+        cc_result *grown =
+            cc_grow(rep->witnessed, rep->n_witnessed, &rep->cap_witnessed, sizeof *grown, 8);
+        if (!grown)
+            return -1;
+        rep->witnessed = grown;
         rep->witnessed[rep->n_witnessed++] = *r;
         rep->verdicts[(unsigned)r->verdict < CC_VERDICT_COUNT ? r->verdict : CC_VERDICT_NONE]++;
     }

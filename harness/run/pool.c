@@ -22,6 +22,7 @@
 #endif
 
 #include "core/clock.h"
+#include "core/grow.h"
 #include "core/text.h"
 #include "core/guard.h"
 #include "harness/run/witness.h"
@@ -245,14 +246,12 @@ static int push_result(cc_pool *pool, uint64_t tag, const cc_result *r)
             pool->q_n -= pool->q_head;
             pool->q_head = 0;
         } else {
-            size_t cap = pool->q_cap ? 2 * pool->q_cap : 8;
-            done_item *q = realloc(pool->q, cap * sizeof *q);
-            if (!q) {
+            done_item *grown = cc_grow(pool->q, pool->q_n, &pool->q_cap, sizeof *grown, 8);
+            if (!grown) {
                 set_fatal(pool, "out of memory queueing a result");
                 return -1;
             }
-            pool->q = q;
-            pool->q_cap = cap;
+            pool->q = grown;
         }
     }
     pool->q[pool->q_n].tag = tag;
@@ -329,16 +328,12 @@ static void primary_done(cc_pool *pool, uint64_t tag, const cc_case *c, const cc
         push_result(pool, tag, r);
         return;
     }
-    if (pool->n_held == pool->cap_held) {
-        size_t cap = pool->cap_held ? 2 * pool->cap_held : 8;
-        held_item *h = realloc(pool->held, cap * sizeof *h);
-        if (!h) {
-            set_fatal(pool, "out of memory holding a result for its witnesses");
-            return;
-        }
-        pool->held = h;
-        pool->cap_held = cap;
+    held_item *grown = cc_grow(pool->held, pool->n_held, &pool->cap_held, sizeof *grown, 8);
+    if (!grown) {
+        set_fatal(pool, "out of memory holding a result for its witnesses");
+        return;
     }
+    pool->held = grown;
     queued_job *jobs = queue_jobs(pool, pool->cfg.n_witnesses);
     if (!jobs)
         return;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "core/grow.h"
 #include "harness/evidence/merge.h"
 #include "harness/run/power.h"
 
@@ -35,14 +36,10 @@ static power_row *power_row_of(power_table *t, const char *op, cc_dtype dtype, c
             return &t->v[i];
     if (!add)
         return NULL;
-    if (t->n == t->cap) {
-        size_t nc = t->cap ? 2 * t->cap : 64;
-        power_row *v = realloc(t->v, nc * sizeof *v);
-        if (!v)
-            return NULL;
-        t->v = v;
-        t->cap = nc;
-    }
+    power_row *grown = cc_grow(t->v, t->n, &t->cap, sizeof *grown, 64);
+    if (!grown)
+        return NULL;
+    t->v = grown;
     power_row *row = &t->v[t->n++];
     memset(row, 0, sizeof *row);
     snprintf(row->op, sizeof row->op, "%s", op);
@@ -56,14 +53,10 @@ static int push(double **v, size_t *n, size_t *cap, double x)
 {
     if (isnan(x))
         return 0;
-    if (*n == *cap) {
-        size_t nc = *cap ? 2 * *cap : 64;
-        double *w = realloc(*v, nc * sizeof *w);
-        if (!w)
-            return -1;
-        *v = w;
-        *cap = nc;
-    }
+    double *grown = cc_grow(*v, *n, cap, sizeof *grown, 64);
+    if (!grown)
+        return -1;
+    *v = grown;
     (*v)[(*n)++] = x;
     return 0;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/dtype.h"
+#include "core/grow.h"
 #include "harness/case/materialize.h"
 #include "harness/run/pool.h"
 
@@ -145,14 +146,10 @@ static void cand_push(cand_list *l, const cc_case *c_in, const cc_case *cur)
     char why[160];
     if (!valid_case(c) || cc_case_layout_problem(c, why, sizeof why) || case_cmp(c, cur) >= 0)
         return;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        cc_case *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return;
-        l->v = v;
-        l->cap = cap;
-    }
+    cc_case *grown = cc_grow(l->v, l->n, &l->cap, sizeof *grown, 64);
+    if (!grown)
+        return;
+    l->v = grown;
     l->v[l->n++] = *c;
 }
 
