@@ -307,15 +307,17 @@ static void test_a_plugin_that_dies_loading_is_a_sentence(void **state)
     enum { N = 6 + 2 };
     job jobs[N];
     for (int m = 0; m < 6; m++) {
-        const char *said = !strncmp(modes[m], "hang", 4)   ? "did not finish loading within 5 s"
-                           : !strncmp(modes[m], "segv", 4) ? "crashed while loading (killed by SIGSEGV"
+        const char *said = !strncmp(modes[m], "hang", 4)
+                               ? "did not finish loading (its constructors or "
+                                 "capcheck_provider_v1()) within 5 s"
+                           : !strncmp(modes[m], "segv", 4) ? "crashed (SIGSEGV"
                                                            : "exited with status 0 while loading";
         job_set(&jobs[m], 2, said, "capcheck does not load it",
                 "CAPCHECK_MISBEHAVE=%s capcheck repro 'add in=[2],[2] seed=0' --provider-lib %s "
                 "--timeout 0.5",
                 modes[m], PLUGIN);
     }
-    job_set(&jobs[6], 2, "crashed while loading (killed by SIGSEGV", NULL,
+    job_set(&jobs[6], 2, "crashed (SIGSEGV", "capcheck does not load it",
             "CAPCHECK_MISBEHAVE=segv-load capcheck run %s/one.cases --provider-lib %s --out "
             "%s/mb-load",
             tmp, PLUGIN, tmp);

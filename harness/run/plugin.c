@@ -4,17 +4,13 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <poll.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "harness/run/pool.h"
+#include "harness/run/watch.h"
 
 
 struct cc_plugin {
@@ -68,73 +64,38 @@ void cc_builtin_provider_list(char *buf, size_t n)
     }
 }
 
-/* Load the library in a child first: its constructors and its entry point run there, so a
- * crash, an exit or a hang while loading ends that child, not capcheck. Returns 0 when the child
- * got a table back (or could not be started: the load here then says what it says), -1 with
- * one sentence in msg otherwise. The child writes one byte after the entry point returned. */
+/* In the probe child: load the library and call its entry point. A library that does not load
+ * or has no entry is not the probe's business: the parent's own load says why. */
+static int load_in_child(cc_watch *w, void *file)
+{
+    (void)w;
+    void *dl = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+    void *sym = dl ? dlsym(dl, CC_PLUGIN_ENTRY) : NULL;
+    if (sym) {
+        cc_provider_entry_fn entry;
+        memcpy(&entry, &sym, sizeof entry);
+        (void)entry();
+    }
+    return 0;
+}
+
+/* Load the library in a watched child first (harness/run/watch.h): its constructors and its
+ * entry point run there, so a crash, an exit or a hang while loading ends that child, not
+ * capcheck. 0 when the child loaded it, -1 with one sentence in msg otherwise. */
 static int probe_load(const char *file, const char *shown, double limit_s, char *msg,
                       size_t msg_len)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
-        return 0;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return 0;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        void *dl = dlopen(file, RTLD_NOW | RTLD_LOCAL);
-        void *sym = dl ? dlsym(dl, CC_PLUGIN_ENTRY) : NULL;
-        if (sym) {
-            cc_provider_entry_fn entry;
-            memcpy(&entry, &sym, sizeof entry);
-            (void)entry();
-        }
-        /* a library that does not load or has no entry: the parent's own load says why */
-        ssize_t w = write(fds[1], "k", 1);
-        _exit(w == 1 ? 0 : 1);
-    }
-    close(fds[1]);
-    struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
     /* --timeout is a case's limit; a load may take longer (a library linking libtorch takes
-     * about a second, a sanitizer's exit-time leak check in the child more): never under 5 s */
+     * about a second): never under CC_PLUGIN_LOAD_MIN_S */
     double limit = limit_s <= 0                     ? CC_PLUGIN_LOAD_LIMIT_S
                    : limit_s < CC_PLUGIN_LOAD_MIN_S ? CC_PLUGIN_LOAD_MIN_S
                                                     : limit_s;
-    int ms = (int)(limit * 1000.0);
-    int ready;
-    while ((ready = poll(&pfd, 1, ms)) < 0 && errno == EINTR)
-        ;
-    char byte = 0;
-    int loaded = ready > 0 && read(fds[0], &byte, 1) == 1;
-    close(fds[0]);
-    if (ready == 0)
-        kill(pid, SIGKILL);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (loaded)
+    char who[1100], why[1400];
+    snprintf(who, sizeof who, "the provider library %s", shown);
+    if (cc_watch_run(load_in_child, (void *)file, who, limit,
+                     "loading (its constructors or " CC_PLUGIN_ENTRY "())", why, sizeof why) == 0)
         return 0;
-    if (ready == 0)
-        snprintf(msg, msg_len,
-                 "the provider library %s did not finish loading within %g s (its constructors "
-                 "or %s() hang): capcheck does not load it",
-                 shown, limit, CC_PLUGIN_ENTRY);
-    else if (WIFSIGNALED(status))
-        snprintf(msg, msg_len,
-                 "the provider library %s crashed while loading (killed by %s in its "
-                 "constructors or %s()): capcheck does not load it",
-                 shown, cc_signal_name(WTERMSIG(status)), CC_PLUGIN_ENTRY);
-    else
-        snprintf(msg, msg_len,
-                 "the provider library %s exited with status %d while loading (in its "
-                 "constructors or %s()): capcheck does not load it",
-                 shown, WIFEXITED(status) ? WEXITSTATUS(status) : -1, CC_PLUGIN_ENTRY);
+    snprintf(msg, msg_len, "%s: capcheck does not load it", why);
     return -1;
 }
 
