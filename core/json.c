@@ -456,10 +456,10 @@ int cc_json_bool(const cc_json *obj, const char *key, int *out)
     return 0;
 }
 
-void cc_json_write_string(FILE *f, const char *s)
+void cc_json_put_string(cc_strbuf *b, const char *s)
 {
-    putc('"', f);
-    const char *run = s; /* characters that need no escape go out in one fwrite */
+    cc_strbuf_putc(b, '"');
+    const char *run = s; /* characters that need no escape go out in one piece */
     for (;; s++) {
         unsigned char ch = (unsigned char)*s;
         if (ch >= 0x20 && ch < 0x80 && ch != '"' && ch != '\\')
@@ -470,30 +470,147 @@ void cc_json_write_string(FILE *f, const char *s)
             s += k - 1;
             continue;
         }
-        fwrite(run, 1, (size_t)(s - run), f);
+        cc_strbuf_put(b, run, (size_t)(s - run));
         if (!ch)
             break;
         if (ch >= 0x80) /* a byte that is not UTF-8: the replacement character */
-            fputs("\\ufffd", f);
+            cc_strbuf_puts(b, "\\ufffd");
         else if (ch == '\n')
-            fputs("\\n", f);
+            cc_strbuf_puts(b, "\\n");
         else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
+            cc_strbuf_printf(b, "\\u%04x", ch);
         else {
-            putc('\\', f);
-            putc(ch, f);
+            cc_strbuf_putc(b, '\\');
+            cc_strbuf_putc(b, (char)ch);
         }
         run = s + 1;
     }
-    putc('"', f);
+    cc_strbuf_putc(b, '"');
+}
+
+void cc_json_write_string(FILE *f, const char *s)
+{
+    cc_strbuf b = {0};
+    cc_json_put_string(&b, s);
+    if (b.failed) /* out of memory: what is there, unescaped, rather than nothing */
+        fprintf(f, "\"%s\"", s);
+    else
+        fwrite(b.data, 1, b.len, f);
+    cc_strbuf_free(&b);
+}
+
+/* %.17g of a finite x, the same text printf writes, without printf where the exact value is
+ * cheap to reach: for 1e-16 <= |x| < 1e17, x = m 2^e (m < 2^53) and k = 16 - X (X the decimal
+ * exponent), the 17 digits are m 5^k 2^(e+k) rounded to an integer, half to even as printf
+ * rounds (capcheck never changes the rounding mode); m 5^k < 2^128 for k <= 32. Elsewhere
+ * printf itself. test_json checks it against printf on millions of values, ties included. */
+static size_t format_g17(double x, char *out)
+{
+    static const uint64_t five[28] = {
+        1ull, 5ull, 25ull, 125ull, 625ull, 3125ull, 15625ull, 78125ull, 390625ull, 1953125ull,
+        9765625ull, 48828125ull, 244140625ull, 1220703125ull, 6103515625ull, 30517578125ull,
+        152587890625ull, 762939453125ull, 3814697265625ull, 19073486328125ull,
+        95367431640625ull, 476837158203125ull, 2384185791015625ull, 11920928955078125ull,
+        59604644775390625ull, 298023223876953125ull, 1490116119384765625ull,
+        7450580596923828125ull};
+    const uint64_t lo = 10000000000000000ull, hi = 100000000000000000ull; /* 10^16, 10^17 */
+    double a = fabs(x);
+    if (!(a >= 1e-16 && a < 1e17))
+        return (size_t)snprintf(out, 32, "%.17g", x);
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int biased = (int)((bits >> 52) & 0x7ff);
+    uint64_t m = (bits & ((1ull << 52) - 1)) | (uint64_t)(biased != 0) << 52;
+    int e = biased ? biased - 1075 : -1074;
+    int X = (int)floor(log10(a)); /* a guess: the exact digits correct it */
+    uint64_t q = 0;
+    for (int tries = 0;; tries++) {
+        int k = 16 - X;
+        if (k < 0 || k > 32 || tries == 3)
+            return (size_t)snprintf(out, 32, "%.17g", x);
+        unsigned __int128 p = (unsigned __int128)m *
+                              (k < 28 ? five[k] : (unsigned __int128)five[27] * five[k - 27]);
+        int s = e + k, up = 0;
+        uint64_t head;
+        if (s >= 0) {
+            head = (uint64_t)(p << s); /* an integer below 10^18 here */
+        } else {
+            int t = -s; /* <= 127 in this range */
+            unsigned __int128 h = p >> t, rem = p - (h << t), half = (unsigned __int128)1 << (t - 1);
+            head = (uint64_t)h;
+            up = rem > half || (rem == half && (head & 1));
+        }
+        if (head >= hi || head < lo) { /* the guess was one off */
+            X += head >= hi ? 1 : -1;
+            continue;
+        }
+        q = head + (uint64_t)up;
+        if (q == hi) { /* rounded up to the next power of ten */
+            q = lo;
+            X++;
+        }
+        break;
+    }
+    char d[17];
+    for (int i = 16; i >= 0; i--, q /= 10)
+        d[i] = (char)('0' + q % 10);
+    int last = 16; /* %g drops trailing zeros */
+    while (last > 0 && d[last] == '0')
+        last--;
+    char *o = out;
+    if (signbit(x))
+        *o++ = '-';
+    if (X >= -4 && X < 17) { /* fixed notation */
+        if (X < 0) {
+            *o++ = '0';
+            *o++ = '.';
+            for (int i = 0; i < -X - 1; i++)
+                *o++ = '0';
+        }
+        for (int i = 0; i <= (X < 0 ? last : X); i++) {
+            *o++ = d[i];
+            if (i == X && last > X)
+                *o++ = '.';
+        }
+        for (int i = X + 1; X >= 0 && i <= last; i++)
+            *o++ = d[i];
+    } else { /* d.ddde+XX */
+        *o++ = d[0];
+        if (last > 0)
+            *o++ = '.';
+        for (int i = 1; i <= last; i++)
+            *o++ = d[i];
+        int ax = X < 0 ? -X : X;
+        *o++ = 'e';
+        *o++ = X < 0 ? '-' : '+';
+        if (ax >= 100)
+            *o++ = (char)('0' + ax / 100);
+        *o++ = (char)('0' + ax / 10 % 10);
+        *o++ = (char)('0' + ax % 10);
+    }
+    *o = 0;
+    return (size_t)(o - out);
+}
+
+size_t cc_json_format_number(double x, char out[CC_JSON_NUMBER_MAX])
+{
+    const char *word = isnan(x) ? "\"NaN\"" : isinf(x) ? (x > 0 ? "\"Infinity\"" : "\"-Infinity\"") : NULL;
+    if (word) {
+        size_t n = strlen(word);
+        memcpy(out, word, n + 1);
+        return n;
+    }
+    return format_g17(x, out);
+}
+
+void cc_json_put_number(cc_strbuf *b, double x)
+{
+    char text[CC_JSON_NUMBER_MAX];
+    cc_strbuf_put(b, text, cc_json_format_number(x, text));
 }
 
 void cc_json_write_number(FILE *f, double x)
 {
-    if (isnan(x))
-        fputs("\"NaN\"", f);
-    else if (isinf(x))
-        fputs(x > 0 ? "\"Infinity\"" : "\"-Infinity\"", f);
-    else
-        fprintf(f, "%.17g", x);
+    char text[CC_JSON_NUMBER_MAX];
+    fwrite(text, 1, cc_json_format_number(x, text), f);
 }

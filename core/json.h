@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
+#include "core/strbuf.h"
+
 typedef enum {
     CC_JSON_NULL = 0,
     CC_JSON_FALSE,
@@ -41,9 +43,15 @@ int cc_json_u64(const cc_json *obj, const char *key, uint64_t *out);
 int cc_json_bool(const cc_json *obj, const char *key, int *out);
 
 /* Writing: a JSON string literal (quotes, backslashes and control characters escaped), and a
- * number as capcheck writes one (%.17g; NaN and +-Inf as the strings "NaN", "Infinity",
- * "-Infinity", which cc_json_double reads back). */
+ * number as capcheck writes one (%.17g's text, made without printf where it can be; NaN and
+ * +-Inf as the strings "NaN", "Infinity", "-Infinity", which cc_json_double reads back), to a
+ * FILE or appended to a cc_strbuf. */
+#define CC_JSON_NUMBER_MAX 32
 void cc_json_write_string(FILE *f, const char *s);
 void cc_json_write_number(FILE *f, double x);
+void cc_json_put_string(cc_strbuf *b, const char *s);
+void cc_json_put_number(cc_strbuf *b, double x);
+/* The number's text into out (NUL-terminated); its length. */
+size_t cc_json_format_number(double x, char out[CC_JSON_NUMBER_MAX]);
 
 #endif

@@ -1,6 +1,7 @@
 /* The journal and its reader (harness/session/journal.h, results_read.h, json.h): a result survives
  * write -> read exactly (NaN, +-Inf, -0, escapes); records appended in any order give the
- * report of case-index order; a torn tail is dropped and cut off; run.json round-trips. */
+ * report of case-index order; a torn tail is dropped and cut off; run.json round-trips; numbers
+ * are written as printf's %.17g writes them (the fast path of core/json.c against printf). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
@@ -237,11 +238,80 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* xorshift64: the values of the number test, the same on every machine */
+static uint64_t next_bits(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* cc_json_format_number against printf's %.17g, character for character, on 3 million values:
+ * any bit pattern, 53-bit integers times powers of two, values at powers of ten (where the
+ * exponent guess is off by one), exact ties at the 17th digit (18 digits ending in 5, rounded
+ * half to even), ratios, and a log-uniform spread. */
+static void test_numbers_are_printf_text(void **state)
+{
+    (void)state;
+    uint64_t s = 88172645463325252ull;
+    long differ = 0, ties = 0;
+    for (long i = 0; i < 3000000; i++) {
+        uint64_t r = next_bits(&s), r2 = next_bits(&s);
+        double x;
+        switch (i % 6) {
+        case 0:
+            memcpy(&x, &r, sizeof x);
+            break;
+        case 1:
+            x = ldexp((double)(r >> 11), (int)(r2 % 120) - 110);
+            break;
+        case 2:
+            x = pow(10.0, (double)(r2 % 36) - 17.0) *
+                (1.0 + ((double)(r >> 11) * 0x1p-53 - 0.5) * 1e-15);
+            break;
+        case 3: { /* (q + 1/2) 10^-k, q of 17 digits: j / 2^(k+1) for odd j = (2q + 1) / 5^k */
+            int k = 1 + (int)(r2 % 24);
+            double lo = ceil(2e16 / pow(5.0, k)), hi = fmin(2e17 / pow(5.0, k), 0x1p53);
+            double j = lo + (double)(r % (uint64_t)(hi - lo));
+            x = ldexp(fmod(j, 2.0) == 1.0 ? j : j + 1.0, -(k + 1));
+            ties++;
+            break;
+        }
+        case 4:
+            x = (double)(r % 100000) / (double)(1 + r2 % 1000);
+            break;
+        default:
+            x = exp(((double)(r >> 11) * 0x1p-53 - 0.5) * 90.0);
+            break;
+        }
+        if (r2 & 1)
+            x = -x;
+        char want[64], got[CC_JSON_NUMBER_MAX];
+        if (isnan(x) || isinf(x))
+            continue;
+        snprintf(want, sizeof want, "%.17g", x);
+        cc_json_format_number(x, got);
+        if (strcmp(want, got) != 0 && differ++ < 5)
+            print_message("x = %a: printf %s, capcheck %s\n", x, want, got);
+    }
+    assert_int_equal(differ, 0);
+    assert_true(ties == 500000);
+    char t[CC_JSON_NUMBER_MAX];
+    cc_json_format_number(-0.0, t);
+    assert_string_equal(t, "-0");
+    cc_json_format_number(NAN, t);
+    assert_string_equal(t, "\"NaN\"");
+    cc_json_format_number(-INFINITY, t);
+    assert_string_equal(t, "\"-Infinity\"");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_result_round_trip),
         cmocka_unit_test(test_json_reader),
+        cmocka_unit_test(test_numbers_are_printf_text),
         cmocka_unit_test(test_journal_order_and_torn_tail),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -13,115 +13,129 @@
 #include "harness/run/witness.h"
 
 /* The "witnesses" list of a result, compact (results.jsonl) or spaced (report.json). */
-static void write_witness_list(FILE *f, const cc_result *r, int spaced)
+static void put_witness_list(cc_strbuf *b, const cc_result *r, int spaced)
 {
     const char *colon = spaced ? ": " : ":", *comma = spaced ? ", " : ",";
-    fprintf(f, "\"witnesses\"%s[", colon);
+    cc_strbuf_printf(b, "\"witnesses\"%s[", colon);
     for (int k = 0; k < r->n_witnesses; k++) {
         const cc_witness *w = &r->witnesses[k];
-        fprintf(f, "%s{\"provider\"%s", k ? comma : "", colon);
-        cc_json_write_string(f, w->provider);
-        fprintf(f, "%s\"status\"%s\"%s\"%s\"worst_ratio\"%s", comma, colon,
-                cc_result_status_name(w->status), comma, colon);
-        cc_json_write_number(f, w->worst_ratio);
+        cc_strbuf_printf(b, "%s{\"provider\"%s", k ? comma : "", colon);
+        cc_json_put_string(b, w->provider);
+        cc_strbuf_printf(b, "%s\"status\"%s\"%s\"%s\"worst_ratio\"%s", comma, colon,
+                         cc_result_status_name(w->status), comma, colon);
+        cc_json_put_number(b, w->worst_ratio);
         if (w->has_value) {
-            fprintf(f, "%s\"got\"%s", comma, colon);
-            cc_json_write_number(f, w->got);
-            fprintf(f, "%s\"agree_ratio\"%s", comma, colon);
-            cc_json_write_number(f, w->agree_ratio);
+            cc_strbuf_printf(b, "%s\"got\"%s", comma, colon);
+            cc_json_put_number(b, w->got);
+            cc_strbuf_printf(b, "%s\"agree_ratio\"%s", comma, colon);
+            cc_json_put_number(b, w->agree_ratio);
         }
         if (w->message[0]) {
-            fprintf(f, "%s\"message\"%s", comma, colon);
-            cc_json_write_string(f, w->message);
+            cc_strbuf_printf(b, "%s\"message\"%s", comma, colon);
+            cc_json_put_string(b, w->message);
         }
-        fputc('}', f);
+        cc_strbuf_putc(b, '}');
     }
-    fputc(']', f);
+    cc_strbuf_putc(b, ']');
 }
 
-/* ,"witnesses":[...],"verdict":"..." of a record whose witnesses ran (nothing otherwise, so a
- * run without witnesses writes the records it always wrote). */
-static void write_witnesses(FILE *f, const cc_result *r)
+/* A string member ,"key":"value" (value escaped). */
+static void put_string_member(cc_strbuf *b, const char *key, const char *value)
 {
-    if (r->n_witnesses <= 0)
-        return;
-    fputc(',', f);
-    write_witness_list(f, r, 0);
-    fprintf(f, ",\"verdict\":\"%s\"", cc_verdict_name(r->verdict));
+    cc_strbuf_puts(b, key);
+    cc_json_put_string(b, value);
+}
+
+static void put_number_member(cc_strbuf *b, const char *key, double value)
+{
+    cc_strbuf_puts(b, key);
+    cc_json_put_number(b, value);
+}
+
+/* The record's members after its opening brace, through "}\n". Written for every case of every
+ * run (a worker's hot path): appended to a buffer, numbers without printf (core/json.h). */
+void cc_result_put_json_members(cc_strbuf *b, const cc_result *r)
+{
+    put_string_member(b, "\"case\":", r->line);
+    put_string_member(b, ",\"op\":", r->op);
+    cc_strbuf_puts(b, ",\"dtype\":\"");
+    cc_strbuf_puts(b, cc_dtype_name(r->dtype));
+    cc_strbuf_puts(b, "\",\"device\":\"");
+    cc_strbuf_puts(b, cc_device_name(r->device));
+    cc_strbuf_puts(b, "\",\"layout\":\"");
+    cc_strbuf_puts(b, cc_layout_name(r->layout));
+    put_string_member(b, "\",\"provider\":", r->provider);
+    if (r->platform[0])
+        put_string_member(b, ",\"platform\":", r->platform);
+    put_string_member(b, ",\"vjp_mode\":", r->vjp_mode);
+    cc_strbuf_puts(b, ",\"status\":\"");
+    cc_strbuf_puts(b, cc_result_status_name(r->status));
+    cc_strbuf_puts(b, r->checked_fwd ? "\",\"checked_fwd\":true" : "\",\"checked_fwd\":false");
+    cc_strbuf_puts(b, r->checked_vjp ? ",\"checked_vjp\":true" : ",\"checked_vjp\":false");
+    put_number_member(b, ",\"fwd_ratio\":", r->fwd_ratio);
+    put_number_member(b, ",\"vjp_ratio\":", r->vjp_ratio);
+    put_number_member(b, ",\"worst_ratio\":", r->worst_ratio);
+    cc_strbuf_puts(b, ",\"accumulation\":\"");
+    cc_strbuf_puts(b, cc_accumulation_name(r->accumulation));
+    put_number_member(b, "\",\"suspect_ratio\":", r->suspect_ratio);
+    if (r->suspect)
+        cc_strbuf_puts(b, ",\"suspect\":true");
+    if (r->vacuous)
+        cc_strbuf_puts(b, ",\"vacuous\":true");
+    if (r->has_power) {
+        put_number_member(b, ",\"power\":{\"k\":", r->power.k_fail);
+        put_number_member(b, ",\"k_suspect\":", r->power.k_suspect);
+        put_number_member(b, ",\"ulp\":", r->power.ulp_fail);
+        put_number_member(b, ",\"ulp_suspect\":", r->power.ulp_suspect);
+        cc_strbuf_putc(b, '}');
+    }
+    if (r->worst_output[0]) {
+        put_string_member(b, ",\"worst\":{\"output\":", r->worst_output);
+        put_string_member(b, ",\"index\":", r->worst_index);
+        put_number_member(b, ",\"expected\":", r->expected);
+        put_number_member(b, ",\"got\":", r->got);
+        put_number_member(b, ",\"bound\":", r->bound);
+        put_string_member(b, ",\"inputs\":", r->worst_inputs);
+        cc_strbuf_putc(b, '}');
+    }
+    if (r->message[0])
+        put_string_member(b, ",\"message\":", r->message);
+    if (r->n_witnesses > 0) { /* only when witnesses ran: a run without writes what it always did */
+        cc_strbuf_putc(b, ',');
+        put_witness_list(b, r, 0);
+        cc_strbuf_puts(b, ",\"verdict\":\"");
+        cc_strbuf_puts(b, cc_verdict_name(r->verdict));
+        cc_strbuf_putc(b, '"');
+    }
+    if (r->sampled) { /* a sampled check (harness/run/sample.h); full checks write nothing here */
+        put_number_member(b, ",\"sampled\":{\"fraction\":", r->checked_fraction);
+        cc_strbuf_puts(b, ",\"window\":[");
+        cc_strbuf_put_i64(b, r->window_rows);
+        cc_strbuf_putc(b, ',');
+        cc_strbuf_put_i64(b, r->window_cols);
+        cc_strbuf_puts(b, "]}");
+    }
+    if (r->retried)
+        cc_strbuf_puts(b, ",\"retried\":true");
+    if (r->repeat > 1) { /* only when repeated: a run without --repeat writes what it always did */
+        cc_strbuf_puts(b, ",\"repeat\":");
+        cc_strbuf_put_i64(b, r->repeat);
+    }
+    cc_strbuf_puts(b, ",\"elements\":");
+    cc_strbuf_put_i64(b, r->elements);
+    cc_strbuf_printf(b, ",\"seconds\":%.6f}\n", r->seconds);
 }
 
 void cc_result_write_json(FILE *f, const cc_result *r)
 {
-    fputs("{\"case\":", f);
-    cc_json_write_string(f, r->line);
-    fputs(",\"op\":", f);
-    cc_json_write_string(f, r->op);
-    fprintf(f, ",\"dtype\":\"%s\",\"device\":\"%s\",\"layout\":\"%s\",\"provider\":",
-            cc_dtype_name(r->dtype), cc_device_name(r->device), cc_layout_name(r->layout));
-    cc_json_write_string(f, r->provider);
-    if (r->platform[0]) {
-        fputs(",\"platform\":", f);
-        cc_json_write_string(f, r->platform);
-    }
-    fputs(",\"vjp_mode\":", f);
-    cc_json_write_string(f, r->vjp_mode);
-    fprintf(f, ",\"status\":\"%s\",\"checked_fwd\":%s,\"checked_vjp\":%s,\"fwd_ratio\":",
-            cc_result_status_name(r->status), r->checked_fwd ? "true" : "false",
-            r->checked_vjp ? "true" : "false");
-    cc_json_write_number(f, r->fwd_ratio);
-    fputs(",\"vjp_ratio\":", f);
-    cc_json_write_number(f, r->vjp_ratio);
-    fputs(",\"worst_ratio\":", f);
-    cc_json_write_number(f, r->worst_ratio);
-    fprintf(f, ",\"accumulation\":\"%s\",\"suspect_ratio\":",
-            cc_accumulation_name(r->accumulation));
-    cc_json_write_number(f, r->suspect_ratio);
-    if (r->suspect)
-        fputs(",\"suspect\":true", f);
-    if (r->vacuous)
-        fputs(",\"vacuous\":true", f);
-    if (r->has_power) {
-        fputs(",\"power\":{\"k\":", f);
-        cc_json_write_number(f, r->power.k_fail);
-        fputs(",\"k_suspect\":", f);
-        cc_json_write_number(f, r->power.k_suspect);
-        fputs(",\"ulp\":", f);
-        cc_json_write_number(f, r->power.ulp_fail);
-        fputs(",\"ulp_suspect\":", f);
-        cc_json_write_number(f, r->power.ulp_suspect);
-        fputc('}', f);
-    }
-    if (r->worst_output[0]) {
-        fputs(",\"worst\":{\"output\":", f);
-        cc_json_write_string(f, r->worst_output);
-        fputs(",\"index\":", f);
-        cc_json_write_string(f, r->worst_index);
-        fputs(",\"expected\":", f);
-        cc_json_write_number(f, r->expected);
-        fputs(",\"got\":", f);
-        cc_json_write_number(f, r->got);
-        fputs(",\"bound\":", f);
-        cc_json_write_number(f, r->bound);
-        fputs(",\"inputs\":", f);
-        cc_json_write_string(f, r->worst_inputs);
-        fputc('}', f);
-    }
-    if (r->message[0]) {
-        fputs(",\"message\":", f);
-        cc_json_write_string(f, r->message);
-    }
-    write_witnesses(f, r);
-    if (r->sampled) { /* a sampled check (harness/run/sample.h); full checks write nothing here */
-        fputs(",\"sampled\":{\"fraction\":", f);
-        cc_json_write_number(f, r->checked_fraction);
-        fprintf(f, ",\"window\":[%lld,%lld]}", (long long)r->window_rows,
-                (long long)r->window_cols);
-    }
-    if (r->retried)
-        fputs(",\"retried\":true", f);
-    if (r->repeat > 1) /* only when repeated: a run without --repeat writes what it always did */
-        fprintf(f, ",\"repeat\":%d", r->repeat);
-    fprintf(f, ",\"elements\":%lld,\"seconds\":%.6f}\n", (long long)r->elements, r->seconds);
+    cc_strbuf b = {0};
+    cc_strbuf_putc(&b, '{');
+    cc_result_put_json_members(&b, r);
+    if (!b.failed)
+        fwrite(b.data, 1, b.len, f);
+    else
+        fputs("{\"error\":\"out of memory writing a result\"}\n", f);
+    cc_strbuf_free(&b);
 }
 
 /* ---- aggregation --------------------------------------------------------------------------- */
@@ -293,7 +307,10 @@ static void write_witnessed_json(const cc_report *rep, FILE *f)
             cc_json_write_string(f, r->message);
         }
         fprintf(f, ", \"verdict\": \"%s\", ", cc_verdict_name(r->verdict));
-        write_witness_list(f, r, 1);
+        cc_strbuf list = {0};
+        put_witness_list(&list, r, 1);
+        fwrite(list.data, 1, list.failed ? 0 : list.len, f);
+        cc_strbuf_free(&list);
         fprintf(f, "}%s\n", i + 1 < rep->n_witnessed ? "," : "");
     }
     fputs("    ]\n  }\n", f);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "core/sha256.h"
+#include "core/strbuf.h"
 #include "harness/report/expect.h"
 #include "harness/report/provenance.h"
 #include "harness/report/repro.h"
@@ -17,6 +18,8 @@
 #define CC_REPORT_SCHEMA "capcheck-report/2" /* reports/schema.json */
 
 void cc_result_write_json(FILE *f, const cc_result *r);
+/* The same record's members (after its '{', through "}\n") appended to b: the journal's form. */
+void cc_result_put_json_members(cc_strbuf *b, const cc_result *r);
 
 /* One row per op x dtype x device x provider x platform (harness/run/platform.h; "" for results
  * that name none). */

@@ -380,6 +380,7 @@ int cc_journal_report(const char *dir, const cc_journal_scan *s, cc_report *rep,
 
 struct cc_journal {
     int fd;
+    cc_strbuf record; /* the record being written, its memory kept from one to the next */
     char path[1024];
     double last_sync;
     int sync_failed;
@@ -436,38 +437,30 @@ int cc_journal_sync(cc_journal *j)
 int cc_journal_append(cc_journal *j, size_t index, const cc_result *r, char *msg,
                       size_t msg_len)
 {
-    /* the result record as report.c writes it, with the index spliced in first */
-    char *rec = NULL;
-    size_t rec_len = 0;
-    FILE *m = open_memstream(&rec, &rec_len);
-    if (!m) {
-        snprintf(msg, msg_len, "out of memory");
+    /* the result record as report.c writes it, with the index first; one write() per record,
+     * so a worker or capcheck killed at any moment leaves whole lines (or a torn last one) */
+    cc_strbuf *rec = &j->record;
+    cc_strbuf_clear(rec);
+    cc_strbuf_puts(rec, "{\"index\":");
+    cc_strbuf_put_i64(rec, (int64_t)index);
+    cc_strbuf_putc(rec, ',');
+    cc_result_put_json_members(rec, r);
+    if (rec->failed) {
+        snprintf(msg, msg_len, "out of memory formatting the record of case %zu", index);
         return -1;
     }
-    fprintf(m, "{\"index\":%zu,", index);
-    long head = ftell(m);
-    cc_result_write_json(m, r);
-    if (fclose(m) || !rec || rec_len < (size_t)head + 2 || rec[head] != '{') {
-        free(rec);
-        snprintf(msg, msg_len, "cannot format the record of case %zu", index);
-        return -1;
-    }
-    memmove(rec + head, rec + head + 1, rec_len - (size_t)head); /* drop the record's own '{' */
-    rec_len--;
     size_t done = 0;
-    while (done < rec_len) {
-        ssize_t w = write(j->fd, rec + done, rec_len - done);
+    while (done < rec->len) {
+        ssize_t w = write(j->fd, rec->data + done, rec->len - done);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
             snprintf(msg, msg_len, "cannot append to %s: %s", j->path,
                      w < 0 ? strerror(errno) : "short write");
-            free(rec);
             return -1;
         }
         done += (size_t)w;
     }
-    free(rec);
     if (cc_monotonic_seconds() - j->last_sync >= CC_JOURNAL_SYNC_SECONDS)
         cc_journal_sync(j);
     return 0;
@@ -481,6 +474,7 @@ int cc_journal_close(cc_journal *j)
     int bad = j->sync_failed;
     if (close(j->fd))
         bad = 1;
+    cc_strbuf_free(&j->record);
     free(j);
     return bad ? -1 : 0;
 }
