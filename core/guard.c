@@ -60,7 +60,57 @@ void cc_guard_set_init(cc_guard_set *s, int guarded)
     s->repeats = 1;
 }
 
-void *cc_guard_alloc(cc_guard_set *s, size_t bytes, const char *name)
+/* The slot of the cache holding a mapping of map_len bytes of the kind asked for (aliased: an
+ * input's two views), taken out of the cache; -1 when none does. */
+static int take_cached(cc_guard_cache *c, size_t map_len, int aliased, cc_guarded *b)
+{
+    for (int k = 0; c && k < c->n; k++)
+        if (c->slot[k].map_len == map_len && (c->slot[k].alias != NULL) == aliased) {
+            b->map = c->slot[k].map;
+            b->alias = c->slot[k].alias;
+            b->readonly = c->slot[k].readonly;
+            c->slot[k] = c->slot[--c->n];
+            return 0;
+        }
+    return -1;
+}
+
+/* A fresh input mapping of `pages` data pages between two PROT_NONE guard pages, read-only,
+ * and a second, writable mapping of the same pages (a memfd mapped twice); -1 where that cannot
+ * be had (then the caller falls back to one mapping and mprotect). */
+static int map_aliased(size_t pages, size_t pg, cc_guarded *b)
+{
+#if defined(__linux__) && defined(MFD_CLOEXEC)
+    int fd = memfd_create("capcheck-input", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    void *map = MAP_FAILED, *alias = MAP_FAILED;
+    if (ftruncate(fd, (off_t)(pages * pg)) == 0) {
+        map = mmap(NULL, (pages + 2) * pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (map != MAP_FAILED &&
+            mmap((unsigned char *)map + pg, pages * pg, PROT_READ, MAP_SHARED | MAP_FIXED, fd,
+                 0) != MAP_FAILED)
+            alias = mmap(NULL, pages * pg, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    close(fd);
+    if (alias == MAP_FAILED) {
+        if (map != MAP_FAILED)
+            munmap(map, (pages + 2) * pg);
+        return -1;
+    }
+    b->map = map;
+    b->alias = alias;
+    b->readonly = 1;
+    return 0;
+#else
+    (void)pages, (void)pg, (void)b;
+    return -1;
+#endif
+}
+
+/* A buffer of the set; aliased: an input's (see cc_guard_alloc_input). Returns where capcheck
+ * writes it. */
+static void *alloc_buffer(cc_guard_set *s, size_t bytes, const char *name, int aliased)
 {
     if (s->n >= CC_GUARD_MAX_BUFFERS)
         return NULL;
@@ -77,34 +127,29 @@ void *cc_guard_alloc(cc_guard_set *s, size_t bytes, const char *name)
     }
     size_t pg = page_size(), pages = (bytes + pg - 1) / pg;
     b->map_len = (pages + 2) * pg;
-    unsigned char *first;
-    int reused = -1;
-    for (int k = 0; s->cache && k < s->cache->n && reused < 0; k++)
-        if (s->cache->slot[k].map_len == b->map_len)
-            reused = k;
-    if (reused >= 0) { /* its guard pages are still PROT_NONE; its data pages may be sealed */
-        b->map = s->cache->slot[reused].map;
-        int sealed = s->cache->slot[reused].readonly;
-        s->cache->slot[reused] = s->cache->slot[--s->cache->n];
-        first = (unsigned char *)b->map + pg;
-        if (sealed && pages && mprotect(first, pages * pg, PROT_READ | PROT_WRITE)) {
+    aliased = aliased && pages > 0;
+    if (take_cached(s->cache, b->map_len, aliased, b) == 0) {
+        /* its guard pages are still PROT_NONE; a plain one's data pages may be sealed */
+        if (!b->alias && b->readonly &&
+            mprotect((unsigned char *)b->map + pg, pages * pg, PROT_READ | PROT_WRITE)) {
             munmap(b->map, b->map_len);
             b->map = NULL;
             return NULL;
         }
-    } else {
+        b->readonly = b->alias != NULL;
+    } else if (!aliased || map_aliased(pages, pg, b)) {
         b->map = mmap(NULL, b->map_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (b->map == MAP_FAILED) {
             b->map = NULL;
             return NULL;
         }
-        first = (unsigned char *)b->map + pg;
-        if (pages && mprotect(first, pages * pg, PROT_READ | PROT_WRITE)) {
+        if (pages && mprotect((unsigned char *)b->map + pg, pages * pg, PROT_READ | PROT_WRITE)) {
             munmap(b->map, b->map_len);
             b->map = NULL;
             return NULL;
         }
     }
+    unsigned char *first = (unsigned char *)b->map + pg;
     b->slack_len = pages * pg - bytes;
     if (s->place == CC_PLACE_END) {
         b->data = first + b->slack_len;
@@ -113,20 +158,36 @@ void *cc_guard_alloc(cc_guard_set *s, size_t bytes, const char *name)
         b->data = first;
         b->slack = first + bytes;
     }
-    memset(b->slack, CANARY, b->slack_len);
+    /* the canary goes in through whichever view is writable */
+    unsigned char *w = b->alias ? b->alias + (b->slack - first) : b->slack;
+    memset(w, CANARY, b->slack_len);
     s->n++;
-    return b->data;
+    return b->alias ? b->alias + (b->data - first) : b->data;
+}
+
+void *cc_guard_alloc(cc_guard_set *s, size_t bytes, const char *name)
+{
+    return alloc_buffer(s, bytes, name, 0);
+}
+
+void *cc_guard_alloc_input(cc_guard_set *s, size_t bytes, const char *name)
+{
+    return alloc_buffer(s, bytes, name, 1);
 }
 
 static void release(cc_guard_set *s, cc_guarded *b)
 {
     cc_guard_cache *c = s->cache;
+    size_t pg = page_size();
     if (b->map && c && c->n < CC_GUARD_CACHE_SLOTS) {
         c->slot[c->n].map = b->map;
         c->slot[c->n].map_len = b->map_len;
         c->slot[c->n].readonly = b->readonly;
+        c->slot[c->n].alias = b->alias;
         c->n++;
     } else if (b->map) {
+        if (b->alias)
+            munmap(b->alias, b->map_len - 2 * pg);
         munmap(b->map, b->map_len);
     } else {
         cc_free_big(b->data);
@@ -136,8 +197,12 @@ static void release(cc_guard_set *s, cc_guarded *b)
 
 void cc_guard_cache_clear(cc_guard_cache *c)
 {
-    for (int k = 0; k < c->n; k++)
+    size_t pg = page_size();
+    for (int k = 0; k < c->n; k++) {
+        if (c->slot[k].alias)
+            munmap(c->slot[k].alias, c->slot[k].map_len - 2 * pg);
         munmap(c->slot[k].map, c->slot[k].map_len);
+    }
     c->n = 0;
 }
 
@@ -158,17 +223,24 @@ void cc_guard_free_all(cc_guard_set *s)
     s->n = 0;
 }
 
-void cc_guard_seal(cc_guard_set *s, void *data)
+void *cc_guard_seal(cc_guard_set *s, void *data)
 {
     size_t pg = page_size();
-    for (int i = 0; i < s->n; i++) {
+    for (int i = 0; data && i < s->n; i++) {
         cc_guarded *b = &s->b[i];
-        if (b->data != data || !b->map)
+        if (!b->map)
+            continue;
+        unsigned char *first = (unsigned char *)b->map + pg;
+        if (b->alias && (b->alias + (b->data - first) == data || b->data == data))
+            return b->data; /* read-only since it was mapped */
+        if (b->data != data)
             continue;
         b->readonly = 1;
         if (b->map_len > 2 * pg)
-            mprotect((unsigned char *)b->map + pg, b->map_len - 2 * pg, PROT_READ);
+            mprotect(first, b->map_len - 2 * pg, PROT_READ);
+        return b->data;
     }
+    return data;
 }
 
 int cc_guard_check(const cc_guard_set *s, char *msg, size_t len)

@@ -52,7 +52,11 @@ typedef struct {
 typedef struct {
     void *map;      /* the whole mapping, guard pages included; NULL for a heap buffer */
     size_t map_len;
-    unsigned char *data; /* the buffer */
+    unsigned char *data; /* the buffer (an input's: its read-only view) */
+    /* an input's second, writable view of the same pages (NULL where there is none): capcheck
+     * fills it there while the provider's view stays read-only, case after case, with no
+     * mprotect (each one a TLB shootdown across the CPUs) */
+    unsigned char *alias;
     size_t bytes;
     unsigned char *slack; /* the canary bytes beside it */
     size_t slack_len;
@@ -72,6 +76,7 @@ typedef struct cc_guard_cache {
         void *map;
         size_t map_len;
         int readonly;
+        void *alias; /* an input mapping's writable view of its data pages, or NULL */
     } slot[CC_GUARD_CACHE_SLOTS];
 } cc_guard_cache;
 
@@ -95,8 +100,16 @@ void cc_guard_free(cc_guard_set *s, void *data);
 void cc_guard_free_all(cc_guard_set *s);
 /* Unmap every mapping a cache holds. */
 void cc_guard_cache_clear(cc_guard_cache *c);
-/* Make a filled input buffer read-only (guarded sets; no-op otherwise). */
-void cc_guard_seal(cc_guard_set *s, void *data);
+/* An input's buffer: like cc_guard_alloc, but what it returns is where capcheck writes the
+ * values; cc_guard_seal then gives the address the provider reads (guarded sets: read-only
+ * pages). Where the system can map the pages twice (memfd), the writable view is a second
+ * mapping and sealing costs no system call; elsewhere it is the buffer itself, made read-only
+ * by mprotect. */
+void *cc_guard_alloc_input(cc_guard_set *s, size_t bytes, const char *name);
+/* Seal a filled input buffer (by the address cc_guard_alloc_input returned, or that of a
+ * cc_guard_alloc buffer): read-only from now on; the address the provider is to read it at
+ * (the same one for unguarded sets and mprotect'ed buffers). */
+void *cc_guard_seal(cc_guard_set *s, void *data);
 /* After a provider call: 0 when every canary is intact, else -1 with a sentence in msg naming
  * the buffer and the side that was written. */
 int cc_guard_check(const cc_guard_set *s, char *msg, size_t len);

@@ -51,6 +51,16 @@ static void test_write_past_the_end(void **state)
                          "bytes; caught by its guard page)");
 }
 
+/* An in-bounds write into an input: its pages are read-only while the provider runs (on every
+ * case of a run too: the workers' inputs are kept mapped from case to case, read-only). */
+static void test_write_into_an_input(void **state)
+{
+    (void)state;
+    expect_out_of_bounds("exp_writes_its_input", "",
+                         "forward wrote into the read-only input x (a buffer of 148 bytes; "
+                         "inputs are read-only)");
+}
+
 static void test_write_before_the_start(void **state)
 {
     (void)state;
@@ -69,33 +79,65 @@ static void test_read_before_the_start_needs_the_other_placement(void **state)
                          "forward (call 2 of 2) read memory 4 bytes before the start of input x");
 }
 
-/* A whole run goes on past the faults: every exp case out-of-bounds, everything else passes. */
-static void test_a_run_records_every_fault_and_goes_on(void **state)
+/* 1 when the record at p (up to end) is of a case with an empty input (a 0 in in=[...]). */
+static int empty_case(const char *p, const char *end)
 {
-    (void)state;
+    const char *in = strstr(p, "in=[");
+    if (!in || (end && in > end))
+        return 0;
+    for (const char *q = in + 3; *q && *q != ' ' && *q != '"'; q++)
+        if (*q == '0' && (q[-1] == '[' || q[-1] == ',') && (q[1] == ']' || q[1] == ','))
+            return 1;
+    return 0;
+}
+
+/* A whole run under `mutant` goes on past the faults: every exp case out-of-bounds (the
+ * workers keep their buffers' mappings from case to case), everything else passes; with
+ * empty_pass, cases of an empty input pass (the mutant has no element to write). */
+static void run_with_every_exp_case_out_of_bounds(const char *mutant, int empty_pass)
+{
     char dir[] = "/tmp/capcheck_guard_XXXXXX";
     assert_non_null(mkdtemp(dir));
-    char args[512];
+    char prefix[128], args[512];
+    snprintf(prefix, sizeof prefix, "CAPCHECK_MUTANT=%s ", mutant);
     snprintf(args, sizeof args, "run --op exp " MUTANTS " -j 2 --out %s/run", dir);
-    assert_int_equal(cc_t_run("CAPCHECK_MUTANT=exp_write_past_end ", args, out, sizeof out), 1);
+    assert_int_equal(cc_t_run(prefix, args, out, sizeof out), 1);
     char path[600];
     snprintf(path, sizeof path, "%s/run/results.jsonl", dir);
     char *text = cc_t_slurp(path, NULL);
     assert_non_null(text);
-    long cases = 0, oob = 0;
+    long cases = 0, oob = 0, empty = 0;
     for (char *p = text; (p = strstr(p, "{\"index\"")); p++) {
         cases++;
         char *end = strchr(p, '\n');
         int is_oob = strstr(p, "\"status\":\"out-of-bounds\"") &&
                      (!end || strstr(p, "\"status\":\"out-of-bounds\"") < end);
         oob += is_oob;
+        if (empty_pass && empty_case(p, end)) {
+            assert_false(is_oob);
+            empty++;
+        }
     }
     free(text);
-    printf("exp cases: %ld, out-of-bounds: %ld\n", cases, oob);
+    printf("%s: exp cases: %ld, out-of-bounds: %ld, empty: %ld\n", mutant, cases, oob, empty);
     assert_true(cases > 100);
-    assert_int_equal(oob, cases); /* an empty output is written past its end too */
+    assert_true(!empty_pass || empty > 0);
+    assert_int_equal(oob, cases - empty);
     expect_in_output("out-of-bounds");
     cc_t_remove_dir(dir);
+}
+
+static void test_a_run_records_every_fault_and_goes_on(void **state)
+{
+    (void)state;
+    run_with_every_exp_case_out_of_bounds("exp_write_past_end", 0); /* empty outputs too */
+}
+
+/* The same for a write into the input: not one case where the read-only view slipped. */
+static void test_a_run_catches_every_write_into_an_input(void **state)
+{
+    (void)state;
+    run_with_every_exp_case_out_of_bounds("exp_writes_its_input", 1);
 }
 
 /* Wrong on every third call: a fresh worker's repro passes, --repeat 3 catches it. */
@@ -147,9 +189,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_past_the_end),
         cmocka_unit_test(test_write_past_the_end),
+        cmocka_unit_test(test_write_into_an_input),
         cmocka_unit_test(test_write_before_the_start),
         cmocka_unit_test(test_read_before_the_start_needs_the_other_placement),
         cmocka_unit_test(test_a_run_records_every_fault_and_goes_on),
+        cmocka_unit_test(test_a_run_catches_every_write_into_an_input),
         cmocka_unit_test(test_every_third_call_needs_repeat),
         cmocka_unit_test(test_varying_bits_are_nondeterministic),
         cmocka_unit_test(test_clean_providers_repeat_clean),

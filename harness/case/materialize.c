@@ -203,7 +203,8 @@ static void store_view(store_kind kind, const cc_view *v, const double *x, int64
     }
 }
 
-/* Lay out a tensor of shape s in layout l: a buffer from the case's set and the view into it.
+/* Lay out a tensor of shape s in layout l: a buffer from the case's set and the view into it,
+ * both where capcheck writes it until seal_layout gives the provider's read-only address.
  * The buffer's gaps (elements no index reaches) hold NaN, or 0 for integers: a provider that
  * ignores strides reads them and fails loudly; the rest is left for store_view. */
 static int plan_layout(const cc_input_layout *l, cc_dtype t, const ref_shape *s, cc_inputs *in,
@@ -217,7 +218,7 @@ static int plan_layout(const cc_input_layout *l, cc_dtype t, const ref_shape *s,
     memcpy(v->shape, s->dim, sizeof(int64_t) * (size_t)s->rank);
     layout_geometry(l, s, v->strides, offset, &phys);
     *len = phys;
-    *storage = cc_guard_alloc(&in->mem, (size_t)phys * cc_dtype_size(t), name);
+    *storage = cc_guard_alloc_input(&in->mem, (size_t)phys * cc_dtype_size(t), name);
     if (!*storage)
         return -1;
     v->data = (char *)*storage + (size_t)*offset * cc_dtype_size(t);
@@ -226,6 +227,14 @@ static int plan_layout(const cc_input_layout *l, cc_dtype t, const ref_shape *s,
     if (!gapless)
         cc_fill_nan(t, *storage, phys);
     return 0;
+}
+
+/* The filled buffer made read-only; storage and view move to the address the provider reads. */
+static void seal_layout(cc_inputs *in, void **storage, cc_view *v)
+{
+    size_t offset = (size_t)((char *)v->data - (char *)*storage);
+    *storage = cc_guard_seal(&in->mem, *storage);
+    v->data = (char *)*storage + offset;
 }
 
 /* 1 when layout l aliases elements (a stride-0 axis of extent > 1): what the provider sees is
@@ -344,7 +353,7 @@ int cc_materialize_in(const cc_case *c, int guarded, cc_guard_cache *cache,
                         &in->offset[i]))
             goto oom;
         fill(c, i, &d, s, bcast ? n / s->dim[0] : n, t, &in->view[i], threads, x);
-        cc_guard_seal(&in->mem, in->storage[i]);
+        seal_layout(in, &in->storage[i], &in->view[i]);
         if (aliases(&lay, s)) { /* the reference gets what the provider sees */
             ref_shape same;
             double *seen = cc_view_to_dense(&in->view[i], &same);
@@ -365,7 +374,7 @@ int cc_materialize_in(const cc_case *c, int guarded, cc_guard_cache *cache,
         goto oom;
     ref_domain normal = {REF_DOM_NORMAL, 0, 0, 0, {0, 0}, 0};
     fill(c, -1, &normal, &in->out_shape, ny, c->dtype, &in->g_view, threads, in->g.v);
-    cc_guard_seal(&in->mem, in->g_storage);
+    seal_layout(in, &in->g_storage, &in->g_view);
     return 0;
 oom:
     snprintf(msg, msg_len, "out of memory materializing the inputs");
@@ -380,11 +389,11 @@ static void *moved(cc_inputs *in, void *old, size_t bytes)
     for (int k = 0; k < in->mem.n; k++)
         if (in->mem.b[k].data == old)
             snprintf(name, sizeof name, "%s", in->mem.b[k].name);
-    void *now = cc_guard_alloc(&in->mem, bytes, name);
+    void *now = cc_guard_alloc_input(&in->mem, bytes, name);
     if (!now)
         return NULL;
     memcpy(now, old, bytes);
-    cc_guard_seal(&in->mem, now);
+    now = cc_guard_seal(&in->mem, now);
     cc_guard_free(&in->mem, old);
     return now;
 }

@@ -720,6 +720,18 @@ static cc_status exp_write_past_end_fwd(const cc_call *call, cc_view *out, char 
     return st;
 }
 
+/* exp computed in place: its first result lands in x[0] before y is written (an in-place
+ * kernel handed an input that is not its own). Inputs are read-only: a fault. */
+static cc_status exp_writes_its_input_fwd(const cc_call *call, cc_view *out, char *msg,
+                                          size_t len)
+{
+    const cc_view *x = &call->in[0];
+    cc_status st = ref()->forward(NULL, call, out, msg, len);
+    if (st == CC_OK && view_numel(out) > 0)
+        cc_store(x->dtype, x->data, 0, cc_load(out->dtype, out->data, 0));
+    return st;
+}
+
 /* exp whose vector loop loads a whole vector past the tail of x and drops the extra lanes: the
  * values are right, only the read one element past the end of the buffer is wrong. */
 static cc_status exp_read_past_end_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
@@ -832,6 +844,7 @@ static const mutant mutants[] = {
     {"first_input_strides", NULL, first_input_strides_fwd, NULL, 0},
     {"exp_write_past_end", "exp", exp_write_past_end_fwd, NULL, 0},
     {"exp_read_past_end", "exp", exp_read_past_end_fwd, NULL, 0},
+    {"exp_writes_its_input", "exp", exp_writes_its_input_fwd, NULL, 0},
     {"exp_write_before_start", "exp", exp_write_before_start_fwd, NULL, 0},
     {"exp_read_before_start", "exp", exp_read_before_start_fwd, NULL, 2},
     {"exp_every_third_call", "exp", exp_every_third_call_fwd, NULL, 0},
