@@ -49,26 +49,36 @@ static void format_index(const ref_shape *s, int64_t i, char *buf, size_t n)
     ref_shape_fmt(&t, buf, n);
 }
 
-/* Keep a comparison as the case's worst if it is. */
-static void note_worst(cc_result *r, const cc_case *c, const cc_inputs *in,
-                       const cc_comparison *cmp, const char *what, const ref_shape *shape)
+/* Keep a comparison as the case's worst if it is: its figures now, its index and inputs as
+ * text once the case is judged (describe_worst; most comparisons are overtaken). */
+static void note_worst(cc_result *r, const cc_comparison *cmp, const char *what,
+                       const ref_shape *shape, const ref_shape **worst_shape)
 {
     if (cmp->n == 0 || (r->worst_output[0] && !(cmp->worst_ratio > r->worst_ratio)))
         return;
     r->worst_ratio = cmp->worst_ratio;
     snprintf(r->worst_output, sizeof r->worst_output, "%s", what);
     r->worst_flat = cmp->worst_index;
-    format_index(shape, cmp->worst_index, r->worst_index, sizeof r->worst_index);
+    *worst_shape = shape;
     r->expected = cmp->expected;
     r->got = cmp->got;
     r->bound = cmp->bound;
+}
+
+/* The worst element's multi-index, and the inputs of that output's shape at it. */
+static void describe_worst(cc_result *r, const cc_case *c, const cc_inputs *in,
+                           const ref_shape *shape)
+{
+    if (!r->worst_output[0] || !shape)
+        return;
+    format_index(shape, r->worst_flat, r->worst_index, sizeof r->worst_index);
     size_t used = 0;
     r->worst_inputs[0] = 0;
     for (int i = 0; i < c->n_in; i++)
         if (ref_shape_eq(&c->shape[i], shape) && used < sizeof r->worst_inputs)
             used += (size_t)snprintf(r->worst_inputs + used, sizeof r->worst_inputs - used,
                                      "%s%s=%.17g", used ? " " : "", cc_input_name(c->op, i),
-                                     in->ref_in[i].v[cmp->worst_index]);
+                                     in->ref_in[i].v[r->worst_flat]);
 }
 
 cc_status cc_provider_init(const cc_provider *p, cc_device d, char *msg, size_t len)
@@ -147,6 +157,7 @@ typedef struct {
     double cu;      /* the provider's compute roundoff for this case */
     cc_probe *probe;
     cc_result *r;
+    const ref_shape *worst_shape; /* the shape of the output the worst element is in */
     char zt[384]; /* the first zero-trust verdict, if any */
     /* the first repeat that disagreed with the first call */
     int differs, differs_call;
@@ -242,7 +253,7 @@ static void judge(case_run *cr, int k, const char *what, const ref_shape *shape,
     cc_compare_at(ev->expected, ev->mag, ev->at, ev->count, got, bm, &cmp);
     if (cmp.worst_ratio > *ratio)
         *ratio = cmp.worst_ratio;
-    note_worst(cr->r, c, cr->in, &cmp, what, shape);
+    note_worst(cr->r, &cmp, what, shape, &cr->worst_shape);
     if (k > 0)
         return;
     cc_result *r = cr->r;
@@ -671,6 +682,7 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
                              (cr.zt[0] || r->fwd_ratio > 1.0);
         if (r->status == CC_RES_PASS && c->check != CC_CHECK_FWD && c->op->vjp)
             run_vjp(&cr, &y);
+        describe_worst(r, c, &in, cr.worst_shape);
         /* a wrong forward is a fail whatever the VJP then said: a provider without a VJP (or
          * whose VJP raised an error) does not hide it behind `unsupported` or `error` */
         char vjp_said[sizeof r->message] = "";
