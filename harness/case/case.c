@@ -723,6 +723,47 @@ static void put(sink *s, const char *fmt, ...)
         s->used += (size_t)w;
 }
 
+/* put(s, "%s", text) and put(s, "%" PRId64, v) without printf: every result line prints its
+ * case, so these are a worker's hot path. Truncation as snprintf's. */
+static void put_str(sink *s, const char *text)
+{
+    size_t len = strlen(text);
+    if (s->n > s->used) {
+        size_t room = s->n - s->used - 1, k = len < room ? len : room;
+        memcpy(s->buf + s->used, text, k);
+        s->buf[s->used + k] = 0;
+    }
+    s->used += len;
+}
+
+static void put_u64(sink *s, uint64_t v)
+{
+    char digits[24], *p = digits + sizeof digits;
+    *--p = 0;
+    do
+        *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    put_str(s, p);
+}
+
+static void put_i64(sink *s, int64_t v)
+{
+    if (v < 0) {
+        put_str(s, "-");
+        put_u64(s, (uint64_t)0 - (uint64_t)v);
+    } else {
+        put_u64(s, (uint64_t)v);
+    }
+}
+
+/* " key=" */
+static void put_key(sink *s, const char *key)
+{
+    put_str(s, " ");
+    put_str(s, key);
+    put_str(s, "=");
+}
+
 /* Shortest decimal that reads back to exactly the same double. */
 static void put_double(sink *s, double x)
 {
@@ -737,10 +778,13 @@ static void put_double(sink *s, double x)
 
 static void put_list(sink *s, const int64_t *v, int n)
 {
-    put(s, "[");
-    for (int i = 0; i < n; i++)
-        put(s, "%s%" PRId64, i ? "," : "", v[i]);
-    put(s, "]");
+    put_str(s, "[");
+    for (int i = 0; i < n; i++) {
+        if (i)
+            put_str(s, ",");
+        put_i64(s, v[i]);
+    }
+    put_str(s, "]");
 }
 
 /* " key=value" for every parameter op reads, in table order. `listing` (capcheck list ops)
@@ -763,21 +807,24 @@ static void put_params(sink *s, const ref_op *op, const ref_params *p, int listi
         }
         switch (ps->kind) {
         case PK_INT:
-            put(s, " %s=%d", ps->key, *(const int *)field);
+            put_key(s, ps->key);
+            put_i64(s, *(const int *)field);
             break;
         case PK_I64:
-            put(s, " %s=%" PRId64, ps->key, *(const int64_t *)field);
+            put_key(s, ps->key);
+            put_i64(s, *(const int64_t *)field);
             break;
         case PK_U64:
-            put(s, " %s=%" PRIu64, ps->key, *(const uint64_t *)field);
+            put_key(s, ps->key);
+            put_u64(s, *(const uint64_t *)field);
             break;
         case PK_DOUBLE:
-            put(s, " %s=", ps->key);
+            put_key(s, ps->key);
             put_double(s, *(const double *)field);
             break;
         case PK_WINDOW:
             if (p->spatial > 0) {
-                put(s, " %s=", ps->key);
+                put_key(s, ps->key);
                 put_list(s, (const int64_t *)field, p->spatial);
             }
             break;
@@ -785,18 +832,19 @@ static void put_params(sink *s, const ref_op *op, const ref_params *p, int listi
             int64_t v[REF_MAX_RANK];
             for (int j = 0; j < p->perm_len; j++)
                 v[j] = p->perm[j];
-            put(s, " perm=");
+            put_str(s, " perm=");
             put_list(s, v, p->perm_len);
             break;
         }
         case PK_SHAPE: {
             const ref_shape *sh = (const ref_shape *)field;
-            put(s, " %s=", ps->key);
+            put_key(s, ps->key);
             put_list(s, sh->dim, sh->rank);
             break;
         }
         case PK_NAME:
-            put(s, " %s=%s", ps->key, field);
+            put_key(s, ps->key);
+            put_str(s, field);
             break;
         }
     }
@@ -821,22 +869,29 @@ void cc_case_print(const cc_case *c, char *buf, size_t n)
     sink s = {buf, n, 0};
     if (n)
         buf[0] = 0;
-    put(&s, "%s dtype=%s device=%s", c->op->name, cc_dtype_name(c->dtype),
-        cc_device_name(c->device));
+    put_str(&s, c->op->name);
+    put_str(&s, " dtype=");
+    put_str(&s, cc_dtype_name(c->dtype));
+    put_str(&s, " device=");
+    put_str(&s, cc_device_name(c->device));
     for (int i = 0; i < c->n_in; i++) {
-        put(&s, i ? "," : " in=");
+        put_str(&s, i ? "," : " in=");
         put_list(&s, c->shape[i].dim, c->shape[i].rank);
     }
     put_params(&s, c->op, &c->params, 0);
-    for (int e = 0; e < CC_EDGE_COUNT; e++)
-        if (c->edges >> e & 1)
-            put(&s, " edge=%s", cc_edge_class_names[e]);
+    for (int e = 0; e < CC_EDGE_COUNT; e++) {
+        if (c->edges >> e & 1) {
+            put_str(&s, " edge=");
+            put_str(&s, cc_edge_class_names[e]);
+        }
+    }
     if (cc_case_stream(c) != CC_STREAM_DEFAULT) /* a line without stream= is stream 1 */
         put(&s, " stream=%d", cc_case_stream(c));
     if (c->ref != CC_REF_AUTO)
         put(&s, " ref=%s", cc_ref_mode_names[c->ref]);
     if (c->layout != CC_LAYOUT_MIXED) {
-        put(&s, " layout=%s", cc_layout_name(c->layout));
+        put_str(&s, " layout=");
+        put_str(&s, cc_layout_name(c->layout));
     } else {
         put(&s, " layout=");
         for (int i = 0; i < c->n_in; i++) {
@@ -851,7 +906,10 @@ void cc_case_print(const cc_case *c, char *buf, size_t n)
             }
         }
     }
-    put(&s, " check=%s seed=%" PRIu64, check_names[c->check], c->seed);
+    put_str(&s, " check=");
+    put_str(&s, check_names[c->check]);
+    put_str(&s, " seed=");
+    put_u64(&s, c->seed);
 }
 
 /* ---- lists and generator lines ------------------------------------------------------------- */
