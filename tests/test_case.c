@@ -1,10 +1,13 @@
 /* Case lines: print(parse(line)) is canonical and parses back to the same case; generator
  * lines expand deterministically and stay within their size's element budget; every kind of bad
  * input gets one sentence with its column. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -32,6 +35,46 @@ static void roundtrip(const char *line, const char *canonical)
     assert_memory_equal(&c.params, &again.params, sizeof c.params);
     assert_int_equal(c.seed, again.seed);
     assert_int_equal(c.n_in, again.n_in);
+}
+
+/* A double parameter prints as its shortest decimal that reads back exactly: the printed eps
+ * against a plain search over every precision, on 20,000 values (any bits, decimals, powers
+ * of two apart). */
+static void test_double_parameters_print_shortest(void **state)
+{
+    (void)state;
+    uint64_t bits = 88172645463325252ull;
+    for (int k = 0; k < 20000; k++) {
+        bits ^= bits << 13;
+        bits ^= bits >> 7;
+        bits ^= bits << 17;
+        double x;
+        if (k % 3 == 0) {
+            uint64_t b = (bits & 0x000fffffffffffffull) | (uint64_t)(0x3c0 + bits % 0x70) << 52;
+            memcpy(&x, &b, sizeof x); /* a positive value from 1e-19 to 1e15 */
+        } else if (k % 3 == 1) {
+            x = (double)(1 + bits % 999999) / pow(10.0, (double)(bits >> 40 & 7));
+        } else {
+            x = ldexp((double)(bits >> 11 | 1), -(int)(60 + bits % 40));
+        }
+        char want[40], line[128];
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(want, sizeof want, "%.*g", prec, x);
+            if (strtod(want, NULL) == x)
+                break;
+        }
+        snprintf(line, sizeof line, "layerNorm in=[4],[4],[4] eps=%.17g seed=1", x);
+        cc_case c;
+        cc_parse_error err;
+        memset(&err, 0, sizeof err);
+        if (cc_case_parse(line, &defaults, &c, &err))
+            fail_msg("'%s' did not parse: %s", line, err.msg);
+        char printed[CC_CASE_LINE_MAX], token[64];
+        cc_case_print(&c, printed, sizeof printed);
+        snprintf(token, sizeof token, " eps=%s ", want);
+        if (!strstr(printed, token))
+            fail_msg("x = %a: want%sin '%s'", x, token, printed);
+    }
 }
 
 static void test_roundtrip_canonical(void **state)
@@ -248,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_torchlean_device_names),
         cmocka_unit_test(test_file_errors_name_file_and_line),
         cmocka_unit_test(test_generated_inputs_stay_in_budget),
+        cmocka_unit_test(test_double_parameters_print_shortest),
     };
     return cmocka_run_group_tests_name("case_lines", tests, NULL, NULL);
 }

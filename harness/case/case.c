@@ -764,16 +764,23 @@ static void put_key(sink *s, const char *key)
     put_str(s, "=");
 }
 
-/* Shortest decimal that reads back to exactly the same double. */
+/* Shortest decimal that reads back to exactly the same double. Whether %.{p}g reads back is
+ * monotone in p (the p-digit decimals are among the p+1-digit ones, and %.{p+1}g is the
+ * nearest of those), so the shortest p is found by bisection: 5 tries instead of up to 17. */
 static void put_double(sink *s, double x)
 {
     char tmp[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, x);
-        if (strtod(tmp, NULL) == x || isnan(x))
-            break;
+    int lo = 1, hi = 17; /* %.17g always reads back */
+    while (lo < hi && !isnan(x)) {
+        int mid = (lo + hi) / 2;
+        snprintf(tmp, sizeof tmp, "%.*g", mid, x);
+        if (strtod(tmp, NULL) == x)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
-    put(s, "%s", tmp);
+    snprintf(tmp, sizeof tmp, "%.*g", isnan(x) ? 1 : lo, x);
+    put_str(s, tmp);
 }
 
 static void put_list(sink *s, const int64_t *v, int n)
