@@ -11,6 +11,7 @@
  * without ATen has none. */
 #define _GNU_SOURCE
 #include "providers/provider.h"
+#include "providers/module_path.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -34,27 +35,9 @@ typedef const cc_provider *(*aten_entry_fn)(void);
 #endif
 
 #if CAPCHECK_HAVE_ATEN
-/* The candidate paths in order; returns how many. */
 static int module_paths(char paths[3][PATH_MAX])
 {
-    int n = 0;
-    const char *env = getenv("CAPCHECK_ATEN_LIB");
-    if (env && *env) {
-        snprintf(paths[n++], PATH_MAX, "%s", env);
-        return n;
-    }
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            snprintf(paths[n++], PATH_MAX, "%.4000s/libcapcheck_aten.so", exe);
-        }
-    }
-    snprintf(paths[n++], PATH_MAX, "%s", CAPCHECK_ATEN_MODULE);
-    return n;
+    return cc_module_paths("libcapcheck_aten.so", "CAPCHECK_ATEN_LIB", CAPCHECK_ATEN_MODULE, paths);
 }
 #endif
 

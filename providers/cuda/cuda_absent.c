@@ -4,12 +4,6 @@
 
 #include "providers/cuda/cuda_providers.h"
 
-int cc_cuda_provider_known(const char *name)
-{
-    return name && (!strcmp(name, "cublas") || !strcmp(name, "cublas-tf32") ||
-                    !strcmp(name, "cudnn") || !strcmp(name, "cufft"));
-}
-
 const cc_provider *cc_cuda_provider(const char *name, char *msg, size_t msg_len)
 {
     if (msg && msg_len)

@@ -10,12 +10,6 @@ const cc_provider *ccu_cufft_provider(void);
 const cc_provider *ccu_cudnn_provider(void);
 #endif
 
-int cc_cuda_provider_known(const char *name)
-{
-    return name && (!strcmp(name, "cublas") || !strcmp(name, "cublas-tf32") ||
-                    !strcmp(name, "cudnn") || !strcmp(name, "cufft"));
-}
-
 const cc_provider *cc_cuda_provider(const char *name, char *msg, size_t msg_len)
 {
     if (name && !strcmp(name, "cublas"))

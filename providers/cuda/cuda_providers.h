@@ -28,6 +28,7 @@
 #define CAPCHECK_CUDA_PROVIDERS_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include "providers/provider.h"
 
@@ -36,9 +37,16 @@ extern "C" {
 #endif
 
 /* Whether `name` is one of the CUDA provider names above. */
-int cc_cuda_provider_known(const char *name);
+static inline int cc_cuda_provider_known(const char *name)
+{
+    return name && (!strcmp(name, "cublas") || !strcmp(name, "cublas-tf32") ||
+                    !strcmp(name, "cudnn") || !strcmp(name, "cufft"));
+}
 /* The provider called `name`, or NULL with one sentence in msg (unknown name, or capcheck built
- * without CUDA / without cuDNN). Does not call init. */
+ * without CUDA / without cuDNN). Does not call init. In the capcheck executable this is
+ * providers/cuda/cuda_loader.c: the providers and NVIDIA's libraries (about 0.13 s to load) are
+ * a module of their own, libcapcheck_cuda.so, loaded the first time a CUDA provider is asked
+ * for; the module's entry capcheck_cuda_entry is this function of the providers themselves. */
 const cc_provider *cc_cuda_provider(const char *name, char *msg, size_t msg_len);
 
 #ifdef __cplusplus
