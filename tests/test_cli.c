@@ -193,6 +193,27 @@ static void test_only_aten_runs_load_the_shim(void **state)
 #endif
 }
 
+/* NVIDIA's libraries likewise: no command but a run on a CUDA provider loads them (the dynamic
+ * loader's own record of what it opened), and with the module pointed at nothing that run says
+ * so in one sentence. */
+static void test_only_cuda_runs_load_the_cuda_providers(void **state)
+{
+    (void)state;
+    char args[1024], out[1 << 16];
+    assert_int_equal(cc_t_run("LD_DEBUG=libs ", "list ops", out, sizeof out), 0);
+    assert_non_null(strstr(out, "56 ops in the vocabulary"));
+    assert_null(strstr(out, "libcublas"));
+    assert_null(strstr(out, "libcudnn"));
+    assert_null(strstr(out, "libcufft"));
+    snprintf(args, sizeof args, "run --provider cublas --device cuda --out %s/cuda -j 1", tmpdir);
+    assert_int_equal(cc_t_run("CAPCHECK_CUDA_LIB=/nonexistent/libcapcheck_cuda.so ", args, out,
+                              sizeof out),
+                     2);
+    assert_true(strstr(out, "cannot find the CUDA providers' module "
+                            "/nonexistent/libcapcheck_cuda.so") ||
+                strstr(out, "capcheck was built without the CUDA providers"));
+}
+
 /* --ref and --ref-threads: a sampled repro says what it checked; bad values are one sentence;
  * --max-elements on run leaves out the large cases and says how many. */
 static void test_ref_options(void **state)
@@ -232,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_list_cases_prints_what_run_runs),
         cmocka_unit_test(test_bench_prints_the_loops_and_the_ratio),
         cmocka_unit_test(test_only_aten_runs_load_the_shim),
+        cmocka_unit_test(test_only_cuda_runs_load_the_cuda_providers),
         cmocka_unit_test(test_ref_options),
     };
     int rc = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
