@@ -515,6 +515,14 @@ static size_t format_g17(double x, char *out)
         7450580596923828125ull};
     const uint64_t lo = 10000000000000000ull, hi = 100000000000000000ull; /* 10^16, 10^17 */
     double a = fabs(x);
+    if (a == 0.0) { /* the commonest number of a record (ratios of what was not checked) */
+        size_t len = 0;
+        if (signbit(x))
+            out[len++] = '-';
+        out[len++] = '0';
+        out[len] = 0;
+        return len;
+    }
     if (!(a >= 1e-16 && a < 1e17))
         return (size_t)snprintf(out, 32, "%.17g", x);
     uint64_t bits;
