@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/bulk.h"
+#include "core/text.h"
 
 /* The state the fault handler reads (guard.h says why it is static). */
 static const cc_guard_set *volatile armed_set;
@@ -121,7 +122,7 @@ static void *alloc_buffer(cc_guard_set *s, size_t bytes, const char *name, int a
         return NULL;
     cc_guarded *b = &s->b[s->n];
     memset(b, 0, sizeof *b);
-    snprintf(b->name, sizeof b->name, "%s", name);
+    cc_text_join(b->name, sizeof b->name, name, NULL);
     b->bytes = bytes;
     if (!s->guarded) { /* bulk memory: a large case's buffers stay mapped between cases */
         b->data = cc_alloc_big(bytes > 0 ? bytes : 1);

@@ -504,7 +504,7 @@ void cc_json_write_string(FILE *f, const char *s)
  * exponent), the 17 digits are m 5^k 2^(e+k) rounded to an integer, half to even as printf
  * rounds (capcheck never changes the rounding mode); m 5^k < 2^128 for k <= 32. Elsewhere
  * printf itself. test_json checks it against printf on millions of values, ties included. */
-static size_t format_g17(double x, char *out)
+size_t cc_format_g17(double x, char out[CC_JSON_NUMBER_MAX])
 {
     static const uint64_t five[28] = {
         1ull, 5ull, 25ull, 125ull, 625ull, 3125ull, 15625ull, 78125ull, 390625ull, 1953125ull,
@@ -608,7 +608,7 @@ size_t cc_json_format_number(double x, char out[CC_JSON_NUMBER_MAX])
         memcpy(out, word, n + 1);
         return n;
     }
-    return format_g17(x, out);
+    return cc_format_g17(x, out);
 }
 
 void cc_json_put_number(cc_strbuf *b, double x)

@@ -53,5 +53,7 @@ void cc_json_put_string(cc_strbuf *b, const char *s);
 void cc_json_put_number(cc_strbuf *b, double x);
 /* The number's text into out (NUL-terminated); its length. */
 size_t cc_json_format_number(double x, char out[CC_JSON_NUMBER_MAX]);
+/* printf's %.17g of any double (nan, inf too) into out; its length. */
+size_t cc_format_g17(double x, char out[CC_JSON_NUMBER_MAX]);
 
 #endif

@@ -66,3 +66,16 @@ void cc_text_clean(char *buf, size_t cap)
         i += k;
     }
 }
+
+void cc_text_join(char *dst, size_t cap, const char *a, const char *b)
+{
+    if (!cap)
+        return;
+    size_t used = 0;
+    for (const char *part = a; part; part = part == a ? b : NULL) {
+        size_t len = strlen(part), k = len < cap - 1 - used ? len : cap - 1 - used;
+        memcpy(dst + used, part, k);
+        used += k;
+    }
+    dst[used] = 0;
+}

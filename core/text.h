@@ -18,4 +18,8 @@ size_t cc_utf8_valid_prefix(const char *s, size_t n);
  * well-formed UTF-8 character becomes '?', and each control character a space. */
 void cc_text_clean(char *buf, size_t cap);
 
+/* snprintf(dst, cap, "%s%s", a, b) without printf (b may be NULL): names and words copied for
+ * every case of a run. */
+void cc_text_join(char *dst, size_t cap, const char *a, const char *b);
+
 #endif

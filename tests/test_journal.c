@@ -304,6 +304,13 @@ static void test_numbers_are_printf_text(void **state)
     assert_string_equal(t, "\"NaN\"");
     cc_json_format_number(-INFINITY, t);
     assert_string_equal(t, "\"-Infinity\"");
+    const double special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-300, 4.9e-324, 1e300};
+    for (size_t k = 0; k < sizeof special / sizeof special[0]; k++) { /* printf's own words */
+        char want[64];
+        snprintf(want, sizeof want, "%.17g", special[k]);
+        cc_format_g17(special[k], t);
+        assert_string_equal(t, want);
+    }
 }
 
 int main(void)

@@ -7,6 +7,7 @@
 
 #include "core/bulk.h"
 #include "core/dtype.h"
+#include "core/text.h"
 #include "harness/case/edges.h"
 #include "harness/case/values.h"
 #include "reference/ref_parallel.h"
@@ -348,7 +349,7 @@ int cc_materialize_in(const cc_case *c, int guarded, cc_guard_cache *cache,
         int bcast = lay.kind == CC_LAYOUT_BCAST && s->rank >= 2 && s->dim[0] > 1;
         cc_dtype t = cc_input_dtype(c, i);
         char name[40];
-        snprintf(name, sizeof name, "input %s", cc_input_name(c->op, i));
+        cc_text_join(name, sizeof name, "input ", cc_input_name(c->op, i));
         if (plan_layout(&lay, t, s, in, name, &in->view[i], &in->storage[i], &in->storage_len[i],
                         &in->offset[i]))
             goto oom;

@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "harness/run/compare.h"
 #include "core/dtype.h"
+#include "core/json.h"
 #include "harness/case/materialize.h"
 #include "harness/run/sample.h"
 #include "harness/run/zero_trust.h"
@@ -57,7 +58,7 @@ static void note_worst(cc_result *r, const cc_comparison *cmp, const char *what,
     if (cmp->n == 0 || (r->worst_output[0] && !(cmp->worst_ratio > r->worst_ratio)))
         return;
     r->worst_ratio = cmp->worst_ratio;
-    snprintf(r->worst_output, sizeof r->worst_output, "%s", what);
+    cc_text_join(r->worst_output, sizeof r->worst_output, what, NULL);
     r->worst_flat = cmp->worst_index;
     *worst_shape = shape;
     r->expected = cmp->expected;
@@ -74,11 +75,14 @@ static void describe_worst(cc_result *r, const cc_case *c, const cc_inputs *in,
     format_index(shape, r->worst_flat, r->worst_index, sizeof r->worst_index);
     size_t used = 0;
     r->worst_inputs[0] = 0;
-    for (int i = 0; i < c->n_in; i++)
-        if (ref_shape_eq(&c->shape[i], shape) && used < sizeof r->worst_inputs)
-            used += (size_t)snprintf(r->worst_inputs + used, sizeof r->worst_inputs - used,
-                                     "%s%s=%.17g", used ? " " : "", cc_input_name(c->op, i),
-                                     in->ref_in[i].v[r->worst_flat]);
+    for (int i = 0; i < c->n_in; i++) {
+        if (!ref_shape_eq(&c->shape[i], shape) || used >= sizeof r->worst_inputs)
+            continue;
+        char value[CC_JSON_NUMBER_MAX]; /* %.17g */
+        cc_format_g17(in->ref_in[i].v[r->worst_flat], value);
+        used += (size_t)snprintf(r->worst_inputs + used, sizeof r->worst_inputs - used,
+                                 "%s%s=%s", used ? " " : "", cc_input_name(c->op, i), value);
+    }
 }
 
 cc_status cc_provider_init(const cc_provider *p, cc_device d, char *msg, size_t len)
@@ -501,7 +505,7 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
     int fail = 0;
     for (int i = 0; i < c->n_in; i++) {
         grad[i].shape = c->shape[i];
-        snprintf(what[i], sizeof what[i], "grad:%s", cc_input_name(op, i));
+        cc_text_join(what[i], sizeof what[i], "grad:", cc_input_name(op, i));
         int k = i < op->max_inputs ? i : op->max_inputs - 1;
         if (op->input_kind[k < REF_MAX_INPUTS ? k : REF_MAX_INPUTS - 1] != REF_IN_DATA)
             continue;
@@ -585,10 +589,10 @@ void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r)
 {
     memset(r, 0, sizeof *r);
     cc_case_print(c, r->line, sizeof r->line);
-    snprintf(r->op, sizeof r->op, "%s", c->op->name);
-    snprintf(r->provider, sizeof r->provider, "%s", p->name);
+    cc_text_join(r->op, sizeof r->op, c->op->name, NULL);
+    cc_text_join(r->provider, sizeof r->provider, p->name, NULL);
     const char *mode = p->vjp_mode ? p->vjp_mode(p->ctx, c->op->name) : NULL;
-    snprintf(r->vjp_mode, sizeof r->vjp_mode, "%s", mode ? mode : "unknown");
+    cc_text_join(r->vjp_mode, sizeof r->vjp_mode, mode ? mode : "unknown", NULL);
     r->dtype = c->dtype;
     r->device = c->device;
     r->layout = c->layout;
