@@ -48,30 +48,22 @@ const cc_provider *cc_aten_provider_load(char *msg, size_t msg_len)
                            "scripts/setup)");
     return NULL;
 #else
-    char paths[3][PATH_MAX], why[512] = "";
+    char paths[3][PATH_MAX], why[512];
     int n = module_paths(paths);
-    for (int k = 0; k < n; k++) {
-        if (access(paths[k], F_OK) != 0)
-            continue;
-        /* Never closed: the provider table lives as long as the library. RTLD_DEEPBIND: libtorch
-         * calls its BLAS (MKL, linked into libtorch_cpu) through dgemm_/sgemm_, which capcheck's
-         * own OpenBLAS also exports and, loaded first, would answer: ATen would then run on
-         * OpenBLAS's gemm while stating MKL. Deep binding resolves libtorch's symbols inside the
-         * module's own libraries first, as when libtorch was linked into the executable. */
-        void *dl = dlopen(paths[k], RTLD_NOW | RTLD_LOCAL | ATEN_DEEPBIND);
-        if (!dl) {
-            snprintf(why, sizeof why, "%s", dlerror());
-            continue;
-        }
-        void *sym = dlsym(dl, "capcheck_aten_entry");
-        aten_entry_fn entry;
-        memcpy(&entry, &sym, sizeof entry);
-        const cc_provider *p = entry ? entry() : NULL;
-        if (p)
-            return p;
-        snprintf(why, sizeof why, "%.400s has no ATen provider entry (capcheck_aten_entry)",
-                 paths[k]);
-    }
+    /* RTLD_DEEPBIND: libtorch calls its BLAS (MKL, linked into libtorch_cpu) through
+     * dgemm_/sgemm_, which capcheck's own OpenBLAS also exports and, loaded first, would answer:
+     * ATen would then run on OpenBLAS's gemm while stating MKL. Deep binding resolves libtorch's
+     * symbols inside the module's own libraries first, as when libtorch was linked into the
+     * executable. */
+    void *sym = cc_module_entry(paths, n, RTLD_NOW | RTLD_LOCAL | ATEN_DEEPBIND,
+                                "capcheck_aten_entry", why, sizeof why);
+    aten_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry);
+    const cc_provider *p = entry ? entry() : NULL;
+    if (p)
+        return p;
+    if (entry)
+        snprintf(why, sizeof why, "its entry capcheck_aten_entry gave no provider");
     if (why[0])
         snprintf(msg, msg_len, "cannot load the ATen provider: %s", why);
     else

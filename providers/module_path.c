@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "providers/module_path.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,4 +28,24 @@ int cc_module_paths(const char *file, const char *env_var, const char *build_pat
     }
     snprintf(paths[n++], PATH_MAX, "%s", build_path);
     return n;
+}
+
+void *cc_module_entry(char paths[3][PATH_MAX], int n, int flags, const char *symbol, char *why,
+                      size_t why_len)
+{
+    why[0] = 0;
+    for (int k = 0; k < n; k++) {
+        if (access(paths[k], F_OK) != 0)
+            continue;
+        void *dl = dlopen(paths[k], flags);
+        if (!dl) {
+            snprintf(why, why_len, "%s", dlerror());
+            continue;
+        }
+        void *sym = dlsym(dl, symbol);
+        if (sym)
+            return sym;
+        snprintf(why, why_len, "%.400s has no entry %s", paths[k], symbol);
+    }
+    return NULL;
 }

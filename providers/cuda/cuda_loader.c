@@ -7,7 +7,6 @@
 
 #include <dlfcn.h>
 #include <stdio.h>
-#include <unistd.h>
 
 #include "providers/module_path.h"
 
@@ -29,24 +28,15 @@ const cc_provider *cc_cuda_provider(const char *name, char *msg, size_t msg_len)
                  name ? name : "(null)");
         return NULL;
     }
-    char paths[3][PATH_MAX], why[512] = "";
+    char paths[3][PATH_MAX], why[512];
     int n = cc_module_paths("libcapcheck_cuda.so", "CAPCHECK_CUDA_LIB", CAPCHECK_CUDA_MODULE,
                             paths);
-    for (int k = 0; k < n; k++) {
-        if (access(paths[k], F_OK) != 0)
-            continue;
-        void *dl = dlopen(paths[k], RTLD_NOW | RTLD_LOCAL); /* never closed: it owns the table */
-        if (!dl) {
-            snprintf(why, sizeof why, "%s", dlerror());
-            continue;
-        }
-        void *sym = dlsym(dl, "capcheck_cuda_entry");
-        cuda_entry_fn entry;
-        memcpy(&entry, &sym, sizeof entry);
-        if (entry)
-            return entry(name, msg, msg_len);
-        snprintf(why, sizeof why, "%.400s has no entry capcheck_cuda_entry", paths[k]);
-    }
+    void *sym = cc_module_entry(paths, n, RTLD_NOW | RTLD_LOCAL, "capcheck_cuda_entry", why,
+                                sizeof why);
+    cuda_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry);
+    if (entry)
+        return entry(name, msg, msg_len);
     if (why[0])
         snprintf(msg, msg_len, "cannot load the CUDA providers: %s", why);
     else
