@@ -247,15 +247,33 @@ static void normal2_pairs(uint64_t key, int64_t p0, int64_t np, double *restrict
     }
 }
 
-/* e^y for |y| < 700: 2^k e^r, k = round(y / ln 2), r = y - k ln 2 in two parts (the first is
- * exact: ln2_hi has 32 bits), e^r by its Taylor polynomial to r^13 (|r| <= 0.35: error below
- * 1e-16). Stream 2's positive domain, exp(z/2). */
-static double exp_portable(double y)
+/* x[t] = e^y, y = 0.5 x[t], for t < n: stream 2's positive domain, exp(z/2), for |y| < 700:
+ * 2^k e^r, k = round(y / ln 2), r = y - k ln 2 in two parts (the first is exact: ln2_hi has 32
+ * bits), e^r by its Taylor polynomial to r^13 (|r| <= 0.35: error below 1e-16). Staged over
+ * blocks as normal2_pairs is (the Horner chain of 13 steps is one long dependency per element);
+ * each element takes these operations in this order. 2^k is built from its bits: k + 1023 is
+ * an integer in [13, 2033], read off the double k + (2^52 + 1023) (an exact sum) rather than
+ * converted to int64, which AVX2 has no vector instruction for. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#endif
+#endif
+static void exp_half_portable(double *restrict x, int64_t n)
 {
-    double k = floor(y * 1.4426950408889634 + 0.5);
-    double r = (y - k * 0x1.62e42feep-1) - k * 0x1.a39ef35793c76p-33;
-    double p = horner(exp_all, COUNT(exp_all), r);
-    return p * bits_to_double((uint64_t)((int64_t)k + 1023) << 52);
+    double k[STREAM2_BLOCK], r[STREAM2_BLOCK], p[STREAM2_BLOCK];
+    for (int64_t b = 0; b < n; b += STREAM2_BLOCK) {
+        int m = (int)(n - b < STREAM2_BLOCK ? n - b : STREAM2_BLOCK);
+        double *restrict o = x + b;
+        for (int t = 0; t < m; t++) {
+            double y = 0.5 * o[t];
+            k[t] = floor(y * 1.4426950408889634 + 0.5);
+            r[t] = (y - k[t] * 0x1.62e42feep-1) - k[t] * 0x1.a39ef35793c76p-33;
+        }
+        horner_block(exp_all, COUNT(exp_all), r, p, m);
+        for (int t = 0; t < m; t++)
+            o[t] = p[t] * bits_to_double(double_to_bits(k[t] + (0x1p52 + 1023.0)) << 52);
+    }
 }
 
 void cc_draw_normal(int stream, uint64_t key, int64_t j0, int64_t n, double *out)
@@ -326,8 +344,11 @@ void cc_draw_range(const ref_domain *d, int stream, uint64_t key, int64_t j0, in
         cc_draw_uniform(key, j0, n, out);
     switch (d->kind) {
     case REF_DOM_POSITIVE:
-        for (int64_t t = 0; t < n; t++)
-            out[t] = stream == CC_STREAM_PORTABLE ? exp_portable(0.5 * out[t]) : exp(0.5 * out[t]);
+        if (stream == CC_STREAM_PORTABLE)
+            exp_half_portable(out, n);
+        else
+            for (int64_t t = 0; t < n; t++)
+                out[t] = exp(0.5 * out[t]);
         break;
     case REF_DOM_UNIT:
         for (int64_t t = 0; t < n; t++)
