@@ -373,6 +373,24 @@ VECTOR_CLONES void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t st
     }
 }
 
+VECTOR_CLONES void cc_round_store_array(cc_dtype t, double *x, int64_t n, void *buf, int64_t off)
+{
+    if (t == CC_F32) { /* one pass: (float)x is the stored value, and (double) of it the rounded */
+        float *d = (float *)buf + off;
+        for (int64_t i = 0; i < n; i++) {
+            float f = (float)x[i];
+            x[i] = x[i] == x[i] ? (double)f : x[i]; /* a NaN keeps its bits */
+            d[i] = f;
+        }
+        return;
+    }
+    for (int64_t b = 0; b < n; b += CHUNK) { /* a chunk rounded and stored while in the cache */
+        int64_t m = n - b < CHUNK ? n - b : CHUNK;
+        cc_round_array(t, x + b, m);
+        cc_store_array(t, buf, off + b, 1, x + b, m);
+    }
+}
+
 void cc_load_array(cc_dtype t, const void *buf, int64_t off, int64_t stride, double *x,
                    int64_t n)
 {

@@ -259,10 +259,14 @@ static void draw_part(void *ctx, int64_t lo, int64_t hi)
     for (int64_t b = lo; b < hi; b += DRAW_BLOCK) {
         int64_t len = hi - b < DRAW_BLOCK ? hi - b : DRAW_BLOCK;
         cc_draw_range(j->d, j->stream, j->key, b, len, j->x + b);
-        if (j->round_to != CC_DTYPE_COUNT)
-            cc_round_array(j->round_to, j->x + b, len);
-        if (j->store)
-            cc_store_array(j->store->dtype, j->store->data, b, 1, j->x + b, len);
+        if (j->round_to != CC_DTYPE_COUNT && j->store && j->store->dtype == j->round_to)
+            cc_round_store_array(j->round_to, j->x + b, len, j->store->data, b); /* one pass */
+        else {
+            if (j->round_to != CC_DTYPE_COUNT)
+                cc_round_array(j->round_to, j->x + b, len);
+            if (j->store)
+                cc_store_array(j->store->dtype, j->store->data, b, 1, j->x + b, len);
+        }
     }
 }
 
