@@ -373,6 +373,49 @@ VECTOR_CLONES void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t st
     }
 }
 
+/* The places of a column of the rows lie side by side (row_stride small, as in a transposed
+ * buffer): storing row by row would touch a new cache line with every element, so the rows are
+ * converted into a tile (rows x w, at stride 1, the vectorized loops) and the tile is written a
+ * column at a time. Each element gets the bits cc_store_array gives it at any stride. */
+#define SCATTER_TILE(type)                                                                         \
+    for (int64_t c = 0; c < w; c++)                                                                \
+        for (int64_t q = 0; q < rows; q++)                                                         \
+            ((type *)buf)[off + q * row_stride + (c0 + c) * stride] = ((const type *)tile)[q * w + c]
+
+void cc_store_rows(cc_dtype t, void *buf, int64_t off, int64_t row_stride, int64_t stride,
+                   const double *x, int64_t rows, int64_t cols)
+{
+    enum { TILE = 2048 }; /* elements */
+    int64_t cw = TILE / (rows > 0 ? rows : 1);
+    size_t es = cc_dtype_size(t);
+    if (cw < 8 || (es != 1 && es != 2 && es != 4 && es != 8)) {
+        for (int64_t q = 0; q < rows; q++)
+            cc_store_array(t, buf, off + q * row_stride, stride, x + q * cols, cols);
+        return;
+    }
+    uint64_t tile[TILE]; /* room for TILE elements of 8 bytes */
+    for (int64_t c0 = 0; c0 < cols; c0 += cw) {
+        int64_t w = cols - c0 < cw ? cols - c0 : cw;
+        for (int64_t q = 0; q < rows; q++)
+            cc_store_array(t, tile, q * w, 1, x + q * cols + c0, w);
+        switch (es) {
+        case 1:
+            SCATTER_TILE(uint8_t);
+            break;
+        case 2:
+            SCATTER_TILE(uint16_t);
+            break;
+        case 4:
+            SCATTER_TILE(uint32_t);
+            break;
+        default:
+            SCATTER_TILE(uint64_t);
+            break;
+        }
+    }
+}
+#undef SCATTER_TILE
+
 VECTOR_CLONES void cc_round_store_array(cc_dtype t, double *x, int64_t n, void *buf, int64_t off)
 {
     if (t == CC_F32) { /* one pass: (float)x is the stored value, and (double) of it the rounded */

@@ -270,8 +270,18 @@ static void store_through(const cc_view *v, int64_t e, const double *x, int64_t 
             if (a == r - 1)
                 col = k;
         }
-        int64_t seg = v->shape[r - 1] - col < len ? v->shape[r - 1] - col : len;
-        cc_store_array(v->dtype, v->data, off, v->strides[r - 1], x, seg);
+        int64_t cols = v->shape[r - 1], seg = cols - col < len ? cols - col : len;
+        if (r >= 2 && col == 0 && len >= 2 * cols &&
+            llabs(v->strides[r - 2]) < llabs(v->strides[r - 1])) {
+            /* whole rows of one matrix whose columns run along memory (a transposed buffer):
+             * stored together, a column at a time */
+            int64_t row = (e / cols) % v->shape[r - 2], k = len / cols;
+            if (k > v->shape[r - 2] - row)
+                k = v->shape[r - 2] - row;
+            cc_store_rows(v->dtype, v->data, off, v->strides[r - 2], v->strides[r - 1], x, k, cols);
+            seg = k * cols;
+        } else
+            cc_store_array(v->dtype, v->data, off, v->strides[r - 1], x, seg);
         e += seg;
         x += seg;
         len -= seg;
