@@ -380,7 +380,8 @@ VECTOR_CLONES void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t st
 #define SCATTER_TILE(type)                                                                         \
     for (int64_t c = 0; c < w; c++)                                                                \
         for (int64_t q = 0; q < rows; q++)                                                         \
-            ((type *)buf)[off + q * row_stride + (c0 + c) * stride] = ((const type *)tile)[q * w + c]
+            ((type *)buf)[off + q * row_stride + (c0 + c) * stride] =                             \
+                ((const type *)tile)[q * w + c]
 
 void cc_store_rows(cc_dtype t, void *buf, int64_t off, int64_t row_stride, int64_t stride,
                    const double *x, int64_t rows, int64_t cols)

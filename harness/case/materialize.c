@@ -239,8 +239,9 @@ static int aliases(const cc_input_layout *l, const ref_shape *s)
 }
 
 /* Drawing an input: on several threads (a value depends on its index alone, so the split
- * changes nothing), a block at a time, each block drawn, rounded and, for a dense buffer,
- * stored while it is in the cache. Rounding waits when edge values are still to come. */
+ * changes nothing), a block at a time, each block drawn, rounded and, for a dense buffer or one
+ * whose view has no aliases (store_through), stored while it is in the cache. Rounding waits
+ * when edge values are still to come. */
 typedef struct {
     const ref_domain *d;
     int stream;
@@ -278,7 +279,8 @@ static void store_through(const cc_view *v, int64_t e, const double *x, int64_t 
             int64_t row = (e / cols) % v->shape[r - 2], k = len / cols;
             if (k > v->shape[r - 2] - row)
                 k = v->shape[r - 2] - row;
-            cc_store_rows(v->dtype, v->data, off, v->strides[r - 2], v->strides[r - 1], x, k, cols);
+            cc_store_rows(v->dtype, v->data, off, v->strides[r - 2], v->strides[r - 1], x, k,
+                          cols);
             seg = k * cols;
         } else
             cc_store_array(v->dtype, v->data, off, v->strides[r - 1], x, seg);
@@ -330,10 +332,12 @@ static void fill(const cc_case *c, int input, const ref_domain *d, const ref_sha
     int64_t n = ref_numel(s);
     int edges = input >= 0 && c->edges;
     store_kind kind = plan_store(v, distinct < n);
+    /* stored block by block as drawn (no edge values to come): a dense buffer, or one whose
+     * view store_through suits (not a broadcast one: its copies come after the draw) */
+    const cc_view *dense = !edges && kind == STORE_DENSE ? v : NULL;
+    const cc_view *through = !edges && !dense && distinct == n && store_through_suits(v) ? v : NULL;
     draw_job j = {d, cc_case_stream(c), cc_input_key(c->seed, input >= 0 ? input : COTANGENT_INPUT),
-                  x, cc_dtype_is_float(t) && !edges ? t : CC_DTYPE_COUNT,
-                  !edges && kind == STORE_DENSE ? v : NULL,
-                  !edges && kind != STORE_DENSE && distinct == n && store_through_suits(v) ? v : NULL};
+                  x, cc_dtype_is_float(t) && !edges ? t : CC_DTYPE_COUNT, dense, through};
     if (d->kind == REF_DOM_DISTINCT) /* a permutation of the whole input */
         draw_part(&j, 0, distinct);
     else
