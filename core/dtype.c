@@ -227,20 +227,47 @@ static inline double round_bits(double x, int drop)
     return x;
 }
 
+/* The array loops below are written without calls or branches per element so they vectorize,
+ * and compiled for the widest vectors the CPU has: a conversion or a compare is IEEE's at
+ * every width, so every clone gives the same bits. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
+#define VECTOR_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#endif
+#endif
+#ifndef VECTOR_CLONES
+#define VECTOR_CLONES
+#endif
+
+/* The rare elements (zero, subnormals, NaN, Inf, past the largest finite value) go through the
+ * one-element functions; the loops find them a chunk at a time (a flag per chunk, no branch
+ * per element) and revisit only a chunk that has one. */
+enum { CHUNK = 256 };
+
+/* |v| in the normal range [lo, hi] of a narrow format (NaN is not) */
+static inline int in_normal_range(double v, double lo, double hi)
+{
+    return fabs(v) >= lo && fabs(v) <= hi;
+}
+
 /* f16 and bf16 (drop = 42 or 45, lo = the smallest normal, hi = the largest finite value):
  * the bit rounding over the normal range, in a loop without calls or branches so it
- * vectorizes; then cc_round_to for what lies outside (zero, subnormals, NaN, Inf, values past
- * hi), which it leaves as they were. */
-static inline void round_narrow(double *x, int64_t n, int drop, double lo, double hi)
+ * vectorizes, leaving what lies outside (zero, subnormals, NaN, Inf, values past hi) as it was;
+ * nonzero when some element is outside the normal range afterwards (those cc_round_to takes). */
+static inline uint64_t round_narrow(double *x, int64_t n, int drop, double lo, double hi)
 {
+    uint64_t outside = 0;
     for (int64_t i = 0; i < n; i++) {
         double a = fabs(x[i]), r = round_bits(x[i], drop);
         r = fabs(r) > hi ? copysign(INFINITY, x[i]) : r;
-        x[i] = a >= lo && a <= hi ? r : x[i];
+        r = a >= lo && a <= hi ? r : x[i];
+        x[i] = r;
+        outside |= (uint64_t)!in_normal_range(r, lo, hi);
     }
+    return outside;
 }
 
-void cc_round_array(cc_dtype t, double *x, int64_t n)
+VECTOR_CLONES void cc_round_array(cc_dtype t, double *x, int64_t n)
 {
     if (t == CC_F32)
         for (int64_t i = 0; i < n; i++) {
@@ -249,20 +276,60 @@ void cc_round_array(cc_dtype t, double *x, int64_t n)
         }
     else if (t == CC_F16 || t == CC_BF16) {
         const format_info *f = &formats[t];
-        double lo = pow2(f->emin);
-        if (t == CC_F16)
-            round_narrow(x, n, 53 - 11, lo, f->max_finite);
-        else
-            round_narrow(x, n, 53 - 8, lo, f->max_finite);
-        for (int64_t i = 0; i < n; i++)
-            if (!(fabs(x[i]) >= lo && fabs(x[i]) <= f->max_finite))
-                x[i] = cc_round_to(t, x[i]);
+        double lo = pow2(f->emin), hi = f->max_finite;
+        for (int64_t b = 0; b < n; b += CHUNK) {
+            int64_t m = n - b < CHUNK ? n - b : CHUNK;
+            double *c = x + b;
+            uint64_t outside = t == CC_F16 ? round_narrow(c, m, 53 - 11, lo, hi)
+                                           : round_narrow(c, m, 53 - 8, lo, hi);
+            if (outside)
+                for (int64_t i = 0; i < m; i++)
+                    if (!in_normal_range(c[i], lo, hi))
+                        c[i] = cc_round_to(t, c[i]);
+        }
     }
 }
 
+/* A normal f16 value's bits: its exponent rebiased and its top 10 fraction bits (valid where
+ * f16_normal holds; the rest, zero, subnormals, NaN and Inf, are half_bits') */
+static inline int f16_normal(double v)
+{
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    uint64_t mag = b & 0x7fffffffffffffffULL;
+    return mag >= 0x3f10000000000000ULL && mag <= 0x40effc0000000000ULL;
+}
+
+static inline uint16_t f16_normal_bits(double v)
+{
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    uint64_t mag = b & 0x7fffffffffffffffULL;
+    return (uint16_t)((b >> 48 & 0x8000) | ((mag >> 52) - 1008) << 10 | (mag >> 42 & 0x3ff));
+}
+
+/* The 16-bit patterns of m (<= CHUNK) f16 or bf16 values into bits[] */
+static inline void narrow_bits(cc_dtype t, const double *x, int64_t m, uint16_t *bits)
+{
+    if (t == CC_BF16) {
+        for (int64_t i = 0; i < m; i++)
+            bits[i] = bf16_bits(x[i]);
+        return;
+    }
+    uint64_t odd = 0;
+    for (int64_t i = 0; i < m; i++) {
+        bits[i] = f16_normal_bits(x[i]);
+        odd |= (uint64_t)!f16_normal(x[i]);
+    }
+    if (odd)
+        for (int64_t i = 0; i < m; i++)
+            if (!f16_normal(x[i]))
+                bits[i] = half_bits(x[i]);
+}
+
 /* Stores of already rounded values; stride 1 has its own loops (they vectorize). */
-void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t stride, const double *x,
-                    int64_t n)
+VECTOR_CLONES void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t stride,
+                                  const double *x, int64_t n)
 {
     switch (t) {
     case CC_F64: {
@@ -284,35 +351,87 @@ void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t stride, const do
                 d[i * stride] = (float)x[i];
         break;
     }
-    case CC_F16: {
-        uint16_t *d = (uint16_t *)buf + off;
-        for (int64_t i = 0; i < n; i++) {
-            /* a normal f16 value: its exponent rebiased and its top 10 fraction bits; the rest
-             * (zero, subnormals, NaN, Inf) by half_bits */
-            uint64_t b;
-            memcpy(&b, &x[i], sizeof b);
-            uint64_t mag = b & 0x7fffffffffffffffULL;
-            int normal = mag >= 0x3f10000000000000ULL && mag <= 0x40effc0000000000ULL;
-            uint16_t fast = (uint16_t)((b >> 48 & 0x8000) | ((mag >> 52) - 1008) << 10 |
-                                       (mag >> 42 & 0x3ff));
-            d[i * stride] = normal ? fast : half_bits(x[i]);
+    case CC_F16:
+    case CC_BF16: { /* the bits a chunk at a time (vectorized), then stored through the stride */
+        uint16_t *d = (uint16_t *)buf + off, bits[CHUNK];
+        for (int64_t b = 0; b < n; b += CHUNK) {
+            int64_t m = n - b < CHUNK ? n - b : CHUNK;
+            if (stride == 1) {
+                narrow_bits(t, x + b, m, d + b);
+                continue;
+            }
+            narrow_bits(t, x + b, m, bits);
+            for (int64_t i = 0; i < m; i++)
+                d[(b + i) * stride] = bits[i];
         }
-        break;
-    }
-    case CC_BF16: {
-        uint16_t *d = (uint16_t *)buf + off;
-        if (stride == 1)
-            for (int64_t i = 0; i < n; i++)
-                d[i] = bf16_bits(x[i]);
-        else
-            for (int64_t i = 0; i < n; i++)
-                d[i * stride] = bf16_bits(x[i]);
         break;
     }
     default:
         for (int64_t i = 0; i < n; i++)
             cc_store(t, buf, off + i * stride, x[i]);
         break;
+    }
+}
+
+/* The places of a column of the rows lie side by side (row_stride small, as in a transposed
+ * buffer): storing row by row would touch a new cache line with every element, so the rows are
+ * converted into a tile (rows x w, at stride 1, the vectorized loops) and the tile is written a
+ * column at a time. Each element gets the bits cc_store_array gives it at any stride. */
+#define SCATTER_TILE(type)                                                                         \
+    for (int64_t c = 0; c < w; c++)                                                                \
+        for (int64_t q = 0; q < rows; q++)                                                         \
+            ((type *)buf)[off + q * row_stride + (c0 + c) * stride] =                             \
+                ((const type *)tile)[q * w + c]
+
+void cc_store_rows(cc_dtype t, void *buf, int64_t off, int64_t row_stride, int64_t stride,
+                   const double *x, int64_t rows, int64_t cols)
+{
+    enum { TILE = 2048 }; /* elements */
+    int64_t cw = TILE / (rows > 0 ? rows : 1);
+    size_t es = cc_dtype_size(t);
+    if (cw < 8 || (es != 1 && es != 2 && es != 4 && es != 8)) {
+        for (int64_t q = 0; q < rows; q++)
+            cc_store_array(t, buf, off + q * row_stride, stride, x + q * cols, cols);
+        return;
+    }
+    uint64_t tile[TILE]; /* room for TILE elements of 8 bytes */
+    for (int64_t c0 = 0; c0 < cols; c0 += cw) {
+        int64_t w = cols - c0 < cw ? cols - c0 : cw;
+        for (int64_t q = 0; q < rows; q++)
+            cc_store_array(t, tile, q * w, 1, x + q * cols + c0, w);
+        switch (es) {
+        case 1:
+            SCATTER_TILE(uint8_t);
+            break;
+        case 2:
+            SCATTER_TILE(uint16_t);
+            break;
+        case 4:
+            SCATTER_TILE(uint32_t);
+            break;
+        default:
+            SCATTER_TILE(uint64_t);
+            break;
+        }
+    }
+}
+#undef SCATTER_TILE
+
+VECTOR_CLONES void cc_round_store_array(cc_dtype t, double *x, int64_t n, void *buf, int64_t off)
+{
+    if (t == CC_F32) { /* one pass: (float)x is the stored value, and (double) of it the rounded */
+        float *d = (float *)buf + off;
+        for (int64_t i = 0; i < n; i++) {
+            float f = (float)x[i];
+            x[i] = x[i] == x[i] ? (double)f : x[i]; /* a NaN keeps its bits */
+            d[i] = f;
+        }
+        return;
+    }
+    for (int64_t b = 0; b < n; b += CHUNK) { /* a chunk rounded and stored while in the cache */
+        int64_t m = n - b < CHUNK ? n - b : CHUNK;
+        cc_round_array(t, x + b, m);
+        cc_store_array(t, buf, off + b, 1, x + b, m);
     }
 }
 

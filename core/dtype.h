@@ -18,10 +18,18 @@ double cc_load(cc_dtype t, const void *buf, int64_t i);
  *   cc_round_array   x[i] = cc_round_to(t, x[i]) for i < n;
  *   cc_store_array   element i of x (already a value of t) into buf[off + i * stride];
  *   cc_load_array    x[i] = cc_load(t, buf, off + i * stride);
+ *   cc_round_store_array  cc_round_array, then cc_store_array at stride 1 into buf[off ..],
+ *                    in one pass (t a float dtype);
+ *   cc_store_rows    x[q * cols + c] (already values of t) into
+ *                    buf[off + q * row_stride + c * stride] for q < rows, c < cols: a
+ *                    cc_store_array per row, written a column at a time where that suits;
  *   cc_fill_nan      n elements of buf with NaN (0 for the integer dtypes). */
 void cc_round_array(cc_dtype t, double *x, int64_t n);
 void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t stride, const double *x,
                     int64_t n);
+void cc_round_store_array(cc_dtype t, double *x, int64_t n, void *buf, int64_t off);
+void cc_store_rows(cc_dtype t, void *buf, int64_t off, int64_t row_stride, int64_t stride,
+                   const double *x, int64_t rows, int64_t cols);
 void cc_load_array(cc_dtype t, const void *buf, int64_t off, int64_t stride, double *x,
                    int64_t n);
 void cc_fill_nan(cc_dtype t, void *buf, int64_t n);

@@ -218,9 +218,14 @@ static void test_threaded_inputs_are_bit_identical(void **state)
         char msg[256];
         assert_int_equal(cc_materialize_threads(&c, 1, &one, msg, sizeof msg), 0);
         assert_int_equal(cc_materialize_threads(&c, 4, &four, msg, sizeof msg), 0);
-        for (int i = 0; i < c.n_in; i++)
+        for (int i = 0; i < c.n_in; i++) {
             assert_memory_equal(one.ref_in[i].v, four.ref_in[i].v,
                                 sizeof(double) * (size_t)ref_numel(&c.shape[i]));
+            /* the provider buffers too (blocks are stored as they are drawn, on every thread) */
+            assert_int_equal(one.storage_len[i], four.storage_len[i]);
+            assert_memory_equal(one.storage[i], four.storage[i],
+                                (size_t)one.storage_len[i] * cc_dtype_size(one.view[i].dtype));
+        }
         assert_memory_equal(one.g.v, four.g.v,
                             sizeof(double) * (size_t)ref_numel(&one.out_shape));
         cc_inputs_free(&one);
@@ -247,6 +252,43 @@ static void test_bulk_draws_match_their_definition(void **state)
             cc_draw_uniform(key, starts[s], n, out);
             for (int64_t t = 0; t < n; t++)
                 assert_true(out[t] == cc_uniform_at(key, starts[s] + t));
+        }
+}
+
+/* Stream 2's positive domain, exp(z/2) by its own polynomial, as it was first written (one
+ * element at a time): the staged bulk transform must give these bits. */
+static double exp_portable_definition(double y)
+{
+    static const double c[] = {1.0 / 6227020800, 1.0 / 479001600, 1.0 / 39916800,
+                               1.0 / 3628800,    1.0 / 362880,    1.0 / 40320,
+                               1.0 / 5040,       1.0 / 720,       1.0 / 120,
+                               1.0 / 24,         1.0 / 6,         0.5,
+                               1.0,              1.0};
+    double k = floor(y * 1.4426950408889634 + 0.5);
+    double r = (y - k * 0x1.62e42feep-1) - k * 0x1.a39ef35793c76p-33;
+    double p = c[0];
+    for (size_t i = 1; i < sizeof c / sizeof c[0]; i++)
+        p = p * r + c[i];
+    uint64_t bits = (uint64_t)((int64_t)k + 1023) << 52;
+    double scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+static void test_stream2_positive_matches_its_definition(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    double out[N];
+    ref_domain d = {REF_DOM_POSITIVE, 0, 0, 0, {0, 0}, 0};
+    static const int64_t starts[] = {0, 1, 255, 1000001};
+    for (size_t s = 0; s < sizeof starts / sizeof starts[0]; s++)
+        for (int64_t n = 0; n <= N; n += n < 20 ? 1 : 257) {
+            uint64_t key = cc_input_key(0x5eedULL + (uint64_t)s, (int)n);
+            cc_draw_range(&d, CC_STREAM_PORTABLE, key, starts[s], n, out);
+            for (int64_t t = 0; t < n; t++)
+                assert_true(out[t] ==
+                            exp_portable_definition(0.5 * cc_normal2_at(key, starts[s] + t)));
         }
 }
 
@@ -445,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_stream_and_ref_keys),
         cmocka_unit_test(test_bulk_draws_match_their_definition),
         cmocka_unit_test(test_stream2_bits_are_fixed),
+        cmocka_unit_test(test_stream2_positive_matches_its_definition),
         cmocka_unit_test(test_array_conversions_match_scalar_ones),
         cmocka_unit_test(test_find_nonfinite),
         cmocka_unit_test(test_bulk_regions),

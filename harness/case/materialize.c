@@ -249,8 +249,9 @@ static int aliases(const cc_input_layout *l, const ref_shape *s)
 }
 
 /* Drawing an input: on several threads (a value depends on its index alone, so the split
- * changes nothing), a block at a time, each block drawn, rounded and, for a dense buffer,
- * stored while it is in the cache. Rounding waits when edge values are still to come. */
+ * changes nothing), a block at a time, each block drawn, rounded and, for a dense buffer or one
+ * whose view has no aliases (store_through), stored while it is in the cache. Rounding waits
+ * when edge values are still to come. */
 typedef struct {
     const ref_domain *d;
     int stream;
@@ -258,7 +259,58 @@ typedef struct {
     double *x;
     cc_dtype round_to; /* CC_DTYPE_COUNT: do not round yet */
     const cc_view *store; /* a dense buffer to store into, or NULL */
+    const cc_view *through; /* or a view without aliases to store through its strides */
 } draw_job;
+
+/* Elements [e, e + len) of the dense row-major values (x points at element e) stored through
+ * view v, a row segment at a time: where each lands is fixed by its index, so with no two
+ * indices sharing a place (no stride 0) the order of the stores changes nothing. */
+static void store_through(const cc_view *v, int64_t e, const double *x, int64_t len)
+{
+    int r = v->rank;
+    if (r == 0) {
+        cc_store_array(v->dtype, v->data, 0, 1, x, len);
+        return;
+    }
+    while (len > 0) {
+        int64_t idx = e, off = 0, col = 0;
+        for (int a = r - 1; a >= 0; a--) { /* e's multi-index, and its offset */
+            int64_t k = idx % v->shape[a];
+            idx /= v->shape[a];
+            off += k * v->strides[a];
+            if (a == r - 1)
+                col = k;
+        }
+        int64_t cols = v->shape[r - 1], seg = cols - col < len ? cols - col : len;
+        if (r >= 2 && col == 0 && len >= 2 * cols &&
+            llabs(v->strides[r - 2]) < llabs(v->strides[r - 1])) {
+            /* whole rows of one matrix whose columns run along memory (a transposed buffer):
+             * stored together, a column at a time */
+            int64_t row = (e / cols) % v->shape[r - 2], k = len / cols;
+            if (k > v->shape[r - 2] - row)
+                k = v->shape[r - 2] - row;
+            cc_store_rows(v->dtype, v->data, off, v->strides[r - 2], v->strides[r - 1], x, k,
+                          cols);
+            seg = k * cols;
+        } else
+            cc_store_array(v->dtype, v->data, off, v->strides[r - 1], x, seg);
+        e += seg;
+        x += seg;
+        len -= seg;
+    }
+}
+
+/* 1 when store_through suits v: no two indices share a place (no axis of extent > 1 with
+ * stride 0), and rows long enough that finding each row's offset costs little */
+static int store_through_suits(const cc_view *v)
+{
+    if (v->rank > 0 && v->shape[v->rank - 1] < 16)
+        return 0;
+    for (int a = 0; a < v->rank; a++)
+        if (v->shape[a] > 1 && v->strides[a] == 0)
+            return 0;
+    return 1;
+}
 
 #define DRAW_BLOCK 4096
 #define DRAW_GRAIN (INT64_C(1) << 16) /* elements per thread at least: below, one thread */
@@ -269,10 +321,16 @@ static void draw_part(void *ctx, int64_t lo, int64_t hi)
     for (int64_t b = lo; b < hi; b += DRAW_BLOCK) {
         int64_t len = hi - b < DRAW_BLOCK ? hi - b : DRAW_BLOCK;
         cc_draw_range(j->d, j->stream, j->key, b, len, j->x + b);
-        if (j->round_to != CC_DTYPE_COUNT)
-            cc_round_array(j->round_to, j->x + b, len);
-        if (j->store)
-            cc_store_array(j->store->dtype, j->store->data, b, 1, j->x + b, len);
+        if (j->round_to != CC_DTYPE_COUNT && j->store && j->store->dtype == j->round_to)
+            cc_round_store_array(j->round_to, j->x + b, len, j->store->data, b); /* one pass */
+        else {
+            if (j->round_to != CC_DTYPE_COUNT)
+                cc_round_array(j->round_to, j->x + b, len);
+            if (j->store)
+                cc_store_array(j->store->dtype, j->store->data, b, 1, j->x + b, len);
+        }
+        if (j->through) /* stored while the block is in the cache, not in a second pass */
+            store_through(j->through, b, j->x + b, len);
     }
 }
 
@@ -284,9 +342,12 @@ static void fill(const cc_case *c, int input, const ref_domain *d, const ref_sha
     int64_t n = ref_numel(s);
     int edges = input >= 0 && c->edges;
     store_kind kind = plan_store(v, distinct < n);
+    /* stored block by block as drawn (no edge values to come): a dense buffer, or one whose
+     * view store_through suits (not a broadcast one: its copies come after the draw) */
+    const cc_view *dense = !edges && kind == STORE_DENSE ? v : NULL;
+    const cc_view *through = !edges && !dense && distinct == n && store_through_suits(v) ? v : NULL;
     draw_job j = {d, cc_case_stream(c), cc_input_key(c->seed, input >= 0 ? input : COTANGENT_INPUT),
-                  x, cc_dtype_is_float(t) && !edges ? t : CC_DTYPE_COUNT,
-                  !edges && kind == STORE_DENSE ? v : NULL};
+                  x, cc_dtype_is_float(t) && !edges ? t : CC_DTYPE_COUNT, dense, through};
     if (d->kind == REF_DOM_DISTINCT) /* a permutation of the whole input */
         draw_part(&j, 0, distinct);
     else
@@ -298,7 +359,7 @@ static void fill(const cc_case *c, int input, const ref_domain *d, const ref_sha
     }
     for (int64_t k = distinct; k < n; k += distinct) /* a broadcast axis 0: copies */
         memcpy(x + k, x, sizeof(double) * (size_t)distinct);
-    if (!j.store)
+    if (!j.store && !j.through)
         store_view(kind, v, x, n);
 }
 

@@ -170,7 +170,31 @@ double cc_normal2_at(uint64_t key, int64_t j)
     return j & 1 ? z1 : z0;
 }
 
-/* Pairs p0 .. p0+np-1 into out[2t], out[2t+1]. Compiled for the widest vectors the CPU has. */
+/* Pairs p0 .. p0+np-1 into out[2t], out[2t+1], a block of pairs at a time and stage by stage.
+ * Why staged: one pair is a few long chains of dependent operations (Horner steps of 9, 7 and
+ * 8 multiply-adds, no contraction, then a divide and a sqrt), so a loop that takes each vector
+ * of pairs from its hash to its values waits on latency: one such iteration fills the CPU's
+ * reorder window alone (it ran at a third of the arithmetic's throughput). Here each stage is a
+ * loop over the whole block (the hashes and the reduced arguments; then each Horner step; then
+ * the radius, the angle sums and the quadrant's rotation), so neighbouring iterations are
+ * independent and overlap. Every value still takes exactly normal2_pair's IEEE operations in
+ * normal2_pair's order (horner_block is horner, step for step): only the order in which
+ * different pairs' operations run has changed, which no value sees. test_values checks both
+ * against each other and against fixed bits. */
+enum { STREAM2_BLOCK = 256 };
+
+/* p[t] = horner(c, n, x[t]) for t < m, one Horner step at a time over the block */
+static inline void horner_block(const double *c, int n, const double *restrict x,
+                                double *restrict p, int m)
+{
+    for (int t = 0; t < m; t++)
+        p[t] = c[0];
+    for (int k = 1; k < n; k++)
+        for (int t = 0; t < m; t++)
+            p[t] = p[t] * x[t] + c[k];
+}
+
+/* Compiled for the widest vectors the CPU has. */
 #if defined(__x86_64__) && defined(__has_attribute)
 #if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
 __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
@@ -178,23 +202,78 @@ __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
 #endif
 static void normal2_pairs(uint64_t key, int64_t p0, int64_t np, double *restrict out)
 {
-    for (int64_t t = 0; t < np; t++) {
-        double z0, z1;
-        normal2_pair(ref_splitmix64(key + (uint64_t)(p0 + t)), &z0, &z1);
-        out[2 * t] = z0;
-        out[2 * t + 1] = z1;
+    double e[STREAM2_BLOCK], s[STREAM2_BLOCK], s2[STREAM2_BLOCK], x[STREAM2_BLOCK],
+        x2[STREAM2_BLOCK], pa[STREAM2_BLOCK], ps[STREAM2_BLOCK], pc[STREAM2_BLOCK];
+    uint64_t q[STREAM2_BLOCK];
+    for (int64_t b = 0; b < np; b += STREAM2_BLOCK) {
+        int m = (int)(np - b < STREAM2_BLOCK ? np - b : STREAM2_BLOCK);
+        double *restrict o = out + 2 * b;
+        /* the hash; ln u1's exponent and reduced argument s; the angle's quadrant and x */
+        for (int t = 0; t < m; t++) {
+            uint64_t h = ref_splitmix64(key + (uint64_t)(p0 + b + t));
+            double v = small_int_to_double(((h >> 32) << 1) | 1);
+            uint64_t vb = double_to_bits(v);
+            /* normal2_pair's (double)((int64_t)(vb >> 52) - 1023), an integer in [0, 32]: as
+             * exact this way, and this way vectorizes without AVX-512's 64-bit conversion */
+            double ex = small_int_to_double((vb >> 52) - 1023);
+            double mt = bits_to_double((vb & 0xfffffffffffffULL) | 0x3ff0000000000000ULL);
+            double big = mt > 1.4142135623730951 ? 1.0 : 0.0;
+            mt = mt * (1.0 - 0.5 * big);
+            e[t] = ex + big - 33.0;
+            s[t] = (mt - 1.0) / (mt + 1.0);
+            s2[t] = s[t] * s[t];
+            uint64_t lo = h & 0xffffffffULL;
+            q[t] = lo >> 30;
+            x[t] = (small_int_to_double(lo & 0x3fffffffULL) * 0x1p-30 - 0.5) * 1.5707963267948966;
+            x2[t] = x[t] * x[t];
+        }
+        horner_block(atanh_odd, COUNT(atanh_odd), s2, pa, m);
+        horner_block(sin_tail, COUNT(sin_tail), x2, ps, m);
+        horner_block(cos_tail, COUNT(cos_tail), x2, pc, m);
+        /* rho, sin and cos of pi/4 + x, the quadrant's rotation: as in normal2_pair */
+        for (int t = 0; t < m; t++) {
+            double rho = sqrt(-2.0 * (e[t] * 0.6931471805599453 + 2.0 * s[t] * pa[t]));
+            double sin_x = x[t] + x[t] * x2[t] * ps[t];
+            double cos_x = 1.0 + x2[t] * pc[t];
+            double sin_phi = (sin_x + cos_x) * 0.7071067811865476;
+            double cos_phi = (cos_x - sin_x) * 0.7071067811865476;
+            uint64_t qt = q[t];
+            double c = (qt & 1) ? sin_phi : cos_phi, sn = (qt & 1) ? cos_phi : sin_phi;
+            c = bits_to_double(double_to_bits(c) ^ (((qt ^ (qt >> 1)) & 1) << 63));
+            sn = bits_to_double(double_to_bits(sn) ^ ((qt >> 1) << 63));
+            o[2 * t] = rho * c;
+            o[2 * t + 1] = rho * sn;
+        }
     }
 }
 
-/* e^y for |y| < 700: 2^k e^r, k = round(y / ln 2), r = y - k ln 2 in two parts (the first is
- * exact: ln2_hi has 32 bits), e^r by its Taylor polynomial to r^13 (|r| <= 0.35: error below
- * 1e-16). Stream 2's positive domain, exp(z/2). */
-static double exp_portable(double y)
+/* x[t] = e^y, y = 0.5 x[t], for t < n: stream 2's positive domain, exp(z/2), for |y| < 700:
+ * 2^k e^r, k = round(y / ln 2), r = y - k ln 2 in two parts (the first is exact: ln2_hi has 32
+ * bits), e^r by its Taylor polynomial to r^13 (|r| <= 0.35: error below 1e-16). Staged over
+ * blocks as normal2_pairs is (the Horner chain of 13 steps is one long dependency per element);
+ * each element takes these operations in this order. 2^k is built from its bits: k + 1023 is
+ * an integer in [13, 2033], read off the double k + (2^52 + 1023) (an exact sum) rather than
+ * converted to int64, which AVX2 has no vector instruction for. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#endif
+#endif
+static void exp_half_portable(double *restrict x, int64_t n)
 {
-    double k = floor(y * 1.4426950408889634 + 0.5);
-    double r = (y - k * 0x1.62e42feep-1) - k * 0x1.a39ef35793c76p-33;
-    double p = horner(exp_all, COUNT(exp_all), r);
-    return p * bits_to_double((uint64_t)((int64_t)k + 1023) << 52);
+    double k[STREAM2_BLOCK], r[STREAM2_BLOCK], p[STREAM2_BLOCK];
+    for (int64_t b = 0; b < n; b += STREAM2_BLOCK) {
+        int m = (int)(n - b < STREAM2_BLOCK ? n - b : STREAM2_BLOCK);
+        double *restrict o = x + b;
+        for (int t = 0; t < m; t++) {
+            double y = 0.5 * o[t];
+            k[t] = floor(y * 1.4426950408889634 + 0.5);
+            r[t] = (y - k[t] * 0x1.62e42feep-1) - k[t] * 0x1.a39ef35793c76p-33;
+        }
+        horner_block(exp_all, COUNT(exp_all), r, p, m);
+        for (int t = 0; t < m; t++)
+            o[t] = p[t] * bits_to_double(double_to_bits(k[t] + (0x1p52 + 1023.0)) << 52);
+    }
 }
 
 void cc_draw_normal(int stream, uint64_t key, int64_t j0, int64_t n, double *out)
@@ -265,8 +344,11 @@ void cc_draw_range(const ref_domain *d, int stream, uint64_t key, int64_t j0, in
         cc_draw_uniform(key, j0, n, out);
     switch (d->kind) {
     case REF_DOM_POSITIVE:
-        for (int64_t t = 0; t < n; t++)
-            out[t] = stream == CC_STREAM_PORTABLE ? exp_portable(0.5 * out[t]) : exp(0.5 * out[t]);
+        if (stream == CC_STREAM_PORTABLE)
+            exp_half_portable(out, n);
+        else
+            for (int64_t t = 0; t < n; t++)
+                out[t] = exp(0.5 * out[t]);
         break;
     case REF_DOM_UNIT:
         for (int64_t t = 0; t < n; t++)
