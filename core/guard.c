@@ -24,6 +24,7 @@ static size_t page_size(void)
     return p > 0 ? (size_t)p : 4096;
 }
 
+#define ALIAS_MAX_BYTES ((size_t)4 << 20) /* inputs below 4 MiB get a writable second view */
 #define CANARY 0xa5 /* every slack byte: a byte pattern no float of a buffer's own is made of */
 
 /* The first and the last slack byte that no longer holds the canary; 0 when all do. */
@@ -133,7 +134,9 @@ static void *alloc_buffer(cc_guard_set *s, size_t bytes, const char *name, int a
     }
     size_t pg = page_size(), pages = (bytes + pg - 1) / pg;
     b->map_len = (pages + 2) * pg;
-    aliased = aliased && pages > 0;
+    /* the second mapping for small inputs only: for a large one the mprotect costs nothing next
+     * to its case, while shared memory's pages cost more to fault in than anonymous ones */
+    aliased = aliased && pages > 0 && bytes < ALIAS_MAX_BYTES;
     if (take_cached(s->cache, b->map_len, aliased, b) == 0) {
         /* its guard pages are still PROT_NONE; a plain one's data pages may be sealed */
         if (!b->alias && b->readonly &&

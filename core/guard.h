@@ -102,9 +102,9 @@ void cc_guard_free_all(cc_guard_set *s);
 void cc_guard_cache_clear(cc_guard_cache *c);
 /* An input's buffer: like cc_guard_alloc, but what it returns is where capcheck writes the
  * values; cc_guard_seal then gives the address the provider reads (guarded sets: read-only
- * pages). Where the system can map the pages twice (memfd), the writable view is a second
- * mapping and sealing costs no system call; elsewhere it is the buffer itself, made read-only
- * by mprotect. */
+ * pages). Below 4 MiB, where the system can map the pages twice (memfd), the writable view is
+ * a second mapping and sealing costs no system call; elsewhere it is the buffer itself, made
+ * read-only by mprotect. */
 void *cc_guard_alloc_input(cc_guard_set *s, size_t bytes, const char *name);
 /* Seal a filled input buffer (by the address cc_guard_alloc_input returned, or that of a
  * cc_guard_alloc buffer): read-only from now on; the address the provider is to read it at
