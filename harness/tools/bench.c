@@ -422,8 +422,11 @@ static int bench_in_child(cc_watch *w, void *arg)
                 rate[k] / rate[LOOP_PROVIDER], loop_what[k]);
     }
     double ratio = rate[LOOP_CAPCHECK] / rate[LOOP_PROVIDER];
-    fprintf(out, "\ncapcheck / provider = %.3f (goal: >= 0.333, %s)\n", ratio,
-            ratio >= 1.0 / 3.0 ? "met" : "not met");
+    /* issue 17's goals: half the bare calls' rate on small cases, a third on realistic sizes
+     * (where a case is the kernel's work, not capcheck's fixed cost) */
+    fprintf(out, "\ncapcheck / provider = %.3f (goal: >= 0.5 on small cases, %s; >= 1/3 on "
+                 "realistic sizes, %s)\n",
+            ratio, ratio >= 0.5 ? "met" : "not met", ratio >= 1.0 / 3.0 ? "met" : "not met");
     fprintf(out, "capcheck's results on these cases:");
     for (int k = 0; k < CC_RES_COUNT; k++)
         if (s.status_count[k])
