@@ -61,6 +61,19 @@ static void test_write_into_an_input(void **state)
                          "inputs are read-only)");
 }
 
+/* The same above 4 MiB, where an input is one mapping sealed by mprotect (guard.h). */
+static void test_write_into_a_large_input(void **state)
+{
+    (void)state;
+    for (int run = 0; run < 2; run++) {
+        assert_int_equal(repro("exp_writes_its_input", "'exp dtype=f32 in=[1200000] seed=2'", ""),
+                         1);
+        expect_in_output("status:   out-of-bounds");
+        expect_in_output("forward wrote into the read-only input x (a buffer of 4800000 bytes; "
+                         "inputs are read-only)");
+    }
+}
+
 static void test_write_before_the_start(void **state)
 {
     (void)state;
@@ -190,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_read_past_the_end),
         cmocka_unit_test(test_write_past_the_end),
         cmocka_unit_test(test_write_into_an_input),
+        cmocka_unit_test(test_write_into_a_large_input),
         cmocka_unit_test(test_write_before_the_start),
         cmocka_unit_test(test_read_before_the_start_needs_the_other_placement),
         cmocka_unit_test(test_a_run_records_every_fault_and_goes_on),
