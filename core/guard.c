@@ -115,6 +115,20 @@ static int map_aliased(size_t pages, size_t pg, cc_guarded *b)
 #endif
 }
 
+/* Where capcheck writes the byte at p of buffer b's data pages: its second view, if it has one. */
+static unsigned char *writable(const cc_guarded *b, unsigned char *p)
+{
+    return b->alias ? b->alias + (p - ((unsigned char *)b->map + page_size())) : p;
+}
+
+/* Unmap a mapping of map_len bytes and its second view, if any (its data pages' worth). */
+static void unmap(void *map, size_t map_len, void *alias)
+{
+    if (alias)
+        munmap(alias, map_len - 2 * page_size());
+    munmap(map, map_len);
+}
+
 /* A buffer of the set; aliased: an input's (see cc_guard_alloc_input). Returns where capcheck
  * writes it. */
 static void *alloc_buffer(cc_guard_set *s, size_t bytes, const char *name, int aliased)
@@ -167,11 +181,9 @@ static void *alloc_buffer(cc_guard_set *s, size_t bytes, const char *name, int a
         b->data = first;
         b->slack = first + bytes;
     }
-    /* the canary goes in through whichever view is writable */
-    unsigned char *w = b->alias ? b->alias + (b->slack - first) : b->slack;
-    memset(w, CANARY, b->slack_len);
+    memset(writable(b, b->slack), CANARY, b->slack_len);
     s->n++;
-    return b->alias ? b->alias + (b->data - first) : b->data;
+    return writable(b, b->data);
 }
 
 void *cc_guard_alloc(cc_guard_set *s, size_t bytes, const char *name)
@@ -187,7 +199,6 @@ void *cc_guard_alloc_input(cc_guard_set *s, size_t bytes, const char *name)
 static void release(cc_guard_set *s, cc_guarded *b)
 {
     cc_guard_cache *c = s->cache;
-    size_t pg = page_size();
     if (b->map && c && c->n < CC_GUARD_CACHE_SLOTS) {
         c->slot[c->n].map = b->map;
         c->slot[c->n].map_len = b->map_len;
@@ -195,9 +206,7 @@ static void release(cc_guard_set *s, cc_guarded *b)
         c->slot[c->n].alias = b->alias;
         c->n++;
     } else if (b->map) {
-        if (b->alias)
-            munmap(b->alias, b->map_len - 2 * pg);
-        munmap(b->map, b->map_len);
+        unmap(b->map, b->map_len, b->alias);
     } else {
         cc_free_big(b->data);
     }
@@ -206,12 +215,8 @@ static void release(cc_guard_set *s, cc_guarded *b)
 
 void cc_guard_cache_clear(cc_guard_cache *c)
 {
-    size_t pg = page_size();
-    for (int k = 0; k < c->n; k++) {
-        if (c->slot[k].alias)
-            munmap(c->slot[k].alias, c->slot[k].map_len - 2 * pg);
-        munmap(c->slot[k].map, c->slot[k].map_len);
-    }
+    for (int k = 0; k < c->n; k++)
+        unmap(c->slot[k].map, c->slot[k].map_len, c->slot[k].alias);
     c->n = 0;
 }
 
@@ -239,14 +244,13 @@ void *cc_guard_seal(cc_guard_set *s, void *data)
         cc_guarded *b = &s->b[i];
         if (!b->map)
             continue;
-        unsigned char *first = (unsigned char *)b->map + pg;
-        if (b->alias && (b->alias + (b->data - first) == data || b->data == data))
+        if (b->alias && (writable(b, b->data) == data || b->data == data))
             return b->data; /* read-only since it was mapped */
         if (b->data != data)
             continue;
         b->readonly = 1;
         if (b->map_len > 2 * pg)
-            mprotect(first, b->map_len - 2 * pg, PROT_READ);
+            mprotect((unsigned char *)b->map + pg, b->map_len - 2 * pg, PROT_READ);
         return b->data;
     }
     return data;
