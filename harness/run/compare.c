@@ -118,14 +118,17 @@ cc_element_mag cc_element_mag_at(const ref_mag *mag, int64_t i)
     return (cc_element_mag){w, mag->dtype ? mag->dtype[i] : w, mag->prob ? mag->prob[i] : w};
 }
 
+/* The vacuity test of a finite expected value of magnitude a (max_finite: the dtype's). */
+static inline int vacuous_at(double a, double bound, double out_max, double max_finite,
+                             const cc_bound_model *m)
+{
+    return bound >= max_finite + a || (out_max > 0 && bound - m->floor >= a + out_max);
+}
+
 int cc_bound_is_vacuous(double expected, double bound, double out_max, cc_dtype t,
                         const cc_bound_model *m)
 {
-    if (!isfinite(expected))
-        return 0;
-    double a = fabs(expected);
-    return bound >= cc_max_finite(t) + a ||
-           (out_max > 0 && bound - m->floor >= a + out_max);
+    return isfinite(expected) && vacuous_at(fabs(expected), bound, out_max, cc_max_finite(t), m);
 }
 
 void cc_compare(const double *expected, const ref_mag *mag, const cc_view *got,
@@ -174,12 +177,11 @@ void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at
             if (isfinite(e) && isfinite(g[k])) {
                 /* the common case, as cc_element_ratio_of and cc_bound_is_vacuous judge it
                  * when both values are finite, without their calls and branches */
-                double err = fabs(g[k] - e), a = fabs(e);
+                double err = fabs(g[k] - e);
                 r = err / bound;
                 rs = err / sbound;
                 n_finite++;
-                out->n_vacuous += bound >= max_finite + a ||
-                                  (out_max > 0 && bound - m->floor >= a + out_max);
+                out->n_vacuous += vacuous_at(fabs(e), bound, out_max, max_finite, m);
             } else {
                 r = cc_element_ratio_of(e, g[k], bound, got->dtype, m);
                 rs = cc_element_ratio_of(e, g[k], sbound, got->dtype, m);

@@ -27,6 +27,17 @@ static double ref_tol(const double *mag, double c_op, int64_t i)
     return mag && c_op > 0 && isfinite(mag[i]) ? c_op * 0x1p-53 * fabs(mag[i]) : 0.0;
 }
 
+/* The provider's output is read a chunk at a time, the first one short: most outputs show at
+ * their first elements that they are not all zero, not constant, not a copy. The length of the
+ * chunk at i0 of n. */
+enum { CHUNK = 1024, FIRST_CHUNK = 8 };
+
+static int64_t chunk_at(int64_t i0, int64_t n)
+{
+    int64_t len = i0 ? CHUNK : FIRST_CHUNK;
+    return n - i0 < len ? n - i0 : len;
+}
+
 cc_zt_verdict cc_zero_trust(const char *what, const double *expected, const double *mag,
                             double c_op, const cc_view *got, const cc_zt_source *sources,
                             int n_sources, char *msg, size_t len)
@@ -44,9 +55,6 @@ cc_zt_verdict cc_zero_trust_at(const char *what, const double *expected, const d
     int64_t known = at ? count : n; /* reference values: expected[e] is element at[e] (or e) */
     if (n < 2 || known < 1 || !expected || !got->data)
         return CC_ZT_OK;
-    /* the provider's output is read a chunk at a time, the first one short: most outputs show
-     * at their first elements that they are not all zero, not constant, not a copy */
-    enum { CHUNK = 1024, FIRST_CHUNK = 8 };
     double g[CHUNK];
     cc_dtype t = got->dtype;
     double tiny = cc_smallest_normal(t);
@@ -55,8 +63,7 @@ cc_zt_verdict cc_zero_trust_at(const char *what, const double *expected, const d
     double tol0 = ref_tol(mag, c_op, 0);
     int got_zero = 1, got_const = 1;
     for (int64_t i0 = 0, len; i0 < n && (got_zero || got_const); i0 += len) {
-        len = i0 ? CHUNK : FIRST_CHUNK;
-        len = n - i0 < len ? n - i0 : len;
+        len = chunk_at(i0, n);
         cc_load_array(t, got->data, i0, 1, g, len);
         for (int64_t k = 0; k < len; k++) {
             got_zero &= g[k] == 0.0;
@@ -97,8 +104,7 @@ cc_zt_verdict cc_zero_trust_at(const char *what, const double *expected, const d
             continue;
         int copy = 1;
         for (int64_t i0 = 0, len; i0 < n && copy; i0 += len) {
-            len = i0 ? CHUNK : FIRST_CHUNK;
-            len = n - i0 < len ? n - i0 : len;
+            len = chunk_at(i0, n);
             cc_load_array(t, got->data, i0, 1, g, len);
             for (int64_t k = 0; k < len && copy; k++)
                 copy = identical(g[k], src->v[i0 + k]);
