@@ -503,7 +503,7 @@ void cc_json_write_string(FILE *f, const char *s)
  * cheap to reach: for 1e-16 <= |x| < 1e17, x = m 2^e (m < 2^53) and k = 16 - X (X the decimal
  * exponent), the 17 digits are m 5^k 2^(e+k) rounded to an integer, half to even as printf
  * rounds (capcheck never changes the rounding mode); m 5^k < 2^128 for k <= 32. Elsewhere
- * printf itself. test_json checks it against printf on millions of values, ties included. */
+ * printf itself. test_journal checks it against printf on millions of values, ties included. */
 size_t cc_format_g17(double x, char out[CC_JSON_NUMBER_MAX])
 {
     static const uint64_t five[28] = {

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/text.h"
+
 void cc_strbuf_clear(cc_strbuf *b)
 {
     b->len = 0;
@@ -60,14 +62,8 @@ void cc_strbuf_putc(cc_strbuf *b, char ch)
 
 void cc_strbuf_put_i64(cc_strbuf *b, int64_t v)
 {
-    char digits[24], *p = digits + sizeof digits;
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do
-        *--p = (char)('0' + u % 10);
-    while (u /= 10);
-    if (v < 0)
-        *--p = '-';
-    cc_strbuf_put(b, p, (size_t)(digits + sizeof digits - p));
+    char digits[CC_TEXT_INT_MAX];
+    cc_strbuf_puts(b, cc_text_i64(digits, v));
 }
 
 void cc_strbuf_printf(cc_strbuf *b, const char *fmt, ...)

@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "core/files.h"
 #include "core/grow.h"
+#include "core/text.h"
 #include "core/torchlean.h"
 #include "harness/case/values.h"
 
@@ -738,22 +739,14 @@ static void put_str(sink *s, const char *text)
 
 static void put_u64(sink *s, uint64_t v)
 {
-    char digits[24], *p = digits + sizeof digits;
-    *--p = 0;
-    do
-        *--p = (char)('0' + v % 10);
-    while (v /= 10);
-    put_str(s, p);
+    char digits[CC_TEXT_INT_MAX];
+    put_str(s, cc_text_u64(digits, v));
 }
 
 static void put_i64(sink *s, int64_t v)
 {
-    if (v < 0) {
-        put_str(s, "-");
-        put_u64(s, (uint64_t)0 - (uint64_t)v);
-    } else {
-        put_u64(s, (uint64_t)v);
-    }
+    char digits[CC_TEXT_INT_MAX];
+    put_str(s, cc_text_i64(digits, v));
 }
 
 /* " key=" */
