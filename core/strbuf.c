@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/text.h"
+#include "reference/ref.h"
 
 void cc_strbuf_clear(cc_strbuf *b)
 {
@@ -62,8 +62,8 @@ void cc_strbuf_putc(cc_strbuf *b, char ch)
 
 void cc_strbuf_put_i64(cc_strbuf *b, int64_t v)
 {
-    char digits[CC_TEXT_INT_MAX];
-    cc_strbuf_puts(b, cc_text_i64(digits, v));
+    char digits[REF_DECIMAL_MAX];
+    cc_strbuf_puts(b, ref_decimal_i64(digits, v));
 }
 
 void cc_strbuf_printf(cc_strbuf *b, const char *fmt, ...)

@@ -79,21 +79,3 @@ void cc_text_join(char *dst, size_t cap, const char *a, const char *b)
     }
     dst[used] = 0;
 }
-
-const char *cc_text_u64(char buf[CC_TEXT_INT_MAX], uint64_t v)
-{
-    char *p = buf + CC_TEXT_INT_MAX;
-    *--p = 0;
-    do
-        *--p = (char)('0' + v % 10);
-    while (v /= 10);
-    return p;
-}
-
-const char *cc_text_i64(char buf[CC_TEXT_INT_MAX], int64_t v)
-{
-    char *p = (char *)cc_text_u64(buf, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
-    if (v < 0)
-        *--p = '-';
-    return p;
-}

@@ -19,12 +19,6 @@ size_t cc_utf8_valid_prefix(const char *s, size_t n);
  * well-formed UTF-8 character becomes '?', and each control character a space. */
 void cc_text_clean(char *buf, size_t cap);
 
-/* v in decimal ('-' first when negative), NUL-terminated, at the returned place inside buf:
- * what %" PRId64 " / %" PRIu64 " print, without printf. */
-#define CC_TEXT_INT_MAX 24
-const char *cc_text_i64(char buf[CC_TEXT_INT_MAX], int64_t v);
-const char *cc_text_u64(char buf[CC_TEXT_INT_MAX], uint64_t v);
-
 /* snprintf(dst, cap, "%s%s", a, b) without printf (b may be NULL): names and words copied for
  * every case of a run. */
 void cc_text_join(char *dst, size_t cap, const char *a, const char *b);

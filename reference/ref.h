@@ -255,7 +255,15 @@ int ref_is_backend_op(const char *name);
 /* Shape helpers shared by the ops. */
 int64_t ref_numel(const ref_shape *s);
 int ref_shape_eq(const ref_shape *a, const ref_shape *b);
+/* "[2,3,4]" into buf[0..n), cut to fit; without printf: shape checks format their operands
+ * for the error they may give on every call. */
 void ref_shape_fmt(const ref_shape *s, char *buf, size_t n);
+/* v in decimal ('-' first when negative), NUL-terminated, at the returned place inside buf:
+ * what %" PRId64 " / %" PRIu64 " print, without printf (shapes here; case lines and records of
+ * every case in the harness). */
+#define REF_DECIMAL_MAX 24
+const char *ref_decimal_u64(char buf[REF_DECIMAL_MAX], uint64_t v);
+const char *ref_decimal_i64(char buf[REF_DECIMAL_MAX], int64_t v);
 ref_status ref_err_set(ref_err *e, const char *fmt, ...);
 void ref_default_domain(const ref_op *op, const ref_params *p, int n, const ref_shape *in, int i,
                         ref_domain *d);

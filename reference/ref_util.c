@@ -45,14 +45,38 @@ int ref_shape_eq(const ref_shape *a, const ref_shape *b)
     return 1;
 }
 
+const char *ref_decimal_u64(char buf[REF_DECIMAL_MAX], uint64_t v)
+{
+    char *p = buf + REF_DECIMAL_MAX;
+    *--p = 0;
+    do
+        *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    return p;
+}
+
+const char *ref_decimal_i64(char buf[REF_DECIMAL_MAX], int64_t v)
+{
+    char *p = (char *)ref_decimal_u64(buf, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+    if (v < 0)
+        *--p = '-';
+    return p;
+}
+
 void ref_shape_fmt(const ref_shape *s, char *buf, size_t n)
 {
+    if (n == 0)
+        return;
     size_t used = 0;
-    used += (size_t)snprintf(buf + used, n > used ? n - used : 0, "[");
-    for (int i = 0; i < s->rank; i++)
-        used += (size_t)snprintf(buf + used, n > used ? n - used : 0, "%s%lld", i ? "," : "",
-                                 (long long)s->dim[i]);
-    snprintf(buf + used, n > used ? n - used : 0, "]");
+    for (int i = -1; i <= s->rank; i++) { /* '[', each extent after its comma, ']' */
+        char digits[REF_DECIMAL_MAX];
+        const char *part = i < 0 ? "[" : i == s->rank ? "]" : ref_decimal_i64(digits, s->dim[i]);
+        if (i > 0 && i < s->rank && used < n - 1)
+            buf[used++] = ',';
+        for (; *part && used < n - 1; part++)
+            buf[used++] = *part;
+    }
+    buf[used] = 0;
 }
 
 ref_status ref_err_set(ref_err *e, const char *fmt, ...)
@@ -111,31 +135,30 @@ void ref_mag_set(const ref_mag *mag, int64_t i, double worst, double dtype, doub
 
 void ref_mag_prefill(const ref_mag *mag, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) {
-        if (mag->dtype)
-            mag->dtype[i] = NAN;
-        if (mag->prob)
-            mag->prob[i] = NAN;
-    }
+    double *planes[2] = {mag->dtype, mag->prob};
+    for (int k = 0; k < 2; k++)
+        for (int64_t i = 0; planes[k] && i < n; i++)
+            planes[k][i] = NAN;
 }
 
 void ref_mag_complete(const ref_mag *mag, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) {
-        if (mag->dtype && isnan(mag->dtype[i]))
-            mag->dtype[i] = mag->worst[i];
-        if (mag->prob && isnan(mag->prob[i]))
-            mag->prob[i] = mag->worst[i];
+    double *planes[2] = {mag->dtype, mag->prob};
+    for (int k = 0; k < 2; k++) {
+        double *p = planes[k];
+        for (int64_t i = 0; p && i < n; i++)
+            p[i] = isnan(p[i]) ? mag->worst[i] : p[i];
     }
 }
 
 int ref_mag_alloc(int64_t n, ref_mag *mag)
 {
     size_t k = (size_t)(n > 0 ? n : 1);
-    double *v = calloc(3 * k, sizeof(double));
+    double *v = malloc(3 * k * sizeof(double));
     *mag = (ref_mag){NULL, NULL, NULL};
     if (!v)
         return -1;
+    memset(v, 0, k * sizeof(double)); /* m_i starts at 0; the other planes at NaN (unset) */
     *mag = (ref_mag){v, v + k, v + 2 * k};
     ref_mag_prefill(mag, n);
     return 0;

@@ -1163,6 +1163,43 @@ static void test_registry(void **state)
     }
 }
 
+/* Shapes and whole numbers as printf would print them ("[%lld,%lld]", %lld, %llu), cut like
+ * snprintf cuts them: the shape checks format their operands on every call, without printf. */
+static void test_shape_text_as_printf(void **state)
+{
+    (void)state;
+    const int64_t values[] = {0, 1, -1, 9, 10, 99, 100, 12345, -987654321, INT64_MAX, INT64_MIN};
+    const size_t nv = sizeof values / sizeof values[0];
+    for (size_t k = 0; k < nv; k++) {
+        char want[64], digits[REF_DECIMAL_MAX];
+        snprintf(want, sizeof want, "%lld", (long long)values[k]);
+        assert_string_equal(ref_decimal_i64(digits, values[k]), want);
+        snprintf(want, sizeof want, "%llu", (unsigned long long)values[k]);
+        assert_string_equal(ref_decimal_u64(digits, (uint64_t)values[k]), want);
+    }
+    for (int rank = 0; rank <= REF_MAX_RANK; rank++)
+        for (size_t k = 0; k < nv; k++) {
+            ref_shape s = {rank, {0}};
+            for (int a = 0; a < rank; a++)
+                s.dim[a] = values[(k + (size_t)a) % nv];
+            char want[512] = "[";
+            for (int a = 0; a < rank; a++)
+                snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", a ? "," : "",
+                         (long long)s.dim[a]);
+            strcat(want, "]");
+            for (size_t cap = 0; cap <= strlen(want) + 1; cap++) { /* every cut, and none */
+                char got[512], cut[512];
+                memset(got, 'x', sizeof got);
+                snprintf(cut, cap ? cap : 1, "%s", want);
+                ref_shape_fmt(&s, got, cap);
+                if (cap)
+                    assert_string_equal(got, cut);
+                else
+                    assert_int_equal(got[0], 'x'); /* nothing written */
+            }
+        }
+}
+
 /* The vocabulary: TorchLean's 47 BackendOps plus capcheck's 9 additions, which no ContractClaim
  * can name (evidence_out.c asks ref_is_backend_op). */
 static void test_backend_ops_of_the_vocabulary(void **state)
@@ -1181,6 +1218,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backend_ops_of_the_vocabulary),
+        cmocka_unit_test(test_shape_text_as_printf),
         cmocka_unit_test(test_hms_partial_row),
         cmocka_unit_test(test_hms_fully_blocked_row),
         cmocka_unit_test(test_hms_vjp_blocked_zero),

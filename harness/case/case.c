@@ -739,14 +739,14 @@ static void put_str(sink *s, const char *text)
 
 static void put_u64(sink *s, uint64_t v)
 {
-    char digits[CC_TEXT_INT_MAX];
-    put_str(s, cc_text_u64(digits, v));
+    char digits[REF_DECIMAL_MAX];
+    put_str(s, ref_decimal_u64(digits, v));
 }
 
 static void put_i64(sink *s, int64_t v)
 {
-    char digits[CC_TEXT_INT_MAX];
-    put_str(s, cc_text_i64(digits, v));
+    char digits[REF_DECIMAL_MAX];
+    put_str(s, ref_decimal_i64(digits, v));
 }
 
 /* " key=" */
