@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "reference/ref_parallel.h"
+
 typedef struct {
     const char *name;
     size_t size;
@@ -229,17 +231,7 @@ static inline double round_bits(double x, int drop)
 
 /* The array loops below are written without calls or branches per element so they vectorize,
  * and compiled for the widest vectors the CPU has: a conversion or a compare is IEEE's at
- * every width, so every clone gives the same bits. */
-#if defined(__x86_64__) && defined(__has_attribute)
-/* GCC only: clang 14 leaves the clones of a function with external linkage without the
- * dispatcher its callers in other files name (the fuzz build links with clang) */
-#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define VECTOR_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-#endif
-#endif
-#ifndef VECTOR_CLONES
-#define VECTOR_CLONES
-#endif
+ * every width, so every clone gives the same bits (REF_VECTOR_CLONES). */
 
 /* The rare elements (zero, subnormals, NaN, Inf, past the largest finite value) go through the
  * one-element functions; the loops find them a chunk at a time (a flag per chunk, no branch
@@ -269,7 +261,7 @@ static inline uint64_t round_narrow(double *x, int64_t n, int drop, double lo, d
     return outside;
 }
 
-VECTOR_CLONES void cc_round_array(cc_dtype t, double *x, int64_t n)
+REF_VECTOR_CLONES void cc_round_array(cc_dtype t, double *x, int64_t n)
 {
     if (t == CC_F32)
         for (int64_t i = 0; i < n; i++) {
@@ -330,7 +322,7 @@ static inline void narrow_bits(cc_dtype t, const double *x, int64_t m, uint16_t 
 }
 
 /* Stores of already rounded values; stride 1 has its own loops (they vectorize). */
-VECTOR_CLONES void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t stride,
+REF_VECTOR_CLONES void cc_store_array(cc_dtype t, void *buf, int64_t off, int64_t stride,
                                   const double *x, int64_t n)
 {
     switch (t) {
@@ -419,7 +411,8 @@ void cc_store_rows(cc_dtype t, void *buf, int64_t off, int64_t row_stride, int64
 }
 #undef SCATTER_TILE
 
-VECTOR_CLONES void cc_round_store_array(cc_dtype t, double *x, int64_t n, void *buf, int64_t off)
+REF_VECTOR_CLONES void cc_round_store_array(cc_dtype t, double *x, int64_t n, void *buf,
+                                            int64_t off)
 {
     if (t == CC_F32) { /* one pass: (float)x is the stored value, and (double) of it the rounded */
         float *d = (float *)buf + off;

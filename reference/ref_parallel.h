@@ -21,6 +21,21 @@ void ref_parallel_for(int threads, int64_t n, int64_t grain, ref_range_fn fn, vo
 /* The number of online CPUs (at least 1). */
 int ref_online_cpus(void);
 
+/* A function compiled for the widest vectors the CPU has, chosen when the program loads: for
+ * loops written without calls or branches per element. Every clone gives the same bits (a vector
+ * operation rounds each element as the scalar one does; no contraction anywhere). GCC only:
+ * clang 14 leaves the clones of a function with external linkage without the dispatcher its
+ * callers in other files name (the fuzz build links with clang); none under ASan. */
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(__clang__) &&                  \
+    !defined(__SANITIZE_ADDRESS__)
+#if __has_attribute(target_clones)
+#define REF_VECTOR_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#endif
+#endif
+#ifndef REF_VECTOR_CLONES
+#define REF_VECTOR_CLONES
+#endif
+
 #ifdef __cplusplus
 }
 #endif

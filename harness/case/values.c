@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reference/ref_parallel.h"
+
 #ifdef __clang__
 #pragma STDC FP_CONTRACT OFF
 #endif
@@ -195,11 +197,7 @@ static inline void horner_block(const double *c, int n, const double *restrict x
 }
 
 /* Compiled for the widest vectors the CPU has. */
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-#endif
-#endif
+REF_VECTOR_CLONES
 static void normal2_pairs(uint64_t key, int64_t p0, int64_t np, double *restrict out)
 {
     double e[STREAM2_BLOCK], s[STREAM2_BLOCK], s2[STREAM2_BLOCK], x[STREAM2_BLOCK],
@@ -254,11 +252,7 @@ static void normal2_pairs(uint64_t key, int64_t p0, int64_t np, double *restrict
  * each element takes these operations in this order. 2^k is built from its bits: k + 1023 is
  * an integer in [13, 2033], read off the double k + (2^52 + 1023) (an exact sum) rather than
  * converted to int64, which AVX2 has no vector instruction for. */
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-#endif
-#endif
+REF_VECTOR_CLONES
 static void exp_half_portable(double *restrict x, int64_t n)
 {
     double k[STREAM2_BLOCK], r[STREAM2_BLOCK], p[STREAM2_BLOCK];
