@@ -46,12 +46,28 @@ double cc_normal_at(uint64_t key, int64_t j)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* The same values a block at a time. libm's cos takes one of several paths by the size of its
- * argument, and random arguments make that branch unpredictable (it doubled the cost of a
- * value): the block's cosines are taken in the order of their argument's top bits (a counting
- * sort into 128 slices of [0, 2 pi)), so neighbouring calls take the same path. Each value is
- * still the very expression of cc_normal_at. */
+/* The same values a block at a time, stage by stage: the hashes, uniforms and angles in one
+ * loop without calls (compiled for the widest vectors: 64-bit multiplies and conversions are
+ * exact at every width), then libm's log of each, the radii, the cosines, the products. libm's
+ * cos takes one of several paths by the size of its argument, and random arguments make that
+ * branch unpredictable (it doubled the cost of a value): the block's cosines are taken in the
+ * order of their argument's top bits (a counting sort into 128 slices of [0, 2 pi)), so
+ * neighbouring calls take the same path. Each value is still the very expression of
+ * cc_normal_at, with the same arguments to log and cos. */
 enum { STREAM1_BLOCK = 512, STREAM1_SLICES = 128 };
+
+REF_VECTOR_CLONES
+static void normal1_uniforms(uint64_t key, int64_t j0, int n, double *restrict u1,
+                             double *restrict angle, unsigned char *restrict slice)
+{
+    for (int t = 0; t < n; t++) {
+        uint64_t j = (uint64_t)(j0 + t);
+        uint64_t h1 = ref_splitmix64(key + 2 * j), h2 = ref_splitmix64(key + 2 * j + 1);
+        u1[t] = uniform53(h1) + TWO_POW_M53;
+        angle[t] = 6.283185307179586 * uniform53(h2);
+        slice[t] = (unsigned char)(h2 >> 57); /* floor(u2 * 128) */
+    }
+}
 
 static void normal1_block(uint64_t key, int64_t j0, int n, double *out)
 {
@@ -59,15 +75,13 @@ static void normal1_block(uint64_t key, int64_t j0, int n, double *out)
     unsigned char slice[STREAM1_BLOCK];
     uint16_t order[STREAM1_BLOCK];
     int start[STREAM1_SLICES + 1] = {0};
-    for (int t = 0; t < n; t++) {
-        int64_t j = j0 + t;
-        uint64_t h1 = ref_splitmix64(key + (uint64_t)(2 * j));
-        uint64_t h2 = ref_splitmix64(key + (uint64_t)(2 * j + 1));
-        radius[t] = sqrt(-2.0 * log(uniform53(h1) + TWO_POW_M53));
-        angle[t] = 6.283185307179586 * uniform53(h2);
-        slice[t] = (unsigned char)(h2 >> 57); /* floor(u2 * 128) */
+    normal1_uniforms(key, j0, n, radius, angle, slice);
+    for (int t = 0; t < n; t++)
+        radius[t] = log(radius[t]);
+    for (int t = 0; t < n; t++)
+        radius[t] = sqrt(-2.0 * radius[t]);
+    for (int t = 0; t < n; t++)
         start[slice[t] + 1]++;
-    }
     for (int s = 0; s < STREAM1_SLICES; s++)
         start[s + 1] += start[s];
     for (int t = 0; t < n; t++)
