@@ -69,13 +69,16 @@ void cc_guard_set_init(cc_guard_set *s, int guarded)
 
 /* The slot of the cache holding a mapping of map_len bytes of the kind asked for (aliased: an
  * input's two views), taken out of the cache; -1 when none does. */
-static int take_cached(cc_guard_cache *c, size_t map_len, int aliased, cc_guarded *b)
+static int take_cached(cc_guard_cache *c, size_t map_len, int aliased, cc_guarded *b,
+                       size_t *canary_lo, size_t *canary_hi)
 {
     for (int k = 0; c && k < c->n; k++)
         if (c->slot[k].map_len == map_len && (c->slot[k].alias != NULL) == aliased) {
             b->map = c->slot[k].map;
             b->alias = c->slot[k].alias;
             b->readonly = c->slot[k].readonly;
+            *canary_lo = c->slot[k].canary_lo;
+            *canary_hi = c->slot[k].canary_hi;
             c->slot[k] = c->slot[--c->n];
             return 0;
         }
@@ -151,7 +154,8 @@ static void *alloc_buffer(cc_guard_set *s, size_t bytes, const char *name, int a
     /* the second mapping for small inputs only: for a large one the mprotect costs nothing next
      * to its case, while shared memory's pages cost more to fault in than anonymous ones */
     aliased = aliased && pages > 0 && bytes < ALIAS_MAX_BYTES;
-    if (take_cached(s->cache, b->map_len, aliased, b) == 0) {
+    size_t canary_lo = 0, canary_hi = 0; /* data-page bytes known to hold the canary */
+    if (take_cached(s->cache, b->map_len, aliased, b, &canary_lo, &canary_hi) == 0) {
         /* its guard pages are still PROT_NONE; a plain one's data pages may be sealed */
         if (!b->alias && b->readonly &&
             mprotect((unsigned char *)b->map + pg, pages * pg, PROT_READ | PROT_WRITE)) {
@@ -181,7 +185,14 @@ static void *alloc_buffer(cc_guard_set *s, size_t bytes, const char *name, int a
         b->data = first;
         b->slack = first + bytes;
     }
-    memset(writable(b, b->slack), CANARY, b->slack_len);
+    /* the canary over the slack, but where a reused mapping's last slack already holds it
+     * intact: the slack outside [canary_lo, canary_hi), on either side of it */
+    size_t lo = (size_t)(b->slack - first), hi = lo + b->slack_len;
+    size_t kept_lo = canary_lo > lo ? canary_lo : lo, kept_hi = canary_hi < hi ? canary_hi : hi;
+    if (kept_lo >= kept_hi) /* nothing of it kept */
+        kept_lo = kept_hi = hi;
+    memset(writable(b, first + lo), CANARY, kept_lo - lo);
+    memset(writable(b, first + kept_hi), CANARY, hi - kept_hi);
     s->n++;
     return writable(b, b->data);
 }
@@ -204,6 +215,11 @@ static void release(cc_guard_set *s, cc_guarded *b)
         c->slot[c->n].map_len = b->map_len;
         c->slot[c->n].readonly = b->readonly;
         c->slot[c->n].alias = b->alias;
+        /* an input's slack (the provider cannot write it) or an output's checked one */
+        int intact = b->readonly || b->canary_ok;
+        size_t at = (size_t)(b->slack - ((unsigned char *)b->map + page_size()));
+        c->slot[c->n].canary_lo = intact ? at : 0;
+        c->slot[c->n].canary_hi = intact ? at + b->slack_len : 0;
         c->n++;
     } else if (b->map) {
         unmap(b->map, b->map_len, b->alias);
@@ -256,10 +272,10 @@ void *cc_guard_seal(cc_guard_set *s, void *data)
     return data;
 }
 
-int cc_guard_check(const cc_guard_set *s, char *msg, size_t len)
+int cc_guard_check(cc_guard_set *s, char *msg, size_t len)
 {
     for (int i = 0; i < s->n; i++) {
-        const cc_guarded *b = &s->b[i];
+        cc_guarded *b = &s->b[i];
         if (!b->map || b->readonly)
             continue;
         int before = b->slack < b->data;
@@ -274,6 +290,7 @@ int cc_guard_check(const cc_guard_set *s, char *msg, size_t len)
                      before ? "before the start of" : "past the end of", b->name, b->bytes);
             return -1;
         }
+        b->canary_ok = 1;
     }
     return 0;
 }
@@ -402,7 +419,9 @@ void cc_guard_note_expect(uint64_t tag)
     note->message[0] = 0;
 }
 
-void cc_guard_arm(const cc_guard_set *s)
+void cc_guard_arm(cc_guard_set *s)
 {
+    for (int i = 0; s && i < s->n; i++)
+        s->b[i].canary_ok = 0;
     armed_set = s;
 }

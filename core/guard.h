@@ -61,6 +61,9 @@ typedef struct {
     unsigned char *slack; /* the canary bytes beside it */
     size_t slack_len;
     int readonly;   /* an input: read-only while the provider runs */
+    /* an output's canary was found intact by cc_guard_check after the last provider call (an
+     * input's cannot be written): kept with its mapping, so a reuse writes only what changed */
+    int canary_ok;
     char name[40];  /* "input x", "output y", "grad:x", "the cotangent g" */
 } cc_guarded;
 
@@ -77,6 +80,9 @@ typedef struct cc_guard_cache {
         size_t map_len;
         int readonly;
         void *alias; /* an input mapping's writable view of its data pages, or NULL */
+        /* bytes [canary_lo, canary_hi) of its data pages hold the canary, intact when it was
+         * released (its last slack); a reuse fills only the rest of its new slack */
+        size_t canary_lo, canary_hi;
     } slot[CC_GUARD_CACHE_SLOTS];
 } cc_guard_cache;
 
@@ -112,14 +118,15 @@ void *cc_guard_alloc_input(cc_guard_set *s, size_t bytes, const char *name);
 void *cc_guard_seal(cc_guard_set *s, void *data);
 /* After a provider call: 0 when every canary is intact, else -1 with a sentence in msg naming
  * the buffer and the side that was written. */
-int cc_guard_check(const cc_guard_set *s, char *msg, size_t len);
+int cc_guard_check(cc_guard_set *s, char *msg, size_t len);
 
 /* The fault handler (SIGSEGV, SIGBUS) of this process, writing into `note` (NULL: record
  * nothing, just let guard faults kill the process). Returns 0, or -1 when sigaction fails. */
 int cc_guard_install(cc_guard_note *note);
 /* The job the next note belongs to; clears the note. */
 void cc_guard_note_expect(uint64_t tag);
-/* Arm the handler with set s around a provider call (NULL disarms). */
-void cc_guard_arm(const cc_guard_set *s);
+/* Arm the handler with set s around a provider call (NULL disarms); the call may write any
+ * output's canary, so none counts as intact until cc_guard_check has read it again. */
+void cc_guard_arm(cc_guard_set *s);
 
 #endif

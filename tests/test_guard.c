@@ -4,6 +4,7 @@
  * repro and is caught by --repeat; one whose bits vary between calls is `nondeterministic`; the
  * unmutated plugin and the reference stay clean under --repeat. */
 #include "cli_util.h"
+#include "core/guard.h"
 
 #define MUTANTS "--provider-lib " CAPCHECK_PLUGIN_DIR "/mutants.so"
 #define EXP_LINE "'exp dtype=f32 in=[37] seed=1'"
@@ -192,6 +193,52 @@ static void test_clean_providers_repeat_clean(void **state)
     cc_t_remove_dir(dir);
 }
 
+/* 1 when every slack byte of buffer i holds the canary (0xa5). */
+static int slack_all_canary(const cc_guard_set *s, int i)
+{
+    for (size_t k = 0; k < s->b[i].slack_len; k++)
+        if (s->b[i].slack[k] != 0xa5)
+            return 0;
+    return 1;
+}
+
+/* A mapping kept for the next case keeps its canary where its last slack was intact and the
+ * next slack overlaps it; whatever the sizes, placements and the last call did, the new slack
+ * holds the canary on every byte: where the last buffer's data was, where a provider wrote
+ * without a check reading it since, around an input's data. */
+static void test_reused_mappings_hold_the_canary(void **state)
+{
+    (void)state;
+    const size_t sizes[] = {1000, 200, 4000, 1, 4096, 3000, 64};
+    for (int place = CC_PLACE_END; place <= CC_PLACE_START; place++)
+        for (int input = 0; input <= 1; input++)
+            for (int spoil = 0; spoil <= 2; spoil++) { /* none; checked; written, unchecked */
+                cc_guard_cache cache = {0};
+                for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+                    cc_guard_set s;
+                    cc_guard_set_init(&s, 1);
+                    s.cache = &cache;
+                    s.place = (cc_guard_place)place;
+                    unsigned char *w = input ? cc_guard_alloc_input(&s, sizes[k], "input x")
+                                             : cc_guard_alloc(&s, sizes[k], "output y");
+                    assert_non_null(w);
+                    assert_true(slack_all_canary(&s, 0));
+                    memset(w, 0x11, sizes[k]); /* data, later slack of a smaller buffer */
+                    if (input)
+                        cc_guard_seal(&s, w);
+                    cc_guard_arm(&s);
+                    if (!input && spoil == 2 && s.b[0].slack_len) /* a provider's stray write */
+                        s.b[0].slack[s.b[0].slack_len / 2] = 0x22;
+                    cc_guard_arm(NULL);
+                    char msg[384];
+                    if (spoil == 1)
+                        assert_int_equal(cc_guard_check(&s, msg, sizeof msg), 0);
+                    cc_guard_free_all(&s);
+                }
+                cc_guard_cache_clear(&cache);
+            }
+}
+
 static void test_bad_repeat_is_refused(void **state)
 {
     (void)state;
@@ -214,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_varying_bits_are_nondeterministic),
         cmocka_unit_test(test_clean_providers_repeat_clean),
         cmocka_unit_test(test_bad_repeat_is_refused),
+        cmocka_unit_test(test_reused_mappings_hold_the_canary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
