@@ -1,5 +1,6 @@
 #include "core/strbuf.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,38 @@ void cc_strbuf_put_i64(cc_strbuf *b, int64_t v)
 {
     char digits[REF_DECIMAL_MAX];
     cc_strbuf_puts(b, ref_decimal_i64(digits, v));
+}
+
+void cc_strbuf_put_fixed6(cc_strbuf *b, double v)
+{
+    if (signbit(v) || !(v < 0x1p33)) { /* negative, -0, not finite or huge: printf's own way */
+        cc_strbuf_printf(b, "%.6f", v);
+        return;
+    }
+    /* v = m 2^e exactly (m < 2^53), so v 10^6 = m 15625 2^(e+6) (< 2^67): its nearest whole
+     * number, ties to even as printf rounds in the default mode, in 128-bit integers */
+    int e;
+    double f = frexp(v, &e);
+    uint64_t m = (uint64_t)ldexp(f, 53);
+    unsigned __int128 p = (unsigned __int128)m * 15625u;
+    int shift = 53 - 6 - e; /* v 10^6 = p / 2^shift */
+    uint64_t q;
+    if (shift <= 0) {
+        q = (uint64_t)(p << -shift);
+    } else if (shift > 100) { /* p < 2^67: below a half */
+        q = 0;
+    } else {
+        unsigned __int128 half = (unsigned __int128)1 << (shift - 1), rest = p & (2 * half - 1);
+        q = (uint64_t)(p >> shift);
+        q += rest > half || (rest == half && (q & 1));
+    }
+    char digits[REF_DECIMAL_MAX], frac[8];
+    cc_strbuf_puts(b, ref_decimal_u64(digits, q / 1000000));
+    uint64_t micro = q % 1000000;
+    frac[0] = '.';
+    for (int k = 6; k >= 1; k--, micro /= 10)
+        frac[k] = (char)('0' + micro % 10);
+    cc_strbuf_put(b, frac, 7);
 }
 
 void cc_strbuf_printf(cc_strbuf *b, const char *fmt, ...)

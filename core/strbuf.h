@@ -21,6 +21,8 @@ void cc_strbuf_put(cc_strbuf *b, const char *s, size_t n);
 void cc_strbuf_puts(cc_strbuf *b, const char *s);
 void cc_strbuf_putc(cc_strbuf *b, char ch);
 void cc_strbuf_put_i64(cc_strbuf *b, int64_t v);
+/* v as printf's %.6f writes it (the seconds of every record), without printf for 0 <= v < 2^33 */
+void cc_strbuf_put_fixed6(cc_strbuf *b, double v);
 void cc_strbuf_printf(cc_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

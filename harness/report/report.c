@@ -123,7 +123,9 @@ void cc_result_put_json_members(cc_strbuf *b, const cc_result *r)
     }
     cc_strbuf_puts(b, ",\"elements\":");
     cc_strbuf_put_i64(b, r->elements);
-    cc_strbuf_printf(b, ",\"seconds\":%.6f}\n", r->seconds);
+    cc_strbuf_puts(b, ",\"seconds\":");
+    cc_strbuf_put_fixed6(b, r->seconds);
+    cc_strbuf_puts(b, "}\n");
 }
 
 void cc_result_write_json(FILE *f, const cc_result *r)

@@ -73,16 +73,20 @@ static void describe_worst(cc_result *r, const cc_case *c, const cc_inputs *in,
     if (!r->worst_output[0] || !shape)
         return;
     format_index(shape, r->worst_flat, r->worst_index, sizeof r->worst_index);
-    size_t used = 0;
-    r->worst_inputs[0] = 0;
+    /* "a=1.5 b=-2": appended as snprintf would (cut to fit; then nothing more) */
+    size_t used = 0, cap = sizeof r->worst_inputs;
     for (int i = 0; i < c->n_in; i++) {
-        if (!ref_shape_eq(&c->shape[i], shape) || used >= sizeof r->worst_inputs)
+        if (!ref_shape_eq(&c->shape[i], shape) || used >= cap)
             continue;
         char value[CC_JSON_NUMBER_MAX]; /* %.17g */
         cc_format_g17(in->ref_in[i].v[r->worst_flat], value);
-        used += (size_t)snprintf(r->worst_inputs + used, sizeof r->worst_inputs - used,
-                                 "%s%s=%s", used ? " " : "", cc_input_name(c->op, i), value);
+        const char *parts[] = {used ? " " : "", cc_input_name(c->op, i), "=", value};
+        for (int k = 0; k < 4; k++)
+            for (const char *ch = parts[k]; *ch; ch++, used++)
+                if (used < cap - 1)
+                    r->worst_inputs[used] = *ch;
     }
+    r->worst_inputs[used < cap ? used : cap - 1] = 0;
 }
 
 cc_status cc_provider_init(const cc_provider *p, cc_device d, char *msg, size_t len)
