@@ -1,6 +1,8 @@
 #include "harness/run/compare.h"
 
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "core/dtype.h"
@@ -139,39 +141,79 @@ void cc_compare(const double *expected, const ref_mag *mag, const cc_view *got,
 }
 
 /* The bound, the ratio and the suspect ratio of elements [0, len) of a chunk, as the finite
- * rule of cc_element_ratio_of gives them (|got - expected| / bound); the caller redoes the rare
- * elements where either value is not finite. No call and no branch per element, so it
- * vectorizes: the same arithmetic per element, the same bits. */
+ * rule of cc_element_ratio_of gives them (|got - expected| / bound); returns how many elements
+ * have a value that is not finite (the caller redoes those by the exact rules). No call and no
+ * branch per element, so it vectorizes: the same arithmetic per element, the same bits. */
 REF_VECTOR_CLONES
-static void chunk_ratios(const cc_bound_model *m, const double *restrict e,
-                         const double *restrict worst, const double *restrict dtype,
-                         const double *restrict prob, const double *restrict g, int64_t len,
-                         double *restrict bound, double *restrict r, double *restrict rs)
+static int64_t chunk_ratios(const cc_bound_model *m, const double *restrict e,
+                            const double *restrict worst, const double *restrict dtype,
+                            const double *restrict prob, const double *restrict g, int64_t len,
+                            double *restrict bound, double *restrict r, double *restrict rs)
 {
     const double c = m->c_op, u = m->u, u_acc = m->u_acc, floor = m->floor, lambda = m->lambda;
-    if (u_acc < u) { /* split_bound's two forms, chosen once */
-        for (int64_t k = 0; k < len; k++) {
-            double b = c * (u_acc * worst[k] + u * dtype[k]) + floor;
-            double sb = c * (u_acc * (lambda * prob[k]) + u * dtype[k]) + floor;
-            b = b != b ? floor : b;
-            sb = sb != sb ? floor : sb;
-            double err = fabs(g[k] - e[k]);
-            bound[k] = b;
-            r[k] = err / b;
-            rs[k] = err / sb;
-        }
-    } else {
-        for (int64_t k = 0; k < len; k++) {
-            double b = c * u * worst[k] + floor;
-            double sb = c * u * (lambda * prob[k]) + floor;
-            b = b != b ? floor : b;
-            sb = sb != sb ? floor : sb;
-            double err = fabs(g[k] - e[k]);
-            bound[k] = b;
-            r[k] = err / b;
-            rs[k] = err / sb;
-        }
+    const int split = u_acc < u; /* split_bound's two forms */
+    int64_t nonfinite = 0;
+    for (int64_t k = 0; k < len; k++) {
+        double b =
+            split ? c * (u_acc * worst[k] + u * dtype[k]) + floor : c * u * worst[k] + floor;
+        double sb = split ? c * (u_acc * (lambda * prob[k]) + u * dtype[k]) + floor
+                          : c * u * (lambda * prob[k]) + floor;
+        b = b != b ? floor : b;
+        sb = sb != sb ? floor : sb;
+        double err = fabs(g[k] - e[k]);
+        bound[k] = b;
+        r[k] = err / b;
+        rs[k] = err / sb;
+        nonfinite += !(fabs(e[k]) <= DBL_MAX) | !(fabs(g[k]) <= DBL_MAX);
     }
+    return nonfinite;
+}
+
+/* Bit patterns of non-negative doubles order as unsigned integers, so a maximum over them
+ * vectorizes as an integer one; x > 0 keeps NaN and anything not positive out, as `x > max`
+ * does in a running maximum that starts at 0. */
+static inline uint64_t positive_bits(double x)
+{
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    return x > 0 ? b : 0;
+}
+
+static inline double bits_value(uint64_t b)
+{
+    double x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* A chunk's counts (over the bound, finite expected values, vacuous bounds) and its largest
+ * positive ratio and suspect ratio (0 when none is), as bit patterns; vectorizes. */
+typedef struct {
+    int64_t n_over, n_finite, n_vacuous;
+    uint64_t r_max, rs_max;
+} chunk_tally;
+
+REF_VECTOR_CLONES
+static void tally_chunk(const double *restrict e, const double *restrict bound,
+                        const double *restrict r, const double *restrict rs, int64_t len,
+                        double out_max, double max_finite, double floor, chunk_tally *t)
+{
+    int64_t n_over = 0, n_finite = 0, n_vacuous = 0;
+    uint64_t r_max = 0, rs_max = 0;
+    for (int64_t k = 0; k < len; k++) {
+        double a = fabs(e[k]);
+        int finite = a <= DBL_MAX;
+        /* vacuous_at, for a finite expected value */
+        int vacuous =
+            (bound[k] >= max_finite + a) | ((out_max > 0) & (bound[k] - floor >= a + out_max));
+        n_over += r[k] > 1.0;
+        n_finite += finite;
+        n_vacuous += finite & vacuous;
+        uint64_t rb = positive_bits(r[k]), sb = positive_bits(rs[k]);
+        r_max = rb > r_max ? rb : r_max;
+        rs_max = sb > rs_max ? sb : rs_max;
+    }
+    *t = (chunk_tally){n_over, n_finite, n_vacuous, r_max, rs_max};
 }
 
 void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at, int64_t count,
@@ -209,29 +251,37 @@ void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at
                 g[k] = cc_load(got->dtype, got->data, at[i0 + k]);
         else
             cc_load_array(got->dtype, got->data, i0, 1, g, len);
-        chunk_ratios(m, e, worst + i0, dtype + i0, prob + i0, g, len, bound, r, rs);
-        for (int64_t k = 0; k < len; k++) {
-            int e_finite = isfinite(e[k]) != 0;
-            if (!e_finite || !isfinite(g[k])) { /* the rules of NaN, Inf and overflow */
+        if (chunk_ratios(m, e, worst + i0, dtype + i0, prob + i0, g, len, bound, r, rs))
+            for (int64_t k = 0; k < len; k++) { /* the rules of NaN, Inf and overflow */
+                if (isfinite(e[k]) && isfinite(g[k]))
+                    continue;
                 double sbound = split_bound(m, m->lambda * prob[i0 + k], dtype[i0 + k]);
                 r[k] = cc_element_ratio_of(e[k], g[k], bound[k], got->dtype, m);
                 rs[k] = cc_element_ratio_of(e[k], g[k], sbound, got->dtype, m);
                 if (isnan(e[k]) != isnan(g[k]))
                     out->n_nan_mismatch++;
             }
-            n_finite += e_finite;
-            out->n_vacuous += e_finite && vacuous_at(fabs(e[k]), bound[k], out_max, max_finite, m);
-            out->n_over += r[k] > 1.0;
-            if (rs[k] > out->suspect_ratio)
-                out->suspect_ratio = rs[k];
-            if (r[k] > out->worst_ratio || i0 + k == 0) {
-                out->worst_ratio = r[k];
-                out->worst_index = at ? at[i0 + k] : i0 + k;
-                out->expected = e[k];
-                out->got = g[k];
-                out->bound = bound[k];
-                out->magnitude = worst[i0 + k];
-            }
+        chunk_tally t;
+        tally_chunk(e, bound, r, rs, len, out_max, max_finite, m->floor, &t);
+        out->n_over += t.n_over;
+        n_finite += t.n_finite;
+        out->n_vacuous += t.n_vacuous;
+        if (bits_value(t.rs_max) > out->suspect_ratio)
+            out->suspect_ratio = bits_value(t.rs_max);
+        /* the worst: element 0 whatever its ratio, then the first element of a ratio larger
+         * than every one before it (a NaN never is), as a running maximum keeps it */
+        double chunk_max = bits_value(t.r_max);
+        if (i0 == 0 || chunk_max > out->worst_ratio) {
+            int64_t w = 0;
+            if (!(i0 == 0 && isnan(r[0]))) /* else element 0 stays the worst */
+                while (w < len - 1 && r[w] != chunk_max)
+                    w++;
+            out->worst_ratio = r[w];
+            out->worst_index = at ? at[i0 + w] : i0 + w;
+            out->expected = e[w];
+            out->got = g[w];
+            out->bound = bound[w];
+            out->magnitude = worst[i0 + w];
         }
     }
     out->vacuous = n_finite > 0 && out->n_vacuous == n_finite;
