@@ -530,7 +530,17 @@ size_t cc_format_g17(double x, char out[CC_JSON_NUMBER_MAX])
     int biased = (int)((bits >> 52) & 0x7ff);
     uint64_t m = (bits & ((1ull << 52) - 1)) | (uint64_t)(biased != 0) << 52;
     int e = biased ? biased - 1075 : -1074;
-    int X = (int)floor(log10(a)); /* a guess: the exact digits correct it */
+    /* X = floor(log10 a), guessed from the binary exponent: floor(E log10 2) (78913 / 2^18 is
+     * log10 2 closely enough for these exponents), one more where a reaches the next power of
+     * ten; the exact digits below correct a guess that is off */
+    static const double ten_to[] = {1e-15, 1e-14, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8,
+                                    1e-7,  1e-6,  1e-5,  1e-4,  1e-3,  1e-2,  1e-1,  1e0,
+                                    1e1,   1e2,   1e3,   1e4,   1e5,   1e6,   1e7,   1e8,
+                                    1e9,   1e10,  1e11,  1e12,  1e13,  1e14,  1e15,  1e16,
+                                    1e17};
+    int binary = ilogb(a), X = (binary * 78913) >> 18; /* -16 <= X <= 16 in this range */
+    if (X + 1 >= -15 && X + 1 <= 17 && a >= ten_to[X + 1 + 15])
+        X++;
     uint64_t q = 0;
     for (int tries = 0;; tries++) {
         int k = 16 - X;

@@ -169,17 +169,17 @@ static int64_t chunk_ratios(const cc_bound_model *m, const double *restrict e,
     return nonfinite;
 }
 
-/* Bit patterns of non-negative doubles order as unsigned integers, so a maximum over them
- * vectorizes as an integer one; x > 0 keeps NaN and anything not positive out, as `x > max`
- * does in a running maximum that starts at 0. */
-static inline uint64_t positive_bits(double x)
+/* Bit patterns of positive doubles order as (signed) integers, so a maximum over them
+ * vectorizes as an integer one (AVX2 compares signed 64-bit lanes); x > 0 keeps NaN and
+ * anything not positive out, as `x > max` does in a running maximum that starts at 0. */
+static inline int64_t positive_bits(double x)
 {
-    uint64_t b;
+    int64_t b;
     memcpy(&b, &x, sizeof b);
     return x > 0 ? b : 0;
 }
 
-static inline double bits_value(uint64_t b)
+static inline double bits_value(int64_t b)
 {
     double x;
     memcpy(&x, &b, sizeof x);
@@ -190,7 +190,7 @@ static inline double bits_value(uint64_t b)
  * positive ratio and suspect ratio (0 when none is), as bit patterns; vectorizes. */
 typedef struct {
     int64_t n_over, n_finite, n_vacuous;
-    uint64_t r_max, rs_max;
+    int64_t r_max, rs_max;
 } chunk_tally;
 
 REF_VECTOR_CLONES
@@ -199,7 +199,7 @@ static void tally_chunk(const double *restrict e, const double *restrict bound,
                         double out_max, double max_finite, double floor, chunk_tally *t)
 {
     int64_t n_over = 0, n_finite = 0, n_vacuous = 0;
-    uint64_t r_max = 0, rs_max = 0;
+    int64_t r_max = 0, rs_max = 0;
     for (int64_t k = 0; k < len; k++) {
         double a = fabs(e[k]);
         int finite = a <= DBL_MAX;
@@ -209,7 +209,7 @@ static void tally_chunk(const double *restrict e, const double *restrict bound,
         n_over += r[k] > 1.0;
         n_finite += finite;
         n_vacuous += finite & vacuous;
-        uint64_t rb = positive_bits(r[k]), sb = positive_bits(rs[k]);
+        int64_t rb = positive_bits(r[k]), sb = positive_bits(rs[k]);
         r_max = rb > r_max ? rb : r_max;
         rs_max = sb > rs_max ? sb : rs_max;
     }
