@@ -125,7 +125,8 @@ cc_element_mag cc_element_mag_at(const ref_mag *mag, int64_t i)
 static inline int vacuous_at(double a, double bound, double out_max, double max_finite,
                              const cc_bound_model *m)
 {
-    return bound >= max_finite + a || (out_max > 0 && bound - m->floor >= a + out_max);
+    /* | and &, not || and &&: no branch, so the loops that call it vectorize */
+    return (bound >= max_finite + a) | ((out_max > 0) & (bound - m->floor >= a + out_max));
 }
 
 int cc_bound_is_vacuous(double expected, double bound, double out_max, cc_dtype t,
@@ -150,16 +151,10 @@ static int64_t chunk_ratios(const cc_bound_model *m, const double *restrict e,
                             const double *restrict prob, const double *restrict g, int64_t len,
                             double *restrict bound, double *restrict r, double *restrict rs)
 {
-    const double c = m->c_op, u = m->u, u_acc = m->u_acc, floor = m->floor, lambda = m->lambda;
-    const int split = u_acc < u; /* split_bound's two forms */
     int64_t nonfinite = 0;
     for (int64_t k = 0; k < len; k++) {
-        double b =
-            split ? c * (u_acc * worst[k] + u * dtype[k]) + floor : c * u * worst[k] + floor;
-        double sb = split ? c * (u_acc * (lambda * prob[k]) + u * dtype[k]) + floor
-                          : c * u * (lambda * prob[k]) + floor;
-        b = b != b ? floor : b;
-        sb = sb != sb ? floor : sb;
+        double b = split_bound(m, worst[k], dtype[k]);
+        double sb = split_bound(m, m->lambda * prob[k], dtype[k]);
         double err = fabs(g[k] - e[k]);
         bound[k] = b;
         r[k] = err / b;
@@ -194,21 +189,19 @@ typedef struct {
 } chunk_tally;
 
 REF_VECTOR_CLONES
-static void tally_chunk(const double *restrict e, const double *restrict bound,
-                        const double *restrict r, const double *restrict rs, int64_t len,
-                        double out_max, double max_finite, double floor, chunk_tally *t)
+static void tally_chunk(const cc_bound_model *m, const double *restrict e,
+                        const double *restrict bound, const double *restrict r,
+                        const double *restrict rs, int64_t len, double out_max,
+                        double max_finite, chunk_tally *t)
 {
     int64_t n_over = 0, n_finite = 0, n_vacuous = 0;
     int64_t r_max = 0, rs_max = 0;
     for (int64_t k = 0; k < len; k++) {
         double a = fabs(e[k]);
         int finite = a <= DBL_MAX;
-        /* vacuous_at, for a finite expected value */
-        int vacuous =
-            (bound[k] >= max_finite + a) | ((out_max > 0) & (bound[k] - floor >= a + out_max));
         n_over += r[k] > 1.0;
         n_finite += finite;
-        n_vacuous += finite & vacuous;
+        n_vacuous += finite & vacuous_at(a, bound[k], out_max, max_finite, m);
         int64_t rb = positive_bits(r[k]), sb = positive_bits(rs[k]);
         r_max = rb > r_max ? rb : r_max;
         rs_max = sb > rs_max ? sb : rs_max;
@@ -262,7 +255,7 @@ void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at
                     out->n_nan_mismatch++;
             }
         chunk_tally t;
-        tally_chunk(e, bound, r, rs, len, out_max, max_finite, m->floor, &t);
+        tally_chunk(m, e, bound, r, rs, len, out_max, max_finite, &t);
         out->n_over += t.n_over;
         n_finite += t.n_finite;
         out->n_vacuous += t.n_vacuous;
