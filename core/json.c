@@ -538,8 +538,8 @@ size_t cc_format_g17(double x, char out[CC_JSON_NUMBER_MAX])
                                     1e1,   1e2,   1e3,   1e4,   1e5,   1e6,   1e7,   1e8,
                                     1e9,   1e10,  1e11,  1e12,  1e13,  1e14,  1e15,  1e16,
                                     1e17};
-    int binary = ilogb(a), X = (binary * 78913) >> 18; /* -16 <= X <= 16 in this range */
-    if (X + 1 >= -15 && X + 1 <= 17 && a >= ten_to[X + 1 + 15])
+    int binary = ilogb(a), X = (binary * 78913) >> 18; /* -17 <= X <= 16 in this range */
+    if (X + 1 >= -15 && X + 1 <= 17 && a >= ten_to[X + 1 + 15]) /* (-16: the loop corrects) */
         X++;
     uint64_t q = 0;
     for (int tries = 0;; tries++) {

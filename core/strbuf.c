@@ -73,13 +73,14 @@ void cc_strbuf_put_fixed6(cc_strbuf *b, double v)
         cc_strbuf_printf(b, "%.6f", v);
         return;
     }
-    /* v = m 2^e exactly (m < 2^53), so v 10^6 = m 15625 2^(e+6) (< 2^67): its nearest whole
-     * number, ties to even as printf rounds in the default mode, in 128-bit integers */
+    /* v = f 2^e with f in [1/2, 1), so v = m 2^(e-53) exactly (m = f 2^53 < 2^53) and
+     * v 10^6 = m 15625 2^(e-47) = p / 2^shift (p < 2^67): its nearest whole number, ties to
+     * even as printf rounds in the default mode, in 128-bit integers */
     int e;
     double f = frexp(v, &e);
     uint64_t m = (uint64_t)ldexp(f, 53);
     unsigned __int128 p = (unsigned __int128)m * 15625u;
-    int shift = 53 - 6 - e; /* v 10^6 = p / 2^shift */
+    int shift = 47 - e;
     uint64_t q;
     if (shift <= 0) {
         q = (uint64_t)(p << -shift);
