@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,13 +381,96 @@ int cc_journal_report(const char *dir, const cc_journal_scan *s, cc_report *rep,
 
 /* ---- appending ---------------------------------------------------------------------------- */
 
+/* The journal's periodic fsync runs on a thread of its own (the syncer): an fsync took 20 ms on
+ * a VM's ext4, and made in line once a second it was 5 % of a small case's path. The appender
+ * only counts what it wrote; the syncer wakes every CC_JOURNAL_SYNC_SECONDS and syncs when
+ * records came since its last sync, so a power cut still loses at most about the last second
+ * of results. The syncer blocks every signal (they stay the main thread's: signalfd) and takes
+ * no lock of libc's (fsync, the clock, its own condition variable): a worker forked while it
+ * runs inherits no lock it could need. Without a thread (pthread_create failed) the appender
+ * syncs in line, as before. */
 struct cc_journal {
     int fd;
     cc_strbuf record; /* the record being written, its memory kept from one to the next */
     char path[1024];
-    double last_sync;
-    int sync_failed;
+    atomic_ulong appended; /* records written; the syncer compares it with what it synced */
+    atomic_int sync_failed;
+    int has_syncer;
+    pthread_t syncer;
+    pthread_mutex_t lock; /* guards stop, with wake */
+    pthread_cond_t wake;
+    int stop;
+    double last_sync; /* the in-line syncs' clock, without a syncer */
 };
+
+static void sync_now(cc_journal *j)
+{
+    if (fsync(j->fd))
+        atomic_store(&j->sync_failed, 1);
+}
+
+static void *syncer_main(void *arg)
+{
+    cc_journal *j = arg;
+    unsigned long synced = 0;
+    pthread_mutex_lock(&j->lock);
+    while (!j->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += (time_t)CC_JOURNAL_SYNC_SECONDS;
+        while (!j->stop && pthread_cond_timedwait(&j->wake, &j->lock, &until) != ETIMEDOUT)
+            ;
+        if (j->stop)
+            break;
+        pthread_mutex_unlock(&j->lock); /* (close waits for the sync under way, not the lock) */
+        unsigned long now = atomic_load(&j->appended);
+        if (now != synced) {
+            sync_now(j);
+            synced = now;
+        }
+        pthread_mutex_lock(&j->lock);
+    }
+    pthread_mutex_unlock(&j->lock);
+    return NULL;
+}
+
+static void start_syncer(cc_journal *j)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca))
+        return;
+    int bad = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) || pthread_cond_init(&j->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    if (bad)
+        return;
+    if (pthread_mutex_init(&j->lock, NULL)) {
+        pthread_cond_destroy(&j->wake);
+        return;
+    }
+    sigset_t all, was; /* the thread inherits the mask it is created with */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
+    j->has_syncer = pthread_create(&j->syncer, NULL, syncer_main, j) == 0;
+    pthread_sigmask(SIG_SETMASK, &was, NULL);
+    if (!j->has_syncer) {
+        pthread_mutex_destroy(&j->lock);
+        pthread_cond_destroy(&j->wake);
+    }
+}
+
+static void stop_syncer(cc_journal *j)
+{
+    if (!j->has_syncer)
+        return;
+    pthread_mutex_lock(&j->lock);
+    j->stop = 1;
+    pthread_cond_signal(&j->wake);
+    pthread_mutex_unlock(&j->lock);
+    pthread_join(j->syncer, NULL);
+    pthread_mutex_destroy(&j->lock);
+    pthread_cond_destroy(&j->wake);
+    j->has_syncer = 0;
+}
 
 int cc_journal_open(const char *dir, int64_t keep_bytes, cc_journal **out, char *msg,
                     size_t msg_len)
@@ -419,19 +505,9 @@ int cc_journal_open(const char *dir, int64_t keep_bytes, cc_journal **out, char 
     fsync(j->fd);
     sync_dir(dir);
     j->last_sync = cc_monotonic_seconds();
+    start_syncer(j);
     *out = j;
     return 0;
-}
-
-int cc_journal_sync(cc_journal *j)
-{
-    if (!j)
-        return 0;
-    int rc = fsync(j->fd);
-    if (rc)
-        j->sync_failed = 1;
-    j->last_sync = cc_monotonic_seconds();
-    return rc;
 }
 
 int cc_journal_append(cc_journal *j, size_t index, const cc_result *r, char *msg,
@@ -461,8 +537,11 @@ int cc_journal_append(cc_journal *j, size_t index, const cc_result *r, char *msg
         }
         done += (size_t)w;
     }
-    if (cc_monotonic_seconds() - j->last_sync >= CC_JOURNAL_SYNC_SECONDS)
-        cc_journal_sync(j);
+    atomic_fetch_add(&j->appended, 1);
+    if (!j->has_syncer && cc_monotonic_seconds() - j->last_sync >= CC_JOURNAL_SYNC_SECONDS) {
+        sync_now(j);
+        j->last_sync = cc_monotonic_seconds();
+    }
     return 0;
 }
 
@@ -470,8 +549,9 @@ int cc_journal_close(cc_journal *j)
 {
     if (!j)
         return 0;
-    cc_journal_sync(j);
-    int bad = j->sync_failed;
+    stop_syncer(j);
+    sync_now(j);
+    int bad = atomic_load(&j->sync_failed);
     if (close(j->fd))
         bad = 1;
     cc_strbuf_free(&j->record);
