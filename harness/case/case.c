@@ -885,24 +885,30 @@ void cc_case_print(const cc_case *c, char *buf, size_t n)
             put_str(&s, cc_edge_class_names[e]);
         }
     }
-    if (cc_case_stream(c) != CC_STREAM_DEFAULT) /* a line without stream= is stream 1 */
-        put(&s, " stream=%d", cc_case_stream(c));
-    if (c->ref != CC_REF_AUTO)
-        put(&s, " ref=%s", cc_ref_mode_names[c->ref]);
+    if (cc_case_stream(c) != CC_STREAM_DEFAULT) { /* a line without stream= is stream 1 */
+        put_str(&s, " stream=");
+        put_i64(&s, cc_case_stream(c));
+    }
+    if (c->ref != CC_REF_AUTO) {
+        put_str(&s, " ref=");
+        put_str(&s, cc_ref_mode_names[c->ref]);
+    }
     if (c->layout != CC_LAYOUT_MIXED) {
         put_str(&s, " layout=");
         put_str(&s, cc_layout_name(c->layout));
     } else {
-        put(&s, " layout=");
+        put_str(&s, " layout=");
         for (int i = 0; i < c->n_in; i++) {
             const cc_input_layout *l = &c->in_layout[i];
-            put(&s, i ? "/" : "");
+            put_str(&s, i ? "/" : "");
             if (l->kind == CC_LAYOUT_STRIDED) {
                 put_list(&s, l->strides, c->shape[i].rank);
-                if (l->offset)
-                    put(&s, "+%" PRId64, l->offset);
+                if (l->offset) {
+                    put_str(&s, "+");
+                    put_i64(&s, l->offset);
+                }
             } else {
-                put(&s, "%s", cc_layout_name((cc_layout)l->kind));
+                put_str(&s, cc_layout_name((cc_layout)l->kind));
             }
         }
     }
