@@ -19,13 +19,14 @@
  *                      order, each one write(2) of one whole line: the result record of
  *                      cc_result_write_json with the case's index in the run first,
  *                        {"index":17,"case":"<canonical line>","op":...,"status":...}
- *                      Records reach the kernel as they finish (a killed process loses
- *                      nothing written); fsync runs every CC_JOURNAL_SYNC_SECONDS while records
- *                      come, on a thread of the journal's own (journal.c: the appender never
- *                      waits for the disk), and at close: a power cut loses about the last
- *                      second of results at most, which --resume runs again. (A count-based
- *                      sync, every 64 records, cost 10-15 % of the per-case path on small
- *                      cases; a timed one in line, 5 %.)
+ *                      Records reach the file as they finish through the journal's writer
+ *                      process (journal.c): the appender copies each into shared memory that
+ *                      outlives it, so a killed capcheck (its process group too) loses nothing
+ *                      it appended; fsync runs every CC_JOURNAL_SYNC_SECONDS while records come,
+ *                      in the writer, and at close: a power cut loses about the last second of
+ *                      results at most, which --resume runs again. (A write(2) per record in
+ *                      line cost 1.9 us of a small case's ~30; a count-based sync, every 64
+ *                      records, 10-15 %; a timed one in line, 5 %.)
  *
  * Resume rules (cc_journal_scan): a record counts when its index is one of the run's and its
  * "case" is exactly that case's canonical line; any record naming another case means the case
@@ -112,7 +113,8 @@ typedef struct cc_journal cc_journal;
  * locked (fcntl F_SETLK) while open: a second run into the same folder is refused, not interleaved. */
 int cc_journal_open(const char *dir, int64_t keep_bytes, cc_journal **out, char *msg,
                     size_t msg_len);
-/* Append the record of case `index` (one write of one line). */
+/* Append the record of case `index` (one whole line; a failed write of the writer's is said by
+ * the next append, or by close). */
 int cc_journal_append(cc_journal *j, size_t index, const cc_result *r, char *msg,
                       size_t msg_len);
 /* Sync and close (NULL is fine). Returns -1 when the last sync failed. */
