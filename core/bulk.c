@@ -96,6 +96,10 @@ void cc_free_big(void *p)
     if (!p)
         return;
 #if CC_BULK_MAPPED
+    if ((uintptr_t)p % HUGE) { /* not a region (they start on a huge page): no lock, no search */
+        free(p);
+        return;
+    }
     pthread_mutex_lock(&lock);
     region r = {NULL, 0};
     for (int k = 0; k < LIVE && !r.p; k++)

@@ -456,11 +456,26 @@ int cc_json_bool(const cc_json *obj, const char *key, int *out)
     return 0;
 }
 
+/* 1 when none of the 8 bytes of w needs a look of its own: none below 0x20, none from 0x80
+ * (UTF-8), no '"', no '\\' (the classic SWAR tests: a byte below n sets its high bit in
+ * (w - n*ones) & ~w, and a zero byte of w ^ c*ones finds c). */
+static int plain_bytes(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+    uint64_t marks = ((w - ones * 0x20) & ~w) | w | ((quote - ones) & ~quote) |
+                     ((backslash - ones) & ~backslash);
+    return (marks & highs) == 0;
+}
+
 void cc_json_put_string(cc_strbuf *b, const char *s)
 {
     cc_strbuf_putc(b, '"');
     const char *run = s; /* characters that need no escape go out in one piece */
+    const char *end = s + strlen(s);
     for (;; s++) {
+        for (uint64_t w; end - s >= 8 && (memcpy(&w, s, 8), plain_bytes(w));) /* a word at a time */
+            s += 8;
         unsigned char ch = (unsigned char)*s;
         if (ch >= 0x20 && ch < 0x80 && ch != '"' && ch != '\\')
             continue;

@@ -19,6 +19,8 @@ void cc_strbuf_clear(cc_strbuf *b);
 void cc_strbuf_free(cc_strbuf *b);
 void cc_strbuf_put(cc_strbuf *b, const char *s, size_t n);
 void cc_strbuf_puts(cc_strbuf *b, const char *s);
+/* A string literal, its length known when compiled (no strlen: records append dozens a line). */
+#define cc_strbuf_lit(b, lit) cc_strbuf_put((b), "" lit, sizeof(lit) - 1)
 void cc_strbuf_putc(cc_strbuf *b, char ch);
 void cc_strbuf_put_i64(cc_strbuf *b, int64_t v);
 /* v as printf's %.6f writes it (the seconds of every record), without printf for 0 <= v < 2^33 */

@@ -25,6 +25,8 @@
 
 #include "harness/session/journal.h"
 #include "core/json.h"
+#include "core/strbuf.h"
+#include "core/text.h"
 #include "harness/report/report.h"
 #include "harness/report/results_read.h"
 
@@ -492,6 +494,67 @@ static void test_writer_process(void **state)
     cc_case_list_free(&l);
 }
 
+/* The JSON string writer's word-at-a-time skip against a byte loop (the rules restated here):
+ * plain ASCII as it is, '"' and '\\' escaped, '\n' as \n, other controls as \u00XX, whole
+ * UTF-8 characters as they are, any other byte as \ufffd; random strings of those pieces, at
+ * every length and alignment around the 8-byte words. */
+static void escape_bytewise(const char *s, char *o)
+{
+    *o++ = '"';
+    while (*s) {
+        unsigned char ch = (unsigned char)*s;
+        size_t k = ch >= 0x80 ? cc_utf8_char_len((const unsigned char *)s, 4) : 0;
+        if (ch >= 0x20 && ch < 0x80 && ch != '"' && ch != '\\') {
+            *o++ = (char)ch;
+        } else if (k) {
+            memcpy(o, s, k);
+            o += k;
+            s += k;
+            continue;
+        } else if (ch >= 0x80) {
+            o += sprintf(o, "\\ufffd");
+        } else if (ch == '\n') {
+            o += sprintf(o, "\\n");
+        } else if (ch < 0x20) {
+            o += sprintf(o, "\\u%04x", ch);
+        } else {
+            *o++ = '\\';
+            *o++ = (char)ch;
+        }
+        s++;
+    }
+    *o++ = '"';
+    *o = 0;
+}
+
+static void test_strings_escape_as_bytewise(void **state)
+{
+    (void)state;
+    static const char *const pieces[] = {"a", "Z", " ", "~", "0", "\"", "\\", "\n", "\x01",
+                                         "\x1f", "\x7f", "\xc3\xa9", "\xe2\x82\xac",
+                                         "\xf0\x9f\x98\x80", "\x80", "\xc3", "\xff", "abcdefgh",
+                                         "in=[12,4],[12,4] stream=2 "};
+    const size_t n_pieces = sizeof pieces / sizeof pieces[0];
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    cc_strbuf b = {0};
+    for (int t = 0; t < 200000; t++) {
+        char text[512] = "", want[4096];
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        int parts = (int)(rng >> 59); /* 0..31 */
+        for (int k = 0; k < parts; k++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            strcat(text, pieces[(rng >> 33) % n_pieces]);
+        }
+        escape_bytewise(text, want);
+        cc_strbuf_clear(&b);
+        cc_json_put_string(&b, text);
+        assert_false(b.failed);
+        if (strcmp(b.data, want) != 0)
+            fail_msg("escaped %s as %s (want %s)", text, b.data, want);
+    }
+    cc_strbuf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -501,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_numbers_are_printf_text),
         cmocka_unit_test(test_journal_order_and_torn_tail),
         cmocka_unit_test(test_writer_process),
+        cmocka_unit_test(test_strings_escape_as_bytewise),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

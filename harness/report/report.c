@@ -39,18 +39,9 @@ static void put_witness_list(cc_strbuf *b, const cc_result *r, int spaced)
     cc_strbuf_putc(b, ']');
 }
 
-/* A string member ,"key":"value" (value escaped). */
-static void put_string_member(cc_strbuf *b, const char *key, const char *value)
-{
-    cc_strbuf_puts(b, key);
-    cc_json_put_string(b, value);
-}
-
-static void put_number_member(cc_strbuf *b, const char *key, double value)
-{
-    cc_strbuf_puts(b, key);
-    cc_json_put_number(b, value);
-}
+/* A member ,"key":"value" (value escaped) or ,"key":number; key a literal (its length known). */
+#define put_string_member(b, key, value) (cc_strbuf_lit(b, key), cc_json_put_string(b, value))
+#define put_number_member(b, key, value) (cc_strbuf_lit(b, key), cc_json_put_number(b, value))
 
 /* The record's members after its opening brace, through "}\n". Written for every case of every
  * run (a worker's hot path): appended to a buffer, numbers without printf (core/json.h). */
@@ -58,30 +49,36 @@ void cc_result_put_json_members(cc_strbuf *b, const cc_result *r)
 {
     put_string_member(b, "\"case\":", r->line);
     put_string_member(b, ",\"op\":", r->op);
-    cc_strbuf_puts(b, ",\"dtype\":\"");
+    cc_strbuf_lit(b, ",\"dtype\":\"");
     cc_strbuf_puts(b, cc_dtype_name(r->dtype));
-    cc_strbuf_puts(b, "\",\"device\":\"");
+    cc_strbuf_lit(b, "\",\"device\":\"");
     cc_strbuf_puts(b, cc_device_name(r->device));
-    cc_strbuf_puts(b, "\",\"layout\":\"");
+    cc_strbuf_lit(b, "\",\"layout\":\"");
     cc_strbuf_puts(b, cc_layout_name(r->layout));
     put_string_member(b, "\",\"provider\":", r->provider);
     if (r->platform[0])
         put_string_member(b, ",\"platform\":", r->platform);
     put_string_member(b, ",\"vjp_mode\":", r->vjp_mode);
-    cc_strbuf_puts(b, ",\"status\":\"");
+    cc_strbuf_lit(b, ",\"status\":\"");
     cc_strbuf_puts(b, cc_result_status_name(r->status));
-    cc_strbuf_puts(b, r->checked_fwd ? "\",\"checked_fwd\":true" : "\",\"checked_fwd\":false");
-    cc_strbuf_puts(b, r->checked_vjp ? ",\"checked_vjp\":true" : ",\"checked_vjp\":false");
+    if (r->checked_fwd)
+        cc_strbuf_lit(b, "\",\"checked_fwd\":true");
+    else
+        cc_strbuf_lit(b, "\",\"checked_fwd\":false");
+    if (r->checked_vjp)
+        cc_strbuf_lit(b, ",\"checked_vjp\":true");
+    else
+        cc_strbuf_lit(b, ",\"checked_vjp\":false");
     put_number_member(b, ",\"fwd_ratio\":", r->fwd_ratio);
     put_number_member(b, ",\"vjp_ratio\":", r->vjp_ratio);
     put_number_member(b, ",\"worst_ratio\":", r->worst_ratio);
-    cc_strbuf_puts(b, ",\"accumulation\":\"");
+    cc_strbuf_lit(b, ",\"accumulation\":\"");
     cc_strbuf_puts(b, cc_accumulation_name(r->accumulation));
     put_number_member(b, "\",\"suspect_ratio\":", r->suspect_ratio);
     if (r->suspect)
-        cc_strbuf_puts(b, ",\"suspect\":true");
+        cc_strbuf_lit(b, ",\"suspect\":true");
     if (r->vacuous)
-        cc_strbuf_puts(b, ",\"vacuous\":true");
+        cc_strbuf_lit(b, ",\"vacuous\":true");
     if (r->has_power) {
         put_number_member(b, ",\"power\":{\"k\":", r->power.k_fail);
         put_number_member(b, ",\"k_suspect\":", r->power.k_suspect);
@@ -103,29 +100,29 @@ void cc_result_put_json_members(cc_strbuf *b, const cc_result *r)
     if (r->n_witnesses > 0) { /* only when witnesses ran: a run without writes what it always did */
         cc_strbuf_putc(b, ',');
         put_witness_list(b, r, 0);
-        cc_strbuf_puts(b, ",\"verdict\":\"");
+        cc_strbuf_lit(b, ",\"verdict\":\"");
         cc_strbuf_puts(b, cc_verdict_name(r->verdict));
         cc_strbuf_putc(b, '"');
     }
     if (r->sampled) { /* a sampled check (harness/run/sample.h); full checks write nothing here */
         put_number_member(b, ",\"sampled\":{\"fraction\":", r->checked_fraction);
-        cc_strbuf_puts(b, ",\"window\":[");
+        cc_strbuf_lit(b, ",\"window\":[");
         cc_strbuf_put_i64(b, r->window_rows);
         cc_strbuf_putc(b, ',');
         cc_strbuf_put_i64(b, r->window_cols);
-        cc_strbuf_puts(b, "]}");
+        cc_strbuf_lit(b, "]}");
     }
     if (r->retried)
-        cc_strbuf_puts(b, ",\"retried\":true");
+        cc_strbuf_lit(b, ",\"retried\":true");
     if (r->repeat > 1) { /* only when repeated: a run without --repeat writes what it always did */
-        cc_strbuf_puts(b, ",\"repeat\":");
+        cc_strbuf_lit(b, ",\"repeat\":");
         cc_strbuf_put_i64(b, r->repeat);
     }
-    cc_strbuf_puts(b, ",\"elements\":");
+    cc_strbuf_lit(b, ",\"elements\":");
     cc_strbuf_put_i64(b, r->elements);
-    cc_strbuf_puts(b, ",\"seconds\":");
+    cc_strbuf_lit(b, ",\"seconds\":");
     cc_strbuf_put_fixed6(b, r->seconds);
-    cc_strbuf_puts(b, "}\n");
+    cc_strbuf_lit(b, "}\n");
 }
 
 void cc_result_write_json(FILE *f, const cc_result *r)
