@@ -307,7 +307,7 @@ static cc_run_options run_options(const options *o)
 {
     const char *det = getenv("CAPCHECK_DETERMINISTIC");
     cc_run_options r = {o->repeat, o->no_guard, det && strcmp(det, "1") == 0, NULL,
-                        o->ref_threads, o->ref, o->accumulation_mode, o->power};
+                        o->ref_threads, o->ref, o->accumulation_mode, o->power, NULL};
     return r;
 }
 

@@ -73,7 +73,8 @@ typedef struct cc_provider {
     /* Provenance, e.g. "libtorch 2.15.0; threads 1; cuda none" (may be NULL). */
     void (*describe)(void *ctx, char *buf, size_t buf_len);
     /* The vjpMode of this provider's capsule for an op ("backendVJP", "torchLeanTape", "none")
-     * and, optionally, a note on how the call adapts ATen to TorchLean's contract. */
+     * and, optionally, a note on how the call adapts ATen to TorchLean's contract. A property
+     * of the capsule: a worker asks once per op and keeps a copy of the text. */
     const char *(*vjp_mode)(void *ctx, const char *op);
     /* ABI version 2 (may be NULL; a version-1 table has no such field). The unit roundoff of the
      * arithmetic this provider uses for `op` (ref_op.name) in `dtype` on `device` when it is

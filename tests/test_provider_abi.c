@@ -11,7 +11,9 @@
  *     compute_roundoff from bytes past its table; an ABI from the future is refused;
  *   - the math modes from the command line (--tf32, --deterministic, --attention) reach the
  *     ATen provider through CAPCHECK_TF32 / CAPCHECK_DETERMINISTIC / CAPCHECK_ATTENTION and
- *     come back in report.json's provenance.math_modes; bad values are one sentence, exit 2. */
+ *     come back in report.json's provenance.math_modes; bad values are one sentence, exit 2;
+ *   - vjp_mode is asked once per provider and op by a worker that keeps the answers
+ *     (cc_vjp_modes), and two providers' answers for one op stay each their own. */
 #include "tests/cli_util.h" /* first: it sets _POSIX_C_SOURCE and includes cmocka */
 
 #include <math.h>
@@ -268,6 +270,57 @@ static void test_math_modes_cli(void **state)
 #endif
 }
 
+static int modes_asked[2];
+static const char *mode_a(void *ctx, const char *op)
+{
+    (void)ctx, (void)op;
+    modes_asked[0]++;
+    return "backendVJP";
+}
+static const char *mode_b(void *ctx, const char *op)
+{
+    (void)ctx;
+    modes_asked[1]++;
+    return strcmp(op, "add") == 0 ? "torchLeanTape" : NULL;
+}
+
+static void test_vjp_modes_kept(void **state)
+{
+    (void)state;
+    cc_provider a = {.abi_version = CC_PROVIDER_ABI_VERSION, .name = "a", .vjp_mode = mode_a};
+    cc_provider b = {.abi_version = CC_PROVIDER_ABI_VERSION, .name = "b", .vjp_mode = mode_b};
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_case_list l = {0};
+    cc_parse_error err;
+    assert_int_equal(cc_cases_parse_text("add count=2 dtype=f32 size=tiny\n"
+                                         "relu count=2 dtype=f32 size=tiny\n",
+                                         "t", &def, &l, &err),
+                     0);
+    cc_vjp_modes kept;
+    memset(&kept, 0, sizeof kept);
+    cc_result r;
+    /* one provider, each op's cases in a row (add, add, relu, relu), three rounds: asked at
+     * most once per op and round (once per op unless the two share a slot), not per case */
+    for (int round = 0; round < 3; round++)
+        for (size_t i = 0; i < l.n; i++) {
+            cc_result_begin_kept(&a, &l.v[i], &kept, &r);
+            assert_string_equal(r.vjp_mode, "backendVJP");
+        }
+    assert_true(modes_asked[0] >= 2 && modes_asked[0] <= 6);
+    /* two providers taking turns on one memo: each gets its own answer, never the other's */
+    for (int round = 0; round < 3; round++)
+        for (size_t i = 0; i < l.n; i++) {
+            int is_add = strcmp(l.v[i].op->name, "add") == 0;
+            cc_result_begin_kept(&b, &l.v[i], &kept, &r);
+            assert_string_equal(r.vjp_mode, is_add ? "torchLeanTape" : "unknown");
+            cc_result_begin_kept(&a, &l.v[i], &kept, &r);
+            assert_string_equal(r.vjp_mode, "backendVJP");
+            cc_result_begin(&b, &l.v[i], &r); /* without a memo: asked, the same text */
+            assert_string_equal(r.vjp_mode, is_add ? "torchLeanTape" : "unknown");
+        }
+    cc_case_list_free(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -275,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_tf32_declared_and_undeclared),
         cmocka_unit_test(test_v1_plugin),
         cmocka_unit_test(test_math_modes_cli),
+        cmocka_unit_test(test_vjp_modes_kept),
     };
     return cmocka_run_group_tests_name("provider_abi", tests, NULL, NULL);
 }

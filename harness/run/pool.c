@@ -475,8 +475,11 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd,
         worker_exit(0);
     cc_guard_install(note); /* after init: a provider's own handlers stay behind it */
     cc_guard_cache cache = {0};
+    cc_vjp_modes modes;
+    memset(&modes, 0, sizeof modes);
     cc_run_options run = pool->cfg.run;
     run.guard_cache = &cache; /* this worker's mappings, reused from case to case */
+    run.vjp_modes = &modes;   /* and the vjpModes its providers gave */
     job_msg j;
     for (;;) {
         int rc = read_full(job_fd, &j, sizeof j);

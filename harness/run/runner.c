@@ -2,6 +2,7 @@
 #include "harness/run/runner.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -589,14 +590,37 @@ done:
     }
 }
 
+/* p's vjpMode text for op into out (n bytes): "unknown" when it states none. */
+static void ask_vjp_mode(const cc_provider *p, const ref_op *op, char *out, size_t n)
+{
+    const char *mode = p->vjp_mode ? p->vjp_mode(p->ctx, op->name) : NULL;
+    cc_text_join(out, n, mode ? mode : "unknown", NULL);
+}
+
 void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r)
+{
+    cc_result_begin_kept(p, c, NULL, r);
+}
+
+void cc_result_begin_kept(const cc_provider *p, const cc_case *c, cc_vjp_modes *kept,
+                          cc_result *r)
 {
     memset(r, 0, sizeof *r);
     cc_case_print(c, r->line, sizeof r->line);
     cc_text_join(r->op, sizeof r->op, c->op->name, NULL);
     cc_text_join(r->provider, sizeof r->provider, p->name, NULL);
-    const char *mode = p->vjp_mode ? p->vjp_mode(p->ctx, c->op->name) : NULL;
-    cc_text_join(r->vjp_mode, sizeof r->vjp_mode, mode ? mode : "unknown", NULL);
+    _Static_assert(sizeof kept->slot[0].mode == sizeof r->vjp_mode, "one vjpMode text size");
+    if (!kept) {
+        ask_vjp_mode(p, c->op, r->vjp_mode, sizeof r->vjp_mode);
+    } else {
+        size_t k = (size_t)((uintptr_t)c->op / sizeof(void *) % CC_VJP_MODES_KEPT);
+        if (kept->slot[k].provider != p || kept->slot[k].op != c->op) {
+            ask_vjp_mode(p, c->op, kept->slot[k].mode, sizeof kept->slot[k].mode);
+            kept->slot[k].provider = p;
+            kept->slot[k].op = c->op;
+        }
+        memcpy(r->vjp_mode, kept->slot[k].mode, sizeof r->vjp_mode);
+    }
     r->dtype = c->dtype;
     r->device = c->device;
     r->layout = c->layout;
@@ -623,7 +647,7 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
     if (!o)
         o = &defaults;
     double t0 = cc_monotonic_seconds();
-    cc_result_begin(p, c, r);
+    cc_result_begin_kept(p, c, o->vjp_modes, r);
     r->accumulation = o->accumulation;
     r->has_power = o->power;
     if (o->power)

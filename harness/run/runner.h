@@ -34,7 +34,21 @@ typedef struct {
     cc_ref_mode ref;    /* the run's --ref: CC_REF_AUTO leaves each case's own ref= */
     cc_accumulation accumulation; /* how f16/bf16 sums are judged (compare.h); 0: strict */
     int power;                    /* also measure each case's detection power (power.h) */
+    struct cc_vjp_modes *vjp_modes; /* the providers' vjpModes asked so far, kept between
+                                       cases (a worker's); NULL: asked every case */
 } cc_run_options;
+
+/* The vjpMode text a provider gave for an op (a capsule's property, providers/provider.h),
+ * kept per provider and op: the ATen shim finds it by a linear search of its tables, 1 % of a
+ * small case. Direct-mapped by op; zero-initialised: empty. */
+#define CC_VJP_MODES_KEPT 64
+typedef struct cc_vjp_modes {
+    struct {
+        const void *provider; /* const cc_provider *; NULL: an empty slot */
+        const void *op;       /* const ref_op * */
+        char mode[24];
+    } slot[CC_VJP_MODES_KEPT];
+} cc_vjp_modes;
 
 /* Witnesses (harness/run/witness.h): other providers run on a case the primary did not pass, so a
  * reader sees who is wrong. At most CC_MAX_WITNESSES per run. */
@@ -134,6 +148,10 @@ long cc_count_errors(const long *counts);
  * vjp_mode), everything else zero and status pass: what cc_run_case starts from, and what the
  * worker pool fills in for a case whose worker crashed or timed out. */
 void cc_result_begin(const cc_provider *p, const cc_case *c, cc_result *r);
+/* The same, the vjpMode taken from `kept` when it holds it (asked and kept otherwise; NULL:
+ * asked). */
+void cc_result_begin_kept(const cc_provider *p, const cc_case *c, cc_vjp_modes *kept,
+                          cc_result *r);
 /* Never fails: every problem becomes the result's status and message. Default options. */
 void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r);
 /* The same under options `o` (NULL: defaults), also reading back the element `probe` names

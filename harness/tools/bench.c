@@ -44,6 +44,7 @@ typedef struct {
     cc_journal *journal;
     size_t status_count[CC_RES_COUNT]; /* the capcheck loop's results, first round */
     cc_guard_cache guard_cache;        /* the capcheck loop's mappings, kept as a worker's are */
+    cc_vjp_modes vjp_modes;            /* and its vjpModes */
     int counted;
     int failed;      /* a loop saw a call fail that had succeeded before */
     char msg[512];
@@ -176,6 +177,7 @@ static void capcheck_path(bench_state *s, int guarded)
     o.repeat = 1;
     o.unguarded = !guarded;
     o.guard_cache = &s->guard_cache;
+    o.vjp_modes = &s->vjp_modes;
     o.accumulation = CC_ACC_STRICT;
     o.power = 0;
     for (size_t i = 0; i < s->n; i++) {
