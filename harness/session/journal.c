@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -37,6 +38,23 @@ static void sync_dir(const char *dir)
     if (fd >= 0) {
         fsync(fd);
         close(fd);
+    }
+}
+
+/* flock(fd, how), waiting up to CC_JOURNAL_LOCK_WAIT seconds for a holder to let go: a run's
+ * journal holds it exclusively through the open file its writer process shares, so it is held
+ * until the last record is written, even after the run itself was killed. 0, or -1. */
+static int lock_waiting(int fd, int how)
+{
+    for (int tries = 0;; tries++) {
+        if (flock(fd, how | LOCK_NB) == 0)
+            return 0;
+        if (errno != EWOULDBLOCK && errno != EINTR)
+            return -1;
+        if (tries >= (int)(CC_JOURNAL_LOCK_WAIT * 100))
+            return -1;
+        struct timespec nap = {0, 10000000};
+        nanosleep(&nap, NULL);
     }
 }
 
@@ -207,6 +225,15 @@ int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t cases_n, s
         if (errno == ENOENT)
             return 0;
         snprintf(msg, msg_len, "cannot read %s: %s", path, strerror(errno));
+        cc_journal_scan_free(out);
+        return -1;
+    }
+    /* read once no journal writes it: a killed run's writer may still be writing its last
+     * records (the lock is released when it exits) */
+    if (lock_waiting(fileno(f), LOCK_SH)) {
+        snprintf(msg, msg_len, "another capcheck is writing %s (two runs cannot share a folder)",
+                 path);
+        fclose(f);
         cc_journal_scan_free(out);
         return -1;
     }
@@ -571,11 +598,7 @@ int cc_journal_open(const char *dir, int64_t keep_bytes, cc_journal **out, char 
     }
     path_in(dir, "results.jsonl", j->path, sizeof j->path);
     j->fd = open(j->path, O_WRONLY | O_CREAT | O_APPEND, 0666);
-    struct flock lk;
-    memset(&lk, 0, sizeof lk);
-    lk.l_type = F_WRLCK;
-    lk.l_whence = SEEK_SET; /* l_start = l_len = 0: the whole file */
-    if (j->fd >= 0 && fcntl(j->fd, F_SETLK, &lk) != 0) { /* before anything is cut */
+    if (j->fd >= 0 && lock_waiting(j->fd, LOCK_EX)) { /* before anything is cut */
         snprintf(msg, msg_len, "another capcheck is writing %s (two runs cannot share a folder)",
                  j->path);
         close(j->fd);

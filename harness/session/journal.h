@@ -49,6 +49,7 @@
 #include "harness/run/runner.h"
 
 #define CC_JOURNAL_SYNC_SECONDS 1.0
+#define CC_JOURNAL_LOCK_WAIT 5.0
 
 typedef struct {
     uint64_t n_cases;
@@ -110,7 +111,9 @@ typedef struct cc_journal cc_journal;
 
 /* Open DIR/results.jsonl for appending: keep_bytes < 0 starts it empty; otherwise the file is
  * cut to keep_bytes (a scan's valid_end: the torn tail goes) and appended to. The file stays
- * locked (fcntl F_SETLK) while open: a second run into the same folder is refused, not interleaved. */
+ * locked (flock, exclusive) while open and until its writer process has written the last record:
+ * a second run into the same folder is refused, not interleaved (a resume right after a kill
+ * waits up to CC_JOURNAL_LOCK_WAIT seconds for the killed run's writer; so does the scan). */
 int cc_journal_open(const char *dir, int64_t keep_bytes, cc_journal **out, char *msg,
                     size_t msg_len);
 /* Append the record of case `index` (one whole line; a failed write of the writer's is said by
