@@ -1,6 +1,7 @@
 /* The list of op families and the helpers they share. Adding a family: one line here and one
  * REF_FAMILY line in ref_families.h. */
 #include "ref_families.h"
+#include "ref_parallel.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -120,19 +121,35 @@ typedef int64_t ref_v4i __attribute__((vector_size(32)));
 #define V4_LOAD(v, p) memcpy(&(v), (p), sizeof(v))
 #define V4_ABS(t) ((ref_v4)((ref_v4i)(t) & abs_mask))
 
-/* Eight columns k0 .. k0+7 in registers over the whole l loop. Compiled for the widest vectors
- * the CPU has (a vector operation rounds each element as the scalar one does). */
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("default", "avx2")))
-#endif
-#endif
-static void row_times_8(const double *x, int64_t L, const double *M, int64_t ld, int64_t count,
-                        double *out, double *out_abs, int64_t *done)
+/* Sixteen columns k0 .. k0+15 in registers over the whole l loop, then eight: each column's sum
+ * and |sum| still take the terms in increasing l, one rounding each, so any width gives the
+ * bits of the scalar loop below; the width is for the adds' latency (eight independent chains
+ * per l instead of four: the softmaxMatmul and attention references spent a third of their
+ * time here). Compiled for the widest vectors the CPU has (a vector operation rounds each
+ * element as the scalar one does). */
+REF_VECTOR_CLONES
+static void row_times_wide(const double *x, int64_t L, const double *M, int64_t ld,
+                           int64_t count, double *out, double *out_abs, int64_t *done)
 {
+    const ref_v4i abs_mask = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
     int64_t k0 = 0;
+    for (; k0 + 16 <= count; k0 += 16) {
+        ref_v4 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        ref_v4 m0, m1, m2, m3;
+        for (int64_t l = 0; l < L; l++) {
+            const double *m = M + l * ld + k0;
+            ref_v4 q = {x[l], x[l], x[l], x[l]};
+            V4_LOAD(m0, m), V4_LOAD(m1, m + 4), V4_LOAD(m2, m + 8), V4_LOAD(m3, m + 12);
+            ref_v4 t0 = q * m0, t1 = q * m1, t2 = q * m2, t3 = q * m3;
+            s0 += t0, s1 += t1, s2 += t2, s3 += t3;
+            a0 += V4_ABS(t0), a1 += V4_ABS(t1), a2 += V4_ABS(t2), a3 += V4_ABS(t3);
+        }
+        memcpy(out + k0, &s0, sizeof s0), memcpy(out + k0 + 4, &s1, sizeof s1);
+        memcpy(out + k0 + 8, &s2, sizeof s2), memcpy(out + k0 + 12, &s3, sizeof s3);
+        memcpy(out_abs + k0, &a0, sizeof a0), memcpy(out_abs + k0 + 4, &a1, sizeof a1);
+        memcpy(out_abs + k0 + 8, &a2, sizeof a2), memcpy(out_abs + k0 + 12, &a3, sizeof a3);
+    }
     for (; k0 + 8 <= count; k0 += 8) {
-        const ref_v4i abs_mask = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
         ref_v4 s0 = {0}, s1 = {0}, a0 = {0}, a1 = {0}, m0, m1;
         for (int64_t l = 0; l < L; l++) {
             const double *m = M + l * ld + k0;
@@ -154,7 +171,7 @@ void ref_row_times(const double *x, int64_t L, const double *M, int64_t ld, int6
 {
     int64_t k0 = 0;
 #if defined(__GNUC__)
-    row_times_8(x, L, M, ld, count, out, out_abs, &k0);
+    row_times_wide(x, L, M, ld, count, out, out_abs, &k0);
 #endif
     for (; k0 < count; k0++) {
         double s = 0.0, a = 0.0;
