@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <dirent.h>
 #include <errno.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -402,6 +403,37 @@ static size_t lines_within(const char *dir, size_t want, double seconds)
     return lines;
 }
 
+/* The child of `parent` other than `not` (the journal's writer), from /proc; -1 when none. */
+static pid_t writer_of(pid_t parent, pid_t not)
+{
+    for (int tries = 0; tries < 200; tries++) {
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        while (d && (e = readdir(d)) != NULL) {
+            pid_t pid = (pid_t)atoi(e->d_name);
+            char path[64], stat[512];
+            snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+            FILE *f = pid > 0 && pid != not ? fopen(path, "r") : NULL;
+            if (!f)
+                continue;
+            size_t n = fread(stat, 1, sizeof stat - 1, f);
+            fclose(f);
+            stat[n] = 0;
+            const char *close_paren = strrchr(stat, ')');
+            int ppid = 0;
+            if (close_paren && sscanf(close_paren + 1, " %*c %d", &ppid) == 1 && ppid == parent) {
+                closedir(d);
+                return pid;
+            }
+        }
+        if (d)
+            closedir(d);
+        struct timespec nap = {0, 5000000};
+        nanosleep(&nap, NULL);
+    }
+    return -1;
+}
+
 static void one_result(cc_case_list *l, cc_result *r)
 {
     cc_case_defaults def = {CC_CPU, 0};
@@ -511,6 +543,30 @@ static void test_writer_process(void **state)
         assert_true(s.offset[i] > s.offset[i - 1]); /* in the order appended */
     cc_journal_scan_free(&s);
     cc_case_list_free(&many);
+
+    /* the writer killed under a run: once the ring is full the run writes in line, and every
+     * record arrives (no wait for any other child: a forked holder is still alive) */
+    snprintf(dir, sizeof dir, "%s/orphaned", tmpdir);
+    mkdir(dir, 0777);
+    holder = fork();
+    if (holder == 0) {
+        sleep(30);
+        _exit(0);
+    }
+    assert_int_equal(cc_journal_open(dir, -1, &j, msg, sizeof msg), 0);
+    pid_t writer = writer_of(getpid(), holder);
+    assert_true(writer > 0);
+    kill(writer, SIGKILL);
+    enum { PAST_THE_RING = 2500 }; /* ~1.6 MB of records */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (size_t i = 0; i < PAST_THE_RING; i++)
+        assert_int_equal(cc_journal_append(j, i, &r, msg, sizeof msg), 0);
+    assert_int_equal(cc_journal_close(j), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    assert_true((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) < 10.0);
+    assert_int_equal(lines_within(dir, PAST_THE_RING, 0), PAST_THE_RING);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
     cc_case_list_free(&l);
 }
 

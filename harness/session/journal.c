@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -43,7 +44,8 @@ static void sync_dir(const char *dir)
 
 /* flock(fd, how), waiting up to CC_JOURNAL_LOCK_WAIT seconds for a holder to let go: a run's
  * journal holds it exclusively through the open file its writer process shares, so it is held
- * until the last record is written, even after the run itself was killed. 0, or -1. */
+ * until the last record is written, even after the run itself was killed. 0, or -1 with errno
+ * (EWOULDBLOCK: still held). */
 static int lock_waiting(int fd, int how)
 {
     for (int tries = 0;; tries++) {
@@ -51,11 +53,24 @@ static int lock_waiting(int fd, int how)
             return 0;
         if (errno != EWOULDBLOCK && errno != EINTR)
             return -1;
-        if (tries >= (int)(CC_JOURNAL_LOCK_WAIT * 100))
+        if (tries >= (int)(CC_JOURNAL_LOCK_WAIT * 100)) {
+            errno = EWOULDBLOCK;
             return -1;
+        }
         struct timespec nap = {0, 10000000};
         nanosleep(&nap, NULL);
     }
+}
+
+/* Why the lock of path could not be had, as a sentence. */
+static void lock_refused(const char *path, char *msg, size_t msg_len)
+{
+    if (errno == EWOULDBLOCK)
+        snprintf(msg, msg_len, "another capcheck is writing %s (two runs cannot share a folder)",
+                 path);
+    else
+        snprintf(msg, msg_len, "cannot lock %s: %s (capcheck needs a file system with file locks)",
+                 path, strerror(errno));
 }
 
 /* ---- run.json ----------------------------------------------------------------------------- */
@@ -231,8 +246,7 @@ int cc_journal_scan_dir(const char *dir, const cc_case *cases, size_t cases_n, s
     /* read once no journal writes it: a killed run's writer may still be writing its last
      * records (the lock is released when it exits) */
     if (lock_waiting(fileno(f), LOCK_SH)) {
-        snprintf(msg, msg_len, "another capcheck is writing %s (two runs cannot share a folder)",
-                 path);
+        lock_refused(path, msg, msg_len);
         fclose(f);
         cc_journal_scan_free(out);
         return -1;
@@ -421,9 +435,10 @@ int cc_journal_report(const char *dir, const cc_journal_scan *s, cc_report *rep,
  * every whole record the ring holds and exits; a record is in the ring whole or not at all (the
  * head moves after the copy), so no torn line comes from a killed appender either. A machine
  * crash loses the last second or so, as before. Without a writer (fork failed) the appender
- * writes and syncs in line. The writer takes nothing from its parent but the file and its
- * wake-up pipe (every other descriptor closed: a worker's pipe held open there would keep the
- * worker from seeing its end), and only async-signal-safe calls (the parent may have threads). */
+ * writes and syncs in line, as it does once a dead writer's ring is full. The writer takes
+ * nothing from its parent but the file and its wake-up socket (every other descriptor closed: a
+ * worker's pipe held open there would keep the worker from seeing its end), and only
+ * async-signal-safe calls (the parent may have threads). */
 #define RING_BYTES ((size_t)1 << 20)
 #define WRITER_ACTIVE_POLL_MS 2   /* between polls while records come */
 #define WRITER_IDLE_POLL_MS 50    /* once none came for a while */
@@ -443,7 +458,7 @@ struct cc_journal {
     char path[1024];
     journal_ring *ring; /* shared with the writer; NULL: in line */
     pid_t writer;
-    int wake_fd;       /* the wake-up pipe's write end */
+    int wake_fd;       /* the wake-up socket's end (the writer has the other) */
     int sync_failed;   /* in line, or the parent's own last sync */
     double last_sync;  /* in line */
 };
@@ -535,8 +550,8 @@ static void start_writer(cc_journal *j)
                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (ring == MAP_FAILED)
         return;
-    int wake[2];
-    if (pipe(wake)) {
+    int wake[2]; /* a socket pair, not a pipe: a send to a dead writer is EPIPE, not SIGPIPE */
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, wake)) {
         munmap(ring, sizeof *ring);
         return;
     }
@@ -553,7 +568,6 @@ static void start_writer(cc_journal *j)
     }
     setpgid(pid, pid); /* also done by the writer; here before any record can be appended */
     fcntl(wake[1], F_SETFD, FD_CLOEXEC);
-    fcntl(wake[1], F_SETFL, fcntl(wake[1], F_GETFL) | O_NONBLOCK);
     j->ring = ring;
     j->writer = pid;
     j->wake_fd = wake[1];
@@ -562,7 +576,7 @@ static void start_writer(cc_journal *j)
 static void wake_writer(cc_journal *j)
 {
     char b = 0;
-    ssize_t ignored = write(j->wake_fd, &b, 1); /* a full pipe is awake already */
+    ssize_t ignored = send(j->wake_fd, &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT); /* full: awake */
     (void)ignored;
 }
 
@@ -574,8 +588,9 @@ static int stop_writer(cc_journal *j)
     atomic_store(&ring->closing, 1);
     wake_writer(j);
     int st;
-    while (waitpid(j->writer, &st, 0) < 0 && errno == EINTR)
-        ;
+    while (j->writer > 0 && waitpid(j->writer, &st, 0) < 0 && errno == EINTR)
+        ; /* (writer 0: already reaped; never waitpid(-1), which would take a worker) */
+    j->writer = 0;
     close(j->wake_fd);
     int err = atomic_load(&ring->write_errno);
     if (!err)
@@ -599,8 +614,7 @@ int cc_journal_open(const char *dir, int64_t keep_bytes, cc_journal **out, char 
     path_in(dir, "results.jsonl", j->path, sizeof j->path);
     j->fd = open(j->path, O_WRONLY | O_CREAT | O_APPEND, 0666);
     if (j->fd >= 0 && lock_waiting(j->fd, LOCK_EX)) { /* before anything is cut */
-        snprintf(msg, msg_len, "another capcheck is writing %s (two runs cannot share a folder)",
-                 j->path);
+        lock_refused(j->path, msg, msg_len);
         close(j->fd);
         free(j);
         return -1;
@@ -650,7 +664,7 @@ static int put_in_ring(cc_journal *j, const char *rec, size_t len)
         if (head - atomic_load_explicit(&ring->tail, memory_order_acquire) + room <= RING_BYTES)
             break;
         if (waitpid(j->writer, NULL, WNOHANG) == j->writer) { /* gone: the rest in line */
-            j->writer = -1;
+            j->writer = 0;
             err = stop_writer(j);
             return err ? err : write_all(j->fd, rec, len);
         }
