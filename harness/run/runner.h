@@ -44,8 +44,8 @@ typedef struct {
 #define CC_VJP_MODES_KEPT 64
 typedef struct cc_vjp_modes {
     struct {
-        const void *provider; /* const cc_provider *; NULL: an empty slot */
-        const void *op;       /* const ref_op * */
+        const cc_provider *provider; /* NULL: an empty slot */
+        const ref_op *op;
         char mode[24];
     } slot[CC_VJP_MODES_KEPT];
 } cc_vjp_modes;
