@@ -12,6 +12,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -508,6 +511,9 @@ static void keep_only(int *a, int *b)
 static _Noreturn void writer_main(int fd, int wake_fd, journal_ring *ring, pid_t parent)
 {
     setpgid(0, 0); /* a kill of capcheck's process group leaves it to finish the file */
+#ifdef __linux__
+    prctl(PR_SET_NAME, "capcheck-writer"); /* what ps and top show (and pkill -x capcheck spares) */
+#endif
     static const int deaf[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2};
     for (size_t k = 0; k < sizeof deaf / sizeof deaf[0]; k++)
         signal(deaf[k], SIG_IGN);
