@@ -69,3 +69,18 @@ char *cc_read_file(const char *path, size_t *len)
         *len = n;
     return b;
 }
+
+int cc_write_fully(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}

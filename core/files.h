@@ -14,6 +14,7 @@
 #ifndef CAPCHECK_FILES_H
 #define CAPCHECK_FILES_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 typedef struct {
@@ -35,5 +36,9 @@ int cc_write_atomic_close(cc_write_atomic *w, int failed, unsigned flags);
 /* The whole file at path, NUL-terminated (its length in *len when len is not NULL); free() it.
  * NULL with errno set (ENOENT: no such file, ENOMEM) when it cannot be read. */
 char *cc_read_file(const char *path, size_t *len);
+
+/* All n bytes of buf written to descriptor fd (a pipe, a journal), again after a signal or a
+ * short write: 0, or the errno of the write that failed (EIO when one wrote nothing). */
+int cc_write_fully(int fd, const void *buf, size_t n);
 
 #endif

@@ -438,7 +438,8 @@ static void one_result(cc_case_list *l, cc_result *r)
 {
     cc_case_defaults def = {CC_CPU, 0};
     cc_parse_error err;
-    assert_int_equal(cc_cases_parse_text("add count=1 dtype=f32 size=tiny\n", "t", &def, l, &err), 0);
+    assert_int_equal(cc_cases_parse_text("add count=1 dtype=f32 size=tiny\n", "t", &def, l, &err),
+                     0);
     cc_run_case(cc_reference_provider(), &l->v[0], r);
 }
 

@@ -22,6 +22,7 @@
 #endif
 
 #include "core/clock.h"
+#include "core/files.h"
 #include "core/grow.h"
 #include "core/text.h"
 #include "core/guard.h"
@@ -189,20 +190,6 @@ static int read_full(int fd, void *buf, size_t n)
         have += (size_t)r;
     }
     return 1;
-}
-
-static int write_full(int fd, const void *buf, size_t n)
-{
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = write(fd, (const char *)buf + done, n - done);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        done += (size_t)r;
-    }
-    return 0;
 }
 
 static void __attribute__((format(printf, 2, 3))) set_fatal(cc_pool *pool, const char *fmt, ...)
@@ -471,7 +458,7 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd,
     witness_readiness ready;
     if (m.init_ok)
         init_witnesses(&pool->cfg, &ready);
-    if (write_full(res_fd, &m, sizeof m) || !m.init_ok)
+    if (cc_write_fully(res_fd, &m, sizeof m) || !m.init_ok)
         worker_exit(0);
     cc_guard_install(note); /* after init: a provider's own handlers stay behind it */
     cc_guard_cache cache = {0};
@@ -500,7 +487,7 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd,
         } else {
             worker_exit(3);
         }
-        if (write_full(res_fd, &m, sizeof m))
+        if (cc_write_fully(res_fd, &m, sizeof m))
             worker_exit(3);
     }
 }
@@ -852,7 +839,7 @@ static int send_job(cc_pool *pool, int k, uint64_t tag, int witness, const cc_pr
     w->started = cc_monotonic_seconds();
     w->limit = cc_case_timeout(c, pool->cfg.timeout_base);
     w->deadline = w->started + w->limit;
-    if (write_full(w->job_fd, &j, sizeof j)) {
+    if (cc_write_fully(w->job_fd, &j, sizeof j)) {
         kill_worker(w);
         while (waitpid(w->pid, NULL, 0) < 0 && errno == EINTR)
             ;

@@ -484,13 +484,6 @@ static int write_ring(int fd, journal_ring *ring, uint64_t from, uint64_t to)
     return 0;
 }
 
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Descriptors 0-2 and the two given stay; every other goes (the two are moved to 3 and 4). */
 static void keep_only(int *a, int *b)
 {
@@ -518,7 +511,7 @@ static _Noreturn void writer_main(int fd, int wake_fd, journal_ring *ring, pid_t
     for (size_t k = 0; k < sizeof deaf / sizeof deaf[0]; k++)
         signal(deaf[k], SIG_IGN);
     keep_only(&fd, &wake_fd);
-    double last_sync = seconds_now();
+    double last_sync = cc_monotonic_seconds();
     uint64_t synced = atomic_load(&ring->tail);
     int idle_polls = 0;
     for (;;) {
@@ -540,11 +533,11 @@ static _Noreturn void writer_main(int fd, int wake_fd, journal_ring *ring, pid_t
         }
         if (last) /* the parent syncs after a close; a dead parent's file is synced here */
             _exit(atomic_load(&ring->closing) ? 0 : (fsync(fd) == 0 ? 0 : 1));
-        if (head != synced && seconds_now() - last_sync >= CC_JOURNAL_SYNC_SECONDS) {
+        if (head != synced && cc_monotonic_seconds() - last_sync >= CC_JOURNAL_SYNC_SECONDS) {
             if (fsync(fd))
                 atomic_store(&ring->sync_failed, 1);
             synced = head;
-            last_sync = seconds_now();
+            last_sync = cc_monotonic_seconds();
         }
     }
 }
@@ -641,21 +634,6 @@ int cc_journal_open(const char *dir, int64_t keep_bytes, cc_journal **out, char 
     return 0;
 }
 
-/* Append bytes in line (no writer); 0, or an errno. */
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? errno : EIO;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Put the record into the ring, waiting while it is full; 0, or the writer's errno. A record
  * larger than half the ring waits for the writer to empty it and goes out in line. */
 static int put_in_ring(cc_journal *j, const char *rec, size_t len)
@@ -672,14 +650,14 @@ static int put_in_ring(cc_journal *j, const char *rec, size_t len)
         if (waitpid(j->writer, NULL, WNOHANG) == j->writer) { /* gone: the rest in line */
             j->writer = 0;
             err = stop_writer(j);
-            return err ? err : write_all(j->fd, rec, len);
+            return err ? err : cc_write_fully(j->fd, rec, len);
         }
         wake_writer(j);
         struct timespec nap = {0, 100000};
         nanosleep(&nap, NULL);
     }
     if (room == RING_BYTES) /* the ring is empty and the writer idle: this one in line */
-        return write_all(j->fd, rec, len);
+        return cc_write_fully(j->fd, rec, len);
     size_t at = (size_t)(head % RING_BYTES), first = len < RING_BYTES - at ? len : RING_BYTES - at;
     memcpy(ring->data + at, rec, first);
     memcpy(ring->data, rec + first, len - first);
@@ -701,7 +679,8 @@ int cc_journal_append(cc_journal *j, size_t index, const cc_result *r, char *msg
         snprintf(msg, msg_len, "out of memory formatting the record of case %zu", index);
         return -1;
     }
-    int err = j->ring ? put_in_ring(j, rec->data, rec->len) : write_all(j->fd, rec->data, rec->len);
+    int err = j->ring ? put_in_ring(j, rec->data, rec->len)
+                      : cc_write_fully(j->fd, rec->data, rec->len);
     if (err) {
         snprintf(msg, msg_len, "cannot append to %s: %s", j->path, strerror(err));
         return -1;
