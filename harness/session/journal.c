@@ -466,7 +466,9 @@ struct cc_journal {
     double last_sync;  /* in line */
 };
 
-/* Write bytes [from, to) of the ring's stream to fd; 0, or an errno. */
+/* Write bytes [from, to) of the ring's stream to fd; 0, or an errno. Not cc_write_fully: the
+ * tail moves after every write(2), so a writer that dies mid-batch leaves the run (which
+ * writes the rest, stop_writer) exactly what it had not written. */
 static int write_ring(int fd, journal_ring *ring, uint64_t from, uint64_t to)
 {
     while (from < to) {
