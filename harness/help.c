@@ -23,10 +23,18 @@
     "provider name (cuDNN: --provider cudnn; mps: none, load one with --provider-lib).\n"
 
 #define EXIT_RUN                                                                                 \
-    "Exit codes: 0 every case passed; 1 some case did not pass (failed, unsupported, error,\n"  \
-    "crash or timeout); 2 bad input or environment (a malformed line, a missing file, no case\n" \
-    "to run, a provider that cannot run on the device, a folder holding an earlier run, a full\n" \
-    "disk); 128+N when signal N (Ctrl-C: 130) interrupted the run.\n"
+    "Exit codes: (run, repro and shrink's reproducer alike; git bisect run reads 0 as good,\n" \
+    "125 as skip and 1 as bad)\n"                                                               \
+    "  0    every case passed\n"                                                               \
+    "  1    a case did not pass: failed, error, crash, timeout, out-of-bounds, nondeterministic\n"\
+    "  125  nothing could be judged: the provider or plugin did not load or initialise, the\n" \
+    "       device is absent, a case is unsupported by the provider, memory or disk ran out\n"  \
+    "  2    a malformed command line or case line, a missing case file, no case to run, a\n"    \
+    "       folder holding an earlier run\n"                                                    \
+    "  128+N  signal N (Ctrl-C: 130) interrupted the run\n"                                     \
+    "A run of many cases: 1 when any case did not pass, else 125 when any could not be judged\n"\
+    "(unsupported, out of memory), else 0. With --expect a result that meets its '#! seen'\n"  \
+    "line counts as passed (known unsupported cases: 0), one that breaks it as not passed.\n"
 
 #define MATH_MODES                                                                               \
     "  --tf32 on|off, --deterministic on|off, --attention composed|math|flash|efficient|cudnn\n" \
@@ -71,7 +79,8 @@ static const struct {
      "                   CPU supports), set in the workers before ATen and oneDNN start; rows\n"
      "                   per platform key (capcheck list platforms shows this machine's)\n"
      "  --expect         judge each result by the files' '#! seen STATUS on KEY...' lines: exit\n"
-     "                   1 only for a broken expectation, a crash or an unexpected result\n"
+     "                   1 only for a broken expectation, a crash or an unexpected result (125\n"
+     "                   when that result is unsupported or out of memory)\n"
      "  --repeat N       N provider calls per check on the same inputs (1 to 1000): results\n"
      "                   that differ are `nondeterministic`\n"
      "  --no-guard       plain heap buffers (no guard pages or canaries: `out-of-bounds`)\n"
@@ -110,8 +119,7 @@ static const struct {
      "  --ref-threads N  threads for drawing inputs and the reference (default: every CPU)\n"
      "  --seed N         seed of a line without seed=\n"
      "  --no-fork        run in this process\n" MATH_MODES
-     "Exit codes: 0 the case passed; 1 it did not; 2 bad input or a provider that cannot run.\n"
-     PROVIDERS},
+     EXIT_RUN PROVIDERS},
     {"shrink", "reduce a failing case while it keeps failing the same way",
      "usage: capcheck shrink 'FAILING LINE' [options]\n"
      "Reduce the case (axes, extents, layout, check, parameters, seed) while it fails the same\n"

@@ -1,9 +1,11 @@
 /* Room harness/ (top): only the CLI (main.c, commands.c, help.c): the command line,
  * calling into every room (README "Layout"; scripts/check-layers). */
 /* capcheck command line: run, repro, shrink, bench, list, help (the evidence commands are in
- * commands.c; every command's help in help.c). Exit codes: 0 all passed, 1 some case did not
- * pass, 2 bad input or environment (unknown op, malformed line, missing file, no case to run,
- * absent device), 128 + N after signal N. */
+ * commands.c; every command's help in help.c). Exit codes of run and repro
+ * (harness/run/exit_code.h, what git bisect run reads): 0 all passed, 1 some case did not pass,
+ * 2 a malformed command line or case (unknown op, malformed line, missing case file, no case to
+ * run), 125 nothing could be judged (a provider or plugin that does not load or initialise, an
+ * absent device, an unsupported case, memory or disk exhausted), 128 + N after signal N. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
@@ -33,6 +35,7 @@
 #include "harness/report/provenance.h"
 #include "harness/report/report.h"
 #include "harness/report/repro.h"
+#include "harness/run/exit_code.h"
 #include "harness/run/plugin.h"
 #include "harness/run/runner.h"
 #include "harness/run/witness.h"
@@ -347,16 +350,28 @@ static const cc_provider *select_provider(const options *o)
     return p;
 }
 
+/* The exit code when select_provider gave none: a name capcheck knows whose library did not
+ * load is the environment's (125: nothing could be judged); any other name is a mistake in the
+ * command line (2). */
+static int no_provider_code(const options *o)
+{
+    const char *name = o->provider;
+    return name && (cc_is_builtin_provider(name) || cc_cuda_provider_known(name))
+               ? CC_EXIT_UNJUDGED
+               : CC_EXIT_USAGE;
+}
+
 /* --witness a,b,...: each a provider name or a plugin path (anything with a '/'), none the
- * provider under test, none twice, at most CC_MAX_WITNESSES. Returns 0, or -1 after one
- * sentence. */
+ * provider under test, none twice, at most CC_MAX_WITNESSES. Returns 0, or an exit code after
+ * one sentence: 125 when a witness (or the provider) did not load, 2 for a malformed list. */
 static int open_witnesses(options *o)
 {
     if (!o->witness)
         return 0;
     const cc_provider *primary = select_provider(o);
     if (!primary)
-        return -1;
+        return no_provider_code(o);
+    int code = CC_EXIT_USAGE;
     char list[1024], msg[1024] = "";
     snprintf(list, sizeof list, "%s", o->witness);
     for (char *item = list, *next; item; item = next) {
@@ -373,8 +388,14 @@ static int open_witnesses(options *o)
             cc_plugin *pl = cc_plugin_open_within(item, o->timeout, msg, sizeof msg);
             o->witness_plugins[o->n_witnesses] = pl;
             w = pl ? cc_plugin_provider(pl) : NULL;
-        } else
+            code = CC_EXIT_UNJUDGED;
+        } else {
             w = provider_named(item, msg, sizeof msg);
+            if (cc_is_builtin_provider(item) || cc_cuda_provider_known(item))
+                code = CC_EXIT_UNJUDGED;
+        }
+        if (w)
+            code = CC_EXIT_USAGE;
         if (w && !strcmp(w->name, primary->name)) {
             snprintf(msg, sizeof msg, "--witness %.200s: that is the provider under test; a "
                                       "witness is another provider", item);
@@ -388,7 +409,7 @@ static int open_witnesses(options *o)
         if (!w) {
             fprintf(stderr, "capcheck: %s%s\n", strncmp(msg, "--witness", 9) ? "--witness: " : "",
                     msg);
-            return -1;
+            return code;
         }
         o->witnesses[o->n_witnesses++] = w;
     }
@@ -575,7 +596,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     const cc_provider *named = select_provider(o);
     if (!named) {
         cc_case_list_free(&cases);
-        return 2;
+        return no_provider_code(o);
     }
     if (cc_provenance_collect(&prov, o->n_files ? o->n_files : 1,
                               o->n_files ? o->files : &embedded_path,
@@ -621,6 +642,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_shell_quote(dir, word, sizeof word);
     size_t used = strlen(resume);
     snprintf(resume + used, sizeof resume - used, " --resume %s", word);
+    int report_written = 0;
     cc_session_opts so = {.provider = p,
                           .cases = cases.v,
                           .n_cases = cases.n,
@@ -645,6 +667,7 @@ static int cmd_run(const options *o, int argc, char **argv)
                           .baseline = o->baseline,
                           .since_baseline = o->baseline ? diff_with_baseline : NULL,
                           .resume_command = resume,
+                          .report_written = &report_written,
                           .run = run_options(o)};
     cc_expectations expect = {0};
     cc_case_defaults def = {device, o->seed};
@@ -664,9 +687,8 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_expect_free(&expect);
     cc_case_list_free(&cases);
     free(prov.shard.global);
-    if ((rc == 0 || rc == 1) &&
-        cc_write_report_html(so.out_dir, o->policy, "capcheck", stdout, stderr))
-        rc = 2;
+    if (report_written && cc_write_report_html(so.out_dir, o->policy, "capcheck", stdout, stderr))
+        rc = CC_EXIT_UNJUDGED; /* the results are safe; the disk would not take the page */
     return rc;
 }
 
@@ -704,17 +726,18 @@ static int cmd_repro(const options *o)
         return 2;
     const cc_provider *p = select_provider(o);
     if (!p)
-        return 2;
-    int worst = 0; /* the exit code: 0 when every level passed */
+        return no_provider_code(o);
+    int failed = 0, unjudged = 0; /* over the levels */
     for (int k = 0; k < (o->n_cpu_levels ? o->n_cpu_levels : 1); k++) {
         int rc = repro_at_level(o, p, &c, o->n_cpu_levels ? o->cpu_levels[k] : 0, k > 0);
-        if (rc > worst)
-            worst = rc;
+        failed += rc == CC_EXIT_NOT_PASSED;
+        unjudged += rc == CC_EXIT_UNJUDGED;
     }
-    return worst;
+    return cc_exit_code_of(failed, unjudged);
 }
 
-/* repro at one dispatch level (0: native); its exit code. */
+/* repro at one dispatch level (0: native); its exit code (125 when the provider could not
+ * start: init failed, the device is absent). */
 static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
                           int again)
 {
@@ -724,7 +747,7 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
     if (cc_run_case_in_worker(p, c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, level,
                               &run, &r, msg, sizeof msg)) {
         fprintf(stderr, "capcheck: %s\n", msg);
-        return 2;
+        return CC_EXIT_UNJUDGED;
     }
     if (again)
         printf("\n");
@@ -766,7 +789,7 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
     if (r.n_witnesses)
         printf("verdict:  %s\n", cc_verdict_name(r.verdict));
     cc_result_write_json(stdout, &r);
-    return r.status == CC_RES_PASS ? 0 : 1;
+    return cc_result_exit_code(&r);
 }
 
 static int cmd_shrink(const options *o)
@@ -777,7 +800,7 @@ static int cmd_shrink(const options *o)
         return 2;
     const cc_provider *p = select_provider(o); /* initialised by the shrink's worker */
     if (!p)
-        return 2;
+        return no_provider_code(o);
     return cc_shrink_command(p, &c, o->script, o->timeout, &o->repro, stdout, stderr);
 }
 
@@ -1016,7 +1039,7 @@ int main(int argc, char **argv)
         char msg[1024];
         if (!(o.plugin = cc_plugin_open_within(o.provider_lib, o.timeout, msg, sizeof msg))) {
             fprintf(stderr, "capcheck: %s\n", msg);
-            return 2;
+            return is_bench || is_list_platforms ? CC_EXIT_USAGE : CC_EXIT_UNJUDGED;
         }
     }
     /* after the math modes: what the workers inherit is what a repro line names */
@@ -1037,7 +1060,7 @@ int main(int argc, char **argv)
         rc = cmd_list_platforms(&o);
     else if (is_bench)
         rc = cmd_bench(&o);
-    else if (open_witnesses(&o) == 0)
+    else if ((rc = open_witnesses(&o)) == 0)
         rc = is_run ? cmd_run(&o, argc, argv) : is_repro ? cmd_repro(&o) : cmd_shrink(&o);
     for (int k = 0; k < CC_MAX_WITNESSES; k++)
         cc_plugin_close(o.witness_plugins[k]);

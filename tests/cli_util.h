@@ -18,6 +18,10 @@
 
 #include <cmocka.h>
 
+/* A cc_t_run prefix that puts the binary's folder first on PATH: capcheck then prints its repro
+ * lines with a bare `capcheck` (harness/report/repro.h), as an installed capcheck does. */
+#define CC_T_ON_PATH "PATH=\"$(dirname '" CAPCHECK_BIN "'):$PATH\" "
+
 /* Run `sh -c "<prefix> capcheck <args>"`; returns the exit code, with stdout and stderr
  * together in out. prefix may set a folder or environment ("cd X && ", "VAR=1 "). */
 static __attribute__((unused)) int cc_t_run(const char *prefix, const char *args, char *out, size_t n)

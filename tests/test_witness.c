@@ -661,7 +661,6 @@ static void test_cli_refuses_bad_witness_lists(void **state)
         {"--witness reference,reference", "--witness names reference twice"},
         {"--witness reference,", "--witness wants provider names or plugin paths"},
         {"--witness " PLUGINS "/mutants.so", "that is the provider under test"},
-        {"--witness ./nope.so", "--witness: cannot load the provider library ./nope.so"},
         {"--witness reference," PLUGINS "/example_plugin.so," PLUGINS "/mutants_witness.so," PLUGINS
          "/abi_v1.so,nosuch",
          "at most 4 witnesses"},
@@ -675,6 +674,13 @@ static void test_cli_refuses_bad_witness_lists(void **state)
         expect_in(out, bad[i].why);
         assert_int_equal(cc_t_count(out, "\n"), 1); /* one sentence */
     }
+    /* a witness that does not load: nothing could be judged (125), in one sentence */
+    char args[2048];
+    snprintf(args, sizeof args, "repro 'add dtype=f32 in=[3],[3]' --provider-lib %s/mutants.so "
+             "--witness ./nope.so", PLUGINS);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 125);
+    expect_in(out, "--witness: cannot load the provider library ./nope.so");
+    assert_int_equal(cc_t_count(out, "\n"), 1);
     assert_int_equal(cc_t_run(NULL, "shrink 'add dtype=f32 in=[3],[3]' --witness reference", out,
                               sizeof out),
                      2);

@@ -451,10 +451,14 @@ static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
         reason(v, "%ld cases were judged with relaxed accumulation (f16/bf16 sums folded in "
                   "the dtype); the policy wants strict",
                s->relaxed);
-    if (s->suspect && q->suspect_fails)
+    if (s->suspect && q->suspect_fails) {
+        char cmd[2600];
+        cc_repro_command_on(&run->repro, s->first_suspect, v->platform, run->prov.platforms,
+                            run->prov.n_platforms, cmd, sizeof cmd);
         reason(v, "%ld passing cases are suspect (over the probabilistic bound; the policy has "
-                  "suspect fail); first: capcheck repro '%.300s'",
-               s->suspect, s->first_suspect);
+                  "suspect fail); first: %.600s",
+               s->suspect, cmd);
+    }
     long passing = s->counts[CC_RES_PASS] - s->vacuous;
     if (passing < q->min_passing && (s->vacuous || s->sampled_left_out))
         reason(v, "%ld passing cases with a bound that rejects something (%ld more passed with "

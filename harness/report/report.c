@@ -10,6 +10,7 @@
 #include "core/grow.h"
 #include "core/json.h"
 #include "core/sha256.h"
+#include "harness/run/exit_code.h"
 #include "harness/run/witness.h"
 
 /* The "witnesses" list of a result, compact (results.jsonl) or spaced (report.json). */
@@ -187,6 +188,7 @@ static int judge(cc_report *rep, const cc_result *r)
     cc_expect_outcome o = cc_expect_judge(cc_expect_find(rep->expect, r->line), r, msg,
                                           sizeof msg);
     rep->expect_counts[o]++;
+    rep->expect_failed_unjudged += cc_expect_is_failure(o) && cc_result_unjudged(r);
     if (o == CC_EXPECT_NONE)
         return 0;
     cc_report_judged *grown =
@@ -225,6 +227,7 @@ int cc_report_add(cc_report *rep, const cc_result *r)
     cc_results_digest_add(&rep->digest, r);
     rep->cases++;
     rep->counts[r->status]++;
+    rep->unjudged += cc_result_unjudged(r);
     rep->vacuous += r->vacuous != 0;
     rep->suspect += r->suspect != 0;
     rep->retried += r->retried != 0;
@@ -254,6 +257,17 @@ int cc_report_add(cc_report *rep, const cc_result *r)
         rep->verdicts[(unsigned)r->verdict < CC_VERDICT_COUNT ? r->verdict : CC_VERDICT_NONE]++;
     }
     return 0;
+}
+
+int cc_report_exit_code(const cc_report *rep)
+{
+    if (!rep->expect)
+        return cc_exit_code_of(rep->cases - rep->counts[CC_RES_PASS] - rep->unjudged,
+                               rep->unjudged);
+    long failed = 0;
+    for (int k = 0; k < CC_EXPECT_COUNT; k++)
+        failed += cc_expect_is_failure((cc_expect_outcome)k) ? rep->expect_counts[k] : 0;
+    return cc_exit_code_of(failed - rep->expect_failed_unjudged, rep->expect_failed_unjudged);
 }
 
 /* ---- writers ------------------------------------------------------------------------------- */

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/json.h"
 
@@ -68,9 +70,42 @@ static void append(char *buf, size_t n, const char *word)
     memcpy(buf + used, word, len + 1);
 }
 
+/* The word that starts a repro command, as a shell word: "capcheck" when the first capcheck on
+ * PATH is this very executable, else this executable's absolute path, so that a line pasted
+ * into a fresh shell runs the capcheck that printed it. */
+static void this_program(char *buf, size_t n)
+{
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        snprintf(buf, n, "capcheck");
+        return;
+    }
+    exe[len] = 0;
+    struct stat self;
+    const char *path = getenv("PATH");
+    if (path && stat(exe, &self) == 0)
+        for (const char *d = path; *d;) {
+            size_t dl = strcspn(d, ":");
+            char cand[PATH_MAX];
+            struct stat st;
+            snprintf(cand, sizeof cand, "%.*s/capcheck", (int)dl, dl ? d : ".");
+            if (dl && access(cand, X_OK) == 0 && stat(cand, &st) == 0) {
+                if (st.st_dev == self.st_dev && st.st_ino == self.st_ino) {
+                    snprintf(buf, n, "capcheck");
+                    return;
+                }
+                break; /* another capcheck answers to the bare name */
+            }
+            d += dl + (d[dl] == ':');
+        }
+    cc_shell_quote(exe, buf, n);
+}
+
 void cc_repro_collect(cc_repro *r, const char *provider, const char *plugin_path, double timeout)
 {
     memset(r, 0, sizeof *r);
+    this_program(r->program, sizeof r->program);
     const char *picked[64];
     size_t n = 0;
     for (char **e = environ; e && *e && n < 64; e++)
@@ -118,9 +153,9 @@ void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n)
     cc_shell_quote(line, quoted + 1, sizeof quoted - 2);
     /* a case line always goes in quotes, as the README writes it */
     const char *word = quoted[1] == '\'' ? quoted + 1 : strcat(quoted, "'");
-    snprintf(buf, n, "%s%scapcheck repro %s%s%s", r && r->env[0] ? r->env : "",
-             r && r->env[0] ? " " : "", word, r && r->args[0] ? " " : "",
-             r && r->args[0] ? r->args : "");
+    snprintf(buf, n, "%s%s%s repro %s%s%s", r && r->env[0] ? r->env : "",
+             r && r->env[0] ? " " : "", r && r->program[0] ? r->program : "capcheck", word,
+             r && r->args[0] ? " " : "", r && r->args[0] ? r->args : "");
 }
 
 void cc_repro_write_json(FILE *f, const cc_repro *r)
@@ -135,6 +170,7 @@ void cc_repro_write_json(FILE *f, const cc_repro *r)
 void cc_repro_from_json(const cc_json *obj, cc_repro *r)
 {
     memset(r, 0, sizeof *r);
+    this_program(r->program, sizeof r->program); /* the capcheck that prints the line */
     const char *env, *args;
     if (obj && obj->type == CC_JSON_OBJECT && !cc_json_string(obj, "env", &env) &&
         !cc_json_string(obj, "args", &args)) {

@@ -1,7 +1,10 @@
 /* Repro commands: the one line that reruns a case exactly as a run ran it.
  *
- *     [ENV...] capcheck repro '<case line>' [ARGS...]
+ *     [ENV...] CAPCHECK repro '<case line>' [ARGS...]
  *
+ * CAPCHECK: the capcheck that prints the line: `capcheck` when the first capcheck on PATH is
+ * that executable, else its absolute path (a line pasted into a fresh shell, in any folder, runs
+ * it; a bare `capcheck` there would be "command not found").
  * ENV: every CAPCHECK_* variable of the run (a plugin may read any, e.g. CAPCHECK_MUTANT) but
  * the math modes and --shard auto's CAPCHECK_SHARD_* and CAPCHECK_JOB_*, and ATen's dispatch
  * variables (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA), as
@@ -25,6 +28,10 @@
 typedef struct {
     char env[512];   /* shell assignments, space-separated; "" when there are none */
     char args[1024]; /* options after the line */
+    /* the capcheck that prints the line, as a shell word: "capcheck" when the first capcheck on
+     * PATH is it, else its absolute path (never written to JSON: whoever prints a line names
+     * itself, so a line printed by gate, diff or merge runs where it was printed) */
+    char program[1024];
 } cc_repro;
 
 /* From this process: the provider's name, or the plugin's path when plugin_path is not NULL;
@@ -33,7 +40,8 @@ typedef struct {
 void cc_repro_collect(cc_repro *r, const char *provider, const char *plugin_path, double timeout);
 /* One more option after the line (run options such as --repeat N that change how a case runs). */
 void cc_repro_add_arg(cc_repro *r, const char *word);
-/* "ENV capcheck repro '<line>' ARGS" into buf (r may be NULL: no ENV, no ARGS). */
+/* "ENV CAPCHECK repro '<line>' ARGS" into buf (r may be NULL: a bare capcheck, no ENV, no
+ * ARGS). */
 void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n);
 /* The same for a result on platform `key` (harness/run/platform.h; "" or NULL: none) of a run
  * whose platforms are given: " --cpu-capability LEVEL" follows when that platform's level is

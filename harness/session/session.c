@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "harness/report/report.h"
 #include "harness/report/report_out.h"
+#include "harness/run/exit_code.h"
 #include "harness/run/pool.h"
 #include "harness/run/witness.h"
 #include "harness/session/journal.h"
@@ -322,7 +323,7 @@ int cc_session_run(const cc_session_opts *o)
     cc_pool *pool = NULL;
     cc_journal *journal = NULL;
     size_t *todo = NULL, n_todo = 0;
-    int rc = 2, started = 0;
+    int rc = 2, started = 0, workers_failed = 0;
     interrupts intr;
     interrupts_open(&intr);
 
@@ -377,8 +378,10 @@ int cc_session_run(const cc_session_opts *o)
             pc.workers = n_todo ? (int)n_todo : 1;
         if (pc.run.threads <= 0) /* the CPUs the workers leave idle go to the reference */
             pc.run.threads = cc_online_cpus() / pc.workers > 1 ? cc_online_cpus() / pc.workers : 1;
-        if (cc_pool_start(&pc, &pool, msg, sizeof msg))
+        if (cc_pool_start(&pc, &pool, msg, sizeof msg)) {
+            workers_failed = 1; /* the provider did not initialise, the device is absent */
             goto out;
+        }
         char desc[512];
         cc_describe_without_platform(cc_pool_description(pool), desc, sizeof desc);
         if ((o->resume || started) && strcmp(desc, info.provider_description) != 0) {
@@ -521,7 +524,6 @@ int cc_session_run(const cc_session_opts *o)
             wrote = 0;
         }
     }
-    long not_passed = rep.cases - rep.counts[CC_RES_PASS];
     /* the rate counts the cases this session ran (a resume runs only the missing ones) */
     printf("capcheck: %ld cases on %s in %.2f s (%.0f cases/s): %ld passed, %ld failed, "
            "%ld unsupported, %ld errors (%ld crashed, %ld timed out)\n",
@@ -534,14 +536,11 @@ int cc_session_run(const cc_session_opts *o)
     if (rep.counts[CC_RES_OUT_OF_BOUNDS] + rep.counts[CC_RES_NONDETERMINISTIC])
         printf("capcheck: of those errors %ld out-of-bounds, %ld nondeterministic\n",
                rep.counts[CC_RES_OUT_OF_BOUNDS], rep.counts[CC_RES_NONDETERMINISTIC]);
-    long broken = 0;
     if (o->expect) {
         printf("capcheck: expectations:");
-        for (int k = 1; k < CC_EXPECT_COUNT; k++) {
+        for (int k = 1; k < CC_EXPECT_COUNT; k++)
             printf(" %s %ld%s", cc_expect_outcome_name((cc_expect_outcome)k),
                    rep.expect_counts[k], k + 1 < CC_EXPECT_COUNT ? "," : "\n");
-            broken += cc_expect_is_failure((cc_expect_outcome)k) ? rep.expect_counts[k] : 0;
-        }
     }
     if (rep.retried)
         printf("capcheck: %ld cases ran twice: their first worker was killed from outside\n",
@@ -554,6 +553,7 @@ int cc_session_run(const cc_session_opts *o)
                "results.jsonl)\n",
                o->out_dir);
     free(diff_text);
+    int verdict = cc_report_exit_code(&rep);
     cc_report_free(&rep);
     if (!wrote) {
         size_t used = strlen(msg);
@@ -563,7 +563,9 @@ int cc_session_run(const cc_session_opts *o)
                  o->out_dir, o->out_dir);
         goto out;
     }
-    rc = (o->expect ? broken : not_passed) ? 1 : 0;
+    if (o->report_written)
+        *o->report_written = 1;
+    rc = verdict;
     goto out;
 
 lost_pool:
@@ -597,8 +599,13 @@ out:
     cc_journal_scan_free(&scan);
     free(todo);
     interrupts_close(&intr);
-    if (rc == 2)
+    if (rc == 2) {
         fprintf(log, "capcheck: %s\n", msg);
+        /* past the checks of the command line and the folder, a failure is the environment's:
+         * nothing could be judged (harness/run/exit_code.h) */
+        if (started || workers_failed)
+            rc = CC_EXIT_UNJUDGED;
+    }
     return rc;
 }
 

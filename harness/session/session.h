@@ -70,12 +70,14 @@ typedef struct {
      * malloc'd text for report.md and its summary line, or NULL with why in summary */
     char *(*since_baseline)(const char *baseline, const char *dir, char *summary, size_t n);
     const char *resume_command; /* the command that finishes this run, for an interrupt */
+    int *report_written; /* set to 1 once the report files are written (NULL: not told) */
 } cc_session_opts;
 
-/* Exit code: 0 every case passed (with expect: every result met its expectation), 1 some case
- * did not, 2 bad input or environment (one sentence on log: a provider that cannot run, a
- * run.json or journal of another run, a folder holding an earlier run, an unwritable folder or
- * a full disk), 128 + N when signal N interrupted it. */
+/* Exit code (harness/run/exit_code.h): 0 every case passed (with expect: every result met its
+ * expectation), 1 some case did not, 125 some case could not be judged and none failed, or the
+ * run could not go on (one sentence on log: a provider that cannot initialise, an absent device,
+ * an unwritable folder or a full disk), 2 a run.json or journal of another run or a folder
+ * holding an earlier run (one sentence), 128 + N when signal N interrupted it. */
 int cc_session_run(const cc_session_opts *o);
 
 /* One case in a worker of its own (or in this process when in_process), for repro: a crash or

@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/grow.h"
 #include "harness/case/materialize.h"
+#include "harness/run/exit_code.h"
 #include "harness/run/pool.h"
 
 /* ---- the order of cases --------------------------------------------------------------------- */
@@ -899,7 +900,7 @@ int cc_shrink_command(const cc_provider *p, const cc_case *c, const char *script
     int rc = cc_shrink(p, c, &o, &res, msg, sizeof msg);
     if (rc) {
         fprintf(err, "capcheck shrink: %s\n  %s\n", msg, line);
-        return rc > 0 ? 1 : 2;
+        return rc > 0 ? 1 : CC_EXIT_UNJUDGED; /* < 0: the provider could not run */
     }
     fprintf(out, "original: %s\n          %s: %s (%lld input elements)\n", line,
             cc_result_status_name(res.original.status), res.original.message,
