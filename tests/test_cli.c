@@ -91,7 +91,7 @@ static void test_repro_reruns_one_line(void **state)
                      0);
     assert_non_null(strstr(out, "status:   pass"));
     assert_non_null(strstr(out, "case:     matmul dtype=f64 device=cpu in=[3,4],[4,2] "
-                                "layout=contig check=both seed=7"));
+                                "stream=2 layout=contig check=both seed=7"));
 }
 
 static void test_list_ops_names_the_vocabulary(void **state)
@@ -120,8 +120,8 @@ static void test_list_cases_prints_what_run_runs(void **state)
     for (const char *p = out; (p = strchr(p, '\n')); p++)
         lines++;
     assert_int_equal(lines, 7);
-    assert_non_null(strstr(out, "softmax dtype=f32 device=cpu in=[40,40] axis=1 layout=contig "
-                                "check=both seed=5\n"));
+    assert_non_null(strstr(out, "softmax dtype=f32 device=cpu in=[40,40] axis=1 stream=2 "
+                                "layout=contig check=both seed=5\n"));
     char listed[512];
     write_file("listed.cases", out, listed, sizeof listed);
     snprintf(args, sizeof args, "list cases %s --max-elements 1024", listed);

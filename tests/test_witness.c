@@ -222,8 +222,9 @@ static void test_provider_outlier(void **state)
     char *json = file_of("outlier", "report.json");
     expect_in(json, "\"verdicts\": {\"provider-outlier\": 2, \"reference-suspect\": 0, "
                     "\"disputed\": 0, \"no-witness\": 0}");
-    expect_in(json, "{\"case\": \"matmul dtype=f32 device=cpu in=[4,6],[6,5] layout=contig "
-                    "check=both seed=1\", \"provider\": \"mutants\", \"status\": \"fail\"");
+    expect_in(json, "{\"case\": \"matmul dtype=f32 device=cpu in=[4,6],[6,5] stream=2 "
+                    "layout=contig check=both seed=1\", \"provider\": \"mutants\", \"status\": "
+                    "\"fail\"");
     char path[800], msg[1024];
     snprintf(path, sizeof path, "%s/outlier/report.json", tmp);
     if (cc_jschema_validate_files("reports/schema.json", path, msg, sizeof msg))

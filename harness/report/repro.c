@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/json.h"
+#include "harness/case/values.h"
 
 extern char **environ;
 
@@ -149,7 +150,12 @@ void cc_repro_collect(cc_repro *r, const char *provider, const char *plugin_path
 
 void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n)
 {
-    char quoted[2 * CC_REPRO_LINE_MAX + 8] = "'";
+    char named[CC_REPRO_LINE_MAX + 16]; /* a line of an older report names its stream */
+    if (r && r->plain_stream == CC_STREAM_LIBM && !strstr(line, " stream=")) {
+        snprintf(named, sizeof named, "%s stream=1", line);
+        line = named;
+    }
+    char quoted[2 * CC_REPRO_LINE_MAX + 40] = "'";
     cc_shell_quote(line, quoted + 1, sizeof quoted - 2);
     /* a case line always goes in quotes, as the README writes it */
     const char *word = quoted[1] == '\'' ? quoted + 1 : strcat(quoted, "'");

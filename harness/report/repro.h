@@ -32,6 +32,10 @@ typedef struct {
      * PATH is it, else its absolute path (never written to JSON: whoever prints a line names
      * itself, so a line printed by gate, diff or merge runs where it was printed) */
     char program[1024];
+    /* the value stream a line without stream= drew in the run (a report's
+     * provenance.default_stream): 1 for a report made before stream 2 became the default, when
+     * such a line then gets " stream=1" in its command; 0: this capcheck's default */
+    int plain_stream;
 } cc_repro;
 
 /* From this process: the provider's name, or the plugin's path when plugin_path is not NULL;

@@ -109,7 +109,7 @@ Upgraded by this report, but not a TorchLean capsule:
 (none)
 
 Not upgraded by this report (capcheck gate says why):
-* `reference.softmax` f32 on cpu:amx (TorchLean's catalog marks it checked; this report does not support that): 3 of 8 cases did not pass (3 failed, 0 errors, 0 crashed, 0 timed out, 0 out-of-bounds, 0 nondeterministic); first: CAPCHECK_MUTANT=softmax_axis capcheck repro 'softmax dtype=f32 device=cpu in=[1,3,2] axis=2 layout=contig check=both seed=1814653296167023237' --provider-lib mutants.so --tf32 off --deterministic off
+* `reference.softmax` f32 on cpu:amx (TorchLean's catalog marks it checked; this report does not support that): 3 of 8 cases did not pass (3 failed, 0 errors, 0 crashed, 0 timed out, 0 out-of-bounds, 0 nondeterministic); first: CAPCHECK_MUTANT=softmax_axis capcheck repro 'softmax dtype=f32 device=cpu in=[1,3,2] axis=2 layout=contig check=both seed=1814653296167023237 stream=1' --provider-lib mutants.so --tf32 off --deterministic off
 -/
 
 /-- The upgraded capsules that are not TorchLean capsules, with why. -/
