@@ -118,19 +118,27 @@ static const struct {
      "  --repeat N, --no-guard, --ref MODE, --accumulation strict|relaxed   as for run\n"
      "  --ref-threads N  threads for drawing inputs and the reference (default: every CPU)\n"
      "  --seed N         seed of a line without seed=\n"
+     "  --script FILE    also write the case's standalone Python reproducer (ATen only: torch\n"
+     "                   alone, the shim's ATen calls, every element judged against capcheck's\n"
+     "                   bounds; exit codes as below; for another provider the repro line is\n"
+     "                   the reproducer and none is written)\n"
      "  --no-fork        run in this process\n" MATH_MODES
      EXIT_RUN PROVIDERS},
     {"shrink", "reduce a failing case while it keeps failing the same way",
      "usage: capcheck shrink 'FAILING LINE' [options]\n"
      "Reduce the case (axes, extents, layout, check, parameters, seed) while it fails the same\n"
-     "way; print the minimal line, the command that reruns it and a standalone Python/torch\n"
-     "reproducer. Every candidate runs in a worker process under the time limit.\n"
+     "way; print the minimal line, the command that reruns it and its reproducer: on ATen a\n"
+     "standalone Python script (torch alone: the ATen calls capcheck's shim makes, every element\n"
+     "judged against capcheck's bounds, shipped in it; exit 0 pass, 1 fail, 125 cannot judge),\n"
+     "on any other provider (a plugin) the repro line itself. Every candidate runs in a worker\n"
+     "process under the time limit.\n"
      "Options:\n" PROVIDER_OPTS
-     "  --script FILE    write the Python reproducer to FILE (default: stdout)\n"
+     "  --script FILE    write the Python reproducer to FILE, executable, and print the command\n"
+     "                   that runs it with the Python that has torch (default: stdout)\n"
      "  --timeout S      each candidate's limit (default 10 s + 1 us per element per input),\n"
      "                   also the provider init's (default 60 s)\n" MATH_MODES
-     "Exit codes: 0 a minimal failing case was printed; 1 the case does not fail; 2 bad input,\n"
-     "a provider that cannot run, or a script that cannot be written.\n" PROVIDERS},
+     "Exit codes: 0 a minimal failing case was printed; 1 the case does not fail; 125 a\n"
+     "provider that cannot run, or a script that cannot be written; 2 bad input.\n" PROVIDERS},
     {"bench", "time the provider's calls alone against capcheck's per-case path",
      "usage: capcheck bench [FILE...] [options]\n"
      "In one process (forked from capcheck, so a crash or hang is a sentence, not the end of\n"

@@ -40,6 +40,7 @@
 #include "harness/run/runner.h"
 #include "harness/run/witness.h"
 #include "harness/session/session.h"
+#include "harness/tools/reproducer.h"
 #include "harness/tools/shrink.h"
 #include "harness/tools/power_table.h"
 #include "providers/cuda/cuda_providers.h"
@@ -51,7 +52,7 @@ extern const char cc_embedded_smoke_cases[]; /* cases/smoke.cases, embedded at b
 typedef struct {
     const char *provider, *device, *out, *op_filter;
     const char *provider_lib; /* --provider-lib: a plugin (harness/run/plugin.h), not --provider */
-    const char *script;       /* shrink --script: where the Python reproducer goes */
+    const char *script;       /* shrink/repro --script: where the Python reproducer goes */
     cc_plugin *plugin;        /* loaded by main() from provider_lib, closed there */
     unsigned long long seed;
     int jobs;           /* -j: worker processes (0: one per CPU) */
@@ -106,7 +107,7 @@ static const option_spec OPTIONS[] = {
     OPT("--device", C_PROVIDER | C_LIST | C_PLATFORMS, V_TEXT, device),
     OPT("--out", C_RUN, V_TEXT, out),
     OPT("--op", C_RUN | C_BENCH | C_LIST, V_TEXT, op_filter),
-    OPT("--script", C_SHRINK, V_TEXT, script),
+    OPT("--script", C_SHRINK | C_REPRO, V_TEXT, script),
     OPT("--resume", C_RUN, V_TEXT, resume),
     OPT("--shard", C_RUN, V_TEXT, shard),
     OPT("--baseline", C_RUN, V_TEXT, baseline),
@@ -310,7 +311,7 @@ static cc_run_options run_options(const options *o)
 {
     const char *det = getenv("CAPCHECK_DETERMINISTIC");
     cc_run_options r = {o->repeat, o->no_guard, det && strcmp(det, "1") == 0, NULL,
-                        o->ref_threads, o->ref, o->accumulation_mode, o->power, NULL};
+                        o->ref_threads, o->ref, o->accumulation_mode, o->power, NULL, NULL};
     return r;
 }
 
@@ -717,7 +718,7 @@ static int parse_case_argument(const options *o, const char *usage, cc_case *c)
 }
 
 static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
-                          int again);
+                          int again, cc_result *r);
 
 static int cmd_repro(const options *o)
 {
@@ -728,21 +729,30 @@ static int cmd_repro(const options *o)
     if (!p)
         return no_provider_code(o);
     int failed = 0, unjudged = 0; /* over the levels */
+    cc_result r;
     for (int k = 0; k < (o->n_cpu_levels ? o->n_cpu_levels : 1); k++) {
-        int rc = repro_at_level(o, p, &c, o->n_cpu_levels ? o->cpu_levels[k] : 0, k > 0);
+        int rc = repro_at_level(o, p, &c, o->n_cpu_levels ? o->cpu_levels[k] : 0, k > 0, &r);
         failed += rc == CC_EXIT_NOT_PASSED;
         unjudged += rc == CC_EXIT_UNJUDGED;
+    }
+    if (o->script) { /* the case's standalone reproducer: for a bisect without capcheck */
+        char cmd[2700];
+        cc_repro_command(&o->repro, r.line[0] ? r.line : o->files[0], cmd, sizeof cmd);
+        if (cc_reproducer_hand_out(&c, p, r.line[0] ? &r : NULL, cmd, o->script, stdout,
+                                   stderr))
+            return CC_EXIT_UNJUDGED;
     }
     return cc_exit_code_of(failed, unjudged);
 }
 
 /* repro at one dispatch level (0: native); its exit code (125 when the provider could not
- * start: init failed, the device is absent). */
+ * start: init failed, the device is absent), its result in *out (line "" when none). */
 static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
-                          int again)
+                          int again, cc_result *out)
 {
     cc_result r;
     char msg[512];
+    out->line[0] = 0;
     cc_run_options run = run_options(o);
     if (cc_run_case_in_worker(p, c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, level,
                               &run, &r, msg, sizeof msg)) {
@@ -789,6 +799,7 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
     if (r.n_witnesses)
         printf("verdict:  %s\n", cc_verdict_name(r.verdict));
     cc_result_write_json(stdout, &r);
+    *out = r;
     return cc_result_exit_code(&r);
 }
 

@@ -4,7 +4,10 @@
  * softmax over the wrong axis, linear's VJP dropping the bias gradient, exp 64 ULP off in f32.
  * (The planted bugs live here, not in the product.) The known deviations, crashes and
  * unsupported combinations meet their platform-scoped expectations here, and at every CPU
- * dispatch level this machine supports, where the smoke suite passes too. */
+ * dispatch level this machine supports, where the smoke suite passes too. The Python
+ * reproducers (harness/tools/reproducer.h) make the shim's calls: every smoke case through both
+ * gives the same bits and the same verdict; one reproducer per op exits 0 passing, 1 under a
+ * perturbed bound, 125 where nothing can be judged (tests/aten_lowering_check.py). */
 #include "cli_util.h"
 
 #include <math.h>
@@ -21,8 +24,13 @@
 #include "harness/case/case.h"
 #include "harness/report/expect.h"
 #include "harness/run/platform.h"
+#include "harness/case/materialize.h"
 #include "harness/run/runner.h"
+#include "harness/tools/reproducer.h"
+#include "reference/ref_families.h"
 #include "test_util.h"
+
+#define VENV_PYTHON CAPCHECK_SOURCE_DIR "/.venv/bin/python"
 
 static cc_case_list smoke;
 static const cc_provider *aten;
@@ -51,17 +59,83 @@ static int teardown(void **state)
     return 0;
 }
 
+/* ---- the Python reproducers: the same ATen calls as the shim -------------------------------- */
+
+/* Run `tests/aten_lowering_check.py MODE ARG` with the project's Python; its exit code, -1 when
+ * there is no such Python (then nothing is checked, and the test says so). */
+static int lowering_check(const char *mode, const char *arg)
+{
+    if (access(VENV_PYTHON, X_OK) != 0) {
+        printf("no %s: the reproducers' Python side is not checked here\n", VENV_PYTHON);
+        return -1;
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' -W ignore " CAPCHECK_SOURCE_DIR
+                              "/tests/aten_lowering_check.py %s '%s'",
+             VENV_PYTHON, mode, arg);
+    fflush(NULL);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+}
+
+/* Case c run on ATen here (every element judged) into *r, and its record for the lowering
+ * check on f: its DATA with the shim's output bytes and capcheck's verdict. */
+static void run_and_record(FILE *f, const cc_case *c, cc_result *out)
+{
+    cc_repro_outputs outs;
+    cc_judge_tap tap;
+    cc_repro_outputs_tap(&outs, &tap);
+    cc_run_options o = {.threads = 1, .ref = CC_REF_FULL, .tap = &tap};
+    cc_result r;
+    cc_run_case_probed(aten, c, &o, NULL, &r);
+    *out = r;
+    cc_inputs in; /* laid out as the run laid them out: the same alignment */
+    char msg[256], said[600];
+    if (cc_materialize_in(c, 1, NULL, CC_PLACE_END, 1, &in, msg, sizeof msg))
+        fail_msg("%s: %s", r.line, msg);
+    snprintf(said, sizeof said, "%s: %s", cc_result_status_name(r.status), r.message);
+    cc_reproducer_info info = {.capcheck_said = said, .with_got = 1, .one_line = 1};
+    assert_int_equal(outs.failed, 0);
+    assert_int_equal(cc_reproducer_write_data(f, c, &in, &outs, &info), 0);
+    fputc('\n', f);
+    cc_inputs_free(&in);
+    cc_repro_outputs_free(&outs);
+}
+
+/* The records of the smoke cases and the known unsupported combinations for
+ * test_reproducer_lowering_is_the_shims (written by the smoke run: one ATen pass for both). */
+static char records[128];
+
 static void test_smoke_passes_on_aten_cpu(void **state)
 {
     (void)state;
-    cc_t_tally t = cc_t_run_all(aten, &smoke, NULL);
-    printf("smoke on ATen CPU: %ld cases, %ld passed, %ld suspect\n", t.cases, t.passed,
-           t.suspect);
-    assert_true(t.cases >= 400);
-    if (t.not_passed)
-        fail_msg("%ld smoke cases did not pass on ATen CPU; first: %s", t.not_passed,
-                 t.first_failure);
-    assert_int_equal(t.suspect, 0);
+    snprintf(records, sizeof records, "/tmp/capcheck_lowering.%d.jsonl", (int)getpid());
+    FILE *f = fopen(records, "w");
+    assert_non_null(f);
+    long passed = 0, suspect = 0, not_passed = 0;
+    char first[2 * CC_CASE_LINE_MAX] = "";
+    for (size_t i = 0; i < smoke.n; i++) {
+        cc_result r;
+        run_and_record(f, &smoke.v[i], &r);
+        passed += r.status == CC_RES_PASS;
+        suspect += r.status == CC_RES_PASS && r.suspect;
+        if (r.status != CC_RES_PASS && !not_passed++)
+            snprintf(first, sizeof first, "%s -> %s: %s", r.line, cc_result_status_name(r.status),
+                     r.message);
+    }
+    cc_case_list unsup = {0};
+    assert_int_equal(cc_t_load_cases("cases/aten_unsupported.cases", &unsup), 0);
+    for (size_t i = 0; i < unsup.n; i++) {
+        cc_result r;
+        run_and_record(f, &unsup.v[i], &r);
+    }
+    cc_case_list_free(&unsup);
+    assert_int_equal(fclose(f), 0);
+    printf("smoke on ATen CPU: %zu cases, %ld passed, %ld suspect\n", smoke.n, passed, suspect);
+    assert_true(smoke.n >= 400);
+    if (not_passed)
+        fail_msg("%ld smoke cases did not pass on ATen CPU; first: %s", not_passed, first);
+    assert_int_equal(suspect, 0);
 }
 
 /* The f16/bf16 directions ATen CPU folds in the dtype pass under the relaxed model, with no
@@ -342,6 +416,111 @@ static void test_known_aten_crashes_still_crash(void **state)
                                                                 "did not reproduce");
 }
 
+/* The reproducers' lowering (providers/aten/aten_lowering.py) makes the shim's calls: every
+ * smoke case and every known unsupported combination through both, in one Python process,
+ * outputs equal bit for bit, unsupported and failing alike, and the reproducers' judgement of
+ * every element equal to capcheck's verdict. */
+static void test_reproducer_lowering_is_the_shims(void **state)
+{
+    (void)state;
+    if (!records[0])
+        fail_msg("no records: test_smoke_passes_on_aten_cpu writes them");
+    int rc = lowering_check("records", records);
+    if (!getenv("CAPCHECK_KEEP_RECORDS"))
+        remove(records);
+    if (rc > 0)
+        fail_msg("the reproducers' lowering and the ATen shim disagree (lines above)");
+}
+
+/* A reproducer for every op the ATen provider runs: one smoke case per op (a plain one: no edge
+ * class, no empty tensor, forward and VJP where the op has one) passes on it (exit 0) and fails
+ * once one expected value of each output moves three bounds (exit 1); a combination ATen does
+ * not implement cannot be judged (exit 125); a known deviation seen on this platform fails
+ * (exit 1). As processes: a passing one, its perturbed copy, and one on an absent device. */
+static void test_a_reproducer_for_every_op(void **state)
+{
+    (void)state;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/capcheck_reproducers_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    char manifest[128];
+    snprintf(manifest, sizeof manifest, "%s/expect.txt", dir);
+    FILE *m = fopen(manifest, "w");
+    assert_non_null(m);
+    int ops = 0;
+    cc_reproducer_info info = {.python = VENV_PYTHON};
+    for (int i = 0; i < ref_spec_op_count(); i++) {
+        const char *name = ref_spec_op_name(i);
+        const cc_case *pick = NULL; /* forward and VJP where a plain case checks both */
+        for (int both = 1; both >= 0 && !pick; both--)
+            for (size_t k = 0; k < smoke.n && !pick; k++) {
+                const cc_case *c = &smoke.v[k];
+                int empty = 0;
+                for (int j = 0; j < c->n_in; j++)
+                    empty |= ref_numel(&c->shape[j]) == 0;
+                if (strcmp(c->op->name, name) == 0 && !c->edges && !empty &&
+                    (!both || c->check == CC_CHECK_BOTH))
+                    pick = c;
+            }
+        if (!pick)
+            fail_msg("no plain smoke case of %s for its reproducer", name);
+        char script[128], msg[256];
+        snprintf(script, sizeof script, "%s/%s.py", dir, name);
+        FILE *f = fopen(script, "w");
+        assert_non_null(f);
+        if (cc_reproducer_write(pick, aten, CC_ACC_STRICT, &info, f, msg, sizeof msg))
+            fail_msg("%s: %s", name, msg);
+        assert_int_equal(fclose(f), 0);
+        fprintf(m, "%s.py 0\n", name);
+        ops++;
+    }
+    /* nothing to judge: ATen has no f16 FFT on the CPU */
+    cc_case_list l = {0};
+    assert_int_equal(cc_t_load_cases("cases/aten_unsupported.cases", &l), 0);
+    char script[128], msg[256];
+    snprintf(script, sizeof script, "%s/unsupported.py", dir);
+    FILE *f = fopen(script, "w");
+    assert_non_null(f);
+    assert_int_equal(cc_reproducer_write(&l.v[0], aten, CC_ACC_STRICT, &info, f, msg, sizeof msg),
+                     0);
+    fclose(f);
+    fprintf(m, "unsupported.py 125\n");
+    cc_case_list_free(&l);
+    /* a deviation this platform shows: the reproducer fails as capcheck does */
+    cc_expectations e = {0};
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_parse_error err;
+    assert_int_equal(cc_expect_load("cases/regressions/accumulation.cases", &def, &e, &err), 0);
+    const cc_expectation *seen = NULL;
+    for (size_t k = 0; k < e.n && !seen; k++)
+        for (int j = 0; j < e.v[k].n_keys; j++)
+            if (e.v[k].status == CC_RES_FAIL && !e.v[k].intermittent &&
+                strcmp(e.v[k].keys[j], here.key) == 0)
+                seen = &e.v[k];
+    if (seen) {
+        cc_case c;
+        assert_int_equal(cc_case_parse(seen->line, &def, &c, &err), 0);
+        snprintf(script, sizeof script, "%s/deviation.py", dir);
+        f = fopen(script, "w");
+        assert_non_null(f);
+        assert_int_equal(cc_reproducer_write(&c, aten, CC_ACC_STRICT, &info, f, msg, sizeof msg),
+                         0);
+        fclose(f);
+        fprintf(m, "deviation.py 1\n");
+        printf("the deviation seen on %s: %s\n", here.key, seen->line);
+    } else {
+        printf("no deviation of cases/regressions/accumulation.cases is seen on %s\n", here.key);
+    }
+    cc_expect_free(&e);
+    assert_int_equal(fclose(m), 0);
+    printf("%d reproducers, one per op\n", ops);
+    assert_int_equal(ops, ref_spec_op_count());
+    int rc = lowering_check("scripts", dir);
+    cc_t_remove_dir(dir);
+    if (rc > 0)
+        fail_msg("a reproducer did not exit as expected (lines above)");
+}
+
 /* Every CPU dispatch level this machine supports: the smoke suite passes at each, and every
  * regression, crash and unsupported expectation holds at each (through the binary: each level
  * is set in its workers before ATen starts). */
@@ -415,7 +594,8 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_smoke_passes_on_aten_cpu),
+        cmocka_unit_test(test_smoke_passes_on_aten_cpu), /* writes the lowering's records */
+        cmocka_unit_test(test_reproducer_lowering_is_the_shims),
         cmocka_unit_test(test_sampled_checks_pass_on_aten_cpu),
         cmocka_unit_test(test_relaxed_smoke_passes_on_aten_cpu),
         cmocka_unit_test(test_softmax_wrong_axis_is_caught),
@@ -426,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_known_aten_crashes_still_crash),
         cmocka_unit_test(test_every_dispatch_level),
         cmocka_unit_test(test_aten_gemm_is_the_blas_it_states),
+        cmocka_unit_test(test_a_reproducer_for_every_op),
     };
     return cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown);
 }

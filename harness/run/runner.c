@@ -265,6 +265,12 @@ static void judge(case_run *cr, int k, const char *what, const ref_shape *shape,
     note_worst(cr->r, &cmp, what, shape, &cr->worst_shape);
     if (k > 0)
         return;
+    cc_zt_source src[REF_MAX_INPUTS + 1];
+    int ns = zt_sources(c, cr->in, with_g, src);
+    if (cr->o->tap)
+        cr->o->tap->seen(cr->o->tap->ctx,
+                         &(cc_judged_output){what, got, ev->expected, ev->mag, ev->at, ev->count,
+                                             bm, c_op, src, ns});
     cc_result *r = cr->r;
     if (cmp.suspect_ratio > r->suspect_ratio)
         r->suspect_ratio = cmp.suspect_ratio;
@@ -287,8 +293,6 @@ static void judge(case_run *cr, int k, const char *what, const ref_shape *shape,
                                                got->dtype, bm);
         }
     }
-    cc_zt_source src[REF_MAX_INPUTS + 1];
-    int ns = zt_sources(c, cr->in, with_g, src);
     if (!cr->zt[0])
         cc_zero_trust_at(what, ev->expected, ev->mag->worst, ev->at, ev->count, c_op, got, src,
                          ns, cr->zt, sizeof cr->zt);

@@ -9,6 +9,7 @@
 #include "harness/case/case.h"
 #include "harness/run/compare.h"
 #include "harness/run/power.h"
+#include "harness/run/zero_trust.h"
 
 typedef enum {
     CC_RES_PASS = 0,
@@ -21,6 +22,27 @@ typedef enum {
     CC_RES_NONDETERMINISTIC, /* repeated calls on the same inputs gave different bits */
     CC_RES_COUNT
 } cc_result_status;
+
+/* One output as a check judged it (on its first provider call), handed to cc_run_options.tap:
+ * what capcheck compared, so a reproducer can carry capcheck's expected values and bounds
+ * (harness/tools/reproducer.h). */
+typedef struct {
+    const char *what;            /* "y" or "grad:<input name>" */
+    const cc_view *got;          /* the provider's output: dense, the case dtype */
+    const double *expected;      /* the reference: count values */
+    const ref_mag *mag;          /* their magnitudes */
+    const int64_t *at;           /* flat indices of a sampled check; NULL: every element */
+    int64_t count;
+    const cc_bound_model *bound; /* the bound of element e: cc_element_bound(bound, mag at e) */
+    double c_op;
+    const cc_zt_source *sources; /* what the output must not merely copy (zero_trust.h) */
+    int n_sources;
+} cc_judged_output;
+
+typedef struct cc_judge_tap {
+    void (*seen)(void *ctx, const cc_judged_output *o);
+    void *ctx;
+} cc_judge_tap;
 
 /* How a case is run (zero-initialised: the defaults). */
 typedef struct {
@@ -36,6 +58,7 @@ typedef struct {
     int power;                    /* also measure each case's detection power (power.h) */
     struct cc_vjp_modes *vjp_modes; /* the providers' vjpModes asked so far, kept between
                                        cases (a worker's); NULL: asked every case */
+    const cc_judge_tap *tap; /* told every output a check judges; NULL: none */
 } cc_run_options;
 
 /* The vjpMode text a provider gave for an op (a capsule's property, providers/provider.h),
