@@ -6,9 +6,10 @@
  * 2 a malformed command line or case (unknown op, malformed line, missing case file, no case to
  * run), 125 nothing could be judged (a provider or plugin that does not load or initialise, an
  * absent device, an unsupported case, memory or disk exhausted), 128 + N after signal N. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@
 #include "harness/tools/reproducer.h"
 #include "harness/tools/shrink.h"
 #include "harness/tools/power_table.h"
+#include "providers/aten_build.h"
 #include "providers/cuda/cuda_providers.h"
 #include "providers/openblas/openblas_provider.h"
 #include "reference/ref_families.h"
@@ -52,6 +54,7 @@ extern const char cc_embedded_smoke_cases[]; /* cases/smoke.cases, embedded at b
 typedef struct {
     const char *provider, *device, *out, *op_filter;
     const char *provider_lib; /* --provider-lib: a plugin (harness/run/plugin.h), not --provider */
+    const char *libtorch;     /* --libtorch DIR: ATen from the libtorch in DIR (aten_build.h) */
     const char *script;       /* shrink/repro --script: where the Python reproducer goes */
     cc_plugin *plugin;        /* loaded by main() from provider_lib, closed there */
     unsigned long long seed;
@@ -105,6 +108,7 @@ static const option_spec OPTIONS[] = {
     OPT("--provider", C_PROVIDER | C_PLATFORMS, V_TEXT, provider),
     OPT("--provider-lib", C_PROVIDER | C_PLATFORMS, V_TEXT, provider_lib),
     OPT("--device", C_PROVIDER | C_LIST | C_PLATFORMS, V_TEXT, device),
+    OPT("--libtorch", C_PROVIDER | C_PLATFORMS, V_TEXT, libtorch),
     OPT("--out", C_RUN, V_TEXT, out),
     OPT("--op", C_RUN | C_BENCH | C_LIST, V_TEXT, op_filter),
     OPT("--script", C_SHRINK | C_REPRO, V_TEXT, script),
@@ -321,6 +325,35 @@ static void print_parse_error(const cc_parse_error *e)
         fprintf(stderr, "%s:%d:%d: %s\n", e->file, e->line, e->column, e->msg);
     else
         fprintf(stderr, "%s: %s\n", e->file, e->msg);
+}
+
+/* --libtorch DIR, or CAPCHECK_LIBTORCH=DIR (a pasted repro line): ATen from the libtorch in DIR,
+ * its shim built into the cache on first use (providers/aten_build.h). CAPCHECK_LIBTORCH then
+ * holds DIR's absolute path: the workers' loader reads it, every repro line carries it. 0, or
+ * an exit code after one sentence (2: not for this provider; 125: no such libtorch, or its
+ * headers do not build the shim). */
+static int use_libtorch(const options *o)
+{
+    const char *dir = o->libtorch ? o->libtorch : getenv("CAPCHECK_LIBTORCH");
+    if (!dir || !*dir)
+        return 0;
+    if (o->provider_lib || (o->provider && strcmp(o->provider, "aten") != 0)) {
+        if (!o->libtorch)
+            return 0; /* the variable of another run: only ATen reads it */
+        fprintf(stderr, "capcheck: --libtorch applies to the ATen provider (--provider aten)\n");
+        return CC_EXIT_USAGE;
+    }
+    char abs[PATH_MAX], shim[PATH_MAX], msg[1024];
+    if (!realpath(dir, abs)) {
+        fprintf(stderr, "capcheck: --libtorch %s: %s\n", dir, strerror(errno));
+        return CC_EXIT_UNJUDGED;
+    }
+    if (setenv("CAPCHECK_LIBTORCH", abs, 1) || cc_aten_shim_for(abs, shim, sizeof shim, stderr, msg,
+                                                                 sizeof msg)) {
+        fprintf(stderr, "capcheck: %s\n", msg);
+        return CC_EXIT_UNJUDGED;
+    }
+    return 0;
 }
 
 /* Pick the provider (the plugin main() loaded, else --provider by name), not initialised;
@@ -1046,6 +1079,9 @@ int main(int argc, char **argv)
         return 2;
     if (resolve_levels(&o, is_run))
         return 2;
+    int libtorch_rc = use_libtorch(&o);
+    if (libtorch_rc)
+        return libtorch_rc;
     if (o.provider_lib) { /* --provider-lib replaces --provider */
         char msg[1024];
         if (!(o.plugin = cc_plugin_open_within(o.provider_lib, o.timeout, msg, sizeof msg))) {

@@ -1,7 +1,13 @@
 /* The command line as a user meets it: bad input gives one sentence naming file, line and
  * column with exit code 2; a run writes its three outputs; repro reruns one line; list ops
  * names the whole vocabulary; list cases prints the lines a run runs; bench measures. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "cli_util.h"
+
+#include <sys/stat.h>
+
+#include "capcheck_git.h" /* generated: what a cached shim's built-by names (aten_build.c) */
+#include "providers/aten_build.h"
 
 static char tmpdir[256];
 
@@ -241,6 +247,85 @@ static void test_ref_options(void **state)
     assert_non_null(strstr(out, "capcheck: 1 cases on reference"));
 }
 
+/* --libtorch DIR (providers/aten_build.h): no such folder, a folder that is no libtorch and a
+ * libtorch whose CMake package does not build the shim are 125 with one sentence (the last
+ * after its progress line), the cache keyed by version and commit; the option is the ATen
+ * provider's only (2). With the shim for the venv's own torch already in the cache (a copy of
+ * this build's: the same libtorch), a run loads that one, its provenance names the libtorch's
+ * folder and its repro lines carry CAPCHECK_LIBTORCH. Building the shim (minutes) is the
+ * opt-in stage `libtorch` of scripts/test. */
+static void test_libtorch_option(void **state)
+{
+    (void)state;
+    char args[9000], out[16384], dir[4096], env[700];
+    snprintf(env, sizeof env, "XDG_CACHE_HOME=%s/cache ", tmpdir);
+    assert_int_equal(cc_t_run(env, "repro 'relu in=[3]' --libtorch /nonexistent", out, sizeof out),
+                     125);
+    expect_in(out, "--libtorch /nonexistent: No such file or directory");
+    snprintf(args, sizeof args, "repro 'relu in=[3]' --libtorch %s", tmpdir);
+    assert_int_equal(cc_t_run(env, args, out, sizeof out), 125);
+    expect_in(out, "not the lib folder of a libtorch");
+    assert_int_equal(cc_t_count(out, "\n"), 1);
+    snprintf(args, sizeof args, "repro 'relu in=[3]' --libtorch %s --provider reference", tmpdir);
+    assert_int_equal(cc_t_run(env, args, out, sizeof out), 2);
+    expect_in(out, "--libtorch applies to the ATen provider");
+    /* a libtorch whose package does not build the shim */
+    snprintf(dir, sizeof dir, "%s/fake/torch/share/cmake/Torch", tmpdir);
+    char mk[4096];
+    snprintf(mk, sizeof mk, "mkdir -p '%.1000s' '%s/fake/torch/lib'", dir, tmpdir);
+    assert_int_equal(system(mk), 0);
+    write_file("fake/torch/version.py",
+               "__version__ = '9.9.9+fake'\ngit_version = 'abcdef0123456789abcdef'\n", mk,
+               sizeof mk);
+    write_file("fake/torch/share/cmake/Torch/TorchConfig.cmake",
+               "message(FATAL_ERROR \"these headers do not build the shim\")\n", mk, sizeof mk);
+    snprintf(args, sizeof args, "repro 'relu in=[3]' --libtorch %s/fake/torch/lib", tmpdir);
+    assert_int_equal(cc_t_run(env, args, out, sizeof out), 125);
+    const char *last = strstr(out, "capcheck: the ATen shim does not build against the libtorch in");
+    assert_non_null(last);
+    assert_int_equal(cc_t_count(last, "\n"), 1);
+    snprintf(dir, sizeof dir, "%s/cache/capcheck/aten-9.9.9+fake-abcdef012345/build.log", tmpdir);
+    char *log = cc_t_slurp(dir, NULL);
+    assert_non_null(log);
+    expect_in(log, "these headers do not build the shim");
+    free(log);
+#if CAPCHECK_HAVE_ATEN
+    /* the shim for the venv's torch, already cached: loaded from the cache, named */
+    char folder[4096], shim[4096], msg[512];
+    setenv("XDG_CACHE_HOME", tmpdir, 1);
+    snprintf(dir, sizeof dir, "%s", CAPCHECK_TORCH_LIB);
+    int paths = cc_aten_shim_paths(dir, folder, sizeof folder, shim, sizeof shim, msg, sizeof msg);
+    unsetenv("XDG_CACHE_HOME");
+    if (paths)
+        fail_msg("%s", msg);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%.2000s' && cp \"$(dirname '" CAPCHECK_BIN
+                              "')/libcapcheck_aten.so\" '%.2000s' && printf 'capcheck %%s %%s\\n' "
+                              "'%s' '%s' > '%.2000s/built-by'",
+             folder, shim, CAPCHECK_GIT_COMMIT, CAPCHECK_SOURCE_DIR, folder);
+    assert_int_equal(system(cmd), 0);
+    snprintf(env, sizeof env, "XDG_CACHE_HOME=%s LD_DEBUG=files ", tmpdir);
+    write_file("lt.cases", "relu in=[3] seed=1\n", mk, sizeof mk);
+    snprintf(args, sizeof args, "run %.1000s --libtorch %s --out %s/lt -j 1", mk,
+             CAPCHECK_TORCH_LIB, tmpdir);
+    static char big[1 << 20];
+    assert_int_equal(cc_t_run(env, args, big, sizeof big), 0);
+    if (!strstr(big, shim))
+        fail_msg("the cached shim %s was not loaded", shim);
+    expect_in(big, "1 passed");
+    snprintf(dir, sizeof dir, "%s/lt/report.json", tmpdir);
+    char *rep = cc_t_slurp(dir, NULL);
+    assert_non_null(rep);
+    char real[4096], want[4200];
+    assert_non_null(realpath(CAPCHECK_TORCH_LIB, real));
+    snprintf(want, sizeof want, "; libtorch_dir %s", real);
+    expect_in(rep, want);
+    snprintf(want, sizeof want, "CAPCHECK_LIBTORCH=%s", real);
+    expect_in(rep, want); /* in "repro": every repro line of the run carries it */
+    free(rep);
+#endif
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/capcheck-cli-XXXXXX");
@@ -256,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_only_aten_runs_load_the_shim),
         cmocka_unit_test(test_only_cuda_runs_load_the_cuda_providers),
         cmocka_unit_test(test_ref_options),
+        cmocka_unit_test(test_libtorch_option),
     };
     int rc = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
     if (cc_t_remove_dir(tmpdir) != 0)
