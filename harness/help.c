@@ -45,6 +45,9 @@
 
 #define PROVIDER_OPTS                                                                            \
     "  --provider NAME | --provider-lib PATH    what runs the cases (providers below)\n"         \
+    "  --libtorch DIR       ATen from the libtorch in DIR (the torch/lib of a wheel or of a\n"  \
+    "                       PyTorch build tree; CAPCHECK_LIBTORCH=DIR alike): its shim is\n"   \
+    "                       built on first use into ~/.cache/capcheck/aten-VERSION-COMMIT\n"    \
     "  --device cpu|cuda    the device of lines that name none (default cpu; gpu, TorchLean's\n" \
     "                       alias, is cuda; TorchLean's other devices: one sentence)\n"
 

@@ -9,6 +9,11 @@
       equals any NaN, as capcheck compares repeats), an unsupported or failing case must raise
       the same, and the reproducer's judgement (every element against the shipped bounds, the
       zero-trust checks) must be capcheck's verdict.
+  aten_lowering_check.py judge FILE.jsonl
+      FILE holds synthetic outputs capcheck judged (compare.c, zero_trust.c): per row the
+      values a reproducer ships (expected, bound, overflow_ok, the zero-trust facts), the
+      output, and capcheck's count of elements over their bound and its zero-trust verdict; the
+      reproducer's judge must give the same count and verdict on every row.
   aten_lowering_check.py scripts DIR
       DIR/expect.txt lists "SCRIPT CODE" lines: each reproducer script, run as a program would
       run it (runpy, as __main__), must exit CODE; every one that exits 0 must exit 1 once the
@@ -113,6 +118,31 @@ def check_records(path):
     return faults
 
 
+def check_judge(path):
+    ns = namespace()
+    torch = ns["torch"]
+    faults, n = [], 0
+    for line in open(path):
+        row = json.loads(line)
+        n += 1
+        got = torch.tensor(row["got"], dtype=torch.float64)
+        r = ns["element_ratios"](got, torch.tensor(row["expected"], dtype=torch.float64),
+                                 torch.tensor(row["bound"], dtype=torch.float64),
+                                 row["overflow_ok"], row["nonfinite_alike"])
+        over = int(ns["over_bound"](r).sum())
+        sources = [("x", torch.tensor(row["source"], dtype=torch.float64))]
+        spec = dict(row, shape=[got.numel()])
+        passed, said = ns["output_verdict"]("y", got, spec, sources, row["nonfinite_alike"])
+        capcheck_passed = row["n_over"] == 0 and not row["zero_trust_fails"]
+        if over != row["n_over"] or passed != capcheck_passed:
+            faults.append("row %d: capcheck counts %d over the bound%s, the reproducer %d (%s)"
+                          % (n, row["n_over"],
+                             ", fails zero-trust" if row["zero_trust_fails"] else "", over,
+                             "; ".join(said)))
+    print("aten_lowering_check: %d judged rows, %d faults" % (n, len(faults)))
+    return faults
+
+
 def data_span(text):
     """The (start, end) of the JSON after 'DATA = ' in a reproducer's text."""
     start = text.index("\nDATA = ") + len("\nDATA = ")
@@ -186,10 +216,11 @@ def check_scripts(folder):
 
 
 def main(argv):
-    if len(argv) != 2 or argv[0] not in ("records", "scripts"):
+    checks = {"records": check_records, "judge": check_judge, "scripts": check_scripts}
+    if len(argv) != 2 or argv[0] not in checks:
         print(__doc__)
         return 2
-    faults = check_records(argv[1]) if argv[0] == "records" else check_scripts(argv[1])
+    faults = checks[argv[0]](argv[1])
     for f in faults[:40]:
         print("FAULT: " + f)
     return 1 if faults else 0

@@ -24,6 +24,7 @@
 #include "harness/case/case.h"
 #include "harness/report/expect.h"
 #include "harness/run/platform.h"
+#include "core/dtype.h"
 #include "harness/case/materialize.h"
 #include "harness/run/runner.h"
 #include "harness/tools/reproducer.h"
@@ -432,6 +433,116 @@ static void test_reproducer_lowering_is_the_shims(void **state)
         fail_msg("the reproducers' lowering and the ATen shim disagree (lines above)");
 }
 
+/* A number as JSON with Python's names of the non-finite ones. */
+static void put_num(FILE *f, const char *sep, double x)
+{
+    if (isnan(x))
+        fprintf(f, "%sNaN", sep);
+    else if (isinf(x))
+        fprintf(f, "%s%sInfinity", sep, x < 0 ? "-" : "");
+    else
+        fprintf(f, "%s%.17g", sep, x);
+}
+
+/* One synthetic output judged by capcheck (compare.c, zero_trust.c) as a record of the judge
+ * check: what a reproducer ships of it (the tap's copy) and capcheck's own verdict on `got`. */
+static void judge_record(FILE *f, const double *expected, const double *got, const double *mag,
+                         int64_t n, int nonfinite, const double *source)
+{
+    cc_view v = {CC_F32, 1, {n}, {1}, malloc(4 * (size_t)(n ? n : 1))};
+    for (int64_t i = 0; i < n; i++)
+        cc_store(CC_F32, v.data, i, got[i]);
+    cc_bound_model bm = cc_bound_for(CC_F32, 2.0);
+    bm.nonfinite_alike = nonfinite;
+    ref_mag m = {(double *)mag, NULL, NULL};
+    cc_zt_source src = {"x", source, n};
+    cc_judged_output o = {"y", &v, expected, &m, NULL, n, &bm, 2.0, &src, source ? 1 : 0};
+    cc_repro_outputs outs;
+    cc_judge_tap tap;
+    cc_repro_outputs_tap(&outs, &tap);
+    tap.seen(tap.ctx, &o);
+    cc_comparison cmp;
+    cc_compare(expected, &m, &v, &bm, &cmp);
+    char msg[384];
+    cc_zt_verdict zt = cc_zero_trust("y", expected, mag, 2.0, &v, &src, source ? 1 : 0, msg,
+                                     sizeof msg);
+    const cc_repro_output *r = &outs.out[0];
+    fprintf(f, "{\"n_over\": %lld, \"zero_trust_fails\": %s, \"nonfinite_alike\": %s, "
+               "\"zero_trust\": {\"all_zero\": %s, \"all_equal\": %s, \"copy_of\": %s}, "
+               "\"got\": [",
+            (long long)cmp.n_over, zt != CC_ZT_OK ? "true" : "false", nonfinite ? "true" : "false",
+            r->zt_all_zero ? "true" : "false", r->zt_all_equal ? "true" : "false",
+            r->zt_copy_of & 1 ? "[0]" : "[]");
+    for (int64_t i = 0; i < n; i++)
+        put_num(f, i ? ", " : "", cc_load(CC_F32, v.data, i));
+    fputs("], \"source\": [", f);
+    for (int64_t i = 0; source && i < n; i++)
+        put_num(f, i ? ", " : "", source[i]);
+    fputs("], \"expected\": [", f);
+    for (int64_t i = 0; i < n; i++)
+        put_num(f, i ? ", " : "", r->expected[i]);
+    fputs("], \"bound\": [", f);
+    for (int64_t i = 0; i < n; i++)
+        put_num(f, i ? ", " : "", r->bound[i]);
+    fputs("], \"overflow_ok\": [", f);
+    for (int64_t i = 0, first = 1; i < n; i++)
+        if (r->overflow_ok[i]) {
+            fprintf(f, "%s%lld", first ? "" : ", ", (long long)i);
+            first = 0;
+        }
+    fputs("]}\n", f);
+    cc_repro_outputs_free(&outs);
+    free(v.data);
+}
+
+/* The reproducers judge as capcheck judges (compare.c, zero_trust.c): on a table of
+ * synthetic outputs (every element rule: within, just over and far over the bound, NaN, +-Inf,
+ * the overflow of a finite value, the non-finite rule of edge=nan/inf; all zeros, a constant, a
+ * copy of an input, each where the reference rules it out and where it does not) the Python
+ * judge counts the same elements over their bound and fails zero-trust the same way. */
+static void test_reproducer_judges_as_capcheck(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/capcheck_judge.%d.jsonl", (int)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    const double inf = INFINITY, big = 3.3e38, tiny = 1e-40;
+    const double es[] = {0.0, 1.0, -2.5, tiny, NAN, inf, -inf, big, -big};
+    int rows = 0;
+    for (int nf = 0; nf < 2; nf++)
+        for (size_t k = 0; k < sizeof es / sizeof es[0]; k++) {
+            double e = es[k], m = isfinite(e) ? fabs(e) + 1.0 : 1.0;
+            double b = cc_element_bound(&(cc_bound_model){2.0, 0x1p-24 + 0x1p-53,
+                                                          0x1p-126, 0x1p-24 + 0x1p-53, 6.0, 0},
+                                        (cc_element_mag){m, m, m});
+            double gs[] = {e, e + 0.5 * b, e + 1.5 * b, e + 40 * b, NAN, inf, -inf, 0.0};
+            enum { N = sizeof gs / sizeof gs[0] };
+            double exp[N], mag[N];
+            for (int i = 0; i < N; i++)
+                exp[i] = e, mag[i] = m;
+            judge_record(f, exp, gs, mag, N, nf, NULL);
+            rows++;
+        }
+    const double ref[] = {1.0, 2.0, 3.0, 4.0}, zero[] = {0, 0, 0, 0}, one[] = {1, 1, 1, 1};
+    /* magnitudes that make every bound admit all these values: zero-trust alone decides */
+    const double mag4[] = {1e9, 1e9, 1e9, 1e9}, src[] = {5, 6, 7, 8};
+    judge_record(f, ref, zero, mag4, 4, 0, NULL);  /* all zeros where the reference is not */
+    judge_record(f, zero, zero, mag4, 4, 0, NULL); /* all zeros where it is */
+    judge_record(f, one, zero, mag4, 4, 0, NULL);  /* all zeros where it is constant, not 0 */
+    judge_record(f, ref, one, mag4, 4, 0, NULL);   /* a constant where it is not */
+    judge_record(f, one, one, mag4, 4, 0, NULL);   /* a constant where it is */
+    judge_record(f, ref, src, mag4, 4, 0, src);    /* a copy of x where the reference differs */
+    judge_record(f, src, src, mag4, 4, 0, src);    /* a copy of x where it does not */
+    assert_int_equal(fclose(f), 0);
+    printf("%d element rows and 7 zero-trust rows judged by capcheck and by the reproducer\n",
+           rows);
+    int rc = lowering_check("judge", path);
+    remove(path);
+    if (rc > 0)
+        fail_msg("the reproducer's judgement is not capcheck's (lines above)");
+}
+
 /* A reproducer for every op the ATen provider runs: one smoke case per op (a plain one: no edge
  * class, no empty tensor, forward and VJP where the op has one) passes on it (exit 0) and fails
  * once one expected value of each output moves three bounds (exit 1); a combination ATen does
@@ -606,7 +717,10 @@ int main(void)
         cmocka_unit_test(test_known_aten_crashes_still_crash),
         cmocka_unit_test(test_every_dispatch_level),
         cmocka_unit_test(test_aten_gemm_is_the_blas_it_states),
+        cmocka_unit_test(test_reproducer_judges_as_capcheck),
         cmocka_unit_test(test_a_reproducer_for_every_op),
     };
+    if (getenv("CAPCHECK_TEST_FILTER")) /* one test while working on it, e.g. "*judges*" */
+        cmocka_set_test_filter(getenv("CAPCHECK_TEST_FILTER"));
     return cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown);
 }

@@ -119,6 +119,11 @@ def element_ratios(got, exp, bound, overflow_ok, nonfinite_alike):
     return r
 
 
+def over_bound(r):
+    """The elements that fail: ratio above 1 (compare.h: <= 1 passes)."""
+    return r > 1.0
+
+
 def zero_trust(name, got, zt, sources):
     """capcheck's zero-trust checks (zero_trust.c): an all-zeros, constant or copied output the
     bound would let through; zt says which of them the reference rules out."""
@@ -149,6 +154,24 @@ def unravel(i, shape):
     return list(reversed(idx))
 
 
+def output_verdict(name, got, spec, sources, nonfinite_alike):
+    """One output (float64, flat) against its spec: (passed, lines to print)."""
+    if got.numel() == 0:
+        return True, ["%s: empty" % name]
+    exp = torch.tensor(spec["expected"], dtype=torch.float64)
+    bound = torch.tensor(spec["bound"], dtype=torch.float64)
+    r = element_ratios(got, exp, bound, spec.get("overflow_ok", []), nonfinite_alike)
+    over = int(over_bound(r).sum())
+    w = int(torch.argmax(torch.nan_to_num(r, nan=0.0)))
+    lines = ["%s: %d of %d elements over their bound; worst %s%s expected %r got %r bound %.3g "
+             "(ratio %.4g)" % (name, over, got.numel(), name, unravel(w, spec["shape"]),
+                               float(exp[w]), float(got[w]), float(bound[w]), float(r[w]))]
+    zt = zero_trust(name, got, spec.get("zero_trust"), sources)
+    if zt:
+        lines.append(zt)
+    return over == 0 and not zt, lines
+
+
 def judge(data, out, inputs):
     """Every element of every output: returns (passed, lines to print)."""
     passed, lines = True, []
@@ -157,24 +180,9 @@ def judge(data, out, inputs):
     sources.append(("the cotangent g", torch.tensor(data["g"], dtype=torch.float64)))
     for name, spec in data["outputs"].items():
         got = out[name].to("cpu", torch.float64).reshape(-1)
-        exp = torch.tensor(spec["expected"], dtype=torch.float64)
-        bound = torch.tensor(spec["bound"], dtype=torch.float64)
-        if got.numel() == 0:
-            lines.append("%s: empty" % name)
-            continue
-        r = element_ratios(got, exp, bound, spec.get("overflow_ok", []),
-                           data["nonfinite_alike"])
-        over = int((r > 1.0).sum())
-        w = int(torch.argmax(torch.nan_to_num(r, nan=0.0)))
-        where = "%s%s" % (name, unravel(w, spec["shape"]))
-        lines.append("%s: %d of %d elements over their bound; worst %s expected %r got %r bound "
-                     "%.3g (ratio %.4g)" % (name, over, got.numel(), where, float(exp[w]),
-                                            float(got[w]), float(bound[w]), float(r[w])))
-        zt = zero_trust(name, got, spec.get("zero_trust"),
-                        sources if name != "y" else sources[:-1])
-        if zt:
-            lines.append(zt)
-        passed = passed and over == 0 and not zt
+        ok, said = output_verdict(name, got, spec, sources if name != "y" else sources[:-1],
+                                  data["nonfinite_alike"])
+        passed, lines = passed and ok, lines + said
     return passed, lines
 
 

@@ -89,7 +89,7 @@ def div_s(t, v):
 OPS = {}  # ref_op name -> (forward(a), vjp(a, g, want) -> list of gradients or None)
 
 
-def op(name, vjp=True):
+def op(name):
     def register(fwd):
         OPS[name] = [fwd, None]
         return fwd
