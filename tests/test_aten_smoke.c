@@ -79,6 +79,17 @@ static int lowering_check(const char *mode, const char *arg)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
 }
 
+/* lowering_check(mode, path), then path removed (unless CAPCHECK_KEEP_RECORDS is set, to look at
+ * it); a fault there fails the test with `what`. */
+static void lowering_check_then_remove(const char *mode, const char *path, const char *what)
+{
+    int rc = lowering_check(mode, path);
+    if (!getenv("CAPCHECK_KEEP_RECORDS"))
+        cc_t_remove_dir(path);
+    if (rc > 0)
+        fail_msg("%s (lines above)", what);
+}
+
 /* Case c run on ATen here (every element judged) into *r, and its record for the lowering
  * check on f: its DATA with the shim's output bytes and capcheck's verdict. */
 static void run_and_record(FILE *f, const cc_case *c, cc_result *out)
@@ -426,11 +437,8 @@ static void test_reproducer_lowering_is_the_shims(void **state)
     (void)state;
     if (!records[0])
         fail_msg("no records: test_smoke_passes_on_aten_cpu writes them");
-    int rc = lowering_check("records", records);
-    if (!getenv("CAPCHECK_KEEP_RECORDS"))
-        remove(records);
-    if (rc > 0)
-        fail_msg("the reproducers' lowering and the ATen shim disagree (lines above)");
+    lowering_check_then_remove("records", records,
+                               "the reproducers' lowering and the ATen shim disagree");
 }
 
 /* A number as JSON with Python's names of the non-finite ones. */
@@ -537,10 +545,7 @@ static void test_reproducer_judges_as_capcheck(void **state)
     assert_int_equal(fclose(f), 0);
     printf("%d element rows and 7 zero-trust rows judged by capcheck and by the reproducer\n",
            rows);
-    int rc = lowering_check("judge", path);
-    remove(path);
-    if (rc > 0)
-        fail_msg("the reproducer's judgement is not capcheck's (lines above)");
+    lowering_check_then_remove("judge", path, "the reproducer's judgement is not capcheck's");
 }
 
 /* A reproducer for every op the ATen provider runs: one smoke case per op (a plain one: no edge
@@ -548,6 +553,21 @@ static void test_reproducer_judges_as_capcheck(void **state)
  * once one expected value of each output moves three bounds (exit 1); a combination ATen does
  * not implement cannot be judged (exit 125); a known deviation seen on this platform fails
  * (exit 1). As processes: a passing one, its perturbed copy, and one on an absent device. */
+/* DIR/NAME.py: the reproducer of case c, and its line "NAME.py CODE" in the manifest m. */
+static void write_reproducer(const char *dir, const char *name, const cc_case *c, FILE *m,
+                             int code)
+{
+    char script[256], msg[256];
+    snprintf(script, sizeof script, "%s/%s.py", dir, name);
+    FILE *f = fopen(script, "w");
+    assert_non_null(f);
+    cc_reproducer_info info = {.python = VENV_PYTHON};
+    if (cc_reproducer_write(c, aten, CC_ACC_STRICT, &info, f, msg, sizeof msg))
+        fail_msg("%s: %s", name, msg);
+    assert_int_equal(fclose(f), 0);
+    fprintf(m, "%s.py %d\n", name, code);
+}
+
 static void test_a_reproducer_for_every_op(void **state)
 {
     (void)state;
@@ -559,7 +579,6 @@ static void test_a_reproducer_for_every_op(void **state)
     FILE *m = fopen(manifest, "w");
     assert_non_null(m);
     int ops = 0;
-    cc_reproducer_info info = {.python = VENV_PYTHON};
     for (int i = 0; i < ref_spec_op_count(); i++) {
         const char *name = ref_spec_op_name(i);
         const cc_case *pick = NULL; /* forward and VJP where a plain case checks both */
@@ -575,27 +594,13 @@ static void test_a_reproducer_for_every_op(void **state)
             }
         if (!pick)
             fail_msg("no plain smoke case of %s for its reproducer", name);
-        char script[128], msg[256];
-        snprintf(script, sizeof script, "%s/%s.py", dir, name);
-        FILE *f = fopen(script, "w");
-        assert_non_null(f);
-        if (cc_reproducer_write(pick, aten, CC_ACC_STRICT, &info, f, msg, sizeof msg))
-            fail_msg("%s: %s", name, msg);
-        assert_int_equal(fclose(f), 0);
-        fprintf(m, "%s.py 0\n", name);
+        write_reproducer(dir, name, pick, m, 0);
         ops++;
     }
     /* nothing to judge: ATen has no f16 FFT on the CPU */
     cc_case_list l = {0};
     assert_int_equal(cc_t_load_cases("cases/aten_unsupported.cases", &l), 0);
-    char script[128], msg[256];
-    snprintf(script, sizeof script, "%s/unsupported.py", dir);
-    FILE *f = fopen(script, "w");
-    assert_non_null(f);
-    assert_int_equal(cc_reproducer_write(&l.v[0], aten, CC_ACC_STRICT, &info, f, msg, sizeof msg),
-                     0);
-    fclose(f);
-    fprintf(m, "unsupported.py 125\n");
+    write_reproducer(dir, "unsupported", &l.v[0], m, 125);
     cc_case_list_free(&l);
     /* a deviation this platform shows: the reproducer fails as capcheck does */
     cc_expectations e = {0};
@@ -611,13 +616,7 @@ static void test_a_reproducer_for_every_op(void **state)
     if (seen) {
         cc_case c;
         assert_int_equal(cc_case_parse(seen->line, &def, &c, &err), 0);
-        snprintf(script, sizeof script, "%s/deviation.py", dir);
-        f = fopen(script, "w");
-        assert_non_null(f);
-        assert_int_equal(cc_reproducer_write(&c, aten, CC_ACC_STRICT, &info, f, msg, sizeof msg),
-                         0);
-        fclose(f);
-        fprintf(m, "deviation.py 1\n");
+        write_reproducer(dir, "deviation", &c, m, 1);
         printf("the deviation seen on %s: %s\n", here.key, seen->line);
     } else {
         printf("no deviation of cases/regressions/accumulation.cases is seen on %s\n", here.key);
@@ -626,10 +625,7 @@ static void test_a_reproducer_for_every_op(void **state)
     assert_int_equal(fclose(m), 0);
     printf("%d reproducers, one per op\n", ops);
     assert_int_equal(ops, ref_spec_op_count());
-    int rc = lowering_check("scripts", dir);
-    cc_t_remove_dir(dir);
-    if (rc > 0)
-        fail_msg("a reproducer did not exit as expected (lines above)");
+    lowering_check_then_remove("scripts", dir, "a reproducer did not exit as expected");
 }
 
 /* Every CPU dispatch level this machine supports: the smoke suite passes at each, and every
