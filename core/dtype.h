@@ -1,5 +1,5 @@
 /* Room core/ (dtype, view, files, clock, json, sha256): the common layer; knows no case.
- * May call providers/provider.h (the ABI types) and reference/ only. */
+ * May call abi/capcheck_provider.h (the ABI types) and reference/ only. */
 /* Floating formats: rounding a float64 master value to a case dtype, storing and loading
  * elements of a provider buffer, and the constants of the error model. */
 #ifndef CAPCHECK_DTYPE_H
@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 /* x rounded to nearest-even in dtype t, returned exactly as a double (integers unchanged). */
 double cc_round_to(cc_dtype t, double x);

@@ -15,9 +15,9 @@
     "  cudnn        cuDNN on CUDA: conv, convTranspose, softmax, logSoftmax, pools, batchNorm\n" \
     "  cufft        cuFFT on CUDA: fftFno variants 0, 1, 2\n"                                   \
     "  --provider-lib PATH  a plugin: a shared library exporting capcheck_provider_v1\n"         \
-    "               (providers/provider.h; example: build/plugins/example_plugin.so); one named\n"\
-    "               like a built-in is refused; its capsules are plugin.NAME.DEVICE.OP unless\n"  \
-    "               a catalog row pins its library's sha256\n"                                  \
+    "               (abi/capcheck_provider.h; example: build/plugins/example_plugin.so);\n"      \
+    "               one named like a built-in is refused; its capsules are\n"                    \
+    "               plugin.NAME.DEVICE.OP unless a catalog row pins its library's sha256\n"      \
     "The reference's capsules are capcheck.oracle.OP (the oracle checking itself). A provider\n" \
     "capcheck was built without answers with one sentence saying so; so does a TorchLean\n"      \
     "provider name (cuDNN: --provider cudnn; mps: none, load one with --provider-lib).\n"

@@ -10,7 +10,7 @@
  * folder of the running executable, else the build folder's (CAPCHECK_ATEN_MODULE). A build
  * without ATen has none. */
 #define _GNU_SOURCE
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 #include "providers/module_path.h"
 
 #include <dlfcn.h>

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 /* Write the sentence into msg (when there is one) and return st: `return cc_say(msg, len,
  * CC_UNSUPPORTED, "...")`. */

@@ -24,7 +24,7 @@
 
 #include "harness/case/case.h"
 #include "harness/run/runner.h"
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 #if CAPCHECK_HAVE_ATEN_CUDA
 

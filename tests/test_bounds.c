@@ -18,7 +18,7 @@
 #include "harness/run/plugin.h"
 #include "harness/run/power.h"
 #include "harness/run/runner.h"
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 #include "test_util.h"
 
 #define TMP "/tmp/capcheck_test_bounds"

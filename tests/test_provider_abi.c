@@ -1,4 +1,4 @@
-/* Provider ABI version 2 and the declared compute roundoff (providers/provider.h,
+/* Provider ABI version 2 and the declared compute roundoff (abi/capcheck_provider.h,
  * compute_roundoff; harness/run/compare.h, cc_bound_for_compute).
  *
  *   - the bound model: u = max(declared, u(dtype)) + 2^-53; nothing declared (0) or a finer

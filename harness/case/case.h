@@ -1,5 +1,5 @@
 /* Room harness/case/: a case line becomes a case (case, edge_class), then its inputs
- * (values, edges, materialize). May call core/, providers/provider.h and reference/. */
+ * (values, edges, materialize). May call core/, abi/capcheck_provider.h and reference/. */
 /* Case lines: one line of text names a whole case and reproduces it exactly.
  *
  *   <op> dtype=<f64|f32|f16|bf16> device=<cpu|cuda> in=[d,...],[d,...] <params...>
@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "harness/case/edge_class.h"
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 #include "reference/ref.h"
 
 typedef enum {

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 /* How f16/bf16 accumulations are judged (spec/ops.md, accumulation contract). */
 typedef enum {
@@ -74,7 +74,7 @@ typedef struct {
  * float64 oracle's 2^-53, floor = the dtype's smallest normal (covers flushed subnormals);
  * strict accumulation. */
 cc_bound_model cc_bound_for(cc_dtype t, double c_op);
-/* The same for a provider that declares its compute roundoff (provider.h, compute_roundoff):
+/* The same for a provider that declares its compute roundoff (abi/capcheck_provider.h, compute_roundoff):
  * u = max(compute_u, u(dtype)) + 2^-53; compute_u = 0 is cc_bound_for. TF32 (f32 matmul or conv
  * on tensor cores) is compute_u = 2^-11. The accumulation's u_acc is max(compute_u, 2^-24) +
  * 2^-53 for a strict f16/bf16 case, u otherwise. */

@@ -141,7 +141,7 @@ cc_plugin *cc_plugin_open_within(const char *path, double limit_s, char *msg, si
     if (!sym) {
         snprintf(msg, msg_len,
                  "the provider library %s does not export %s (a plugin defines "
-                 "const cc_provider *%s(void), see providers/provider.h)",
+                 "const cc_provider *%s(void), see abi/capcheck_provider.h)",
                  path, CC_PLUGIN_ENTRY, CC_PLUGIN_ENTRY);
         goto fail;
     }
@@ -158,7 +158,7 @@ cc_plugin *cc_plugin_open_within(const char *path, double limit_s, char *msg, si
         snprintf(msg, msg_len,
                  "the provider library %s was built for provider ABI version %d, but this "
                  "capcheck speaks versions %d to %d: rebuild it against this "
-                 "providers/provider.h",
+                 "abi/capcheck_provider.h",
                  path, t->abi_version, CC_PROVIDER_ABI_MIN_VERSION, CC_PROVIDER_ABI_VERSION);
         goto fail;
     }

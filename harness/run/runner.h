@@ -38,7 +38,7 @@ typedef struct {
                                        cases (a worker's); NULL: asked every case */
 } cc_run_options;
 
-/* The vjpMode text a provider gave for an op (a capsule's property, providers/provider.h),
+/* The vjpMode text a provider gave for an op (a capsule's property, abi/capcheck_provider.h),
  * kept per provider and op: the ATen shim finds it by a linear search of its tables, 1 % of a
  * small case. Direct-mapped by op; zero-initialised: empty. */
 #define CC_VJP_MODES_KEPT 64

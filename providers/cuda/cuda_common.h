@@ -9,7 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "providers/provider_util.h"
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 #define CCU_MAX_BUFS 24
 

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 #ifdef __cplusplus
 extern "C" {

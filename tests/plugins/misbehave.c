@@ -14,7 +14,7 @@
  *                   call creates, holding its pid) sleeps until something outside kills its
  *                   process; every later call is correct
  *
- * It depends on providers/provider.h alone, like any plugin. */
+ * It depends on abi/capcheck_provider.h alone, like any plugin. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <signal.h>
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "providers/plugins/plugin_views.h"
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 static int mode_is(const char *name)
 {

@@ -19,7 +19,7 @@
 
 #include "core/dtype.h"
 #include "core/view.h"
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
