@@ -72,7 +72,31 @@ static int two_words(char **tok, int nt, const char *on, const char *off, int *f
     return 0;
 }
 
-int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg, size_t len)
+/* Where the policy parser is: the file's name and line, for the sentence that refuses it. */
+typedef struct {
+    const char *name;
+    int lineno;
+    char *msg;
+    size_t len;
+} policy_where;
+
+/* msg = "NAME:LINE: " and the sentence; returns -1. */
+static int policy_refuse(const policy_where *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int policy_refuse(const policy_where *w, const char *fmt, ...)
+{
+    int used = snprintf(w->msg, w->len, "%s:%d: ", w->name, w->lineno);
+    if (used < 0 || (size_t)used >= w->len)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->msg + used, w->len - (size_t)used, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* A policy before its first line: named, and the requirements of a policy that sets none. */
+static void policy_start(cc_policy *p, const char *name)
 {
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -84,241 +108,250 @@ int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg,
      * classes of the first policies (the later ones are asked for by name) */
     p->defaults.layouts = (1u << (CC_LAYOUT_BCAST + 1)) - 1;
     p->defaults.edges = (1u << (CC_EDGE_MASKED_ROW + 1)) - 1;
-    int lineno = 0, have_format = 0;
+}
+
+/* The line at *s into line (its comment cut off), split into at most max words; *s moves past
+ * it. Returns the word count, or -1 when the line does not fit. */
+static int policy_words(const char **s, char *line, size_t size, char **tok, int max)
+{
+    const char *eol = strchr(*s, '\n');
+    size_t n = eol ? (size_t)(eol - *s) : strlen(*s);
+    if (n >= size)
+        return -1;
+    memcpy(line, *s, n);
+    line[n] = 0;
+    *s = eol ? eol + 1 : *s + n;
+    char *hash = strchr(line, '#');
+    if (hash)
+        *hash = 0;
+    int nt = 0;
+    for (char *t = strtok(line, " \t\r"); t && nt < max; t = strtok(NULL, " \t\r"))
+        tok[nt++] = t;
+    return nt;
+}
+
+/* [op NAME...] or [capsule GLOB...], optionally dtype=LIST: a new section, into *sec. */
+static int parse_section_header(cc_policy *p, char **tok, int nt, const policy_where *w,
+                                cc_policy_section **sec_out)
+{
+    char hdr[1024] = "";
+    for (int i = 0; i < nt; i++) {
+        strncat(hdr, tok[i], sizeof hdr - strlen(hdr) - 2);
+        strcat(hdr, " ");
+    }
+    char *open = hdr + 1, *close = strrchr(hdr, ']');
+    if (!close || close[1] != ' ' || close[2])
+        return policy_refuse(w, "a section header is '[op NAME...]' or '[capsule GLOB...]', "
+                                "with an optional dtype=LIST");
+    *close = 0;
+    if (p->n_sec == CC_POLICY_MAX_SECTIONS)
+        return policy_refuse(w, "more than %d sections", CC_POLICY_MAX_SECTIONS);
+    cc_policy_section *sec = *sec_out = &p->sec[p->n_sec++];
+    memset(sec, 0, sizeof *sec);
+    sec->line = w->lineno;
+    char *kind = strtok(open, " ");
+    if (!kind || (strcmp(kind, "op") && strcmp(kind, "capsule")))
+        return policy_refuse(w, "a section is [op NAME...] or [capsule GLOB...]");
+    sec->is_op = strcmp(kind, "op") == 0;
+    for (char *t = strtok(NULL, " "); t; t = strtok(NULL, " ")) {
+        if (strncmp(t, "dtype=", 6) == 0) {
+            if (dtype_list(t + 6, &sec->dtypes))
+                return policy_refuse(w, "bad dtype list '%s' (f64, f32, f16, bf16)", t + 6);
+            continue;
+        }
+        if (sec->is_op && !ref_op_find(t))
+            return policy_refuse(w, "unknown op '%s'", t);
+        if (sec->n_pat == CC_POLICY_MAX_PATTERNS || strlen(t) >= sizeof sec->pat[0])
+            return policy_refuse(w, "too many or too long names");
+        snprintf(sec->pat[sec->n_pat++], sizeof sec->pat[0], "%s",
+                 sec->is_op ? ref_op_find(t)->name : t);
+    }
+    if (!sec->n_pat)
+        return policy_refuse(w, "the section names no %s", sec->is_op ? "op" : "capsule");
+    return 0;
+}
+
+/* platforms KEY... | platforms any */
+static int parse_platforms(cc_policy *p, char **tok, int nt, const policy_where *w)
+{
+    for (int i = 1; i < nt; i++) {
+        if (strcmp(tok[i], "any") == 0 && nt == 2)
+            break;
+        const char *colon = strchr(tok[i], ':');
+        if (!colon || colon == tok[i] || !colon[1] || strlen(tok[i]) >= 48 ||
+            p->n_platforms == CC_POLICY_MAX_PLATFORMS)
+            return policy_refuse(w, "platforms wants platform keys (cpu:amx cpu:avx2 cuda:sm90 "
+                                    "...) or any, not '%s'",
+                                 tok[i]);
+        snprintf(p->platforms[p->n_platforms++], sizeof p->platforms[0], "%s", tok[i]);
+    }
+    if (nt < 2)
+        return policy_refuse(w, "platforms wants platform keys or any");
+    return 0;
+}
+
+/* require GLOB DTYPES... */
+static int parse_require(cc_policy *p, char **tok, int nt, const policy_where *w)
+{
+    if (nt < 3 || p->n_req == CC_POLICY_MAX_REQUIRE || strlen(tok[1]) >= 80)
+        return policy_refuse(w, "require wants a capsule name or glob and dtypes "
+                                "(require capcheck.aten_cpu.* f32 f64)");
+    cc_policy_require *r = &p->req[p->n_req++];
+    snprintf(r->glob, sizeof r->glob, "%s", tok[1]);
+    r->line = w->lineno;
+    for (int i = 2; i < nt; i++) {
+        unsigned m;
+        if (dtype_list(tok[i], &m))
+            return policy_refuse(w, "bad dtype '%s' (f64, f32, f16, bf16, *)", tok[i]);
+        r->dtypes |= m;
+    }
+    return 0;
+}
+
+/* The keys of the whole policy, before its first section (format, libtorch_version,
+ * sampled_checks, platforms, require). 1 when tok[0] is one of them and was read, 0 when it
+ * is not one of them, -1 with msg. */
+static int parse_policy_key(cc_policy *p, const cc_policy_section *sec, char **tok, int nt,
+                            int *have_format, const policy_where *w)
+{
+    const char *key = tok[0];
+    int global = strcmp(key, "format") == 0 || strcmp(key, "libtorch_version") == 0 ||
+                 strcmp(key, "require") == 0 || strcmp(key, "platforms") == 0 ||
+                 strcmp(key, "sampled_checks") == 0;
+    if (!global)
+        return 0;
+    if (sec)
+        return policy_refuse(w, "'%s' belongs before the first section", key);
+    if (strcmp(key, "format") == 0) {
+        if (nt != 2 || strcmp(tok[1], CC_POLICY_FORMAT) != 0)
+            return policy_refuse(w, "this capcheck reads policy format %s", CC_POLICY_FORMAT);
+        *have_format = 1;
+    } else if (strcmp(key, "libtorch_version") == 0) {
+        if (nt != 2 || strlen(tok[1]) >= sizeof p->libtorch_version)
+            return policy_refuse(w, "libtorch_version wants one version string, or any");
+        snprintf(p->libtorch_version, sizeof p->libtorch_version, "%s",
+                 strcmp(tok[1], "any") == 0 ? "" : tok[1]);
+    } else if (strcmp(key, "sampled_checks") == 0) {
+        if (nt != 2 || (strcmp(tok[1], "count") && strcmp(tok[1], "ignore")))
+            return policy_refuse(w, "sampled_checks is count or ignore");
+        p->sampled_checks = strcmp(tok[1], "count") == 0;
+    } else if (strcmp(key, "platforms") == 0) {
+        if (parse_platforms(p, tok, nt, w))
+            return -1;
+    } else if (parse_require(p, tok, nt, w)) {
+        return -1;
+    }
+    return 1;
+}
+
+/* A count key (min_repeat 1..1000, min_passing, min_vjp_passing >= 0) into req; *bit says
+ * which requirement it set. */
+static int parse_count_key(cc_requirements *req, char **tok, int nt, unsigned *bit,
+                           const policy_where *w)
+{
+    const char *key = tok[0];
+    char *end;
+    long v = nt == 2 ? strtol(tok[1], &end, 10) : -1;
+    if (strcmp(key, "min_repeat") == 0) {
+        if (nt != 2 || *end || v < 1 || v > 1000)
+            return policy_refuse(w, "min_repeat wants a number of calls from 1 to 1000");
+        req->min_repeat = v;
+        *bit = CC_REQ_REPEAT;
+        return 0;
+    }
+    if (nt != 2 || *end || v < 0)
+        return policy_refuse(w, "%s wants a count", key);
+    if (key[4] == 'p') {
+        req->min_passing = v;
+        *bit = CC_REQ_MIN;
+    } else {
+        req->min_vjp_passing = v;
+        *bit = CC_REQ_MIN_VJP;
+    }
+    return 0;
+}
+
+/* A requirement key (of the defaults, or of a section) into req; *bit says which one. */
+static int parse_requirement(cc_requirements *req, char **tok, int nt, unsigned *bit,
+                             const policy_where *w)
+{
+    const char *key = tok[0], *bad = NULL;
+    int is_class = 1;
+    int rc = 0;
+    if (strcmp(key, "min_repeat") == 0 || strcmp(key, "min_passing") == 0 ||
+        strcmp(key, "min_vjp_passing") == 0)
+        return parse_count_key(req, tok, nt, bit, w);
+    if (strcmp(key, "shape_classes") == 0) {
+        *bit = CC_REQ_SHAPES;
+        rc = class_list(tok + 1, nt - 1, SHAPES, CC_SHAPE_COUNT, &req->shapes, &bad);
+    } else if (strcmp(key, "layout_classes") == 0) {
+        *bit = CC_REQ_LAYOUTS;
+        /* strided is a per-input layout, never a result's class: a case with explicit
+         * strides is "mixed" */
+        rc = class_list(tok + 1, nt - 1, LAYOUTS, CC_LAYOUT_STRIDED, &req->layouts, &bad);
+    } else if (strcmp(key, "edge_classes") == 0) {
+        *bit = CC_REQ_EDGES;
+        rc = class_list(tok + 1, nt - 1, EDGES, CC_EDGE_COUNT, &req->edges, &bad);
+    } else {
+        is_class = 0;
+        if (strcmp(key, "allow_unsupported") == 0) {
+            *bit = CC_REQ_UNSUPPORTED;
+            rc = two_words(tok, nt, "yes", "no", &req->allow_unsupported);
+        } else if (strcmp(key, "accumulation") == 0) {
+            *bit = CC_REQ_ACCUMULATION;
+            rc = two_words(tok, nt, "relaxed", "strict", &req->allow_relaxed);
+        } else if (strcmp(key, "suspect") == 0) {
+            *bit = CC_REQ_SUSPECT;
+            rc = two_words(tok, nt, "fail", "allow", &req->suspect_fails);
+        } else {
+            return policy_refuse(w, "unknown key '%s' (format, libtorch_version, platforms, "
+                                    "require, min_passing, min_vjp_passing, shape_classes, "
+                                    "layout_classes, edge_classes, allow_unsupported, "
+                                    "min_repeat, suspect, accumulation)",
+                                 key);
+        }
+    }
+    if (!rc)
+        return 0;
+    if (is_class)
+        return policy_refuse(w, "%s: unknown class '%s'", key, bad);
+    return policy_refuse(w, "%s is %s", key,
+                         *bit == CC_REQ_UNSUPPORTED    ? "yes or no"
+                         : *bit == CC_REQ_ACCUMULATION ? "strict or relaxed"
+                                                       : "fail or allow");
+}
+
+int cc_policy_parse(const char *text, const char *name, cc_policy *p, char *msg, size_t len)
+{
+    policy_start(p, name);
+    policy_where w = {name, 0, msg, len};
+    int have_format = 0;
     cc_policy_section *sec = NULL;
     for (const char *s = text; *s;) {
-        const char *eol = strchr(s, '\n');
-        size_t n = eol ? (size_t)(eol - s) : strlen(s);
-        char line[1024];
-        lineno++;
-        if (n >= sizeof line) {
-            snprintf(msg, len, "%s:%d: line too long", name, lineno);
-            return -1;
-        }
-        memcpy(line, s, n);
-        line[n] = 0;
-        s = eol ? eol + 1 : s + n;
-        char *hash = strchr(line, '#');
-        if (hash)
-            *hash = 0;
-        char *tok[40];
-        int nt = 0;
-        for (char *t = strtok(line, " \t\r"); t && nt < 40; t = strtok(NULL, " \t\r"))
-            tok[nt++] = t;
+        char line[1024], *tok[40];
+        w.lineno++;
+        int nt = policy_words(&s, line, sizeof line, tok, 40);
+        if (nt < 0)
+            return policy_refuse(&w, "line too long");
         if (!nt)
             continue;
-        if (!have_format && strcmp(tok[0], "format") != 0) {
-            snprintf(msg, len, "%s:%d: a policy starts with 'format %s'", name, lineno,
-                     CC_POLICY_FORMAT);
-            return -1;
-        }
+        if (!have_format && strcmp(tok[0], "format") != 0)
+            return policy_refuse(&w, "a policy starts with 'format %s'", CC_POLICY_FORMAT);
         if (tok[0][0] == '[') {
-            /* [op NAME...] or [capsule GLOB...], optionally dtype=LIST */
-            char hdr[1024] = "";
-            for (int i = 0; i < nt; i++) {
-                strncat(hdr, tok[i], sizeof hdr - strlen(hdr) - 2);
-                strcat(hdr, " ");
-            }
-            char *open = hdr + 1, *close = strrchr(hdr, ']');
-            if (!close || close[1] != ' ' || close[2]) {
-                snprintf(msg, len, "%s:%d: a section header is '[op NAME...]' or "
-                                   "'[capsule GLOB...]', with an optional dtype=LIST",
-                         name, lineno);
+            if (parse_section_header(p, tok, nt, &w, &sec))
                 return -1;
-            }
-            *close = 0;
-            if (p->n_sec == CC_POLICY_MAX_SECTIONS) {
-                snprintf(msg, len, "%s:%d: more than %d sections", name, lineno,
-                         CC_POLICY_MAX_SECTIONS);
-                return -1;
-            }
-            sec = &p->sec[p->n_sec++];
-            memset(sec, 0, sizeof *sec);
-            sec->line = lineno;
-            char *kind = strtok(open, " ");
-            if (!kind || (strcmp(kind, "op") && strcmp(kind, "capsule"))) {
-                snprintf(msg, len, "%s:%d: a section is [op NAME...] or [capsule GLOB...]", name,
-                         lineno);
-                return -1;
-            }
-            sec->is_op = strcmp(kind, "op") == 0;
-            for (char *t = strtok(NULL, " "); t; t = strtok(NULL, " ")) {
-                if (strncmp(t, "dtype=", 6) == 0) {
-                    if (dtype_list(t + 6, &sec->dtypes)) {
-                        snprintf(msg, len, "%s:%d: bad dtype list '%s' (f64, f32, f16, bf16)",
-                                 name, lineno, t + 6);
-                        return -1;
-                    }
-                    continue;
-                }
-                if (sec->is_op && !ref_op_find(t)) {
-                    snprintf(msg, len, "%s:%d: unknown op '%s'", name, lineno, t);
-                    return -1;
-                }
-                if (sec->n_pat == CC_POLICY_MAX_PATTERNS || strlen(t) >= sizeof sec->pat[0]) {
-                    snprintf(msg, len, "%s:%d: too many or too long names", name, lineno);
-                    return -1;
-                }
-                snprintf(sec->pat[sec->n_pat++], sizeof sec->pat[0], "%s",
-                         sec->is_op ? ref_op_find(t)->name : t);
-            }
-            if (!sec->n_pat) {
-                snprintf(msg, len, "%s:%d: the section names no %s", name, lineno,
-                         sec->is_op ? "op" : "capsule");
-                return -1;
-            }
             continue;
         }
-        const char *key = tok[0];
-        int global = strcmp(key, "format") == 0 || strcmp(key, "libtorch_version") == 0 ||
-                     strcmp(key, "require") == 0 || strcmp(key, "platforms") == 0 ||
-                     strcmp(key, "sampled_checks") == 0;
-        if (global && sec) {
-            snprintf(msg, len, "%s:%d: '%s' belongs before the first section", name, lineno, key);
+        int global = parse_policy_key(p, sec, tok, nt, &have_format, &w);
+        if (global < 0)
             return -1;
-        }
-        if (strcmp(key, "format") == 0) {
-            if (nt != 2 || strcmp(tok[1], CC_POLICY_FORMAT) != 0) {
-                snprintf(msg, len, "%s:%d: this capcheck reads policy format %s", name, lineno,
-                         CC_POLICY_FORMAT);
-                return -1;
-            }
-            have_format = 1;
+        if (global)
             continue;
-        }
-        if (strcmp(key, "libtorch_version") == 0) {
-            if (nt != 2 || strlen(tok[1]) >= sizeof p->libtorch_version) {
-                snprintf(msg, len, "%s:%d: libtorch_version wants one version string, or any",
-                         name, lineno);
-                return -1;
-            }
-            snprintf(p->libtorch_version, sizeof p->libtorch_version, "%s",
-                     strcmp(tok[1], "any") == 0 ? "" : tok[1]);
-            continue;
-        }
-        if (strcmp(key, "sampled_checks") == 0) {
-            if (nt != 2 || (strcmp(tok[1], "count") && strcmp(tok[1], "ignore"))) {
-                snprintf(msg, len, "%s:%d: sampled_checks is count or ignore", name, lineno);
-                return -1;
-            }
-            p->sampled_checks = strcmp(tok[1], "count") == 0;
-            continue;
-        }
-        if (strcmp(key, "platforms") == 0) {
-            for (int i = 1; i < nt; i++) {
-                if (strcmp(tok[i], "any") == 0 && nt == 2)
-                    break;
-                const char *colon = strchr(tok[i], ':');
-                if (!colon || colon == tok[i] || !colon[1] || strlen(tok[i]) >= 48 ||
-                    p->n_platforms == CC_POLICY_MAX_PLATFORMS) {
-                    snprintf(msg, len, "%s:%d: platforms wants platform keys (cpu:amx cpu:avx2 "
-                                       "cuda:sm90 ...) or any, not '%s'",
-                             name, lineno, tok[i]);
-                    return -1;
-                }
-                snprintf(p->platforms[p->n_platforms++], sizeof p->platforms[0], "%s", tok[i]);
-            }
-            if (nt < 2) {
-                snprintf(msg, len, "%s:%d: platforms wants platform keys or any", name, lineno);
-                return -1;
-            }
-            continue;
-        }
-        if (strcmp(key, "require") == 0) {
-            if (nt < 3 || p->n_req == CC_POLICY_MAX_REQUIRE || strlen(tok[1]) >= 80) {
-                snprintf(msg, len, "%s:%d: require wants a capsule name or glob and dtypes "
-                                   "(require capcheck.aten_cpu.* f32 f64)",
-                         name, lineno);
-                return -1;
-            }
-            cc_policy_require *r = &p->req[p->n_req++];
-            snprintf(r->glob, sizeof r->glob, "%s", tok[1]);
-            r->line = lineno;
-            for (int i = 2; i < nt; i++) {
-                unsigned m;
-                if (dtype_list(tok[i], &m)) {
-                    snprintf(msg, len, "%s:%d: bad dtype '%s' (f64, f32, f16, bf16, *)", name,
-                             lineno, tok[i]);
-                    return -1;
-                }
-                r->dtypes |= m;
-            }
-            continue;
-        }
-        cc_requirements *req = sec ? &sec->req : &p->defaults;
         unsigned bit = 0;
-        const char *bad = NULL;
-        if (strcmp(key, "min_repeat") == 0) {
-            char *end;
-            long v = nt == 2 ? strtol(tok[1], &end, 10) : -1;
-            if (nt != 2 || *end || v < 1 || v > 1000) {
-                snprintf(msg, len, "%s:%d: min_repeat wants a number of calls from 1 to 1000",
-                         name, lineno);
-                return -1;
-            }
-            req->min_repeat = v;
-            bit = CC_REQ_REPEAT;
-        } else if (strcmp(key, "min_passing") == 0 || strcmp(key, "min_vjp_passing") == 0) {
-            char *end;
-            long v = nt == 2 ? strtol(tok[1], &end, 10) : -1;
-            if (nt != 2 || *end || v < 0) {
-                snprintf(msg, len, "%s:%d: %s wants a count", name, lineno, key);
-                return -1;
-            }
-            if (key[4] == 'p') {
-                req->min_passing = v;
-                bit = CC_REQ_MIN;
-            } else {
-                req->min_vjp_passing = v;
-                bit = CC_REQ_MIN_VJP;
-            }
-        } else if (strcmp(key, "shape_classes") == 0) {
-            bit = CC_REQ_SHAPES;
-            if (class_list(tok + 1, nt - 1, SHAPES, CC_SHAPE_COUNT, &req->shapes, &bad))
-                goto bad_class;
-        } else if (strcmp(key, "layout_classes") == 0) {
-            bit = CC_REQ_LAYOUTS;
-            /* strided is a per-input layout, never a result's class: a case with explicit
-             * strides is "mixed" */
-            if (class_list(tok + 1, nt - 1, LAYOUTS, CC_LAYOUT_STRIDED, &req->layouts, &bad))
-                goto bad_class;
-        } else if (strcmp(key, "edge_classes") == 0) {
-            bit = CC_REQ_EDGES;
-            if (class_list(tok + 1, nt - 1, EDGES, CC_EDGE_COUNT, &req->edges, &bad))
-                goto bad_class;
-        } else if (strcmp(key, "allow_unsupported") == 0) {
-            bit = CC_REQ_UNSUPPORTED;
-            if (two_words(tok, nt, "yes", "no", &req->allow_unsupported))
-                goto bad_word;
-        } else if (strcmp(key, "accumulation") == 0) {
-            bit = CC_REQ_ACCUMULATION;
-            if (two_words(tok, nt, "relaxed", "strict", &req->allow_relaxed))
-                goto bad_word;
-        } else if (strcmp(key, "suspect") == 0) {
-            bit = CC_REQ_SUSPECT;
-            if (two_words(tok, nt, "fail", "allow", &req->suspect_fails))
-                goto bad_word;
-        } else {
-            snprintf(msg, len,
-                     "%s:%d: unknown key '%s' (format, libtorch_version, platforms, require, "
-                     "min_passing, "
-                     "min_vjp_passing, shape_classes, layout_classes, edge_classes, "
-                     "allow_unsupported, min_repeat, suspect, accumulation)",
-                     name, lineno, key);
+        if (parse_requirement(sec ? &sec->req : &p->defaults, tok, nt, &bit, &w))
             return -1;
-        }
         if (sec)
             sec->set |= bit;
-        continue;
-    bad_class:
-        snprintf(msg, len, "%s:%d: %s: unknown class '%s'", name, lineno, key, bad);
-        return -1;
-    bad_word:
-        snprintf(msg, len, "%s:%d: %s is %s", name, lineno, key,
-                 bit == CC_REQ_UNSUPPORTED ? "yes or no"
-                 : bit == CC_REQ_ACCUMULATION ? "strict or relaxed"
-                                              : "fail or allow");
-        return -1;
     }
     if (!have_format) {
         snprintf(msg, len, "%s: empty policy (it starts with 'format %s')", name,
