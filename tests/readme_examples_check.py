@@ -85,6 +85,18 @@ def main():
             "platform: cpu:avx512-bf16", "platform: cpu:zz9-test")), 0))
         results.append(check(build, page(d, "platform.md", GOOD_OUTPUT.replace(
             "platform: cpu:avx512-bf16", "platform: gpu:avx512-bf16")), 1, ["line 4"]))
+        # a passing ratio matches any passing ratio (kernels differ per CPU); a failing one stays exact
+        RATIOS = """```sh
+build/capcheck repro 'relu in=[2,3] seed=1' --provider reference | sed -n 6,7p
+```
+```text
+forward:  worst bound ratio 0.1199
+vjp:      worst bound ratio %s
+```
+"""
+        results.append(check(build, page(d, "ratio.md", RATIOS % "1"), 0))
+        results.append(check(build, page(d, "ratio-fail.md", RATIOS % "1.5"), 1, ["line 2"]))
+        results.append(check(build, page(d, "ratio-big.md", RATIOS % "2.3e+06"), 1, ["line 2"]))
         # a refused command fails its block
         results.append(check(build, page(d, "refused.md", "```sh\nbuild/capcheck repro 'relu dtype=f33'\n```\n"), 1,
                              ["refused.md:7: the block's command exited 2"]))
