@@ -1,5 +1,5 @@
 /* Room harness/ (top): only the CLI (main.c, commands.c, help.c): the command line,
- * calling into every room (README "Layout"; scripts/check-layers). */
+ * calling into every room (docs/contributing/layout.md; scripts/check-layers). */
 /* capcheck command line: run, repro, shrink, bench, list, help (the evidence commands are in
  * commands.c; every command's help in help.c). Exit codes: 0 all passed, 1 some case did not
  * pass, 2 bad input or environment (unknown op, malformed line, missing file, no case to run,

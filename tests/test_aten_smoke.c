@@ -283,7 +283,7 @@ static void test_unimplemented_combinations_are_unsupported(void **state)
 }
 
 /* The known ATen deviations kept in cases/regressions/ still fail on the platforms they were
- * seen on (when one starts passing there, ATen changed and the README's list must follow);
+ * seen on (when one starts passing there, ATen changed and docs/aten.md's list must follow);
  * elsewhere a pass is "did not reproduce", never a failure. */
 static void test_known_aten_deviations_still_fail(void **state)
 {

@@ -1,4 +1,4 @@
-/* Case-line parser, printer and generator expansion (grammar in case.h and the README). */
+/* Case-line parser, printer and generator expansion (grammar in case.h and docs/cases.md). */
 #define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include "harness/case/case.h"
 

@@ -17,7 +17,7 @@
  *   <op|*> count=<N> dtype=f32,f64 layout=contig,transpose size=<tiny|small|medium|large>
  *          [rank=R] [zero=1] [edge=none,nan,...|all] [stream=2] [ref=MODE] [seed=S]
  *
- * Blank lines and text after '#' are ignored. The README documents the full grammar. */
+ * Blank lines and text after '#' are ignored. docs/cases.md documents the full grammar. */
 #ifndef CAPCHECK_CASE_H
 #define CAPCHECK_CASE_H
 

@@ -1,5 +1,5 @@
 /* capcheck emit-lean: the capsules the gate upgraded, as a TorchLean module that a TorchLean
- * tree can import and hand to its planner (README, "Evidence TorchLean can import").
+ * tree can import and hand to its planner (docs/torchlean.md).
  *
  * The module targets one TorchLean commit (core/torchlean.h: every constructor, field,
  * namespace and module name it writes is in that commit's data, which

@@ -116,7 +116,7 @@ void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n)
 {
     char quoted[2 * CC_REPRO_LINE_MAX + 8] = "'";
     cc_shell_quote(line, quoted + 1, sizeof quoted - 2);
-    /* a case line always goes in quotes, as the README writes it */
+    /* a case line always goes in quotes, as the documentation writes it */
     const char *word = quoted[1] == '\'' ? quoted + 1 : strcat(quoted, "'");
     snprintf(buf, n, "%s%scapcheck repro %s%s%s", r && r->env[0] ? r->env : "",
              r && r->env[0] ? " " : "", word, r && r->args[0] ? " " : "",
