@@ -134,7 +134,7 @@ static int emit_lean(const cc_gate *g, const cc_policy *pol, const opts *o)
         return 2;
     }
     int rc = 0;
-    if (cc_lean_capsule_count(g, &tl, msg, sizeof msg) == 0) {
+    if (cc_lean_capsule_count(g, pol, &tl, msg, sizeof msg) == 0) {
         fprintf(stderr, "capcheck emit-lean: nothing to emit: %s\n", msg);
         rc = 1;
     } else if (o->package) {

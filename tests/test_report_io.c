@@ -393,27 +393,22 @@ static void test_golden_gate_and_lean(void **state)
                                           "996dda06ed8af8842d6126a8e403d16221e700ca"};
     const char *g = "tests/golden";
     char args[1024], file[64];
+    static const char *const runs[][2] = {{"checked", ""},
+                                          {"partly", "--catalog tests/golden/partly.catalog.tsv"},
+                                          {"unusual", "--catalog tests/golden/unusual.catalog.tsv"}};
     for (int c = 0; c < 2; c++) {
-        snprintf(args, sizeof args, "emit-lean %s/checked_run --policy %s/lean.policy --torchlean %s",
-                 g, g, commits[c]);
-        snprintf(file, sizeof file, "checked_run.%.7s.lean", commits[c]);
-        golden(args, file);
-        snprintf(args, sizeof args,
-                 "emit-lean %s/partly_run --policy %s/lean.policy --catalog %s/partly.catalog.tsv "
-                 "--torchlean %s",
-                 g, g, g, commits[c]);
-        snprintf(file, sizeof file, "partly_run.%.7s.lean", commits[c]);
-        golden(args, file);
-        snprintf(args, sizeof args,
-                 "emit-lean %s/unusual_run --policy %s/lean.policy --catalog "
-                 "%s/unusual.catalog.tsv --torchlean %s",
-                 g, g, g, commits[c]);
-        snprintf(file, sizeof file, "unusual_run.%.7s.lean", commits[c]);
-        golden(args, file);
+        for (int r = 0; r < 3; r++) {
+            snprintf(args, sizeof args,
+                     "emit-lean %s/%s_run --policy %s/lean.policy %s --torchlean %s", g,
+                     runs[r][0], g, runs[r][1], commits[c]);
+            snprintf(file, sizeof file, "%s_run.%.7s.lean", runs[r][0], commits[c]);
+            golden(args, file);
+        }
         /* the oracle checking itself upgrades capsules, none of them TorchLean's: nothing to
          * emit, said in one sentence on stderr, nothing on stdout, exit 1 */
-        snprintf(args, sizeof args, "emit-lean %s/gate_run --policy %s/golden.policy --torchlean %s",
-                 g, g, commits[c]);
+        snprintf(args, sizeof args,
+                 "emit-lean %s/gate_run --policy %s/golden.policy --torchlean %s", g, g,
+                 commits[c]);
         assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
         char want[256];
         snprintf(want, sizeof want, "capcheck emit-lean: nothing to emit: the gate upgrades 4 "

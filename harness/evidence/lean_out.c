@@ -493,7 +493,8 @@ static int emitted(const lean_capsule *e)
     return e->upgraded && !e->why_not[0];
 }
 
-size_t cc_lean_capsule_count(const cc_gate *g, const cc_torchlean *tl, char *why, size_t len)
+size_t cc_lean_capsule_count(const cc_gate *g, const cc_policy *pol, const cc_torchlean *tl,
+                             char *why, size_t len)
 {
     size_t n, count = 0, upgraded = 0;
     lean_capsule *e = capsules_of(g, tl, &n);
@@ -508,11 +509,12 @@ size_t cc_lean_capsule_count(const cc_gate *g, const cc_torchlean *tl, char *why
         if (e[i].upgraded && e[i].why_not[0] && !first)
             first = &e[i];
     }
+    int own_policy = strcmp(pol->name, CC_POLICY_BUILT_IN) != 0;
     if (count == 0 && upgraded == 0)
         snprintf(why, len, "the gate upgrades none of this report's %zu capsules, so there is no "
-                           "evidence for TorchLean to import (capcheck gate %s --all says what "
-                           "each one lacks)",
-                 n, g->source);
+                           "evidence for TorchLean to import (capcheck gate %s%s%s --all says "
+                           "what each one lacks)",
+                 n, g->source, own_policy ? " --policy " : "", own_policy ? pol->name : "");
     else if (count == 0)
         snprintf(why, len, "the gate upgrades %zu capsule%s, none of them a TorchLean capsule at "
                            "%.7s (%s: %s)",

@@ -17,9 +17,11 @@
 #include "core/torchlean.h"
 #include "harness/evidence/gate.h"
 
-/* The number of KernelCapsules the module of this gate holds at TorchLean `tl`; when none, one
- * sentence in why saying why (nothing upgraded, or what kept each upgraded capsule out). */
-size_t cc_lean_capsule_count(const cc_gate *g, const cc_torchlean *tl, char *why, size_t n);
+/* The number of KernelCapsules the module of this gate (under policy pol) holds at TorchLean
+ * `tl`; when none, one sentence in why saying why: nothing upgraded (and the gate command that
+ * says what each capsule lacks), or what kept the first upgraded capsule out. */
+size_t cc_lean_capsule_count(const cc_gate *g, const cc_policy *pol, const cc_torchlean *tl,
+                             char *why, size_t n);
 
 /* The module, on f. Returns 0, or -1 when writing failed. */
 int cc_lean_write_module(const cc_gate *g, const cc_policy *pol, const cc_torchlean *tl,
