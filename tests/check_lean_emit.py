@@ -283,7 +283,7 @@ def main(argv):
     if not PROBLEMS:
         print(f"emit-lean at {len(commits())} TorchLean commits: list, nothing to emit, div and "
               f"neg, packages read back, TorchLean's tree, CUDA, and {len(HOSTILE_PROVIDERS)} hostile "
-              "providers x {len(HOSTILE_CAPSULES)} hostile capsule names: all hold")
+              f"providers x {len(HOSTILE_CAPSULES)} hostile capsule names: all hold")
     return 1 if PROBLEMS else 0
 
 

@@ -27,11 +27,12 @@
  * Text capcheck does not choose (capsule, provider and file names, a provider's description)
  * is escaped twice over: for Lean (string escapes; in comments no "/-" or "-/", which would
  * open or close one) and for the lint's own patterns, which read the raw text: no backquote
- * (a quoted `NN/x.lean` must exist in TorchLean's tree), no "\(" or "\[" (DocGen math), no "$$",
- * no brace (`.nativeSymbol {...}` provenance), no em-dash (banned at 3447b74), no character
- * Python counts as a line break. Identifiers are an injective mangling into [a-z0-9_] behind a
- * fixed prefix ("a-b" and "a_b" stay apart, "2fast" is no problem, and no capsule name makes
- * one of the removed names 3447b74's lint bans); a very long name gets a digest instead. */
+ * (a quoted `NN/x.lean` must exist in TorchLean's tree), no brace (`.nativeSymbol {...}`
+ * provenance), no em-dash (banned at 3447b74), no character Python counts as a line break, and
+ * in comments no "\(", "\[" or "$$" (DocGen math). Identifiers are an injective mangling into
+ * [a-z0-9_] behind a fixed prefix ("a-b" and "a_b" stay apart, "2fast" is no problem, and no
+ * capsule name makes one of the removed names 3447b74's lint bans); a very long name gets a
+ * digest instead. */
 #define _POSIX_C_SOURCE 200809L
 #include "harness/evidence/lean_out.h"
 
@@ -233,8 +234,8 @@ typedef struct {
 /* The next unit of a Lean string literal of s (n bytes left); returns the bytes it consumed.
  * Escaped besides what Lean needs (\" \\ \n \t and control bytes as \xHH, a stray byte as the
  * code point of its value): the characters the lint reads as line breaks or bans (\uHHHH), and
- * the ones its raw-text patterns look for: '`' (a quoted path), '$' (DocGen display math), '{'
- * and '}' (contract provenance). */
+ * the ones its raw-text patterns look for in a literal: '`' (a quoted path), '{' and '}'
+ * (contract provenance). */
 static size_t next_unit(const unsigned char *s, size_t n, str_unit *u)
 {
     size_t len = cc_utf8_char_len(s, n);
@@ -244,8 +245,7 @@ static size_t next_unit(const unsigned char *s, size_t n, str_unit *u)
         snprintf(u->text, sizeof u->text, "\\%c", (char)cp);
     else if (cp == '\n' || cp == '\t')
         snprintf(u->text, sizeof u->text, "\\%c", cp == '\n' ? 'n' : 't');
-    else if (len == 0 || cp < 0x20 || cp == 0x7f || cp == '`' || cp == '$' || cp == '{' ||
-             cp == '}')
+    else if (len == 0 || cp < 0x20 || cp == 0x7f || cp == '`' || cp == '{' || cp == '}')
         snprintf(u->text, sizeof u->text, "\\x%02x", len == 0 ? s[0] : cp);
     else if (awkward(cp))
         snprintf(u->text, sizeof u->text, "\\u%04x", cp);
