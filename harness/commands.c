@@ -12,6 +12,7 @@
 #include "harness/report/jschema.h"
 #include "harness/evidence/merge.h"
 #include "harness/evidence/history.h"
+#include "harness/evidence/lean_out.h"
 #include "harness/evidence/report_html.h"
 
 static const char *const COMMANDS[] = {"gate",   "evidence", "emit-lean", "diff",    "merge",
@@ -27,9 +28,9 @@ int cc_is_evidence_command(const char *name)
 
 typedef struct {
     /* NULL: the built-in ones (torchlean: the newest providers/torchlean/<commit>.tsv) */
-    const char *policy, *catalog, *out, *evidence, *schema, *torchlean;
+    const char *policy, *catalog, *out, *evidence, *schema, *torchlean, *package;
     double drift;
-    int fail_on_drift, all, force;
+    int fail_on_drift, all, force, in_torchlean;
     int seen_drift;
     const char *pos[256];
     int n_pos;
@@ -58,6 +59,10 @@ static int parse(int argc, char **argv, opts *o)
             slot = &o->schema, applies = !strcmp(cmd, "validate");
         else if (strcmp(a, "--torchlean") == 0)
             slot = &o->torchlean, applies = !strcmp(cmd, "emit-lean");
+        else if (strcmp(a, "--package") == 0)
+            slot = &o->package, applies = !strcmp(cmd, "emit-lean");
+        else if (strcmp(a, "--in-torchlean") == 0)
+            flag = &o->in_torchlean, applies = !strcmp(cmd, "emit-lean");
         else if (strcmp(a, "--fail-on-drift") == 0)
             flag = &o->fail_on_drift, applies = !strcmp(cmd, "diff");
         else if (strcmp(a, "--all") == 0)
@@ -113,6 +118,41 @@ static int parse(int argc, char **argv, opts *o)
     return 0;
 }
 
+/* emit-lean after the gate: the module on stdout, or the Lake package; exit 1 with one
+ * sentence when it would hold no KernelCapsule. */
+static int emit_lean(const cc_gate *g, const cc_policy *pol, const opts *o)
+{
+    char msg[2048], path[4096];
+    if (o->package && o->in_torchlean) {
+        fprintf(stderr, "capcheck emit-lean: --package writes a package of its own, --in-torchlean "
+                        "a module for TorchLean's tree: give one\n");
+        return 2;
+    }
+    cc_torchlean tl;
+    if (cc_torchlean_load(o->torchlean, &tl, msg, sizeof msg)) {
+        fprintf(stderr, "capcheck emit-lean: --torchlean: %s\n", msg);
+        return 2;
+    }
+    int rc = 0;
+    if (cc_lean_capsule_count(g, pol, &tl, msg, sizeof msg) == 0) {
+        fprintf(stderr, "capcheck emit-lean: nothing to emit: %s\n", msg);
+        rc = 1;
+    } else if (o->package) {
+        if (cc_lean_write_package(g, pol, &tl, o->package, path, sizeof path, msg, sizeof msg)) {
+            fprintf(stderr, "capcheck emit-lean: %s\n", msg);
+            rc = 2;
+        } else
+            printf("capcheck emit-lean: wrote a Lake package in %s: lakefile.lean (TorchLean "
+                   "%.12s), %s and README.md; run `lake build` there (README.md says how)\n",
+                   o->package, tl.commit, path);
+    } else if (cc_lean_write_module(g, pol, &tl, o->in_torchlean, stdout) || fflush(stdout)) {
+        fprintf(stderr, "capcheck emit-lean: cannot write the module\n");
+        rc = 2;
+    }
+    cc_torchlean_free(&tl);
+    return rc;
+}
+
 static int gate_family(const char *cmd, const opts *o)
 {
     char msg[2048];
@@ -147,19 +187,8 @@ static int gate_family(const char *cmd, const opts *o)
     if (strcmp(cmd, "gate") == 0) {
         cc_gate_print(&g, pol, o->all, stdout);
         rc = g.exit_code;
-    } else if (strcmp(cmd, "emit-lean") == 0) {
-        cc_torchlean tl;
-        if (cc_torchlean_load(o->torchlean, &tl, msg, sizeof msg)) {
-            fprintf(stderr, "capcheck emit-lean: --torchlean: %s\n", msg);
-            rc = 2;
-        } else {
-            if (cc_gate_emit_lean(&g, pol, &cat, &tl, stdout)) {
-                fprintf(stderr, "capcheck emit-lean: cannot write the module\n");
-                rc = 2;
-            }
-            cc_torchlean_free(&tl);
-        }
-    }
+    } else if (strcmp(cmd, "emit-lean") == 0)
+        rc = emit_lean(&g, pol, o);
     const char *dir = strcmp(cmd, "evidence") == 0 ? o->out : o->evidence;
     if (dir) {
         if (cc_gate_write_evidence(&g, pol, dir, msg, sizeof msg)) {

@@ -155,17 +155,21 @@ static const struct {
      "                   relaxed): each cell before -> after\n"
      "  --markdown FILE  also write the table as Markdown (scripts/power-table)\n"
      "Exit codes: 0 printed; 2 a folder without --power results, or unreadable.\n"},
-    {"list", "list ops (parameters, defaults), the cases files expand to, or platforms",
+    {"list", "list ops, the cases files expand to, platforms, or TorchLean commits",
      "usage: capcheck list ops\n"
      "       capcheck list cases [FILE...] [--op NAME] [--seed N] [--device D] "
      "[--max-elements N]\n"
      "       capcheck list platforms [--provider P | --provider-lib PATH] [--device D]\n"
+     "       capcheck list torchlean\n"
      "list ops: every op of the vocabulary: report name, forward and VJP status in the\n"
      "reference, inputs (optional ones in [brackets]) and parameters with their defaults.\n"
      "list cases: the canonical line of every case the files expand to (generators drawn), one\n"
      "per line: what run would run. --max-elements keeps cases of at most N elements.\n"
      "list platforms: every CPU dispatch level, whether this CPU supports it, and the platform\n"
      "key and facts the provider's workers report at each supported level.\n"
+     "list torchlean: the TorchLean commits emit-lean has names for, newest first, each with the\n"
+     "newest date its own files state (the commit is that old or younger); the first is\n"
+     "emit-lean's default.\n"
      "Exit codes: 0 listed; 2 bad input.\n"},
     {"gate", "per capsule x dtype: checked, or trustedExternal with what is missing",
      "usage: capcheck gate REPORT... [--policy F] [--evidence DIR] [--catalog F] [--all]\n"
@@ -187,16 +191,26 @@ static const struct {
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
     {"emit-lean", "print a TorchLean module of the capsules the gate upgrades",
      "usage: capcheck emit-lean REPORT... [--policy F] [--catalog F] [--torchlean COMMIT]\n"
-     "Print a TorchLean module: a KernelCapsule (capcheck.<capsule>, trustLevel .checked, the\n"
-     "VJP mode the results state, evidence the sealed report's sha256) per capsule the gate\n"
-     "upgrades, a CapsuleModule of them, profiles that admit them (checkedCpuWithEvidence,\n"
-     "checkedCudaWithEvidence), and notEmitted: why each other upgraded capsule is none.\n"
-     "The gate is capcheck gate's (default: the built-in policy and catalog).\n"
-     "  --torchlean COMMIT  TorchLean's names at COMMIT (7 or more hex digits of a commit\n"
-     "                      capcheck has data for, providers/torchlean/*.tsv; default: the\n"
-     "                      newest)\n"
-     "Exit codes: 0 printed; 2 refused (the evidence, the policy, or a TorchLean commit\n"
-     "without data).\n"},
+     "                          [--package DIR | --in-torchlean]\n"
+     "Print a TorchLean module, Capcheck.Evidence.Report_<sha16>: a KernelCapsule\n"
+     "(capcheck.<capsule>, trustLevel .checked, the VJP mode the results state, evidence the\n"
+     "sealed report's sha256) per capsule the gate upgrades, a CapsuleModule of them, the\n"
+     "profiles TorchLean maintains with them admitted (checkedCpuWithEvidence, named\n"
+     "checked_cpu+capcheck, ...), and notEmitted: why each other upgraded capsule is none. Every\n"
+     "line passes TorchLean's lint (100 columns). It belongs in a Lake library's source folder as\n"
+     "Capcheck/Evidence/Report_<sha16>.lean. The gate is capcheck gate's (default: the built-in\n"
+     "policy and catalog).\n"
+     "  --torchlean COMMIT  TorchLean's names at COMMIT (7 or more hex digits of one that\n"
+     "                      capcheck list torchlean names; default: the newest)\n"
+     "  --package DIR       write a Lake package instead: DIR/lakefile.lean requiring\n"
+     "                      TorchLean at COMMIT, the module, and DIR/README.md (`lake build`\n"
+     "                      there builds it)\n"
+     "  --in-torchlean      the module for TorchLean's own tree: NN.Tests.Capcheck.Evidence.<..>,\n"
+     "                      the file NN/Tests/Capcheck/Evidence/Report_<sha16>.lean, with the\n"
+     "                      copyright header TorchLean's lint asks of every file under NN/\n"
+     "Exit codes: 0 written; 1 nothing to emit (no upgraded capsule is a TorchLean capsule: one\n"
+     "sentence says why); 2 refused (the evidence, the policy, or a TorchLean commit without\n"
+     "data).\n"},
     {"diff", "what changed between two reports",
      "usage: capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
      "Regressions, fixes, new failures and bound-ratio drift beyond F (default 4) per capsule x\n"

@@ -829,6 +829,30 @@ static int cmd_list_cases(const options *o)
 /* Every op: report name, forward and VJP in the reference, inputs (optional ones in
  * [brackets], "..." when more may follow) and parameters with the values a line that omits
  * them gets. */
+/* The TorchLean commits emit-lean has names for, newest first: what --torchlean takes. */
+static int cmd_list_torchlean(void)
+{
+    char msg[512];
+    cc_torchlean *all = calloc(CC_TL_MAX_COMMITS, sizeof *all);
+    int n = all ? cc_torchlean_load_all(all, CC_TL_MAX_COMMITS, msg, sizeof msg) : -1;
+    if (n < 0) {
+        fprintf(stderr, "capcheck list torchlean: %s\n", all ? msg : "out of memory");
+        free(all);
+        return 2;
+    }
+    printf("TorchLean commits capcheck emit-lean has names for, newest first (--torchlean takes "
+           "7 or more digits):\n");
+    for (int i = 0; i < n; i++) {
+        const cc_tl_row *repo = cc_tl_find(&all[i], "repository", NULL);
+        printf("  %s  %s or later (the newest date its files state: %s)  %s%s\n", all[i].commit,
+               all[i].date, all[i].date_source, repo ? repo->value : "",
+               i == 0 ? "  (the default)" : "");
+        cc_torchlean_free(&all[i]);
+    }
+    free(all);
+    return 0;
+}
+
 static int cmd_list_ops(void)
 {
     int missing = 0;
@@ -994,8 +1018,10 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "list") == 0 && !is_list_cases && !is_list_platforms) {
         if (argc == 3 && strcmp(argv[2], "ops") == 0)
             return cmd_list_ops();
-        fprintf(stderr, "capcheck: try 'capcheck list ops', 'capcheck list cases FILE...' or "
-                        "'capcheck list platforms'\n");
+        if (argc == 3 && strcmp(argv[2], "torchlean") == 0)
+            return cmd_list_torchlean();
+        fprintf(stderr, "capcheck: try 'capcheck list ops', 'capcheck list cases FILE...', "
+                        "'capcheck list platforms' or 'capcheck list torchlean'\n");
         return 2;
     }
     int is_run = strcmp(argv[1], "run") == 0, is_repro = strcmp(argv[1], "repro") == 0,

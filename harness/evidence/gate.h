@@ -146,9 +146,5 @@ void cc_gate_suite_name(const cc_gate *g, char *buf, size_t n);
  * plugin named "../x" writes nothing outside DIR). Returns 0 or -1 with msg. */
 int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *dir, char *msg,
                            size_t len);
-/* A TorchLean module (harness/evidence/lean_out.c) of the capsules the gate upgraded, for the TorchLean
- * vocabulary `tl` (core/torchlean.h), with `cat` the catalog the gate used. */
-int cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, const cc_catalog *cat,
-                      const cc_torchlean *tl, FILE *f);
 
 #endif

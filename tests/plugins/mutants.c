@@ -36,7 +36,9 @@
 /* Two more builds test how evidence binds to the provider that ran (CMakeLists.txt):
  * mutants_aten.so calls itself "aten" (the loader must refuse it), mutants_odd.so has a name
  * that is hard on Lean text ("2fast-/a_b") and a description that claims a libtorch version
- * (CC_MUTANT_CLAIMS_LIBTORCH: the report must not believe it). */
+ * (CC_MUTANT_CLAIMS_LIBTORCH: the report must not believe it); it also takes its name and a
+ * description from CAPCHECK_MUTANT_NAME and CAPCHECK_MUTANT_DESCRIPTION when they are set
+ * (CC_MUTANT_NAME_FROM_ENV: tests/check_lean_emit.py runs it under names hard on Lean text). */
 #ifdef CC_MUTANT_CLAIMS_LIBTORCH
 #define CC_MUTANT_DESCRIPTION_HEAD "libtorch 2.15.0; cuda 12.1; "
 #else
@@ -936,8 +938,14 @@ static void mu_describe(void *ctx, char *buf, size_t len)
     (void)ctx;
     int unknown;
     const mutant *m = active(&unknown);
-    snprintf(buf, len, CC_MUTANT_DESCRIPTION_HEAD "capcheck planted-bug plugin (float64 reference), mutant %s",
-             m ? m->name : "none");
+    const char *extra = NULL;
+#ifdef CC_MUTANT_NAME_FROM_ENV
+    extra = getenv("CAPCHECK_MUTANT_DESCRIPTION");
+#endif
+    snprintf(buf, len,
+             CC_MUTANT_DESCRIPTION_HEAD "%s%scapcheck planted-bug plugin (float64 reference), "
+                                        "mutant %s",
+             extra ? extra : "", extra ? "; " : "", m ? m->name : "none");
 }
 
 static const char *mu_vjp_mode(void *ctx, const char *op)
@@ -948,8 +956,13 @@ static const char *mu_vjp_mode(void *ctx, const char *op)
 
 EXPORT const cc_provider *capcheck_provider_v1(void)
 {
-    static const cc_provider p = {CC_PROVIDER_ABI_VERSION, CC_MUTANT_PROVIDER, NULL, mu_init,
-                                  mu_forward, mu_vjp, mu_describe, mu_vjp_mode,
-                                  NULL /* compute_roundoff: its TF32 mutant declares nothing */};
+    static cc_provider p = {CC_PROVIDER_ABI_VERSION, CC_MUTANT_PROVIDER, NULL, mu_init,
+                            mu_forward, mu_vjp, mu_describe, mu_vjp_mode,
+                            NULL /* compute_roundoff: its TF32 mutant declares nothing */};
+#ifdef CC_MUTANT_NAME_FROM_ENV
+    const char *name = getenv("CAPCHECK_MUTANT_NAME");
+    if (name && *name)
+        p.name = name;
+#endif
     return &p;
 }
