@@ -212,6 +212,13 @@ static void tally_chunk(const cc_bound_model *m, const double *restrict e,
 void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at, int64_t count,
                    const cc_view *got, const cc_bound_model *m, cc_comparison *out)
 {
+    cc_compare_at_each(expected, mag, at, count, got, m, out, NULL);
+}
+
+void cc_compare_at_each(const double *expected, const ref_mag *mag, const int64_t *at,
+                        int64_t count, const cc_view *got, const cc_bound_model *m,
+                        cc_comparison *out, cc_element_judgement *each)
+{
     int64_t n = 1;
     for (int i = 0; i < got->rank; i++)
         n *= got->shape[i];
@@ -254,6 +261,8 @@ void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at
                 if (isnan(e[k]) != isnan(g[k]))
                     out->n_nan_mismatch++;
             }
+        for (int64_t k = 0; each && k < len; k++)
+            each[i0 + k] = (cc_element_judgement){bound[k], r[k], rs[k]};
         chunk_tally t;
         tally_chunk(m, e, bound, r, rs, len, out_max, max_finite, &t);
         out->n_over += t.n_over;
