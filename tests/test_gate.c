@@ -225,6 +225,17 @@ static void test_refuses_an_altered_or_unsealed_report(void **state)
     assert_int_equal(gate(p, dir), 2);
     expect_in(out, ".sha256 seal");
 
+    /* a seal that is not a whole hash: refused as such, not compared (a prefix would match) */
+    copy_run("garbled", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/report.json.sha256", dir);
+    char *seal = cc_t_slurp(path, NULL);
+    assert_non_null(seal);
+    seal[12] = 0;
+    cc_t_write(path, seal);
+    free(seal);
+    assert_int_equal(gate(p, dir), 2);
+    expect_in(out, "report.json.sha256 is not a sha256 line");
+
     /* the report is intact, the results beside it are not */
     copy_run("results", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/results.jsonl", dir);
