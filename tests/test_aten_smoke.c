@@ -22,6 +22,7 @@
 #include "harness/report/expect.h"
 #include "harness/run/platform.h"
 #include "harness/run/runner.h"
+#include "skip_util.h"
 #include "test_util.h"
 
 static cc_case_list smoke;
@@ -391,7 +392,7 @@ static void test_aten_gemm_is_the_blas_it_states(void **state)
     static char out[1 << 14];
     assert_int_equal(cc_t_run(NULL, "list platforms", out, sizeof out), 0);
     if (!strstr(out, "BLAS mkl")) {
-        printf("libtorch states no MKL here: nothing to check\n");
+        cc_t_skip("libtorch states no MKL here: which BLAS its gemm calls is not checked");
         return;
     }
     static const char *const levels[] = {"native", "default"};
@@ -410,9 +411,16 @@ static void test_aten_gemm_is_the_blas_it_states(void **state)
 
 int main(void)
 {
-    if (!cc_aten_provider()) {
-        printf("skipped: capcheck was built without the ATen provider\n");
-        return 77;
+    char why[768] = "";
+    if (!cc_aten_provider_load(why, sizeof why)) {
+#if CAPCHECK_HAVE_ATEN
+        /* a build with ATen whose module does not load is broken, not without ATen */
+        fprintf(stderr, "FAILED: this build has the ATen provider but it did not load: %s\n", why);
+        return 1;
+#else
+        cc_t_skip("capcheck was built without the ATen provider (%s)", why);
+        return CC_T_SKIP_CODE;
+#endif
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_smoke_passes_on_aten_cpu),
@@ -427,5 +435,6 @@ int main(void)
         cmocka_unit_test(test_every_dispatch_level),
         cmocka_unit_test(test_aten_gemm_is_the_blas_it_states),
     };
-    return cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown);
+    return cc_t_exit_code(
+        cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown));
 }
