@@ -313,12 +313,11 @@ static void test_known_aten_crashes_still_crash(void **state)
 {
     (void)state;
     const char *path = CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases";
-    char out[16384], args[1024], dir[64];
-    snprintf(dir, sizeof dir, "/tmp/capcheck_aten_crashes.%d", (int)getpid()); /* tests of other
-                                                                                checkouts run too */
+    char out[16384], args[1024], dir[] = "/tmp/capcheck_aten_crashes_XXXXXX";
+    assert_non_null(mkdtemp(dir)); /* tests of other checkouts run too */
     snprintf(args, sizeof args,
              "run " CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases "
-             "-j 1 --expect --out %s", dir);
+             "-j 1 --expect --out %s/run", dir);
     int rc = cc_t_run(NULL, args, out, sizeof out);
     cc_t_remove_dir(dir);
     if (rc != 0)
@@ -355,11 +354,10 @@ static void test_every_dispatch_level(void **state)
     int n = cc_levels_parse("all", flags, levels, CC_MAX_LEVELS, msg, sizeof msg);
     assert_true(n >= 1);
     static char out[1 << 16];
-    char args[2048], dir[64];
-    snprintf(dir, sizeof dir, "/tmp/capcheck_levels.%d", (int)getpid()); /* one per process */
+    char args[2048], dir[] = "/tmp/capcheck_levels_XXXXXX";
+    assert_non_null(mkdtemp(dir));
     snprintf(args, sizeof args, "run --cpu-capability all -j 2 --out %s/smoke", dir);
     int rc = cc_t_run(NULL, args, out, sizeof out);
-    cc_t_remove_dir(dir);
     if (rc != 0)
         fail_msg("the smoke suite does not pass at every level:\n%.4000s", out);
     for (int k = 0; k < n; k++) {

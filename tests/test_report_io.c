@@ -363,13 +363,16 @@ static void test_markdown_and_junit(void **state)
     free(x);
 }
 
-static void golden(const char *args, const char *file)
+/* capcheck args exits with want_rc and prints tests/golden/file exactly. */
+static void golden(const char *args, int want_rc, const char *file)
 {
     char path[256];
     snprintf(path, sizeof path, "tests/golden/%s", file);
     char *want = cc_t_slurp(path, NULL);
     assert_non_null(want);
-    cc_t_run(NULL, args, out, sizeof out);
+    int rc = cc_t_run(NULL, args, out, sizeof out);
+    if (rc != want_rc)
+        fail_msg("capcheck %s: exit %d, want %d:\n%s", args, rc, want_rc, out);
     if (strcmp(out, want) != 0) {
         char got[300];
         snprintf(got, sizeof got, "%s/%s", tmp, file);
@@ -391,19 +394,21 @@ static void test_golden_gate_and_lean(void **state)
     const char *g = "tests/golden", *tl = "--torchlean 3447b74f6bf43f83ad50885851caf0bc01b4c53d";
     char args[1024];
     snprintf(args, sizeof args, "emit-lean %s/gate_run --policy %s/golden.policy %s", g, g, tl);
-    golden(args, "gate_run.3447b74.lean");
+    golden(args, 0, "gate_run.3447b74.lean");
     snprintf(args, sizeof args, "emit-lean %s/checked_run --policy %s/lean.policy %s", g, g, tl);
-    golden(args, "checked_run.3447b74.lean");
+    golden(args, 0, "checked_run.3447b74.lean");
     snprintf(args, sizeof args,
              "emit-lean %s/partly_run --policy %s/lean.policy --catalog %s/partly.catalog.tsv %s", g,
              g, g, tl);
-    golden(args, "partly_run.3447b74.lean");
+    golden(args, 0, "partly_run.3447b74.lean");
     snprintf(args, sizeof args,
              "emit-lean %s/unusual_run --policy %s/lean.policy --catalog %s/unusual.catalog.tsv %s",
              g, g, g, tl);
-    golden(args, "unusual_run.3447b74.lean");
-    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy", "gate_run.gate.txt");
-    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy --all",
+    golden(args, 0, "unusual_run.3447b74.lean");
+    /* exit 1: a required capsule of the golden run is not checked (its text says which) */
+    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy", 1,
+           "gate_run.gate.txt");
+    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy --all", 1,
            "gate_run.gate_all.txt");
     /* a TorchLean commit capcheck has no data for is one sentence */
     snprintf(args, sizeof args, "emit-lean %s/gate_run --policy %s/golden.policy --torchlean "
