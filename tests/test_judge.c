@@ -10,7 +10,9 @@
  *   - adversarial chunks: random bit patterns of every dtype (NaN, +-Inf, +-0, subnormals, the
  *     largest finite value and beyond), magnitudes that are 0, NaN or Inf, every bound model,
  *     lengths around the vector width and the chunk, sampled picks.
- * Each part counts what it met and asserts it met every class it claims to cover. */
+ * Each part counts what it met and asserts it met every class it claims to cover. Every
+ * comparison is also made by each clone of the vectorized loops this CPU runs (default, AVX2,
+ * x86-64-v4: cc_compare_at_isa), not only by the one its dispatch picks. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +28,8 @@
 #include "harness/run/compare.h"
 #include "harness/run/runner.h"
 #include "harness/run/sample.h"
+#include "reference/ref_parallel.h"
+#include "skip_util.h"
 #include "test_util.h"
 
 /* ---- the definition ------------------------------------------------------------------------ */
@@ -140,6 +144,7 @@ typedef struct {
     long nan_expected, nan_got, inf_expected, inf_got, overflow_accepted;
     long over_bound, exactly_one, vacuous_outputs, vacuous_elements, suspect_outputs;
     long nonfinite_alike, split_planes, worst_after_first_chunk;
+    long by_clone[REF_ISA_COUNT]; /* comparisons each clone made */
     char first[768];
 } coverage;
 
@@ -170,6 +175,20 @@ static void check_one(coverage *cv, const double *expected, const ref_mag *mag,
         differences(ran, &spec, other, sizeof other);
         if (other[0])
             snprintf(why, sizeof why, "as the run judged it: %s", other);
+    }
+    for (int isa = 0; isa < REF_ISA_COUNT && !why[0]; isa++) { /* every clone, forced */
+        cc_comparison c;
+        cc_element_judgement *e_isa = malloc(sizeof *e_isa * (size_t)(n + 1));
+        assert_non_null(e_isa);
+        if (cc_compare_at_isa(isa, expected, mag, at, count, got, m, &c, e_isa) == 0) {
+            cv->by_clone[isa]++;
+            differences(&c, &spec, other, sizeof other);
+            if (!other[0] && memcmp(e_isa, fast_each, sizeof *e_isa * (size_t)n) != 0)
+                snprintf(other, sizeof other, "an element's bound or ratio differs");
+            if (other[0])
+                snprintf(why, sizeof why, "the %s clone: %s", ref_isa_name(isa), other);
+        }
+        free(e_isa);
     }
     for (int64_t e = 0; e < n && !why[0]; e++) {
         const cc_element_judgement *f = &fast_each[e], *s = &spec_each[e];
@@ -400,6 +419,11 @@ static void test_adversarial_chunks(void **state)
     assert_true(cv.multi_chunk > 50 && cv.sampled > 100 && cv.empty > 0);
     assert_true(cv.nonfinite_alike > 20 && cv.split_planes > 20);
     assert_true(cv.worst_after_first_chunk > 0);
+    for (int isa = 0; isa < REF_ISA_COUNT; isa++) {
+        printf("the %s clone: %ld comparisons%s\n", ref_isa_name(isa), cv.by_clone[isa],
+               ref_isa_runs(isa) ? "" : " (this CPU cannot run it)");
+        assert_int_equal(cv.by_clone[isa], ref_isa_runs(isa) ? cv.comparisons : 0);
+    }
 }
 
 /* ---- part 2: the smoke and nightly cases, as runs judge them ------------------------------- */
@@ -523,5 +547,10 @@ int main(void)
         cmocka_unit_test(test_adversarial_chunks),
         cmocka_unit_test(test_smoke_and_nightly_slice),
     };
-    return cmocka_run_group_tests_name("judge_against_its_definition", tests, NULL, NULL);
+#if REF_HAVE_VECTOR_CLONES && defined(REF_CLONE_NAMES_UNKNOWN)
+    cc_t_skip("this compiler names its target_clones clones otherwise than fn.avx2: only the "
+              "clone its dispatch picks is tested");
+#endif
+    return cc_t_exit_code(
+        cmocka_run_group_tests_name("judge_against_its_definition", tests, NULL, NULL));
 }

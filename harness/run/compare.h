@@ -131,5 +131,11 @@ typedef struct {
 void cc_compare_at_each(const double *expected, const ref_mag *mag, const int64_t *at,
                         int64_t count, const cc_view *got, const cc_bound_model *m,
                         cc_comparison *out, cc_element_judgement *each);
+/* The same with the vectorized loops compiled for instruction set `isa` (REF_ISA_*,
+ * reference/ref_parallel.h) whatever this CPU's dispatch picks: 0, or -1 (nothing done) when
+ * this build or CPU has no such clone. Tests hold every clone to the same bits. */
+int cc_compare_at_isa(int isa, const double *expected, const ref_mag *mag, const int64_t *at,
+                      int64_t count, const cc_view *got, const cc_bound_model *m,
+                      cc_comparison *out, cc_element_judgement *each);
 
 #endif
