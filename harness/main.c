@@ -306,8 +306,10 @@ static int apply_math_modes(const options *o)
 static cc_run_options run_options(const options *o)
 {
     const char *det = getenv("CAPCHECK_DETERMINISTIC");
-    cc_run_options r = {o->repeat, o->no_guard, det && strcmp(det, "1") == 0, NULL,
-                        o->ref_threads, o->ref, o->accumulation_mode, o->power, NULL};
+    cc_run_options r = {.repeat = o->repeat, .unguarded = o->no_guard,
+                        .deterministic = det && strcmp(det, "1") == 0,
+                        .threads = o->ref_threads, .ref = o->ref,
+                        .accumulation = o->accumulation_mode, .power = o->power};
     return r;
 }
 

@@ -22,6 +22,7 @@
 #include "harness/report/expect.h"
 #include "harness/run/platform.h"
 #include "harness/run/runner.h"
+#include "skip_util.h"
 #include "test_util.h"
 
 static cc_case_list smoke;
@@ -312,12 +313,11 @@ static void test_known_aten_crashes_still_crash(void **state)
 {
     (void)state;
     const char *path = CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases";
-    char out[16384], args[1024], dir[64];
-    snprintf(dir, sizeof dir, "/tmp/capcheck_aten_crashes.%d", (int)getpid()); /* tests of other
-                                                                                checkouts run too */
+    char out[16384], args[1024], dir[] = "/tmp/capcheck_aten_crashes_XXXXXX";
+    assert_non_null(mkdtemp(dir)); /* tests of other checkouts run too */
     snprintf(args, sizeof args,
              "run " CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases "
-             "-j 1 --expect --out %s", dir);
+             "-j 1 --expect --out %s/run", dir);
     int rc = cc_t_run(NULL, args, out, sizeof out);
     cc_t_remove_dir(dir);
     if (rc != 0)
@@ -354,11 +354,10 @@ static void test_every_dispatch_level(void **state)
     int n = cc_levels_parse("all", flags, levels, CC_MAX_LEVELS, msg, sizeof msg);
     assert_true(n >= 1);
     static char out[1 << 16];
-    char args[2048], dir[64];
-    snprintf(dir, sizeof dir, "/tmp/capcheck_levels.%d", (int)getpid()); /* one per process */
+    char args[2048], dir[] = "/tmp/capcheck_levels_XXXXXX";
+    assert_non_null(mkdtemp(dir));
     snprintf(args, sizeof args, "run --cpu-capability all -j 2 --out %s/smoke", dir);
     int rc = cc_t_run(NULL, args, out, sizeof out);
-    cc_t_remove_dir(dir);
     if (rc != 0)
         fail_msg("the smoke suite does not pass at every level:\n%.4000s", out);
     for (int k = 0; k < n; k++) {
@@ -391,7 +390,7 @@ static void test_aten_gemm_is_the_blas_it_states(void **state)
     static char out[1 << 14];
     assert_int_equal(cc_t_run(NULL, "list platforms", out, sizeof out), 0);
     if (!strstr(out, "BLAS mkl")) {
-        printf("libtorch states no MKL here: nothing to check\n");
+        cc_t_skip("libtorch states no MKL here: which BLAS its gemm calls is not checked");
         return;
     }
     static const char *const levels[] = {"native", "default"};
@@ -410,9 +409,16 @@ static void test_aten_gemm_is_the_blas_it_states(void **state)
 
 int main(void)
 {
-    if (!cc_aten_provider()) {
-        printf("skipped: capcheck was built without the ATen provider\n");
-        return 77;
+    char why[768] = "";
+    if (!cc_aten_provider_load(why, sizeof why)) {
+#if CAPCHECK_HAVE_ATEN
+        /* a build with ATen whose module does not load is broken, not without ATen */
+        fprintf(stderr, "FAILED: this build has the ATen provider but it did not load: %s\n", why);
+        return 1;
+#else
+        cc_t_skip("capcheck was built without the ATen provider (%s)", why);
+        return CC_T_SKIP_CODE;
+#endif
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_smoke_passes_on_aten_cpu),
@@ -427,5 +433,6 @@ int main(void)
         cmocka_unit_test(test_every_dispatch_level),
         cmocka_unit_test(test_aten_gemm_is_the_blas_it_states),
     };
-    return cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown);
+    return cc_t_exit_code(
+        cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown));
 }

@@ -148,7 +148,9 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
                    "  - edge classes not covered by a passing case: ties\n");
     assert_int_equal(cc_t_count(out, "\nchecked "), 0);
     policy("p3b.conf", "[op add]\nedge_classes nan\n", p, sizeof p);
-    gate(p, run_dir);
+    assert_int_equal(gate(p, run_dir), 1); /* add is checked, the run's other ops are not */
+    expect_in(out, "capcheck gate: 2 of 4 capsule x dtype x platform checked (no require lines: "
+                   "every one must be): exit 1\n");
     expect_in(out, "checked          capcheck.oracle.add f32: 15 passing of 15");
 
     /* stricter counts and shape classes name each shortfall */
@@ -224,6 +226,17 @@ static void test_refuses_an_altered_or_unsealed_report(void **state)
     assert_int_equal(remove(path), 0);
     assert_int_equal(gate(p, dir), 2);
     expect_in(out, ".sha256 seal");
+
+    /* a seal that is not a whole hash: refused as such, not compared (a prefix would match) */
+    copy_run("garbled", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/report.json.sha256", dir);
+    char *seal = cc_t_slurp(path, NULL);
+    assert_non_null(seal);
+    seal[12] = 0;
+    cc_t_write(path, seal);
+    free(seal);
+    assert_int_equal(gate(p, dir), 2);
+    expect_in(out, "report.json.sha256 is not a sha256 line");
 
     /* the report is intact, the results beside it are not */
     copy_run("results", dir, sizeof dir);
@@ -377,7 +390,8 @@ static void test_evidence_binds_to_the_provider_that_ran(void **state)
     expect_in(out, "names no libtorch version (provider: libtorch 2.15.0; cuda 12.1;");
     /* ... and no built-in's capsules: its own */
     policy("pv_any.conf", "", p, sizeof p);
-    gate(p, dir);
+    assert_int_equal(gate(p, dir), 1); /* its add checked, its softmax not */
+    expect_in(out, "capcheck gate: 2 of 4 capsule x dtype x platform checked");
     expect_in(out, "plugin.2fast-/a_b.cpu.add f32");
     if (strstr(out, "capcheck.aten_cpu") || strstr(out, "libtorch."))
         fail_msg("a plugin's results became a built-in's evidence:\n%s", out);
@@ -437,14 +451,17 @@ static void test_evidence_binds_to_the_provider_that_ran(void **state)
              sha);
     cc_t_write(cat, row);
     snprintf(args, sizeof args, "gate %s --policy %s --catalog %s --all", dir, p, cat);
-    cc_t_run(NULL, args, out, sizeof out);
+    /* exit 1 each time: of the run's two ops only add is checked (2 of 4 capsule x dtype) */
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    expect_in(out, "capcheck gate: 2 of 4 capsule x dtype x platform checked");
     char line[256];
     snprintf(line, sizeof line, "checked          tl.add f32%s: 15 passing of 15", here);
     expect_in(out, line);
     expect_in(out, "plugin.mutants.cpu.softmax f32");
     row[strlen(row) - 2] = row[strlen(row) - 2] == '0' ? '1' : '0'; /* another build's hash */
     cc_t_write(cat, row);
-    cc_t_run(NULL, args, out, sizeof out);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    expect_in(out, "capcheck gate: 2 of 4 capsule x dtype x platform checked");
     snprintf(line, sizeof line, "checked          plugin.mutants.cpu.add f32%s: 15 passing of 15",
              here);
     expect_in(out, line);

@@ -363,13 +363,16 @@ static void test_markdown_and_junit(void **state)
     free(x);
 }
 
-static void golden(const char *args, const char *file)
+/* capcheck args exits with want_rc and prints tests/golden/file exactly. */
+static void golden(const char *args, int want_rc, const char *file)
 {
     char path[256];
     snprintf(path, sizeof path, "tests/golden/%s", file);
     char *want = cc_t_slurp(path, NULL);
     assert_non_null(want);
-    cc_t_run(NULL, args, out, sizeof out);
+    int rc = cc_t_run(NULL, args, out, sizeof out);
+    if (rc != want_rc)
+        fail_msg("capcheck %s: exit %d, want %d:\n%s", args, rc, want_rc, out);
     if (strcmp(out, want) != 0) {
         char got[300];
         snprintf(got, sizeof got, "%s/%s", tmp, file);
@@ -402,7 +405,7 @@ static void test_golden_gate_and_lean(void **state)
                      "emit-lean %s/%s_run --policy %s/lean.policy %s --torchlean %s", g,
                      runs[r][0], g, runs[r][1], commits[c]);
             snprintf(file, sizeof file, "%s_run.%.7s.lean", runs[r][0], commits[c]);
-            golden(args, file);
+            golden(args, 0, file);
         }
         /* the oracle checking itself upgrades capsules, none of them TorchLean's: nothing to
          * emit, said in one sentence on stderr, nothing on stdout, exit 1 */
@@ -421,8 +424,10 @@ static void test_golden_gate_and_lean(void **state)
             strchr(out, '\n') != out + strlen(out) - 1)
             fail_msg("not one sentence alone (stdout and stderr together):\n%s", out);
     }
-    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy", "gate_run.gate.txt");
-    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy --all",
+    /* exit 1: a required capsule of the golden run is not checked (its text says which) */
+    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy", 1,
+           "gate_run.gate.txt");
+    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy --all", 1,
            "gate_run.gate_all.txt");
     /* a TorchLean commit capcheck has no data for is one sentence */
     snprintf(args, sizeof args, "emit-lean %s/checked_run --policy %s/lean.policy --torchlean "

@@ -260,6 +260,8 @@ static void judge(case_run *cr, int k, const char *what, const ref_shape *shape,
     const cc_case *c = cr->c;
     cc_comparison cmp;
     cc_compare_at(ev->expected, ev->mag, ev->at, ev->count, got, bm, &cmp);
+    if (cr->o->judged)
+        cr->o->judged(cr->o->judged_ctx, ev->expected, ev->mag, ev->at, ev->count, got, bm, &cmp);
     if (cmp.worst_ratio > *ratio)
         *ratio = cmp.worst_ratio;
     note_worst(cr->r, &cmp, what, shape, &cr->worst_shape);

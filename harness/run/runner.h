@@ -36,6 +36,13 @@ typedef struct {
     int power;                    /* also measure each case's detection power (power.h) */
     struct cc_vjp_modes *vjp_modes; /* the providers' vjpModes asked so far, kept between
                                        cases (a worker's); NULL: asked every case */
+    /* Called after every comparison of an output with its reference, with what was compared
+     * (cc_compare_at's arguments) and what it gave; NULL: nothing is called. Tests use it to
+     * hold the judge to its definition on the values runs really judge (tests/test_judge.c). */
+    void (*judged)(void *ctx, const double *expected, const ref_mag *mag, const int64_t *at,
+                   int64_t count, const cc_view *got, const cc_bound_model *bm,
+                   const cc_comparison *cmp);
+    void *judged_ctx;
 } cc_run_options;
 
 /* The vjpMode text a provider gave for an op (a capsule's property, abi/capcheck_provider.h),

@@ -9,13 +9,23 @@
  * the classes of issue 14: softplus's threshold at moderate x, a one-pass variance on large-mean
  * rows, an f64 parameter rounded to float32, a rank-3 kernel given rank 4, one layout assumed
  * for every input, reads and writes one element outside a buffer (the guard pages), a kernel
- * wrong on every third call and one whose bits vary from call to call (--repeat). */
+ * wrong on every third call and one whose bits vary from call to call (--repeat).
+ *
+ * Beside the mutants, a hold for the tests that kill a run part way (tests/cli_util.h,
+ * cc_t_run_and_kill): with MUTANTS_HOLD_FILE=<path> and MUTANTS_HOLD_AFTER=<n>, the first n
+ * forward calls of the whole run (every worker process counted in the file, one '.' a call) go
+ * through and every later one writes an 'h' there and sleeps until its process is killed: the
+ * run stops after exactly n forward calls, however fast the machine. (Not CAPCHECK_*: how a test
+ * stops a run is no part of how a case runs, and a repro line carries only CAPCHECK_*.) */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
 #include "core/view.h"
@@ -904,9 +914,32 @@ static cc_status mu_init(void *ctx, cc_device device, char *msg, size_t len)
     return ref()->init(NULL, device, msg, len);
 }
 
+/* The hold (above): returns at once without MUTANTS_HOLD_FILE and MUTANTS_HOLD_AFTER, or for
+ * the first n calls; never returns after them. */
+static void hold_when_asked(void)
+{
+    const char *path = getenv("MUTANTS_HOLD_FILE"), *after = getenv("MUTANTS_HOLD_AFTER");
+    if (!path || !after)
+        return;
+    int fd = open(path, O_RDWR | O_CREAT | O_APPEND, 0644);
+    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET}; /* the whole file */
+    if (fd < 0 || fcntl(fd, F_SETLKW, &lock) != 0)
+        _exit(9); /* a hold that cannot count: the test sees the worker die, not a pass */
+    off_t calls = lseek(fd, 0, SEEK_END);
+    int held = calls >= (off_t)strtol(after, NULL, 10);
+    if (write(fd, held ? "h" : ".", 1) != 1)
+        _exit(9);
+    close(fd); /* and the lock with it */
+    while (held) {
+        struct timespec s = {3600, 0};
+        nanosleep(&s, NULL);
+    }
+}
+
 static cc_status mu_forward(void *ctx, const cc_call *call, cc_view *out, char *msg, size_t len)
 {
     (void)ctx;
+    hold_when_asked();
     int unknown;
     const mutant *m = active(&unknown);
     if (unknown) {
