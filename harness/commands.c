@@ -254,6 +254,8 @@ int cc_write_report_html(const char *dir, const char *policy, const char *who, F
         fprintf(err, "%s: report.html: %s\n", who, msg);
         return -1;
     }
-    fprintf(out, "%s: report.html in %s (%ld KB; %s)\n", who, dir, (bytes + 1023) / 1024, gate);
+    if (out)
+        fprintf(out, "%s: report.html in %s (%ld KB; %s)\n", who, dir, (bytes + 1023) / 1024,
+                gate);
     return 0;
 }

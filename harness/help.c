@@ -54,7 +54,7 @@ static const struct {
      "  --force          start over in a folder that holds an earlier run (it is discarded)\n"
      "  --resume DIR     with the same arguments: run only what DIR's journal lacks (damaged\n"
      "                   lines and crashes of workers killed from outside run again) and\n"
-     "                   write the report an uninterrupted run writes\n"
+     "                   write the report an uninterrupted run writes, in DIR (no --out)\n"
      "  --baseline DIR   report.md says what changed since that run (capcheck diff)\n"
      "  --op NAME        only the cases of op NAME (refused when none is left)\n"
      "  --seed N         the base seed of generator lines without seed= (default 0)\n"
@@ -92,10 +92,17 @@ static const struct {
      "  --power          also measure how large an error each case rejects (capcheck power)\n"
      "  --witness P[,P]  each case that does not pass runs again on up to 4 other providers\n"
      "                   (names, or plugin paths with a '/'): who is wrong\n"
-     "  --no-fork        run in this process (for a debugger; no crash isolation)\n" MATH_MODES
+     "  --no-fork        run in this process (for a debugger; no crash isolation)\n"
+     "  -v, --verbose    print the line of every case that does not pass\n"
+     "  -q, --quiet      print only the closing line (errors still say themselves)\n" MATH_MODES
      "A crash or hang of a provider is that case's result; a worker killed from outside (the\n"
-     "OOM killer) runs its case once more (\"retried\": true). Every failure prints the\n"
-     "command that reruns it. Ctrl-C stops the run and prints the command that finishes it.\n"
+     "OOM killer) runs its case once more (\"retried\": true). Each case that does not pass\n"
+     "prints its line and the command that reruns it, up to 10 (with --expect: results that\n"
+     "are news). A run with more is large: after the 10th its case lines stop (-v: all),\n"
+     "progress goes on (not on a terminal: a line per tenth of the run, at most every 30 s),\n"
+     "and it ends with each op x dtype row that did not pass and the command that reruns its\n"
+     "worst case, then a closing line: the counts and where report.md, report.html and\n"
+     "results.jsonl are. Ctrl-C stops the run and prints the command that finishes it.\n"
      EXIT_RUN PROVIDERS},
     {"repro", "rerun one case line alone and show its worst element",
      "usage: capcheck repro 'CASE LINE' [options]\n"
