@@ -207,7 +207,10 @@ static const struct {
     {"diff", "what changed between two reports",
      "usage: capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
      "Regressions, fixes, new failures and bound-ratio drift beyond F (default 4) per capsule x\n"
-     "dtype between two run folders or report.json files.\n"
+     "dtype between two run folders or report.json files: the rows of each report.json. A run\n"
+     "folder (results.jsonl, run.json, report.html or report.junit.xml beside the report) must\n"
+     "hold its results.jsonl, matching the report's digest; a report kept alone (report.json\n"
+     "and its seal, as reports/baseline) is read as it is; a shard of a run is refused.\n"
      "Exit codes: 0 nothing regressed; 1 a regression or a new failure (or drift, with\n"
      "--fail-on-drift); 2 unusable input.\n"},
     {"merge", "join the folders of a --shard I/N run into one report",
@@ -226,12 +229,15 @@ static const struct {
      "usage: capcheck history DIR... --out OUT [--drift F]\n"
      "Over runs given oldest first (nightlies): per capsule x dtype the worst and median bound\n"
      "ratio per night, the night each failure first appeared, drift beyond F (default 4) from\n"
-     "the first night, where the stack changed; OUT/history.html and OUT/history.json.\n"
+     "the first night, where the stack changed; OUT/history.html and OUT/history.json. A night\n"
+     "whose case set differs from the night before's is marked, and a series whose cases\n"
+     "changed breaks there: a failure before is not called fixed after, drift is measured\n"
+     "afresh. A folder (or a copy of a run) given twice is refused.\n"
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
     {"validate", "check a JSON file against a JSON Schema",
-     "usage: capcheck validate FILE [--schema F]\n"
-     "Default schema: the report schema built into capcheck (reports/schema.json). Text that\n"
-     "is not UTF-8 is refused.\n"
+     "usage: capcheck validate FILE|DIR [--schema F]\n"
+     "Default schema: the report schema built into capcheck (reports/schema.json). A run\n"
+     "folder DIR: its report.json. Text that is not UTF-8 is refused.\n"
      "Exit codes: 0 it conforms; 1 it does not; 2 unreadable.\n"},
     {"help", "this help, or one command's",
      "usage: capcheck help [COMMAND]    (or: capcheck COMMAND --help)\n"},

@@ -574,7 +574,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     if (o->baseline) { /* a baseline that cannot be read is refused before anything runs */
         cc_run base;
         char why[1024];
-        if (cc_run_load(o->baseline, 0, &base, why, sizeof why)) {
+        if (cc_diff_load(o->baseline, &base, why, sizeof why)) {
             fprintf(stderr, "capcheck: --baseline: %s\n", why);
             return 2;
         }
