@@ -11,9 +11,6 @@
  *            stdout: run, repro (also --no-fork), shrink and bench; it reaches stderr. */
 #include "cli_util.h"
 
-#include <sys/stat.h>
-
-#include "core/json.h"
 
 static char tmp[256];
 static char out[1 << 16];
@@ -43,16 +40,9 @@ static void night(const char *file, const char *mutant, const char *dir, int wan
 
 static cc_json *load_json(const char *dir, const char *name)
 {
-    char path[700], msg[256];
+    char path[700];
     snprintf(path, sizeof path, "%s/%s/%s", tmp, dir, name);
-    size_t n;
-    char *text = cc_t_slurp(path, &n);
-    assert_non_null(text);
-    cc_json *j = cc_json_parse(text, n, msg, sizeof msg);
-    free(text);
-    if (!j)
-        fail_msg("%s: %s", path, msg);
-    return j;
+    return cc_t_json_file(path);
 }
 
 /* The softmax series' failure_now in OUT/history.json. */
