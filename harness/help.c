@@ -3,6 +3,11 @@
 
 #include <string.h>
 
+#include "harness/session/session.h"
+
+#define CC_STR_(x) #x
+#define CC_STR(x) CC_STR_(x) /* a number #defined, as text */
+
 #define PROVIDERS                                                                                \
     "Providers (--provider NAME):\n"                                                             \
     "  aten         ATen through libtorch, CPU and (built with CAPCHECK_ATEN_CUDA) CUDA; the\n" \
@@ -97,12 +102,14 @@ static const struct {
      "  -q, --quiet      print only the closing line (errors still say themselves)\n" MATH_MODES
      "A crash or hang of a provider is that case's result; a worker killed from outside (the\n"
      "OOM killer) runs its case once more (\"retried\": true). Each case that does not pass\n"
-     "prints its line and the command that reruns it, up to 10 (with --expect: results that\n"
-     "are news). A run with more is large: after the 10th its case lines stop (-v: all),\n"
-     "progress goes on (not on a terminal: a line per tenth of the run, at most every 30 s),\n"
-     "and it ends with each op x dtype row that did not pass and the command that reruns its\n"
-     "worst case, then a closing line: the counts and where report.md, report.html and\n"
-     "results.jsonl are. Ctrl-C stops the run and prints the command that finishes it.\n"
+     "(with --expect: each result that is news) prints its line and the command that reruns\n"
+     "it, unless the run is large: more than " CC_STR(CC_LARGE_RUN) " cases (then from its start), or more\n"
+     "than " CC_STR(CC_CASE_LINES_SHOWN) " cases that do not pass (then from the next). A large run's case lines\n"
+     "give way (-v: all) to progress (not on a terminal: a line per tenth of the run, at most\n"
+     "every " CC_STR(CC_PROGRESS_SECONDS) " s), and it ends with each op x dtype row that did not pass and the\n"
+     "command that reruns its worst case, then a closing line: the counts and where\n"
+     "report.md, report.html and results.jsonl are. Ctrl-C stops the run and prints the\n"
+     "command that finishes it.\n"
      EXIT_RUN PROVIDERS},
     {"repro", "rerun one case line alone and show its worst element",
      "usage: capcheck repro 'CASE LINE' [options]\n"

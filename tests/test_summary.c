@@ -1,11 +1,13 @@
 /* What a run prints, through the binary: a small run looks as it always did (each case that
- * does not pass on two lines, then the counts and where the report is); a large one (more than
- * CC_CASE_LINES_SHOWN such cases) stops its case lines after the tenth, and ends with one line
- * per op x dtype row that did not pass with the command that reruns its worst case, then a
- * closing line; -v prints every case line, -q the closing line alone. And the worst case shown
- * is the one that shows the bug: with a wrong-axis softmax, report.md, report.html and the
- * summary each show a finite value missed beyond its bound for every dtype, never a NaN/Inf
- * pattern miss (expected nan, got 0.32), while those are counted apart and still shown. */
+ * does not pass on two lines, then the counts and where the report is: the README's planted
+ * wrong-axis softmax, 132 failing cases of 201); a large one stops its case lines (after the
+ * CC_CASE_LINES_SHOWN-th failing case, or from the start when it holds more than CC_LARGE_RUN
+ * cases) and ends with one line per op x dtype row that did not pass with the command that
+ * reruns its worst case, then a closing line; -v prints every case line, -q the closing line
+ * alone. And the worst case shown is the one that shows the bug: with a wrong-axis softmax,
+ * report.md, report.html and the summary each show a finite value missed beyond its bound for
+ * every dtype, never a NaN/Inf pattern miss (expected nan, got 0.32), while those are counted
+ * apart and still shown. */
 #include "cli_util.h"
 
 #include "harness/session/session.h"
@@ -52,50 +54,50 @@ static void test_a_small_run_looks_as_before(void **state)
     assert_non_null(strstr(out, "/softmax (report.md, report.json, report.junit.xml, "
                                 "results.jsonl)\ncapcheck: report.html in "));
     assert_null(strstr(out, "cases passed"));
-    /* ten cases that fail: each its two lines, no summary, no closing line */
-    char path[512], ten[1024] = "";
-    for (int seed = 1; seed <= 10; seed++) {
-        size_t used = strlen(ten);
-        snprintf(ten + used, sizeof ten - used, "softmax dtype=f32 in=[3,4] axis=0 seed=%d\n",
-                 seed);
-    }
-    snprintf(path, sizeof path, "%s/ten.cases", tmpdir);
-    cc_t_write(path, ten);
-    snprintf(args, sizeof args, "run %s " MUTANTS_SO " --out %s/ten", path, tmpdir);
-    assert_int_equal(cc_t_run(MUTANT, args, out, sizeof out), 1);
-    assert_int_equal(cc_t_count(out, "fail: "), 10);
-    assert_int_equal(cc_t_count(out, "\n  " MUTANT "capcheck repro 'softmax "), 10);
-    assert_int_equal(count_lines(out), 10 * 2 + 3);
-    assert_null(strstr(out, "more than"));
-    assert_null(strstr(out, "rows did not pass"));
-    assert_null(strstr(out, "cases passed"));
-}
-
-/* Planted wrong-axis softmax over the smoke's softmax cases: 132 of 201 fail. */
-static int run_mutant(const char *dir, const char *flags, char *out, size_t n)
-{
-    char args[1024];
+    /* the README's planted bug: 132 of 201 cases fail, each its two lines, no summary */
+    static char many[1 << 17];
     snprintf(args, sizeof args,
              "run " CAPCHECK_SOURCE_DIR "/cases/smoke.cases --op softmax " MUTANTS_SO
-             " --out %s/%s %s",
-             tmpdir, dir, flags);
+             " --out %s/bug",
+             tmpdir);
+    assert_int_equal(cc_t_run(MUTANT, args, many, sizeof many), 1);
+    assert_int_equal(cc_t_count(many, "fail: "), 132);
+    assert_int_equal(cc_t_count(many, "\n  " MUTANT "capcheck repro 'softmax "), 132);
+    assert_int_equal(count_lines(many), 132 * 2 + 3);
+    assert_non_null(strstr(many, ": 69 passed, 132 failed, 0 unsupported, 0 errors (0 crashed, "
+                                 "0 timed out)\ncapcheck: report in "));
+    assert_null(strstr(many, "more than"));
+    assert_null(strstr(many, "rows did not pass"));
+    assert_null(strstr(many, "cases passed"));
+}
+
+/* The wrong-axis softmax over tmp/FILE into tmp/DIR. */
+static int run_mutant(const char *file, const char *dir, const char *flags, char *out, size_t n)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "run %s/%s " MUTANTS_SO " --out %s/%s %s", tmpdir, file, tmpdir,
+             dir, flags);
     return cc_t_run(MUTANT, args, out, n);
 }
 
+/* 800 small softmax cases: 501 fail on the wrong axis, more than CC_CASE_LINES_SHOWN. */
 static void test_a_large_run_ends_with_a_summary(void **state)
 {
     (void)state;
     static char out[1 << 20];
-    assert_int_equal(run_mutant("large", "", out, sizeof out), 1);
+    char path[512];
+    snprintf(path, sizeof path, "%s/many.cases", tmpdir);
+    cc_t_write(path, "softmax count=400 dtype=f32,f64 size=tiny\n");
+    assert_int_equal(run_mutant("many.cases", "large", "", out, sizeof out), 1);
+    assert_non_null(strstr(out, ": 299 passed, 501 failed, 0 unsupported"));
     assert_int_equal(cc_t_count(out, "fail: "), CC_CASE_LINES_SHOWN);
-    assert_int_equal(cc_t_count(out, "capcheck: more than 10 cases to report: their lines stop "
+    assert_int_equal(cc_t_count(out, "capcheck: more than 200 cases to report: their lines stop "
                                      "here (-v prints every one)"),
                      1);
-    assert_non_null(strstr(out, "capcheck: 201 cases on mutants in "));
-    assert_non_null(strstr(out, "capcheck: 4 of 4 op x dtype rows did not pass; the worst case "
+    assert_non_null(strstr(out, "capcheck: 2 of 2 op x dtype rows did not pass; the worst case "
                                 "of each reruns with:\n"));
-    const char *dtypes[] = {"f64", "f32", "f16", "bf16"};
-    for (int k = 0; k < 4; k++) {
+    const char *dtypes[] = {"f64", "f32"};
+    for (int k = 0; k < 2; k++) {
         char row[64];
         snprintf(row, sizeof row, "\n  softmax %s: ", dtypes[k]);
         const char *at = strstr(out, row);
@@ -103,32 +105,32 @@ static void test_a_large_run_ends_with_a_summary(void **state)
             fail_msg("no summary row for softmax %s in:\n%s", dtypes[k], out);
         const char *eol = strchr(at + 1, '\n');
         char *line = strndup(at + 1, (size_t)(eol - at - 1));
-        assert_non_null(strstr(line, "did not pass ("));
+        assert_non_null(strstr(line, " of 400 did not pass ("));
         assert_non_null(strstr(line, "): " MUTANT "capcheck repro 'softmax dtype="));
         free(line);
     }
     char last[1024], want[1024];
     last_line(out, last, sizeof last);
     snprintf(want, sizeof want,
-             "capcheck: 69 of 201 cases passed (132 failed, 0 unsupported, 0 errors); read "
+             "capcheck: 299 of 800 cases passed (501 failed, 0 unsupported, 0 errors); read "
              "%s/large/report.md, %s/large/report.html; every case: %s/large/results.jsonl",
              tmpdir, tmpdir, tmpdir);
     assert_string_equal(last, want);
-    /* ten cases' two lines, "more than 10", the counts, the rows' head and four rows, the
+    /* 200 cases' two lines, "more than 200", the counts, the rows' head and two rows, the
      * report, report.html and the closing line */
-    assert_int_equal(count_lines(out), 2 * CC_CASE_LINES_SHOWN + 1 + 1 + 1 + 4 + 3);
+    assert_int_equal(count_lines(out), 2 * CC_CASE_LINES_SHOWN + 1 + 1 + 1 + 2 + 3);
 
     /* -v: every case's line, and the same summary */
-    assert_int_equal(run_mutant("verbose", "-v", out, sizeof out), 1);
-    assert_int_equal(cc_t_count(out, "fail: "), 132);
-    assert_null(strstr(out, "more than 10"));
-    assert_non_null(strstr(out, "4 of 4 op x dtype rows did not pass"));
+    assert_int_equal(run_mutant("many.cases", "verbose", "-v", out, sizeof out), 1);
+    assert_int_equal(cc_t_count(out, "fail: "), 501);
+    assert_null(strstr(out, "more than"));
+    assert_non_null(strstr(out, "2 of 2 op x dtype rows did not pass"));
 
     /* -q: the closing line alone (stdout and stderr together) */
-    assert_int_equal(run_mutant("quiet", "--quiet", out, sizeof out), 1);
+    assert_int_equal(run_mutant("many.cases", "quiet", "--quiet", out, sizeof out), 1);
     assert_int_equal(count_lines(out), 1);
     snprintf(want, sizeof want,
-             "capcheck: 69 of 201 cases passed (132 failed, 0 unsupported, 0 errors); read "
+             "capcheck: 299 of 800 cases passed (501 failed, 0 unsupported, 0 errors); read "
              "%s/quiet/report.md, %s/quiet/report.html; every case: %s/quiet/results.jsonl\n",
              tmpdir, tmpdir, tmpdir);
     assert_string_equal(out, want);
@@ -144,6 +146,29 @@ static void test_a_large_run_ends_with_a_summary(void **state)
     /* an error still says itself under -q */
     assert_int_equal(cc_t_run(NULL, "run /no/such.cases -q", out, sizeof out), 2);
     assert_non_null(strstr(out, "cannot open the case file"));
+}
+
+/* More than CC_LARGE_RUN cases: large from the start, no case line even for the few that fail. */
+static void test_a_run_of_many_cases_is_large_from_its_start(void **state)
+{
+    (void)state;
+    static char out[1 << 16];
+    char path[512];
+    snprintf(path, sizeof path, "%s/nightly.cases", tmpdir);
+    cc_t_write(path, "relu count=9990 size=tiny\nsoftmax count=20 dtype=f32 size=tiny\n");
+    assert_int_equal(run_mutant("nightly.cases", "nightly", "", out, sizeof out), 1);
+    assert_int_equal(strncmp(out, "capcheck: 10010 cases, more than 10000: the lines of cases "
+                                  "that do not pass give way to progress (-v prints them)",
+                             90),
+                     0);
+    assert_int_equal(cc_t_count(out, "fail: "), 0);
+    assert_non_null(strstr(out, ": 9999 passed, 11 failed, 0 unsupported"));
+    assert_non_null(strstr(out, "capcheck: 1 of 2 op x dtype rows did not pass; the worst case "
+                                "of each reruns with:\n  softmax f32: 11 of 20 did not pass (11 "
+                                "fail): " MUTANT "capcheck repro 'softmax dtype=f32 "));
+    assert_non_null(strstr(out, "capcheck: 9999 of 10010 cases passed (11 failed, 0 unsupported, "
+                                "0 errors); read "));
+    assert_int_equal(count_lines(out), 1 + 1 + 1 + 1 + 3);
 }
 
 /* The worst-case line of every softmax row of report.md ("- **softmax f32 ...": ...). */
@@ -177,7 +202,16 @@ static void test_the_worst_case_shows_the_bug(void **state)
 {
     (void)state;
     static char out[1 << 20];
-    assert_int_equal(run_mutant("worst", "", out, sizeof out), 1);
+    /* the smoke's softmax cases (edge=nan among them), made a large run by 9,900 passing relu
+     * cases, so that it ends with its summary */
+    char args[1024];
+    snprintf(args, sizeof args,
+             "list cases " CAPCHECK_SOURCE_DIR "/cases/smoke.cases --op softmax > %1$s/worst.cases"
+             " && echo 'relu count=9900 size=tiny' >> %1$s/worst.cases",
+             tmpdir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    assert_int_equal(run_mutant("worst.cases", "worst", "", out, sizeof out), 1);
+    assert_non_null(strstr(out, "132 failed"));
     char *md = cc_t_slurp_in(tmpdir, "worst", "report.md");
     char *html = cc_t_slurp_in(tmpdir, "worst", "report.html");
     const char *dtypes[] = {"f64", "f32", "f16", "bf16"};
@@ -251,6 +285,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_small_run_looks_as_before),
         cmocka_unit_test(test_a_large_run_ends_with_a_summary),
+        cmocka_unit_test(test_a_run_of_many_cases_is_large_from_its_start),
         cmocka_unit_test(test_the_worst_case_shows_the_bug),
     };
     int rc = cmocka_run_group_tests_name("summary", tests, NULL, NULL);

@@ -38,6 +38,7 @@ typedef struct {
     int failed; /* the journal could not be written */
     char msg[512];
     size_t case_lines;    /* cases whose line was due (CC_CASE_LINES_SHOWN) */
+    int large;            /* the run is large (session.h): its case lines give way */
     size_t progress_done; /* done at the last progress line not on a terminal */
 } run_state;
 
@@ -64,8 +65,8 @@ static void repro_of(const run_state *s, const cc_result *r, char *cmd, size_t n
 }
 
 /* The line of a case that does not pass (with --expect: whose outcome is news) and the
- * command that reruns it, on the log: every one with --verbose, else the first
- * CC_CASE_LINES_SHOWN, then once a line saying that the rest give way (session.h). */
+ * command that reruns it, on the log: every one with --verbose, else those of a run that is not
+ * large; the case that makes a run large says once that the rest give way (session.h). */
 static void print_case_line(run_state *s, const cc_result *r)
 {
     FILE *log = s->o->log;
@@ -77,8 +78,9 @@ static void print_case_line(run_state *s, const cc_result *r)
                             : r->status != CC_RES_PASS;
     if (!news)
         return;
-    if (++s->case_lines > CC_CASE_LINES_SHOWN && s->o->verbosity <= 0) {
-        if (s->case_lines == CC_CASE_LINES_SHOWN + 1) {
+    if (++s->case_lines > CC_CASE_LINES_SHOWN && !s->large) {
+        s->large = 1;
+        if (s->o->verbosity <= 0) {
             if (s->o->tty)
                 fprintf(log, "\r\033[K");
             fprintf(log, "capcheck: more than %d cases to report: their lines stop here (-v "
@@ -86,8 +88,9 @@ static void print_case_line(run_state *s, const cc_result *r)
                          "dtype that did not pass\n",
                     CC_CASE_LINES_SHOWN);
         }
-        return;
     }
+    if (s->large && s->o->verbosity <= 0)
+        return;
     char cmd[2700];
     repro_of(s, r, cmd, sizeof cmd);
     const char *twice = r->retried ? " (its first worker was killed from outside: ran twice)" : "";
@@ -116,7 +119,7 @@ static int progress_due(const run_state *s, double t)
     if (s->o->tty)
         return t - s->last_progress > 0.1 || s->done == s->total;
     double since = t - (s->last_progress > 0 ? s->last_progress : s->started);
-    return s->case_lines > CC_CASE_LINES_SHOWN && s->done < s->total &&
+    return s->large && s->done < s->total &&
            since >= CC_PROGRESS_SECONDS && (s->done - s->progress_done) * 10 >= s->total;
 }
 
@@ -410,7 +413,13 @@ static int open_session(session *s)
     s->st = (run_state){.o = o,
                         .repro = &s->info.repro,
                         .total = s->total_todo,
-                        .started = cc_monotonic_seconds()};
+                        .started = cc_monotonic_seconds(),
+                        .large = s->total > CC_LARGE_RUN};
+    if (s->st.large && o->log && o->verbosity == 0)
+        fprintf(o->log, "capcheck: %zu cases, more than %d: the lines of cases that do not pass "
+                        "give way to progress (-v prints them), and the run ends with the "
+                        "worst case of each op x dtype that did not pass\n",
+                s->total, CC_LARGE_RUN);
     return 0;
 }
 
@@ -727,7 +736,7 @@ static int report_run(session *s)
     char *diff_text = NULL;
     int wrote = write_report(s, &rep, since, sizeof since, &diff_text);
     long not_passed = rep.cases - rep.counts[CC_RES_PASS], broken = broken_of(&rep);
-    int large = news_of(o, &rep) > CC_CASE_LINES_SHOWN;
+    int large = s->total > CC_LARGE_RUN || news_of(o, &rep) > CC_CASE_LINES_SHOWN;
     if (o->verbosity >= 0)
         print_run_summary(s, &rep, since, wrote, large);
     if (o->tally && wrote) {

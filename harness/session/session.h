@@ -29,14 +29,15 @@
  *
  * What a run prints: the line of each case that does not pass (with --expect: whose outcome is
  * news) on the log as it finishes, with the command that reruns it, and on a terminal a
- * progress line; at the end the counts and where the report is, on stdout. A run with more
- * than CC_CASE_LINES_SHOWN such cases is large: after that many lines one says that the rest
- * give way (verbosity 1 prints every one), progress goes on (not on a terminal: a line per
- * tenth of the run, at most one each CC_PROGRESS_SECONDS), and the closing lines list each op x
- * dtype row that did not pass with the command that reruns its worst case
- * (harness/report/report_terminal.h). The caller then ends with the closing line
- * (cc_session_print_closing). Verbosity -1 prints nothing but errors (and the interrupt's
- * command): the caller prints the closing line alone. */
+ * progress line; at the end the counts and where the report is, on stdout. A run is large when
+ * it holds more than CC_LARGE_RUN results (cases x levels: a nightly; one line says so when it
+ * starts, and it prints no case line) or when more than CC_CASE_LINES_SHOWN of its cases do not
+ * pass (one line says so after that many). A large run's case lines give way (verbosity 1
+ * prints every one) to progress (not on a terminal: a line per tenth of the run, at most one
+ * each CC_PROGRESS_SECONDS), and its closing lines list each op x dtype row that did not pass
+ * with the command that reruns its worst case (harness/report/report_terminal.h); the caller
+ * then ends with the closing line (cc_session_print_closing). Verbosity -1 prints nothing but
+ * errors (and the interrupt's command): the caller prints the closing line alone. */
 #ifndef CAPCHECK_SESSION_H
 #define CAPCHECK_SESSION_H
 
@@ -48,13 +49,15 @@
 #include "harness/report/repro.h"
 #include "harness/run/runner.h"
 
-#define CC_CASE_LINES_SHOWN 10  /* case lines a run prints before it is large */
-#define CC_PROGRESS_SECONDS 30  /* at most one progress line this often, not on a terminal */
+#define CC_LARGE_RUN 10000       /* results of a run large from its start (the smoke: 8842) */
+#define CC_CASE_LINES_SHOWN 200  /* case lines a run prints before it is large: every failing
+                                    case of one op's share of the smoke (about 200 cases) */
+#define CC_PROGRESS_SECONDS 30   /* at most one progress line this often, not on a terminal */
 
 /* What a run that wrote its report counted, for the closing line. */
 typedef struct {
     int written; /* the run wrote its report (the other members are set) */
-    int large;   /* more than CC_CASE_LINES_SHOWN cases did not pass (with --expect: were news) */
+    int large;   /* the run was large (see above) */
     long cases, counts[CC_RES_COUNT];
 } cc_session_tally;
 
