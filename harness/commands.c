@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness/report/capsules.h"
@@ -205,6 +206,23 @@ static int gate_family(const char *cmd, const opts *o)
     return rc;
 }
 
+/* The file validate reads for its argument: the argument, or a run folder's report.json (the
+ * line it prints names the file). -1 with one sentence for a folder without one. */
+static int validated_file(const char *arg, char *doc, size_t n, char *msg, size_t len)
+{
+    struct stat st;
+    snprintf(doc, n, "%s", arg);
+    if (stat(arg, &st) != 0 || !S_ISDIR(st.st_mode))
+        return 0; /* a file, or nothing there: the validator says which */
+    snprintf(doc, n, "%s%sreport.json", arg, arg[0] && arg[strlen(arg) - 1] == '/' ? "" : "/");
+    if (access(doc, F_OK) == 0)
+        return 0;
+    snprintf(msg, len, "%s is a folder, not a JSON file, and holds no report.json: give the "
+                       "file to validate",
+             arg);
+    return -1;
+}
+
 int cc_evidence_command(int argc, char **argv)
 {
     const char *cmd = argv[1];
@@ -262,10 +280,14 @@ int cc_evidence_command(int argc, char **argv)
             fprintf(stderr, "capcheck validate: give one JSON file\n");
             return 2;
         }
-        char msg[1024];
-        int rc = cc_jschema_validate_files(o.schema, o.pos[0], msg, sizeof msg);
+        char msg[1024], doc[1100];
+        if (validated_file(o.pos[0], doc, sizeof doc, msg, sizeof msg)) {
+            fprintf(stderr, "capcheck validate: %s\n", msg);
+            return 2;
+        }
+        int rc = cc_jschema_validate_files(o.schema, doc, msg, sizeof msg);
         if (rc == 0)
-            printf("capcheck validate: %s conforms to %s\n", o.pos[0],
+            printf("capcheck validate: %s conforms to %s\n", doc,
                    o.schema ? o.schema : CC_SCHEMA_BUILT_IN);
         else
             fprintf(stderr, "capcheck validate: %s\n", msg);
@@ -283,6 +305,8 @@ int cc_write_report_html(const char *dir, const char *policy, const char *who, F
         fprintf(err, "%s: report.html: %s\n", who, msg);
         return -1;
     }
-    fprintf(out, "%s: report.html in %s (%ld KB; %s)\n", who, dir, (bytes + 1023) / 1024, gate);
+    if (out)
+        fprintf(out, "%s: report.html in %s (%ld KB; %s)\n", who, dir, (bytes + 1023) / 1024,
+                gate);
     return 0;
 }

@@ -3,6 +3,11 @@
 
 #include <string.h>
 
+#include "harness/session/session.h"
+
+#define CC_STR_(x) #x
+#define CC_STR(x) CC_STR_(x) /* a number #defined, as text */
+
 #define PROVIDERS                                                                                \
     "Providers (--provider NAME):\n"                                                             \
     "  aten         ATen through libtorch, CPU and (built with CAPCHECK_ATEN_CUDA) CUDA; the\n" \
@@ -54,7 +59,7 @@ static const struct {
      "  --force          start over in a folder that holds an earlier run (it is discarded)\n"
      "  --resume DIR     with the same arguments: run only what DIR's journal lacks (damaged\n"
      "                   lines and crashes of workers killed from outside run again) and\n"
-     "                   write the report an uninterrupted run writes\n"
+     "                   write the report an uninterrupted run writes, in DIR (no --out)\n"
      "  --baseline DIR   report.md says what changed since that run (capcheck diff)\n"
      "  --op NAME        only the cases of op NAME (refused when none is left)\n"
      "  --seed N         the base seed of generator lines without seed= (default 0)\n"
@@ -92,10 +97,19 @@ static const struct {
      "  --power          also measure how large an error each case rejects (capcheck power)\n"
      "  --witness P[,P]  each case that does not pass runs again on up to 4 other providers\n"
      "                   (names, or plugin paths with a '/'): who is wrong\n"
-     "  --no-fork        run in this process (for a debugger; no crash isolation)\n" MATH_MODES
+     "  --no-fork        run in this process (for a debugger; no crash isolation)\n"
+     "  -v, --verbose    print the line of every case that does not pass\n"
+     "  -q, --quiet      print only the closing line (errors still say themselves)\n" MATH_MODES
      "A crash or hang of a provider is that case's result; a worker killed from outside (the\n"
-     "OOM killer) runs its case once more (\"retried\": true). Every failure prints the\n"
-     "command that reruns it. Ctrl-C stops the run and prints the command that finishes it.\n"
+     "OOM killer) runs its case once more (\"retried\": true). Each case that does not pass\n"
+     "(with --expect: each result that is news) prints its line and the command that reruns\n"
+     "it, unless the run is large: more than " CC_STR(CC_LARGE_RUN) " cases (then from its start), or more\n"
+     "than " CC_STR(CC_CASE_LINES_SHOWN) " cases that do not pass (then from the next). A large run's case lines\n"
+     "give way (-v: all) to progress (not on a terminal: a line per tenth of the run, at most\n"
+     "every " CC_STR(CC_PROGRESS_SECONDS) " s), and it ends with each op x dtype row that did not pass and the\n"
+     "command that reruns its worst case, then a closing line: the counts and where\n"
+     "report.md, report.html and results.jsonl are. Ctrl-C stops the run and prints the\n"
+     "command that finishes it.\n"
      EXIT_RUN PROVIDERS},
     {"repro", "rerun one case line alone and show its worst element",
      "usage: capcheck repro 'CASE LINE' [options]\n"
@@ -214,7 +228,10 @@ static const struct {
     {"diff", "what changed between two reports",
      "usage: capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
      "Regressions, fixes, new failures and bound-ratio drift beyond F (default 4) per capsule x\n"
-     "dtype between two run folders or report.json files.\n"
+     "dtype between two run folders or report.json files: the rows of each report.json. A run\n"
+     "folder (results.jsonl, run.json, report.html or report.junit.xml beside the report) must\n"
+     "hold its results.jsonl, matching the report's digest; a report kept alone (report.json\n"
+     "and its seal, as reports/baseline) is read as it is; a shard of a run is refused.\n"
      "Exit codes: 0 nothing regressed; 1 a regression or a new failure (or drift, with\n"
      "--fail-on-drift); 2 unusable input.\n"},
     {"merge", "join the folders of a --shard I/N run into one report",
@@ -233,12 +250,15 @@ static const struct {
      "usage: capcheck history DIR... --out OUT [--drift F]\n"
      "Over runs given oldest first (nightlies): per capsule x dtype the worst and median bound\n"
      "ratio per night, the night each failure first appeared, drift beyond F (default 4) from\n"
-     "the first night, where the stack changed; OUT/history.html and OUT/history.json.\n"
+     "the first night, where the stack changed; OUT/history.html and OUT/history.json. A night\n"
+     "whose case set differs from the night before's is marked, and a series whose cases\n"
+     "changed breaks there: a failure before is not called fixed after, drift is measured\n"
+     "afresh. A folder (or a copy of a run) given twice is refused.\n"
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
     {"validate", "check a JSON file against a JSON Schema",
-     "usage: capcheck validate FILE [--schema F]\n"
-     "Default schema: the report schema built into capcheck (reports/schema.json). Text that\n"
-     "is not UTF-8 is refused.\n"
+     "usage: capcheck validate FILE|DIR [--schema F]\n"
+     "Default schema: the report schema built into capcheck (reports/schema.json). A run\n"
+     "folder DIR: its report.json. Text that is not UTF-8 is refused.\n"
      "Exit codes: 0 it conforms; 1 it does not; 2 unreadable.\n"},
     {"help", "this help, or one command's",
      "usage: capcheck help [COMMAND]    (or: capcheck COMMAND --help)\n"},

@@ -78,6 +78,7 @@ typedef struct {
     int repeat;         /* --repeat N: provider calls per check on the same inputs */
     int no_guard;       /* --no-guard: plain heap buffers for the provider */
     int expect;         /* --expect: judge results by the files' "#! seen" directives */
+    int verbose, quiet; /* run -v: every case's line; -q: the closing line alone */
     const char *files[64];
     int n_files;
     const char *line;
@@ -127,12 +128,25 @@ static const option_spec OPTIONS[] = {
     OPT("--ref", C_RUN | C_REPRO | C_BENCH, V_REF, ref),
     OPT("--ref-threads", C_RUN | C_REPRO | C_BENCH, V_THREADS, ref_threads),
     OPT("--no-fork", C_RUN | C_REPRO | C_PLATFORMS, V_FLAG, no_fork),
+    OPT("-v", C_RUN, V_FLAG, verbose),
+    OPT("--verbose", C_RUN, V_FLAG, verbose),
+    OPT("-q", C_RUN, V_FLAG, quiet),
+    OPT("--quiet", C_RUN, V_FLAG, quiet),
     OPT("-j", C_RUN, V_JOBS, jobs),
     OPT("--jobs", C_RUN, V_JOBS, jobs),
     OPT("--timeout", C_PROVIDER, V_SECONDS, timeout),
     OPT("--seed", C_PROVIDER | C_LIST, V_SEED, seed),
 };
 #undef OPT
+
+/* Whether option `name` was given (seen[] as parse_options fills it). */
+static int seen_option(const char *const *seen, const char *name)
+{
+    for (size_t k = 0; k < sizeof OPTIONS / sizeof OPTIONS[0]; k++)
+        if (seen[k] && strcmp(OPTIONS[k].name, name) == 0)
+            return 1;
+    return 0;
+}
 
 /* Options after the command (argv[first...]); `command` is the command's bit and `name` its
  * name. Every option once, and only where it applies: nothing is accepted with no effect. */
@@ -245,6 +259,18 @@ static int parse_options(int argc, char **argv, int first, unsigned command, con
     }
     if (o->force && o->resume) {
         fprintf(stderr, "capcheck %s: --force starts over and --resume finishes: give one\n",
+                name);
+        return -1;
+    }
+    if (o->resume && seen_option(seen, "--out")) {
+        fprintf(stderr, "capcheck %s: --resume %s finishes the run in %s and writes its report "
+                        "there, so --out does not apply: give --resume alone\n",
+                name, o->resume, o->resume);
+        return -1;
+    }
+    if (o->verbose && o->quiet) {
+        fprintf(stderr, "capcheck %s: -v prints every case's line and -q only the last line: "
+                        "give one\n",
                 name);
         return -1;
     }
@@ -550,7 +576,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     if (o->baseline) { /* a baseline that cannot be read is refused before anything runs */
         cc_run base;
         char why[1024];
-        if (cc_run_load(o->baseline, 0, &base, why, sizeof why)) {
+        if (cc_diff_load(o->baseline, &base, why, sizeof why)) {
             fprintf(stderr, "capcheck: --baseline: %s\n", why);
             return 2;
         }
@@ -623,6 +649,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_shell_quote(dir, word, sizeof word);
     size_t used = strlen(resume);
     snprintf(resume + used, sizeof resume - used, " --resume %s", word);
+    cc_session_tally tally = {0};
     cc_session_opts so = {.provider = p,
                           .cases = cases.v,
                           .n_cases = cases.n,
@@ -647,7 +674,11 @@ static int cmd_run(const options *o, int argc, char **argv)
                           .baseline = o->baseline,
                           .since_baseline = o->baseline ? diff_with_baseline : NULL,
                           .resume_command = resume,
+                          .verbosity = o->quiet ? -1 : o->verbose,
+                          .tally = &tally,
                           .run = run_options(o)};
+    if (o->quiet)
+        so.log = NULL; /* errors still say themselves (cc_session_run) */
     cc_expectations expect = {0};
     cc_case_defaults def = {device, o->seed};
     for (int i = 0; o->expect && i < o->n_files; i++) {
@@ -667,8 +698,10 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_case_list_free(&cases);
     free(prov.shard.global);
     if ((rc == 0 || rc == 1) &&
-        cc_write_report_html(so.out_dir, o->policy, "capcheck", stdout, stderr))
+        cc_write_report_html(so.out_dir, o->policy, "capcheck", o->quiet ? NULL : stdout, stderr))
         rc = 2;
+    if ((rc == 0 || rc == 1) && tally.written && (tally.large || o->quiet))
+        cc_session_print_closing(&tally, so.out_dir, stdout);
     return rc;
 }
 

@@ -299,7 +299,7 @@ static void test_diff_catches_a_planted_regression(void **state)
     free(t);
     snprintf(args, sizeof args, "diff %s %s", good, edited);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
-    expect_in(out, "(unsealed, 17 cases)");
+    expect_in(out, "(unsealed, 17 cases; a report kept alone, no results)");
     expect_row(out, "regression   plugin.mutants.cpu.softmax f32", key,
                ": passing (8/8) -> failing (2 of 8 did not pass)");
     expect_in(out, "1 regressions, 0 fixed, 0 new failures");

@@ -331,7 +331,8 @@ static void write_worst_element(FILE *f, const cc_result *r)
 
 typedef struct {
     int cell;
-    int severity; /* not compared (crash, timeout, error...) before compared */
+    int severity;  /* not compared (crash, timeout, error...) before compared */
+    int nonfinite; /* a NaN/Inf pattern miss after a finite value missed (report.h's rank) */
     double ratio;
     size_t index;
 } failure;
@@ -343,12 +344,34 @@ static int failure_cmp(const void *pa, const void *pb)
         return a->cell < b->cell ? -1 : 1;
     if (a->severity != b->severity)
         return a->severity > b->severity ? -1 : 1;
+    if (a->nonfinite != b->nonfinite)
+        return a->nonfinite < b->nonfinite ? -1 : 1;
     int na = isnan(a->ratio) != 0, nb = isnan(b->ratio) != 0;
     if (na != nb)
         return na ? -1 : 1;
     if (!na && a->ratio != b->ratio)
         return a->ratio > b->ratio ? -1 : 1;
     return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* One failing case of the list: its status, worst element, message and repro line. */
+static void write_failure_item(FILE *f, const cc_run *run, const cc_result *r)
+{
+    fputs("<li class=\"failure\">", f);
+    status_badge(f, r->status);
+    write_worst_element(f, r);
+    /* the message, unless it only restates the worst element */
+    if (r->message[0] && !(r->worst_output[0] && strstr(r->message, "exceeds its bound"))) {
+        fputs("<br><span class=\"mute\">", f);
+        cc_html_text(f, r->message);
+        fputs("</span>", f);
+    }
+    char cmd[2600];
+    cc_repro_command_on(&run->repro, r->line, r->platform, run->prov.platforms,
+                        run->prov.n_platforms, cmd, sizeof cmd);
+    fputs("<code class=\"repro\">", f);
+    cc_html_text(f, cmd);
+    fputs("</code></li>\n", f);
 }
 
 static void write_failures(FILE *f, const page *p)
@@ -363,7 +386,8 @@ static void write_failures(FILE *f, const page *p)
     for (size_t i = 0; i < run->n_results; i++) {
         const cc_result *r = &run->results[i];
         if (status_bad(r->status))
-            v[n++] = (failure){p->cell_of[i], !compared(r), r->worst_ratio, i};
+            v[n++] = (failure){p->cell_of[i], !compared(r), cc_result_nonfinite_miss(r),
+                               r->worst_ratio, i};
     }
     qsort(v, n, sizeof *v, failure_cmp);
     fprintf(f, "<h2 id=\"failures\">Not passing: %ld cases</h2>\n<p class=\"note\">Per op "
@@ -388,9 +412,9 @@ static void write_failures(FILE *f, const page *p)
         int at = v[k].cell;
         const cell *e = &p->cells[at];
         const column *col = &p->cols[at % p->n_cols];
-        size_t end = k;
+        size_t end = k, nonfinite = 0;
         while (end < n && v[end].cell == at)
-            end++;
+            nonfinite += v[end++].nonfinite;
         fprintf(f, "<h3 class=\"failcell\" id=\"cell%d\" data-dtype=\"%s\" data-op=\"", at,
                 cc_dtype_name(col->dtype));
         cc_html_text(f, p->ops[at / p->n_cols]);
@@ -398,32 +422,24 @@ static void write_failures(FILE *f, const page *p)
         cc_html_text(f, p->ops[at / p->n_cols]);
         fprintf(f, " %s \xc2\xb7 ", cc_dtype_name(col->dtype));
         column_label(f, &col->g);
-        fprintf(f, ": %ld of %ld cases did not pass <span class=\"mute\">(", e->bad, e->cases);
+        fprintf(f, ": %ld of %ld cases did not pass", e->bad, e->cases);
+        if (nonfinite) /* counted apart, listed after the finite misses */
+            fprintf(f, ", %zu of them on a NaN/Inf pattern", nonfinite);
+        fputs(" <span class=\"mute\">(", f);
         cc_html_text(f, e->capsule);
         fputs(")</span></h3>\n<ul class=\"fails\">\n", f);
-        for (size_t j = k; j < end; j++) {
-            if (j - k >= MAX_FAILURES_PER_CELL)
-                break;
+        /* both kinds stay visible: when the cell's NaN/Inf pattern misses rank below its
+         * other failures' shown slots, the last slot shows the first of them */
+        size_t slots = end - k < MAX_FAILURES_PER_CELL ? end - k : MAX_FAILURES_PER_CELL;
+        for (size_t j = 0; j < slots; j++) {
             if (shown >= MAX_FAILURES_SHOWN) {
-                hidden += end - j;
+                hidden += end - k - j;
                 break;
             }
-            const cc_result *r = &run->results[v[j].index];
-            fputs("<li class=\"failure\">", f);
-            status_badge(f, r->status);
-            write_worst_element(f, r);
-            /* the message, unless it only restates the worst element */
-            if (r->message[0] && !(r->worst_output[0] && strstr(r->message, "exceeds its bound"))) {
-                fputs("<br><span class=\"mute\">", f);
-                cc_html_text(f, r->message);
-                fputs("</span>", f);
-            }
-            char cmd[2600];
-            cc_repro_command_on(&run->repro, r->line, r->platform, run->prov.platforms,
-                                run->prov.n_platforms, cmd, sizeof cmd);
-            fputs("<code class=\"repro\">", f);
-            cc_html_text(f, cmd);
-            fputs("</code></li>\n", f);
+            size_t at_j = k + j;
+            if (j + 1 == slots && nonfinite && at_j < end - nonfinite)
+                at_j = end - nonfinite;
+            write_failure_item(f, run, &run->results[v[at_j].index]);
             shown++;
         }
         if (end - k > MAX_FAILURES_PER_CELL && shown < MAX_FAILURES_SHOWN)

@@ -202,6 +202,28 @@ static int judge(cc_report *rep, const cc_result *r)
     return 0;
 }
 
+/* A case that failed, errored, crashed or timed out: the row's worst failure when it ranks
+ * before the one kept (cc_report_row), and the NaN/Inf pattern misses counted apart. */
+static void note_failure(cc_report_row *row, const cc_result *r)
+{
+    int nonfinite = cc_result_nonfinite_miss(r);
+    if (nonfinite && !row->nonfinite++) {
+        snprintf(row->first_nonfinite, sizeof row->first_nonfinite, "%s", r->line);
+        snprintf(row->first_nonfinite_msg, sizeof row->first_nonfinite_msg, "%s", r->message);
+    }
+    int before = !row->worst_failure[0] || nonfinite < row->worst_failure_nonfinite ||
+                 (nonfinite == row->worst_failure_nonfinite &&
+                  r->worst_ratio > row->worst_failure_ratio);
+    if (!before)
+        return;
+    snprintf(row->worst_failure, sizeof row->worst_failure, "%s", r->line);
+    snprintf(row->worst_failure_msg, sizeof row->worst_failure_msg, "%s", r->message);
+    row->worst_failure_status = r->status;
+    row->worst_failure_ratio = r->worst_ratio;
+    row->worst_failure_verdict = r->n_witnesses ? r->verdict : CC_VERDICT_NONE;
+    row->worst_failure_nonfinite = nonfinite;
+}
+
 int cc_report_add(cc_report *rep, const cc_result *r)
 {
     if (rep->expect && judge(rep, r))
@@ -236,14 +258,8 @@ int cc_report_add(cc_report *rep, const cc_result *r)
         snprintf(row->first_failure, sizeof row->first_failure, "%s", r->line);
         snprintf(row->first_failure_msg, sizeof row->first_failure_msg, "%s", r->message);
     }
-    if (r->status != CC_RES_PASS && r->status != CC_RES_UNSUPPORTED &&
-        (!row->worst_failure[0] || r->worst_ratio > row->worst_failure_ratio)) {
-        snprintf(row->worst_failure, sizeof row->worst_failure, "%s", r->line);
-        snprintf(row->worst_failure_msg, sizeof row->worst_failure_msg, "%s", r->message);
-        row->worst_failure_status = r->status;
-        row->worst_failure_ratio = r->worst_ratio;
-        row->worst_failure_verdict = r->n_witnesses ? r->verdict : CC_VERDICT_NONE;
-    }
+    if (r->status != CC_RES_PASS && r->status != CC_RES_UNSUPPORTED)
+        note_failure(row, r);
     if (r->n_witnesses > 0) {
         cc_result *grown =
             cc_grow(rep->witnessed, rep->n_witnessed, &rep->cap_witnessed, sizeof *grown, 8);
@@ -387,6 +403,8 @@ static void write_json(const cc_report *rep, FILE *f)
                     cc_result_status_name(row->worst_failure_status));
             cc_json_write_string(f, row->worst_failure_msg);
         }
+        if (row->nonfinite) /* only rows that have one: other reports keep their bytes */
+            fprintf(f, ", \"nonfinite_failures\": %ld", row->nonfinite);
         if (op && op->note) {
             fputs(", \"contract_note\": ", f);
             cc_json_write_string(f, op->note);
@@ -502,9 +520,7 @@ int cc_report_row_failing(const cc_report_row *row)
     return row->counts[CC_RES_FAIL] + cc_count_errors(row->counts) > 0;
 }
 
-/* "3 fail, 1 crash": the counts of the statuses that are neither a pass nor unsupported, those
- * that occur. */
-static void not_passed_counts(const long *counts, char *buf, size_t n)
+void cc_report_not_passed_counts(const long *counts, char *buf, size_t n)
 {
     size_t used = 0;
     buf[0] = 0;
@@ -512,6 +528,42 @@ static void not_passed_counts(const long *counts, char *buf, size_t n)
         if (counts[s] && s != CC_RES_PASS && s != CC_RES_UNSUPPORTED)
             used += (size_t)snprintf(buf + used, n - used, "%s%ld %s", used ? ", " : "",
                                      counts[s], cc_result_status_name((cc_result_status)s));
+}
+
+void cc_report_row_not_passed(const cc_report_row *row, char *buf, size_t n)
+{
+    cc_report_not_passed_counts(row->counts, buf, n);
+    size_t used = strlen(buf);
+    if (!row->nonfinite || used >= n)
+        return;
+    if (row->nonfinite == row->counts[CC_RES_FAIL])
+        snprintf(buf + used, n - used, ", all on a NaN/Inf pattern");
+    else
+        snprintf(buf + used, n - used, "; %ld of the fails on a NaN/Inf pattern", row->nonfinite);
+}
+
+/* A failing row of report.md: its counts, its worst case (a finite value missed beyond its
+ * bound before a NaN/Inf pattern) and the command that reruns it; the NaN/Inf pattern misses
+ * counted apart, and the first of them shown too when the worst case is another kind. */
+static void write_failing_row(const cc_report *rep, const cc_report_row *row, FILE *f)
+{
+    char counts[200], cmd[2600];
+    cc_report_row_not_passed(row, counts, sizeof counts);
+    cc_repro_command_on(&rep->repro, row->worst_failure, row->platform,
+                        rep->provenance.platforms, rep->provenance.n_platforms, cmd, sizeof cmd);
+    fprintf(f, "- **%s %s %s**: %ld of %ld did not pass (%s); worst: %s: %s", row->op,
+            cc_dtype_name(row->dtype), row->platform[0] ? row->platform
+                                                        : cc_device_name(row->device),
+            row->cases - row->counts[CC_RES_PASS] - row->counts[CC_RES_UNSUPPORTED], row->cases,
+            counts, cc_result_status_name(row->worst_failure_status), row->worst_failure_msg);
+    if (row->worst_failure_verdict != CC_VERDICT_NONE)
+        fprintf(f, "; witnesses: **%s**", cc_verdict_name(row->worst_failure_verdict));
+    fprintf(f, "\n  `%s`\n", cmd);
+    if (!row->nonfinite || row->worst_failure_nonfinite)
+        return;
+    cc_repro_command_on(&rep->repro, row->first_nonfinite, row->platform,
+                        rep->provenance.platforms, rep->provenance.n_platforms, cmd, sizeof cmd);
+    fprintf(f, "  first NaN/Inf pattern miss: %s\n  `%s`\n", row->first_nonfinite_msg, cmd);
 }
 
 /* The report opens with what a reader came for: the verdict, then every failing row with its
@@ -531,7 +583,7 @@ static void write_markdown(const cc_report *rep, FILE *f)
                             rep->rows[i].counts[CC_RES_UNSUPPORTED] > 0;
     }
     char counts[160];
-    not_passed_counts(rep->counts, counts, sizeof counts);
+    cc_report_not_passed_counts(rep->counts, counts, sizeof counts);
     fprintf(f, "# capcheck report\n\n");
     if (bad)
         fprintf(f, "**Verdict: %ld of %ld cases did not pass** (%s) in %zu of %zu rows%s; exit "
@@ -549,27 +601,11 @@ static void write_markdown(const cc_report *rep, FILE *f)
                    "or SIGTERM capcheck did not send, e.g. the OOM killer); their results are "
                    "the second run's (\"retried\": true in results.jsonl).\n",
                 rep->retried);
-    char cmd[2600];
     if (failing_rows) {
         fprintf(f, "\n## Failures (worst case of each row; the command reruns it)\n\n");
-        for (size_t k = 0; k < rep->n; k++) {
-            const cc_report_row *row = &rep->rows[order[k]];
-            if (!cc_report_row_failing(row))
-                continue;
-            not_passed_counts(row->counts, counts, sizeof counts);
-            cc_repro_command_on(&rep->repro, row->worst_failure, row->platform,
-                                rep->provenance.platforms, rep->provenance.n_platforms, cmd,
-                                sizeof cmd);
-            fprintf(f, "- **%s %s %s**: %ld of %ld did not pass (%s); worst: %s: %s", row->op,
-                    cc_dtype_name(row->dtype), row->platform[0] ? row->platform
-                                                                : cc_device_name(row->device),
-                    row->cases - row->counts[CC_RES_PASS] - row->counts[CC_RES_UNSUPPORTED],
-                    row->cases, counts, cc_result_status_name(row->worst_failure_status),
-                    row->worst_failure_msg);
-            if (row->worst_failure_verdict != CC_VERDICT_NONE)
-                fprintf(f, "; witnesses: **%s**", cc_verdict_name(row->worst_failure_verdict));
-            fprintf(f, "\n  `%s`\n", cmd);
-        }
+        for (size_t k = 0; k < rep->n; k++)
+            if (cc_report_row_failing(&rep->rows[order[k]]))
+                write_failing_row(rep, &rep->rows[order[k]], f);
     }
     if (rep->since_baseline)
         fprintf(f, "\n## Since the baseline\n\n```\n%s```\n", rep->since_baseline);

@@ -40,17 +40,30 @@ typedef struct {
     char first_failure_msg[384];
     long sampled;            /* cases checked on a sample of their elements (harness/run/sample.h) */
     double least_fraction;   /* the smallest share of elements one of them checked */
-    /* the worst case that failed, errored, crashed or timed out (largest bound ratio; the first
-     * of equals), what report.md, JUnit and the gate show; "" when none did */
+    /* the worst case that failed, errored, crashed or timed out, what report.md, JUnit, the gate
+     * and the run's closing summary show; "" when none did. Worst: a NaN/Inf pattern miss
+     * (cc_result_nonfinite_miss) only when the row has no other failure, then the largest
+     * bound ratio, the first of equals */
     char worst_failure[CC_CASE_LINE_MAX];
     char worst_failure_msg[384];
     cc_result_status worst_failure_status;
     double worst_failure_ratio;
     cc_three_way_verdict worst_failure_verdict;
+    int worst_failure_nonfinite;
+    /* the failures on a NaN/Inf pattern, counted apart, and the first of them */
+    long nonfinite;
+    char first_nonfinite[CC_CASE_LINE_MAX];
+    char first_nonfinite_msg[384];
 } cc_report_row;
 
 /* A row with a case that failed, errored, crashed or timed out. */
 int cc_report_row_failing(const cc_report_row *row);
+/* "3 fail, 1 crash": of per-status counts, those of the statuses that are neither a pass nor
+ * unsupported, the ones that occur. */
+void cc_report_not_passed_counts(const long *counts, char *buf, size_t n);
+/* The same for a row, its NaN/Inf pattern misses counted apart: "36 fail; 3 of the fails on a
+ * NaN/Inf pattern". */
+void cc_report_row_not_passed(const cc_report_row *row, char *buf, size_t n);
 
 /* One result judged against its expectation. */
 typedef struct {

@@ -13,6 +13,10 @@
  *   wait-for-kill   the first forward call anywhere (CAPCHECK_MISBEHAVE_MARK names a file the
  *                   call creates, holding its pid) sleeps until something outside kills its
  *                   process; every later call is correct
+ *   stdout          prints "misbehave: stdout from WHERE" to its stdout in the constructor,
+ *                   the entry point, init, forward, vjp and describe, once through printf
+ *                   (left in stdio's buffer) and once with write(1, ...); its forward is
+ *                   correct up to 16 elements and one off beyond (something to shrink)
  *
  * It depends on abi/capcheck_provider.h alone, like any plugin. */
 #define _POSIX_C_SOURCE 200809L
@@ -44,6 +48,13 @@ static void sleep_forever(void)
 /* What every fault mode does at `where` ("load", "entry", "init" or "forward"). */
 static void misbehave(const char *where)
 {
+    if (mode_is("stdout")) {
+        char line[80];
+        int n = snprintf(line, sizeof line, "misbehave: stdout from %s (write)\n", where);
+        printf("misbehave: stdout from %s (printf)\n", where);
+        if (write(STDOUT_FILENO, line, (size_t)n) != n)
+            _exit(9);
+    }
     char mode[32];
     snprintf(mode, sizeof mode, "hang-%s", where);
     if (mode_is(mode))
@@ -116,10 +127,13 @@ static cc_status mb_forward(void *ctx, const cc_call *call, cc_view *out, char *
     if (st != CC_OK)
         return st;
     int zeros = mode_is("zeros-novjp");
-    for (int64_t i = 0, n = cc_plugin_numel(out); i < n; i++)
+    int64_t n = cc_plugin_numel(out);
+    for (int64_t i = 0; i < n; i++)
         cc_plugin_store(out, i,
                         zeros ? 0.0
                               : cc_plugin_load(&call->in[0], i) + cc_plugin_load(&call->in[1], i));
+    if (mode_is("stdout") && n > 16)
+        cc_plugin_store(out, 0, cc_plugin_load(out, 0) + 1.0);
     return CC_OK;
 }
 
@@ -128,6 +142,7 @@ static cc_status mb_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
                         char *msg, size_t len)
 {
     (void)ctx;
+    misbehave("vjp");
     cc_status st = supported(call, msg, len);
     if (st != CC_OK)
         return st;
@@ -141,6 +156,7 @@ static cc_status mb_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
 static void mb_describe(void *ctx, char *buf, size_t len)
 {
     (void)ctx;
+    misbehave("describe");
     if (mode_is("unterminated"))
         fill_unterminated(buf, len);
     else /* the same words in every mode: a run resumed in another mode is the same set-up */
