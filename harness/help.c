@@ -97,6 +97,37 @@ static const struct {
      "OOM killer) runs its case once more (\"retried\": true). Every failure prints the\n"
      "command that reruns it. Ctrl-C stops the run and prints the command that finishes it.\n"
      EXIT_RUN PROVIDERS},
+    {"certify", "run the evidence suite, then gate, evidence.json and the Lean module",
+     "usage: capcheck certify [options]\n"
+     "From a provider to checked capsules in one command: run the evidence suite built into\n"
+     "capcheck (cases/nightly.cases and cases/edge/*.cases: what checks capsules), then judge\n"
+     "it under the policy and write, in the run's folder: report.html (with the verdicts),\n"
+     "gate.txt (capcheck gate --all), evidence/<capsule>/evidence.json and Evidence.lean (the\n"
+     "TorchLean module of the capsules it upgrades). It ends with one summary: how many\n"
+     "capsule x dtype x platform are checked of how many, each required one that is not with\n"
+     "its first reason, and where the files are. The same verdicts as capcheck run of those\n"
+     "files, then gate, evidence and emit-lean.\n"
+     "Options:\n" PROVIDER_OPTS
+     "  --out DIR        the run's folder (default out/certify); one holding an earlier run is\n"
+     "                   refused: --resume DIR finishes it, --force starts over\n"
+     "  --force          start over in a folder that holds an earlier run\n"
+     "  --resume DIR     with the same arguments: run only what DIR's journal lacks, then judge\n"
+     "  --op NAME        only the suite's cases of op NAME (one capsule's evidence; the other\n"
+     "                   required capsules are then held back: no case in the report)\n"
+     "  --cpu-capability LEVEL[,LEVEL...]|all\n"
+     "                   the suite once per CPU dispatch level: verdicts per platform\n"
+     "  --policy F       the gate's policy (default: the built-in reports/policy.conf)\n"
+     "  --catalog F      the capsule catalog (default: the built-in providers/capsules.tsv)\n"
+     "  --torchlean C    the TorchLean commit the module targets (default: the newest)\n"
+     "  -j N             worker processes (default one per CPU)\n"
+     "  --timeout S      a case's limit, as for run\n" MATH_MODES
+     "Progress: a live line on a terminal, a line every 10 s otherwise; a failing case is in\n"
+     "report.md and report.html, not on the terminal. Ctrl-C stops it and prints the command\n"
+     "that finishes it.\n"
+     "Exit codes: 0 every required capsule x dtype (x platform) is checked; 1 one is not; 2\n"
+     "bad input or environment (a policy, catalog or TorchLean commit that cannot be read, a\n"
+     "provider that cannot run, a folder holding an earlier run); 128+N after signal N.\n"
+     PROVIDERS},
     {"repro", "rerun one case line alone and show its worst element",
      "usage: capcheck repro 'CASE LINE' [options]\n"
      "Rerun one case in a worker process (a crash or hang is its result) and print its status,\n"

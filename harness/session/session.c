@@ -82,7 +82,7 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
         if (s->o->tty)
             fprintf(log, "\r\033[K");
         fprintf(log, "%s: %s%s\n  %s\n", cc_expect_outcome_name(judged), said, twice, cmd);
-    } else if (r->status != CC_RES_PASS && !s->o->expect) {
+    } else if (r->status != CC_RES_PASS && !s->o->expect && !s->o->summary_only) {
         if (s->o->tty)
             fprintf(log, "\r\033[K");
         if (s->level)
@@ -97,14 +97,16 @@ static void on_result(run_state *s, size_t index, const cc_result *r)
         }
     }
     double t = cc_monotonic_seconds();
-    if (s->o->tty && (t - s->last_progress > 0.1 || s->done == s->total)) {
+    int every = !s->o->tty && s->o->progress_seconds > 0; /* a log file: a line now and then */
+    if ((s->o->tty && (t - s->last_progress > 0.1 || s->done == s->total)) ||
+        (every && (t - s->last_progress >= s->o->progress_seconds || s->done == s->total))) {
         char elapsed[32], eta[32];
         format_duration(t - s->started, elapsed, sizeof elapsed);
         format_duration((t - s->started) / (double)s->done * (double)(s->total - s->done), eta,
                         sizeof eta);
-        fprintf(log, "\r\033[K[%zu/%zu] %s %s: %zu passed, %zu not; %s, ETA %s", s->done,
-                s->total, r->op, cc_dtype_name(r->dtype), s->passed, s->done - s->passed,
-                elapsed, eta);
+        fprintf(log, "%s[%zu/%zu] %s %s: %zu passed, %zu not; %s, ETA %s%s", every ? "" : "\r\033[K",
+                s->done, s->total, r->op, cc_dtype_name(r->dtype), s->passed,
+                s->done - s->passed, elapsed, eta, every ? "\n" : "");
         fflush(log);
         s->last_progress = t;
     }
@@ -357,8 +359,8 @@ static int open_session(session *s)
     s->total_todo = 0;
     for (size_t g = 0; g < s->total; g++)
         s->total_todo += !o->resume || s->scan.offset[g] < 0 || s->scan.rerun[g];
-    run_state st = {o, &s->info.repro, NULL, 0, s->total_todo, 0, 0, 0, NULL,
-                    cc_monotonic_seconds(), 0, 0, ""};
+    double now = cc_monotonic_seconds();
+    run_state st = {o, &s->info.repro, NULL, 0, s->total_todo, 0, 0, 0, NULL, now, now, 0, ""};
     s->st = st;
     return 0;
 }

@@ -70,6 +70,9 @@ typedef struct {
      * malloc'd text for report.md and its summary line, or NULL with why in summary */
     char *(*since_baseline)(const char *baseline, const char *dir, char *summary, size_t n);
     const char *resume_command; /* the command that finishes this run, for an interrupt */
+    int summary_only;        /* no line per case that did not pass (capcheck certify: report.md,
+                                report.html and its summary name them) */
+    double progress_seconds; /* > 0 and log not a terminal: a progress line this often */
 } cc_session_opts;
 
 /* Exit code: 0 every case passed (with expect: every result met its expectation), 1 some case
