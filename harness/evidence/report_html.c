@@ -790,12 +790,20 @@ static void gate_summary(const cc_gate *g, const cc_policy *pol, char *buf, size
     char provider[1200];
     if (id->library[0])
         cc_shell_quote(id->library, provider, sizeof provider);
+    /* the run's dispatch levels, when it ran at more than the machine's own */
+    char levels[256] = "";
+    const cc_provenance *pv = &g->run.prov;
+    for (int i = 0; i < pv->n_platforms && (pv->n_platforms > 1 || strcmp(pv->platforms[0].level,
+                                                                          "native")); i++)
+        if (pv->platforms[i].level[0])
+            snprintf(levels + strlen(levels), sizeof levels - strlen(levels), "%s%s",
+                     levels[0] ? "," : " --cpu-capability ", pv->platforms[i].level);
     size_t used = strlen(buf);
-    snprintf(buf + used, n - used, "\ngate: capcheck certify %s%s --device %s runs the evidence "
+    snprintf(buf + used, n - used, "\ngate: capcheck certify %s%s --device %s%s runs the evidence "
                                    "suite that checks capsules",
              id->library[0] ? "--provider-lib " : "--provider ",
              id->library[0] ? provider : id->name[0] ? id->name : g->run.results[0].provider,
-             cc_device_name(g->run.results[0].device));
+             cc_device_name(g->run.results[0].device), levels);
 }
 
 /* The page of p->run (with p->gate's verdicts, or p->gate_note) into its folder; the page's
