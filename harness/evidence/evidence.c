@@ -234,7 +234,7 @@ int cc_evidence_collect(const cc_run *run, const cc_catalog *cat, int count_samp
             s->repeats++;
         else
             rc = count_case(s, (size_t)(s - ev->v), r, cc_folded_status(&fold, run->results, i),
-                            fold.why[i], count_sampled, &seen);
+                            cc_folded_why(&fold, i), count_sampled, &seen);
     }
     ev->distinct = fold.distinct;
     ev->repeats = fold.repeats;

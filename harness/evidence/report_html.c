@@ -433,7 +433,7 @@ static void write_failures(FILE *f, const page *p)
                 break;
             }
             const cc_result *r = &run->results[v[j].index];
-            const char *why = p->fold.why[v[j].index];
+            const char *why = cc_folded_why(&p->fold, v[j].index);
             fputs("<li class=\"failure\">", f);
             status_badge(f, status_of(p, v[j].index));
             write_worst_element(f, r);

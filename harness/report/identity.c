@@ -141,16 +141,27 @@ int cc_fold_run(const cc_result *results, size_t n, const char *deterministic, c
 {
     memset(out, 0, sizeof *out);
     out->first = malloc((n ? n : 1) * sizeof *out->first);
-    out->why = calloc(n ? n : 1, sizeof *out->why);
+    out->nondeterministic = calloc(n ? n : 1, 1);
+    size_t cap = 0;
     cc_fold f = {0};
-    int rc = out->first && out->why ? 0 : -1;
+    int rc = out->first && out->nondeterministic ? 0 : -1;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         cc_fold_seen seen;
         rc = cc_fold_add(&f, &results[i], i,
                          cc_repeat_bits_must_agree(&results[i], deterministic), &seen);
         out->first[i] = seen.first;
-        if (rc == 0 && seen.kind == CC_FOLD_DISAGREES)
-            memcpy(out->why[seen.first], seen.why, sizeof seen.why);
+        if (rc || seen.kind != CC_FOLD_DISAGREES)
+            continue;
+        struct cc_fold_disagreement *grown =
+            cc_grow(out->disagreement, (size_t)f.disagreeing - 1, &cap, sizeof *grown, 8);
+        if (!grown) {
+            rc = -1;
+            break;
+        }
+        out->disagreement = grown;
+        grown[f.disagreeing - 1].first = seen.first;
+        memcpy(grown[f.disagreeing - 1].why, seen.why, sizeof seen.why);
+        out->nondeterministic[seen.first] = 1;
     }
     out->repeats = f.repeats;
     out->disagreeing = f.disagreeing;
@@ -164,13 +175,22 @@ int cc_fold_run(const cc_result *results, size_t n, const char *deterministic, c
 void cc_folded_free(cc_folded *f)
 {
     free(f->first);
-    free(f->why);
+    free(f->nondeterministic);
+    free(f->disagreement);
     memset(f, 0, sizeof *f);
 }
 
 cc_result_status cc_folded_status(const cc_folded *f, const cc_result *results, size_t i)
 {
-    return f->why[i][0] ? CC_RES_NONDETERMINISTIC : results[i].status;
+    return f->nondeterministic[i] ? CC_RES_NONDETERMINISTIC : results[i].status;
+}
+
+const char *cc_folded_why(const cc_folded *f, size_t i)
+{
+    for (long k = 0; f->nondeterministic[i] && k < f->disagreeing; k++)
+        if (f->disagreement[k].first == i)
+            return f->disagreement[k].why;
+    return "";
 }
 
 void cc_repeats_sentence(long repeats, char *buf, size_t n)

@@ -70,8 +70,12 @@ void cc_fold_free(cc_fold *f);
 
 /* A whole run's records folded (results in case order, deterministic: its provenance's mode). */
 typedef struct {
-    size_t *first;          /* per record: its identity's first record */
-    char (*why)[300];       /* per record: at a first record whose repeats disagree, why; else "" */
+    size_t *first;                  /* per record: its identity's first record */
+    unsigned char *nondeterministic; /* per record: 1 at a first record whose repeats disagree */
+    struct cc_fold_disagreement {
+        size_t first;  /* the first record of the case */
+        char why[300]; /* what differs */
+    } *disagreement;   /* one per such case (few: each is a finding) */
     long repeats, disagreeing, distinct;
 } cc_folded;
 
@@ -79,6 +83,8 @@ int cc_fold_run(const cc_result *results, size_t n, const char *deterministic, c
 void cc_folded_free(cc_folded *f);
 /* The status the case of first record i stands for: its own, or nondeterministic. */
 cc_result_status cc_folded_status(const cc_folded *f, const cc_result *results, size_t i);
+/* Why the case of first record i is nondeterministic; "" when it is not. */
+const char *cc_folded_why(const cc_folded *f, size_t i);
 
 /* "1,234 repeated case lines counted once" (the count with thousands separators) into buf. */
 void cc_repeats_sentence(long repeats, char *buf, size_t n);
