@@ -299,14 +299,16 @@ int cc_evidence_command(int argc, char **argv)
 int cc_write_report_html(const char *dir, const char *policy, const char *who, FILE *out,
                          FILE *err)
 {
-    char msg[1024], gate[512];
+    char msg[1024], gate[2048];
     long bytes = 0;
     if (cc_report_html_write(dir, policy, &bytes, gate, sizeof gate, msg, sizeof msg)) {
         fprintf(err, "%s: report.html: %s\n", who, msg);
         return -1;
     }
-    if (out)
-        fprintf(out, "%s: report.html in %s (%ld KB; %s)\n", who, dir, (bytes + 1023) / 1024,
-                gate);
+    if (out) {
+        fprintf(out, "%s: report.html in %s (%ld KB)\n", who, dir, (bytes + 1023) / 1024);
+        for (char *line = strtok(gate, "\n"); line; line = strtok(NULL, "\n"))
+            fprintf(out, "%s: %s\n", who, line);
+    }
     return 0;
 }

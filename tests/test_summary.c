@@ -47,7 +47,9 @@ static void test_a_small_run_looks_as_before(void **state)
              "--out %s/softmax",
              tmpdir);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
-    assert_int_equal(count_lines(out), 3);
+    /* the counts, the report, report.html, and the gate's one line (a reference run: refused,
+     * with why) */
+    assert_int_equal(count_lines(out), 4);
     assert_non_null(strstr(out, "capcheck: 201 cases on reference in "));
     assert_non_null(strstr(out, ": 201 passed, 0 failed, 0 unsupported, 0 errors (0 crashed, "
                                 "0 timed out)\ncapcheck: report in "));
@@ -63,7 +65,7 @@ static void test_a_small_run_looks_as_before(void **state)
     assert_int_equal(cc_t_run(MUTANT, args, many, sizeof many), 1);
     assert_int_equal(cc_t_count(many, "fail: "), 132);
     assert_int_equal(cc_t_count(many, "\n  " MUTANT "capcheck repro 'softmax "), 132);
-    assert_int_equal(count_lines(many), 132 * 2 + 3);
+    assert_int_equal(count_lines(many), 132 * 2 + 4); /* + the counts, report, report.html, gate */
     assert_non_null(strstr(many, ": 69 passed, 132 failed, 0 unsupported, 0 errors (0 crashed, "
                                  "0 timed out)\ncapcheck: report in "));
     assert_null(strstr(many, "more than"));
@@ -117,8 +119,8 @@ static void test_a_large_run_ends_with_a_summary(void **state)
              tmpdir, tmpdir, tmpdir);
     assert_string_equal(last, want);
     /* 200 cases' two lines, "more than 200", the counts, the rows' head and two rows, the
-     * report, report.html and the closing line */
-    assert_int_equal(count_lines(out), 2 * CC_CASE_LINES_SHOWN + 1 + 1 + 1 + 2 + 3);
+     * report, report.html, the gate's line and the closing line */
+    assert_int_equal(count_lines(out), 2 * CC_CASE_LINES_SHOWN + 1 + 1 + 1 + 2 + 4);
 
     /* -v: every case's line, and the same summary */
     assert_int_equal(run_mutant("many.cases", "verbose", "-v", out, sizeof out), 1);
@@ -168,7 +170,7 @@ static void test_a_run_of_many_cases_is_large_from_its_start(void **state)
                                 "fail): " MUTANT "capcheck repro 'softmax dtype=f32 "));
     assert_non_null(strstr(out, "capcheck: 9999 of 10010 cases passed (11 failed, 0 unsupported, "
                                 "0 errors); read "));
-    assert_int_equal(count_lines(out), 1 + 1 + 1 + 1 + 3);
+    assert_int_equal(count_lines(out), 1 + 1 + 1 + 1 + 4); /* ... report.html, the gate's line */
 }
 
 /* The worst-case line of every softmax row of report.md ("- **softmax f32 ...": ...). */

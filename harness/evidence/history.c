@@ -10,6 +10,7 @@
 #include "core/grow.h"
 #include "harness/report/capsules.h"
 #include "harness/report/html.h"
+#include "harness/report/identity.h"
 #include "core/json.h"
 #include "core/text.h"
 #include "harness/evidence/merge.h"
@@ -165,8 +166,16 @@ static int add_night(history *h, int k, const char *dir, const cc_catalog *cat, 
     }
     size_t n_samples = 0;
     int last = -1;
+    cc_folded fold; /* each case once (harness/report/identity.h) */
+    if (cc_fold_run(run.results, run.n_results, run.prov.deterministic, &fold)) {
+        snprintf(msg, len, "out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < run.n_results; i++) {
         const cc_result *r = &run.results[i];
+        if (fold.first[i] != i)
+            continue;
+        cc_result_status status = cc_folded_status(&fold, run.results, i);
         const char *platform = cc_result_extras_platform(&x, i);
         const char *where = platform ? platform : cc_device_name(r->device);
         cc_capsule adhoc;
@@ -179,6 +188,7 @@ static int add_night(history *h, int k, const char *dir, const cc_catalog *cat, 
                      : series_index(h, cap->name, r->dtype, where, r->op);
         if (si < 0) {
             snprintf(msg, len, "out of memory");
+            cc_folded_free(&fold);
             goto out;
         }
         last = si;
@@ -189,11 +199,11 @@ static int add_night(history *h, int k, const char *dir, const cc_catalog *cat, 
         nt->set += id;
         pt->cases++;
         nt->cases++;
-        if (r->status == CC_RES_PASS) {
+        if (status == CC_RES_PASS) {
             pt->passed++;
             nt->passed++;
         }
-        if (is_bad(r->status)) {
+        if (is_bad(status)) {
             pt->bad++;
             nt->bad++;
             if (e->first_failing < 0 || e->first_failing == k) {
@@ -202,9 +212,10 @@ static int add_night(history *h, int k, const char *dir, const cc_catalog *cat, 
                 e->first_failing = k;
             }
         }
-        if (r->status == CC_RES_PASS && (r->checked_fwd || r->checked_vjp))
+        if (status == CC_RES_PASS && (r->checked_fwd || r->checked_vjp))
             v[n_samples++] = (sample){si, r->worst_ratio};
     }
+    cc_folded_free(&fold);
     /* worst and median per series, from its samples in order */
     qsort(v, n_samples, sizeof *v, sample_cmp);
     for (size_t a = 0; a < n_samples;) {

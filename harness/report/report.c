@@ -152,6 +152,7 @@ void cc_report_init(cc_report *rep)
 
 void cc_report_free(cc_report *rep)
 {
+    cc_fold_free(&rep->fold);
     free(rep->rows);
     free(rep->witnessed);
     free(rep->judged);
@@ -224,16 +225,36 @@ static void note_failure(cc_report_row *row, const cc_result *r)
     row->worst_failure_nonfinite = nonfinite;
 }
 
-int cc_report_add(cc_report *rep, const cc_result *r)
+/* A repeat that disagrees with its case's first record: the case, counted under the first
+ * record's status, is now nondeterministic, and the row names it (seen: the fold's word). */
+static void count_nondeterministic(cc_report *rep, cc_report_row *row, const cc_result *r,
+                                   const cc_fold_seen *seen)
 {
-    if (rep->expect && judge(rep, r))
-        return -1;
-    cc_report_row *row = find_row(rep, r);
-    if (!row)
-        return -1;
-    if (rep->cases == 0)
-        rep->accumulation = r->accumulation;
-    rep->mixed_accumulation |= r->accumulation != rep->accumulation;
+    row->counts[seen->first_status]--;
+    row->counts[CC_RES_NONDETERMINISTIC]++;
+    rep->counts[seen->first_status]--;
+    rep->counts[CC_RES_NONDETERMINISTIC]++;
+    rep->disagreeing++;
+    if (!row->first_failure[0] || seen->first_status == CC_RES_PASS ||
+        seen->first_status == CC_RES_UNSUPPORTED) {
+        snprintf(row->first_failure, sizeof row->first_failure, "%s", r->line);
+        snprintf(row->first_failure_msg, sizeof row->first_failure_msg, "%s", seen->why);
+    }
+    double ratio = r->worst_ratio > seen->first_ratio ? r->worst_ratio : seen->first_ratio;
+    if (!row->worst_failure[0] || row->worst_failure_nonfinite ||
+        ratio > row->worst_failure_ratio) {
+        snprintf(row->worst_failure, sizeof row->worst_failure, "%s", r->line);
+        snprintf(row->worst_failure_msg, sizeof row->worst_failure_msg, "%s", seen->why);
+        row->worst_failure_status = CC_RES_NONDETERMINISTIC;
+        row->worst_failure_ratio = ratio;
+        row->worst_failure_verdict = CC_VERDICT_NONE;
+        row->worst_failure_nonfinite = 0;
+    }
+}
+
+/* The first record of a case into its row and the totals. */
+static int count_case(cc_report *rep, cc_report_row *row, const cc_result *r)
+{
     row->cases++;
     row->counts[r->status]++;
     if (r->sampled) {
@@ -243,13 +264,10 @@ int cc_report_add(cc_report *rep, const cc_result *r)
     }
     row->vacuous += r->vacuous != 0;
     row->suspect += r->suspect != 0;
-    row->retried += r->retried != 0;
-    cc_results_digest_add(&rep->digest, r);
-    rep->cases++;
+    rep->distinct++;
     rep->counts[r->status]++;
     rep->vacuous += r->vacuous != 0;
     rep->suspect += r->suspect != 0;
-    rep->retried += r->retried != 0;
     if (!row->worst_line[0] || r->worst_ratio > row->worst_ratio) {
         row->worst_ratio = r->worst_ratio;
         snprintf(row->worst_line, sizeof row->worst_line, "%s", r->line);
@@ -270,6 +288,35 @@ int cc_report_add(cc_report *rep, const cc_result *r)
         rep->verdicts[(unsigned)r->verdict < CC_VERDICT_COUNT ? r->verdict : CC_VERDICT_NONE]++;
     }
     return 0;
+}
+
+int cc_report_add(cc_report *rep, const cc_result *r)
+{
+    cc_fold_seen seen;
+    if (cc_fold_add(&rep->fold, r, (size_t)rep->cases,
+                    cc_repeat_bits_must_agree(r, rep->provenance.deterministic), &seen))
+        return -1;
+    if (seen.kind == CC_FOLD_FIRST && rep->expect && judge(rep, r))
+        return -1;
+    cc_report_row *row = find_row(rep, r);
+    if (!row)
+        return -1;
+    if (rep->cases == 0)
+        rep->accumulation = r->accumulation;
+    rep->mixed_accumulation |= r->accumulation != rep->accumulation;
+    cc_results_digest_add(&rep->digest, r);
+    rep->cases++;
+    rep->retried += r->retried != 0;
+    row->retried += r->retried != 0;
+    rep->repeats = rep->fold.repeats;
+    if (seen.kind == CC_FOLD_DISAGREES)
+        count_nondeterministic(rep, row, r, &seen);
+    return seen.kind == CC_FOLD_FIRST ? count_case(rep, row, r) : 0;
+}
+
+long cc_report_not_passed(const cc_report *rep)
+{
+    return rep->distinct - rep->counts[CC_RES_PASS];
 }
 
 /* ---- writers ------------------------------------------------------------------------------- */
@@ -356,6 +403,10 @@ static void write_json(const cc_report *rep, FILE *f)
     fprintf(f, "},\n  \"judgement\": {\"accumulation\": \"%s\", \"suspect_lambda\": %g, "
                "\"vacuous\": %ld, \"suspect\": %ld},\n",
             cc_report_accumulation(rep), CC_SUSPECT_LAMBDA, rep->vacuous, rep->suspect);
+    if (rep->repeats) /* only when it happened: other reports keep their bytes */
+        fprintf(f, "  \"repeated\": {\"case_lines\": %ld, \"distinct_cases\": %ld, "
+                   "\"disagreeing\": %ld},\n",
+                rep->repeats, rep->distinct, rep->disagreeing);
     if (rep->retried) /* only when it happened: other reports keep their bytes */
         fprintf(f, "  \"retried\": %ld,\n", rep->retried);
     fputs("  \"rows\": [\n", f);
@@ -566,6 +617,33 @@ static void write_failing_row(const cc_report *rep, const cc_report_row *row, FI
     fprintf(f, "  first NaN/Inf pattern miss: %s\n  `%s`\n", row->first_nonfinite_msg, cmd);
 }
 
+/* report.md's verdict line (bad: the cases that did not pass, counts: their statuses), and the
+ * repeated case lines it counted once. */
+static void write_verdict(const cc_report *rep, FILE *f, long bad, const char *counts,
+                          size_t failing_rows)
+{
+    if (bad)
+        fprintf(f, "**Verdict: %ld of %ld cases did not pass** (%s) in %zu of %zu rows%s; exit "
+                   "code 1.\n",
+                bad, rep->distinct, counts, failing_rows, rep->n,
+                rep->counts[CC_RES_UNSUPPORTED] ? "; some cases are unsupported (below)" : "");
+    else if (rep->counts[CC_RES_UNSUPPORTED])
+        fprintf(f, "**Verdict: no case failed, but %ld of %ld cases are unsupported by the "
+                   "provider** (never a pass); exit code 1.\n",
+                rep->counts[CC_RES_UNSUPPORTED], rep->distinct);
+    else
+        fprintf(f, "**Verdict: all %ld cases passed**; exit code 0.\n", rep->distinct);
+    if (rep->repeats) {
+        char said[64];
+        cc_repeats_sentence(rep->repeats, said, sizeof said);
+        fprintf(f, "\n%s: %ld case lines ran, %ld distinct cases; every count here is of "
+                   "distinct cases. %ld case%s disagreed with its first run (counted "
+                   "nondeterministic).\n",
+                said, rep->cases, rep->distinct, rep->disagreeing,
+                rep->disagreeing == 1 ? "" : "s");
+    }
+}
+
 /* The report opens with what a reader came for: the verdict, then every failing row with its
  * worst case and the command that reruns it, then what changed since the baseline; unsupported
  * rows come after, apart (they are not failures, and they are not passes). */
@@ -585,17 +663,7 @@ static void write_markdown(const cc_report *rep, FILE *f)
     char counts[160];
     cc_report_not_passed_counts(rep->counts, counts, sizeof counts);
     fprintf(f, "# capcheck report\n\n");
-    if (bad)
-        fprintf(f, "**Verdict: %ld of %ld cases did not pass** (%s) in %zu of %zu rows%s; exit "
-                   "code 1.\n",
-                bad, rep->cases, counts, failing_rows, rep->n,
-                rep->counts[CC_RES_UNSUPPORTED] ? "; some cases are unsupported (below)" : "");
-    else if (rep->counts[CC_RES_UNSUPPORTED])
-        fprintf(f, "**Verdict: no case failed, but %ld of %ld cases are unsupported by the "
-                   "provider** (never a pass); exit code 1.\n",
-                rep->counts[CC_RES_UNSUPPORTED], rep->cases);
-    else
-        fprintf(f, "**Verdict: all %ld cases passed**; exit code 0.\n", rep->cases);
+    write_verdict(rep, f, bad, counts, failing_rows);
     if (rep->retried)
         fprintf(f, "\n%ld cases ran twice: their first worker was killed from outside (SIGKILL "
                    "or SIGTERM capcheck did not send, e.g. the OOM killer); their results are "
@@ -623,7 +691,11 @@ static void write_markdown(const cc_report *rep, FILE *f)
     }
     fprintf(f, "\n## The run\n\n");
     fprintf(f, "- capcheck %s; provider: %s\n- cases: %s; base seed %llu; %ld cases\n",
-            CC_VERSION, rep->provider_description, rep->case_files, rep->base_seed, rep->cases);
+            CC_VERSION, rep->provider_description, rep->case_files, rep->base_seed, rep->distinct);
+    if (rep->repeats)
+        fprintf(f, "- repeated: %ld case lines ran; %ld of them repeated an earlier one and are "
+                   "counted once; %ld disagreed\n",
+                rep->cases, rep->repeats, rep->disagreeing);
     fprintf(f, "- totals:");
     for (int s = 0; s < CC_RES_COUNT; s++)
         fprintf(f, " %s %ld%s", cc_result_status_name((cc_result_status)s), rep->counts[s],

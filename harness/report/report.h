@@ -11,6 +11,7 @@
 #include "core/sha256.h"
 #include "core/strbuf.h"
 #include "harness/report/expect.h"
+#include "harness/report/identity.h"
 #include "harness/report/provenance.h"
 #include "harness/report/repro.h"
 #include "harness/run/runner.h"
@@ -76,7 +77,13 @@ typedef struct {
 typedef struct {
     cc_report_row *rows;
     size_t n, cap;
+    /* cases: the records added (results.jsonl's lines: every case line run). Rows, counts and
+     * every figure but the digest, accumulation and retried count each case once however often
+     * it ran (harness/report/identity.h): distinct cases, of which `repeats` more records were
+     * folded, and `disagreeing` cases whose repeats disagreed (counted nondeterministic) */
     long cases, counts[CC_RES_COUNT];
+    long distinct, repeats, disagreeing;
+    cc_fold fold;
     long vacuous, suspect;
     /* how the results were judged: the accumulation mode of the first, and whether another
      * result had the other one (written "mixed") */
@@ -116,7 +123,12 @@ void cc_report_init(cc_report *rep);
 /* "strict", "relaxed", or "mixed" when the results were judged in both modes. */
 const char *cc_report_accumulation(const cc_report *rep);
 void cc_report_free(cc_report *rep);
+/* Add the next record (in case order). A repeat of a case is folded into it (its provenance's
+ * deterministic mode decides whether bits must agree: set rep->provenance first). 0, or -1 when
+ * memory runs out. */
 int cc_report_add(cc_report *rep, const cc_result *r);
+/* The cases that did not pass, each case counted once. */
+long cc_report_not_passed(const cc_report *rep);
 void cc_report_write_json_stream(const cc_report *rep, FILE *f);
 /* Written to a temporary file beside `path`, then renamed: never half a report. The JSON
  * report is then sealed: PATH.sha256 holds its hash (cc_report_seal). */

@@ -625,6 +625,8 @@ static int build_report(session *s, cc_report *rep)
     const cc_session_opts *o = s->o;
     cc_report_init(rep);
     rep->expect = o->expect;
+    if (o->provenance) /* first: it says whether a repeated case's bits must agree */
+        rep->provenance = *o->provenance;
     if (cc_journal_report(o->out_dir, &s->scan, rep, s->msg, sizeof s->msg))
         return -1;
     snprintf(rep->provider_description, sizeof rep->provider_description, "%s",
@@ -633,8 +635,6 @@ static int build_report(session *s, cc_report *rep)
     snprintf(rep->command, sizeof rep->command, "%s", s->info.command);
     rep->repro = s->info.repro;
     rep->base_seed = s->info.base_seed;
-    if (o->provenance)
-        rep->provenance = *o->provenance;
     rep->provenance.n_platforms = s->info.n_platforms;
     memcpy(rep->provenance.platforms, s->info.platforms, sizeof s->info.platforms);
     rep->wall_seconds = cc_monotonic_seconds() - s->t0;
@@ -670,14 +670,25 @@ static void print_run_summary(session *s, const cc_report *rep, const char *sinc
                               int large)
 {
     const cc_session_opts *o = s->o;
-    /* the rate counts the cases this session ran (a resume runs only the missing ones) */
+    /* the rate counts the cases this session ran (a resume runs only the missing ones); the
+     * statuses count each case once (harness/report/identity.h) */
+    char distinct[96] = "";
+    if (rep->repeats)
+        snprintf(distinct, sizeof distinct, " of %ld distinct cases", rep->distinct);
     printf("capcheck: %ld cases on %s in %.2f s (%.0f cases/s): %ld passed, %ld failed, "
-           "%ld unsupported, %ld errors (%ld crashed, %ld timed out)\n",
+           "%ld unsupported, %ld errors (%ld crashed, %ld timed out)%s\n",
            rep->cases, s->info.provider, rep->wall_seconds,
            rep->wall_seconds > 0 ? (double)rep->session_cases / rep->wall_seconds : 0.0,
            rep->counts[CC_RES_PASS], rep->counts[CC_RES_FAIL], rep->counts[CC_RES_UNSUPPORTED],
            cc_count_errors(rep->counts), rep->counts[CC_RES_CRASH],
-           rep->counts[CC_RES_TIMEOUT]);
+           rep->counts[CC_RES_TIMEOUT], distinct);
+    if (rep->repeats) {
+        char said[64];
+        cc_repeats_sentence(rep->repeats, said, sizeof said);
+        printf("capcheck: %s (each ran; statuses, rows and the gate count the %ld distinct "
+               "cases once); %ld disagreed with their first run (nondeterministic)\n",
+               said, rep->distinct, rep->disagreeing);
+    }
     if (rep->counts[CC_RES_OUT_OF_BOUNDS] + rep->counts[CC_RES_NONDETERMINISTIC])
         printf("capcheck: of those errors %ld out-of-bounds, %ld nondeterministic\n",
                rep->counts[CC_RES_OUT_OF_BOUNDS], rep->counts[CC_RES_NONDETERMINISTIC]);
@@ -735,14 +746,14 @@ static int report_run(session *s)
     char since[512] = "";
     char *diff_text = NULL;
     int wrote = write_report(s, &rep, since, sizeof since, &diff_text);
-    long not_passed = rep.cases - rep.counts[CC_RES_PASS], broken = broken_of(&rep);
+    long not_passed = cc_report_not_passed(&rep), broken = broken_of(&rep);
     int large = s->total > CC_LARGE_RUN || news_of(o, &rep) > CC_CASE_LINES_SHOWN;
     if (o->verbosity >= 0)
         print_run_summary(s, &rep, since, wrote, large);
     if (o->tally && wrote) {
         o->tally->written = 1;
         o->tally->large = large;
-        o->tally->cases = rep.cases;
+        o->tally->cases = rep.distinct; /* the counts are of distinct cases */
         memcpy(o->tally->counts, rep.counts, sizeof rep.counts);
     }
     free(diff_text);
