@@ -11,7 +11,7 @@
  * CLI builds it first), else libcapcheck_aten.so in the folder of the running executable, else
  * the build folder's (CAPCHECK_ATEN_MODULE). A build without ATen has none. */
 #define _GNU_SOURCE
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 #include "providers/aten_build.h"
 #include "providers/module_path.h"
 

@@ -8,7 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/view.h"
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 static void store_dense(const double *x, cc_view *out)
 {

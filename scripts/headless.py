@@ -1,7 +1,7 @@
 """A headless Chromium driven over the DevTools protocol on a pipe (--remote-debugging-pipe:
 the browser reads commands on fd 3 and writes replies and events on fd 4, one JSON message per
 NUL-terminated chunk). Python's standard library only: tests/html_check.py checks capcheck's
-pages with it, scripts/screenshot takes the README's pictures.
+pages with it, scripts/screenshot takes the guide's pictures.
 
     with Browser() as b:
         page = b.open("file:///tmp/out/report.html")   # waits for the load event

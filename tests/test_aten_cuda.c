@@ -24,7 +24,7 @@
 
 #include "harness/case/case.h"
 #include "harness/run/runner.h"
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 #if CAPCHECK_HAVE_ATEN_CUDA
 
@@ -221,7 +221,7 @@ int main(void)
 
 int main(void)
 {
-    printf("skipped: no CUDA device (the ATen shim was built without CUDA: configure with "
+    printf("skipped: capcheck was built without CUDA in the ATen shim (configure with "
            "-DCAPCHECK_ATEN_CUDA=ON; scripts/gpu-check does)\n");
     return 77;
 }

@@ -29,6 +29,7 @@
 #include "harness/run/runner.h"
 #include "harness/tools/reproducer.h"
 #include "reference/ref_families.h"
+#include "skip_util.h"
 #include "test_util.h"
 
 #define VENV_PYTHON CAPCHECK_SOURCE_DIR "/.venv/bin/python"
@@ -369,7 +370,7 @@ static void test_unimplemented_combinations_are_unsupported(void **state)
 }
 
 /* The known ATen deviations kept in cases/regressions/ still fail on the platforms they were
- * seen on (when one starts passing there, ATen changed and the README's list must follow);
+ * seen on (when one starts passing there, ATen changed and docs/aten.md's list must follow);
  * elsewhere a pass is "did not reproduce", never a failure. */
 static void test_known_aten_deviations_still_fail(void **state)
 {
@@ -398,12 +399,11 @@ static void test_known_aten_crashes_still_crash(void **state)
 {
     (void)state;
     const char *path = CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases";
-    char out[16384], args[1024], dir[64];
-    snprintf(dir, sizeof dir, "/tmp/capcheck_aten_crashes.%d", (int)getpid()); /* tests of other
-                                                                                checkouts run too */
+    char out[16384], args[1024], dir[] = "/tmp/capcheck_aten_crashes_XXXXXX";
+    assert_non_null(mkdtemp(dir)); /* tests of other checkouts run too */
     snprintf(args, sizeof args,
              "run " CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases "
-             "-j 1 --expect --out %s", dir);
+             "-j 1 --expect --out %s/run", dir);
     int rc = cc_t_run(NULL, args, out, sizeof out);
     cc_t_remove_dir(dir);
     if (rc != 0)
@@ -640,11 +640,10 @@ static void test_every_dispatch_level(void **state)
     int n = cc_levels_parse("all", flags, levels, CC_MAX_LEVELS, msg, sizeof msg);
     assert_true(n >= 1);
     static char out[1 << 16];
-    char args[2048], dir[64];
-    snprintf(dir, sizeof dir, "/tmp/capcheck_levels.%d", (int)getpid()); /* one per process */
+    char args[2048], dir[] = "/tmp/capcheck_levels_XXXXXX";
+    assert_non_null(mkdtemp(dir));
     snprintf(args, sizeof args, "run --cpu-capability all -j 2 --out %s/smoke", dir);
     int rc = cc_t_run(NULL, args, out, sizeof out);
-    cc_t_remove_dir(dir);
     if (rc != 0)
         fail_msg("the smoke suite does not pass at every level:\n%.4000s", out);
     for (int k = 0; k < n; k++) {
@@ -677,7 +676,7 @@ static void test_aten_gemm_is_the_blas_it_states(void **state)
     static char out[1 << 14];
     assert_int_equal(cc_t_run(NULL, "list platforms", out, sizeof out), 0);
     if (!strstr(out, "BLAS mkl")) {
-        printf("libtorch states no MKL here: nothing to check\n");
+        cc_t_skip("libtorch states no MKL here: which BLAS its gemm calls is not checked");
         return;
     }
     static const char *const levels[] = {"native", "default"};
@@ -696,9 +695,16 @@ static void test_aten_gemm_is_the_blas_it_states(void **state)
 
 int main(void)
 {
-    if (!cc_aten_provider()) {
-        printf("skipped: capcheck was built without the ATen provider\n");
-        return 77;
+    char why[768] = "";
+    if (!cc_aten_provider_load(why, sizeof why)) {
+#if CAPCHECK_HAVE_ATEN
+        /* a build with ATen whose module does not load is broken, not without ATen */
+        fprintf(stderr, "FAILED: this build has the ATen provider but it did not load: %s\n", why);
+        return 1;
+#else
+        cc_t_skip("capcheck was built without the ATen provider (%s)", why);
+        return CC_T_SKIP_CODE;
+#endif
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_smoke_passes_on_aten_cpu), /* writes the lowering's records */
@@ -718,5 +724,6 @@ int main(void)
     };
     if (getenv("CAPCHECK_TEST_FILTER")) /* one test while working on it, e.g. "*judges*" */
         cmocka_set_test_filter(getenv("CAPCHECK_TEST_FILTER"));
-    return cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown);
+    return cc_t_exit_code(
+        cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown));
 }

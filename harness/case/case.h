@@ -1,5 +1,5 @@
 /* Room harness/case/: a case line becomes a case (case, edge_class), then its inputs
- * (values, edges, materialize). May call core/, providers/provider.h and reference/. */
+ * (values, edges, materialize). May call core/, abi/capcheck_provider.h and reference/. */
 /* Case lines: one line of text names a whole case and reproduces it exactly.
  *
  *   <op> dtype=<f64|f32|f16|bf16> device=<cpu|cuda> in=[d,...],[d,...] <params...>
@@ -17,7 +17,7 @@
  *   <op|*> count=<N> dtype=f32,f64 layout=contig,transpose size=<tiny|small|medium|large>
  *          [rank=R] [zero=1] [edge=none,nan,...|all] [stream=2] [ref=MODE] [seed=S]
  *
- * Blank lines and text after '#' are ignored. The README documents the full grammar. */
+ * Blank lines and text after '#' are ignored. docs/cases.md documents the full grammar. */
 #ifndef CAPCHECK_CASE_H
 #define CAPCHECK_CASE_H
 
@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "harness/case/edge_class.h"
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 #include "reference/ref.h"
 
 typedef enum {

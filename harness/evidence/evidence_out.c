@@ -115,20 +115,9 @@ static void write_evidence_value(FILE *f, const cc_gate *g, const cc_capsule *c,
     fprintf(f, ", \"report_sha256\": \"%s\"}}", g->report_sha256);
 }
 
-static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **v, size_t nv,
-                     FILE *f)
+/* "capsule": the capsule as the catalog names it, with the VJP mode its results state (ran). */
+static void write_capsule(FILE *f, const cc_capsule *c, const ref_op *op, const char *ran)
 {
-    const cc_capsule *c = &v[0]->capsule;
-    const ref_op *op = ref_op_find(c->op);
-    int upgraded = 0;
-    for (size_t i = 0; i < nv; i++)
-        upgraded |= v[i]->checked;
-    char ran[24]; /* the VJP mode the results state, over every dtype */
-    snprintf(ran, sizeof ran, "%s", v[0]->stats->vjp_mode);
-    for (size_t i = 1; i < nv; i++)
-        if (strcmp(ran, v[i]->stats->vjp_mode) != 0)
-            snprintf(ran, sizeof ran, "mixed");
-    int one_mode = strcmp(ran, "torchLeanTape") == 0 || strcmp(ran, "backendVJP") == 0;
     fputs("{\n  \"schema\": \"capcheck-evidence/1\",\n  \"capsule\": {\"name\": ", f);
     cc_json_write_string(f, c->name);
     fputs(", \"op\": ", f);
@@ -153,8 +142,11 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
     cc_json_write_string(f, c->layout);
     fputs(", \"source\": ", f);
     cc_json_write_string(f, c->source);
-    fprintf(f, "},\n  \"trust\": \"%s\",\n  \"dtypes\": [\n",
-            upgraded ? "checked" : "trustedExternal");
+}
+
+/* "dtypes": one row per verdict (dtype, platform): counts, worst case, classes, what is missing. */
+static void write_dtype_rows(FILE *f, const cc_verdict **v, size_t nv)
+{
     for (size_t i = 0; i < nv; i++) {
         const cc_capsule_stats *s = v[i]->stats;
         fprintf(f, "    {\"dtype\": \"%s\", ", cc_dtype_name(v[i]->dtype));
@@ -179,6 +171,10 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
         class_counts(f, s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
         fputs(", \"edge_classes\": ", f);
         class_counts(f, s->edge_n, CC_EDGE_COUNT, EDGES);
+        fprintf(f, ",\n     \"distinct\": {\"passing_inputs\": %ld, \"shapes\": %ld, "
+                   "\"layouts\": %ld, \"edge_classes\": %d, \"repeated_case_lines\": %ld}",
+                s->passing, s->distinct_shapes, s->distinct_layouts, cc_evidence_edge_classes(s),
+                s->repeats);
         fputs(",\n     \"missing\": [", f);
         for (int k = 0; k < v[i]->n_reasons; k++) {
             if (k)
@@ -187,6 +183,14 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
         }
         fprintf(f, "]}%s\n", i + 1 < nv ? "," : "");
     }
+}
+
+/* "contracts": shape, layout, value and vjp claims, each with its evidence (ran: the VJP mode
+ * the results state). */
+static void write_contracts(FILE *f, const cc_gate *g, const cc_capsule *c, const ref_op *op,
+                            const cc_verdict **v, size_t nv, const char *ran)
+{
+    int one_mode = strcmp(ran, "torchLeanTape") == 0 || strcmp(ran, "backendVJP") == 0;
     fputs("  ],\n  \"contracts\": {\n    \"shape\": {\"claim\": {\"shapeSafety\": {\"op\": ", f);
     cc_json_write_string(f, c->op);
     fputs("}}, \"evidence\": ", f);
@@ -225,6 +229,11 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
         }
         fputc('}', f);
     }
+}
+
+/* "report", "provenance", "provider", "policy": what the evidence was taken from. */
+static void write_sources(FILE *f, const cc_gate *g, const cc_policy *pol)
+{
     fputs("\n  },\n  \"report\": {\"sha256\": ", f);
     cc_json_write_string(f, g->report_sha256);
     fputs(", \"source\": ", f);
@@ -264,6 +273,28 @@ static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **
     fputs("},\n  \"policy\": ", f);
     cc_json_write_string(f, pol->name);
     fputs("\n}\n", f);
+}
+
+/* One capsule's evidence.json: its verdicts v (one per dtype and platform). */
+static int write_one(const cc_gate *g, const cc_policy *pol, const cc_verdict **v, size_t nv,
+                     FILE *f)
+{
+    const cc_capsule *c = &v[0]->capsule;
+    const ref_op *op = ref_op_find(c->op);
+    int upgraded = 0;
+    for (size_t i = 0; i < nv; i++)
+        upgraded |= v[i]->checked;
+    char ran[24]; /* the VJP mode the results state, over every dtype */
+    snprintf(ran, sizeof ran, "%s", v[0]->stats->vjp_mode);
+    for (size_t i = 1; i < nv; i++)
+        if (strcmp(ran, v[i]->stats->vjp_mode) != 0)
+            snprintf(ran, sizeof ran, "mixed");
+    write_capsule(f, c, op, ran);
+    fprintf(f, "},\n  \"trust\": \"%s\",\n  \"dtypes\": [\n",
+            upgraded ? "checked" : "trustedExternal");
+    write_dtype_rows(f, v, nv);
+    write_contracts(f, g, c, op, v, nv, ran);
+    write_sources(f, g, pol);
     return ferror(f) ? -1 : 0;
 }
 

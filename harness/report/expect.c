@@ -230,7 +230,7 @@ cc_expect_outcome cc_expect_judge(const cc_expectation *e, const cc_result *r, c
     if (listed) {
         snprintf(msg, len,
                  "%s on %s, where it was seen %s: the kernel changed; update the directive "
-                 "and the README's table",
+                 "and the table of docs/aten.md",
                  got, key, seen);
         return CC_EXPECT_BROKEN;
     }

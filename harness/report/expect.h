@@ -15,7 +15,7 @@
  *   listed platform, same status         reproduced        (as expected)
  *   listed platform, pass, intermittent  not this time     (as expected)
  *   listed platform, anything else       BROKEN            ATen changed: fix the directive and
- *                                                          the README's table
+ *                                                          docs/aten.md's table
  *   other platform, pass                 did not reproduce (an unexpected pass: reported, never
  *                                                          a failure)
  *   other platform, same status          also seen         (reported: add the key)

@@ -90,17 +90,9 @@ static const cc_json *resolve_ref(ctx *c, const char *ref, const char *path)
     return t;
 }
 
-static int validate(ctx *c, const cc_json *s, const cc_json *v, const char *path, int depth)
+/* Every keyword of schema object s is one this validator knows. */
+static int known_keywords(ctx *c, const cc_json *s, const char *path)
 {
-    char sub[1024], buf[512];
-    if (depth > 64)
-        return schema_bad(c, path, "schema nesting deeper than 64 (a $ref cycle?)");
-    if (s->type == CC_JSON_TRUE)
-        return 0;
-    if (s->type == CC_JSON_FALSE)
-        return doc_bad(c, path, "no value is allowed here");
-    if (s->type != CC_JSON_OBJECT)
-        return schema_bad(c, path, "a schema is an object or a boolean");
     static const char *const known[] = {
         "type", "properties", "required", "additionalProperties", "items", "enum", "const",
         "minimum", "maximum", "minLength", "pattern", "minItems", "maxItems", "anyOf", "$ref",
@@ -110,10 +102,19 @@ static int validate(ctx *c, const cc_json *s, const cc_json *v, const char *path
         for (int i = 0; known[i] && !ok; i++)
             ok = strcmp(k->key, known[i]) == 0;
         if (!ok) {
+            char buf[512];
             snprintf(buf, sizeof buf, "keyword \"%s\" is not supported by this validator", k->key);
             return schema_bad(c, path, buf);
         }
     }
+    return 0;
+}
+
+/* The keywords that hold for a value of any type: $ref, type, const, enum, anyOf. */
+static int validate_any_type(ctx *c, const cc_json *s, const cc_json *v, const char *path,
+                             int depth)
+{
+    char buf[512];
     const cc_json *kw;
     if ((kw = cc_json_get(s, "$ref"))) {
         if (kw->type != CC_JSON_STRING)
@@ -166,80 +167,127 @@ static int validate(ctx *c, const cc_json *s, const cc_json *v, const char *path
         if (!ok)
             return doc_bad(c, path, "matches none of the alternatives (anyOf)");
     }
-    if (v->type == CC_JSON_NUMBER) {
-        if ((kw = cc_json_get(s, "minimum")) && kw->type == CC_JSON_NUMBER && v->num < kw->num)
-            return doc_bad(c, path, "below the minimum");
-        if ((kw = cc_json_get(s, "maximum")) && kw->type == CC_JSON_NUMBER && v->num > kw->num)
-            return doc_bad(c, path, "above the maximum");
+    return 0;
+}
+
+/* minimum, maximum of a number. */
+static int validate_number(ctx *c, const cc_json *s, const cc_json *v, const char *path)
+{
+    const cc_json *kw;
+    if ((kw = cc_json_get(s, "minimum")) && kw->type == CC_JSON_NUMBER && v->num < kw->num)
+        return doc_bad(c, path, "below the minimum");
+    if ((kw = cc_json_get(s, "maximum")) && kw->type == CC_JSON_NUMBER && v->num > kw->num)
+        return doc_bad(c, path, "above the maximum");
+    return 0;
+}
+
+/* minLength, pattern of a string. */
+static int validate_string(ctx *c, const cc_json *s, const cc_json *v, const char *path)
+{
+    const cc_json *kw;
+    if ((kw = cc_json_get(s, "minLength")) && kw->type == CC_JSON_NUMBER &&
+        (double)strlen(v->text) < kw->num)
+        return doc_bad(c, path, "shorter than minLength");
+    if ((kw = cc_json_get(s, "pattern"))) {
+        if (kw->type != CC_JSON_STRING)
+            return schema_bad(c, path, "\"pattern\" is a string");
+        regex_t re;
+        if (regcomp(&re, kw->text, REG_EXTENDED | REG_NOSUB))
+            return schema_bad(c, path, "\"pattern\" is not a POSIX extended regex");
+        int m = regexec(&re, v->text, 0, NULL, 0);
+        regfree(&re);
+        if (m) {
+            char buf[512];
+            snprintf(buf, sizeof buf, "\"%.200s\" does not match the pattern %.200s", v->text,
+                     kw->text);
+            return doc_bad(c, path, buf);
+        }
     }
-    if (v->type == CC_JSON_STRING) {
-        if ((kw = cc_json_get(s, "minLength")) && kw->type == CC_JSON_NUMBER &&
-            (double)strlen(v->text) < kw->num)
-            return doc_bad(c, path, "shorter than minLength");
-        if ((kw = cc_json_get(s, "pattern"))) {
-            if (kw->type != CC_JSON_STRING)
-                return schema_bad(c, path, "\"pattern\" is a string");
-            regex_t re;
-            if (regcomp(&re, kw->text, REG_EXTENDED | REG_NOSUB))
-                return schema_bad(c, path, "\"pattern\" is not a POSIX extended regex");
-            int m = regexec(&re, v->text, 0, NULL, 0);
-            regfree(&re);
-            if (m) {
-                snprintf(buf, sizeof buf, "\"%.200s\" does not match the pattern %.200s", v->text,
-                         kw->text);
+    return 0;
+}
+
+/* minItems, maxItems, items of an array. */
+static int validate_array(ctx *c, const cc_json *s, const cc_json *v, const char *path,
+                          int depth)
+{
+    const cc_json *kw;
+    size_t n = 0;
+    for (const cc_json *e = v->child; e; e = e->next)
+        n++;
+    if ((kw = cc_json_get(s, "minItems")) && kw->type == CC_JSON_NUMBER && (double)n < kw->num)
+        return doc_bad(c, path, "fewer items than minItems");
+    if ((kw = cc_json_get(s, "maxItems")) && kw->type == CC_JSON_NUMBER && (double)n > kw->num)
+        return doc_bad(c, path, "more items than maxItems");
+    if ((kw = cc_json_get(s, "items"))) {
+        char sub[1024];
+        size_t i = 0;
+        for (const cc_json *e = v->child; e; e = e->next, i++) {
+            snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+            if (validate(c, kw, e, sub, depth + 1))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* required, properties, additionalProperties of an object. */
+static int validate_object(ctx *c, const cc_json *s, const cc_json *v, const char *path,
+                           int depth)
+{
+    const cc_json *kw;
+    const cc_json *props = cc_json_get(s, "properties");
+    if (props && props->type != CC_JSON_OBJECT)
+        return schema_bad(c, path, "\"properties\" is an object");
+    if ((kw = cc_json_get(s, "required"))) {
+        if (kw->type != CC_JSON_ARRAY)
+            return schema_bad(c, path, "\"required\" is a list");
+        for (const cc_json *r = kw->child; r; r = r->next) {
+            if (r->type != CC_JSON_STRING)
+                return schema_bad(c, path, "\"required\" lists strings");
+            if (!cc_json_get(v, r->text)) {
+                char buf[512];
+                snprintf(buf, sizeof buf, "lacks the required member \"%s\"", r->text);
                 return doc_bad(c, path, buf);
             }
         }
     }
-    if (v->type == CC_JSON_ARRAY) {
-        size_t n = 0;
-        for (const cc_json *e = v->child; e; e = e->next)
-            n++;
-        if ((kw = cc_json_get(s, "minItems")) && kw->type == CC_JSON_NUMBER && (double)n < kw->num)
-            return doc_bad(c, path, "fewer items than minItems");
-        if ((kw = cc_json_get(s, "maxItems")) && kw->type == CC_JSON_NUMBER && (double)n > kw->num)
-            return doc_bad(c, path, "more items than maxItems");
-        if ((kw = cc_json_get(s, "items"))) {
-            size_t i = 0;
-            for (const cc_json *e = v->child; e; e = e->next, i++) {
-                snprintf(sub, sizeof sub, "%s[%zu]", path, i);
-                if (validate(c, kw, e, sub, depth + 1))
-                    return -1;
-            }
-        }
-    }
-    if (v->type == CC_JSON_OBJECT) {
-        const cc_json *props = cc_json_get(s, "properties");
-        if (props && props->type != CC_JSON_OBJECT)
-            return schema_bad(c, path, "\"properties\" is an object");
-        if ((kw = cc_json_get(s, "required"))) {
-            if (kw->type != CC_JSON_ARRAY)
-                return schema_bad(c, path, "\"required\" is a list");
-            for (const cc_json *r = kw->child; r; r = r->next) {
-                if (r->type != CC_JSON_STRING)
-                    return schema_bad(c, path, "\"required\" lists strings");
-                if (!cc_json_get(v, r->text)) {
-                    snprintf(buf, sizeof buf, "lacks the required member \"%s\"", r->text);
-                    return doc_bad(c, path, buf);
-                }
-            }
-        }
-        const cc_json *extra = cc_json_get(s, "additionalProperties");
-        for (const cc_json *m = v->child; m; m = m->next) {
-            snprintf(sub, sizeof sub, "%s.%s", path, m->key);
-            const cc_json *ps = props ? cc_json_get(props, m->key) : NULL;
-            if (ps) {
-                if (validate(c, ps, m, sub, depth + 1))
-                    return -1;
-            } else if (extra) {
-                if (extra->type == CC_JSON_FALSE)
-                    return doc_bad(c, sub, "a member the schema does not allow");
-                if (validate(c, extra, m, sub, depth + 1))
-                    return -1;
-            }
+    const cc_json *extra = cc_json_get(s, "additionalProperties");
+    for (const cc_json *m = v->child; m; m = m->next) {
+        char sub[1024];
+        snprintf(sub, sizeof sub, "%s.%s", path, m->key);
+        const cc_json *ps = props ? cc_json_get(props, m->key) : NULL;
+        if (ps) {
+            if (validate(c, ps, m, sub, depth + 1))
+                return -1;
+        } else if (extra) {
+            if (extra->type == CC_JSON_FALSE)
+                return doc_bad(c, sub, "a member the schema does not allow");
+            if (validate(c, extra, m, sub, depth + 1))
+                return -1;
         }
     }
     return 0;
+}
+
+static int validate(ctx *c, const cc_json *s, const cc_json *v, const char *path, int depth)
+{
+    if (depth > 64)
+        return schema_bad(c, path, "schema nesting deeper than 64 (a $ref cycle?)");
+    if (s->type == CC_JSON_TRUE)
+        return 0;
+    if (s->type == CC_JSON_FALSE)
+        return doc_bad(c, path, "no value is allowed here");
+    if (s->type != CC_JSON_OBJECT)
+        return schema_bad(c, path, "a schema is an object or a boolean");
+    if (known_keywords(c, s, path) || validate_any_type(c, s, v, path, depth))
+        return -1;
+    switch (v->type) {
+    case CC_JSON_NUMBER: return validate_number(c, s, v, path);
+    case CC_JSON_STRING: return validate_string(c, s, v, path);
+    case CC_JSON_ARRAY: return validate_array(c, s, v, path, depth);
+    case CC_JSON_OBJECT: return validate_object(c, s, v, path, depth);
+    default: return 0;
+    }
 }
 
 int cc_jschema_validate(const cc_json *schema, const cc_json *doc, char *msg, size_t len)

@@ -148,6 +148,15 @@ void cc_repro_collect(cc_repro *r, const char *provider, const char *plugin_path
     }
 }
 
+/* "ENV CAPCHECK WORDS ARGS TAIL" (r may be NULL: a bare capcheck, no ENV) */
+static void command_line(const cc_repro *r, const char *words, const char *args,
+                         const char *tail, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s%s %s%s%s%s%s", r && r->env[0] ? r->env : "", r && r->env[0] ? " " : "",
+             r && r->program[0] ? r->program : "capcheck", words, args[0] ? " " : "", args,
+             tail[0] ? " " : "", tail);
+}
+
 void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n)
 {
     char named[CC_REPRO_LINE_MAX + 16]; /* a line of an older report names its stream */
@@ -155,13 +164,44 @@ void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n)
         snprintf(named, sizeof named, "%s stream=1", line);
         line = named;
     }
-    char quoted[2 * CC_REPRO_LINE_MAX + 40] = "'";
-    cc_shell_quote(line, quoted + 1, sizeof quoted - 2);
-    /* a case line always goes in quotes, as the README writes it */
-    const char *word = quoted[1] == '\'' ? quoted + 1 : strcat(quoted, "'");
-    snprintf(buf, n, "%s%s%s repro %s%s%s", r && r->env[0] ? r->env : "",
-             r && r->env[0] ? " " : "", r && r->program[0] ? r->program : "capcheck", word,
-             r && r->args[0] ? " " : "", r && r->args[0] ? r->args : "");
+    char quoted[2 * CC_REPRO_LINE_MAX + 40] = "repro '";
+    cc_shell_quote(line, quoted + 7, sizeof quoted - 8);
+    /* a case line always goes in quotes, as the documentation writes it */
+    if (quoted[7] == '\'')
+        memmove(quoted + 6, quoted + 7, strlen(quoted + 7) + 1);
+    else
+        strcat(quoted, "'");
+    command_line(r, quoted, r ? r->args : "", "", buf, n);
+}
+
+/* The length of the provider's part of args: the words before the first of the run options
+ * cc_repro_add_arg appends (a quoted word is one word, whatever it holds). */
+static size_t provider_part(const char *args)
+{
+    static const char *const run_options[] = {"--repeat", "--no-guard", "--accumulation"};
+    size_t end = 0;
+    for (const char *w = args; *w;) {
+        const char *e = w;
+        for (int quoted = 0; *e && (quoted || *e != ' '); e++) {
+            if (*e == '\\' && !quoted && e[1])
+                e++; /* \' outside quotes: a quote character */
+            else
+                quoted ^= *e == '\'';
+        }
+        for (size_t k = 0; k < sizeof run_options / sizeof run_options[0]; k++)
+            if ((size_t)(e - w) == strlen(run_options[k]) && !strncmp(w, run_options[k], e - w))
+                return end;
+        end = (size_t)(e - args);
+        w = *e ? e + 1 : e;
+    }
+    return end;
+}
+
+void cc_repro_certify(const cc_repro *r, const char *tail, char *buf, size_t n)
+{
+    char args[sizeof r->args];
+    snprintf(args, sizeof args, "%.*s", (int)provider_part(r->args), r->args);
+    command_line(r, "certify", args, tail, buf, n);
 }
 
 void cc_repro_write_json(FILE *f, const cc_repro *r)

@@ -47,6 +47,10 @@ void cc_repro_add_arg(cc_repro *r, const char *word);
 /* "ENV CAPCHECK repro '<line>' ARGS" into buf (r may be NULL: a bare capcheck, no ENV, no
  * ARGS). */
 void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n);
+/* "ENV CAPCHECK certify ARGS TAIL": the evidence suite for the run's provider and math modes
+ * (ARGS without the run options cc_repro_add_arg appended: certify runs the suite as the policy
+ * wants it), pasted as the repro lines are; TAIL certify's own options ("" for none). */
+void cc_repro_certify(const cc_repro *r, const char *tail, char *buf, size_t n);
 /* The same for a result on platform `key` (harness/run/platform.h; "" or NULL: none) of a run
  * whose platforms are given: " --cpu-capability LEVEL" follows when that platform's level is
  * not the native one (a run with --cpu-capability ran the case once per level). */

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 /* How f16/bf16 accumulations are judged (spec/ops.md, accumulation contract). */
 typedef enum {
@@ -74,7 +74,7 @@ typedef struct {
  * float64 oracle's 2^-53, floor = the dtype's smallest normal (covers flushed subnormals);
  * strict accumulation. */
 cc_bound_model cc_bound_for(cc_dtype t, double c_op);
-/* The same for a provider that declares its compute roundoff (provider.h, compute_roundoff):
+/* The same for a provider that declares its compute roundoff (abi/capcheck_provider.h, compute_roundoff):
  * u = max(compute_u, u(dtype)) + 2^-53; compute_u = 0 is cc_bound_for. TF32 (f32 matmul or conv
  * on tensor cores) is compute_u = 2^-11. The accumulation's u_acc is max(compute_u, 2^-24) +
  * 2^-53 for a strict f16/bf16 case, u otherwise. */
@@ -120,5 +120,22 @@ void cc_compare(const double *expected, const ref_mag *mag, const cc_view *got,
  * at == NULL compares every element (count is then ignored). */
 void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at, int64_t count,
                    const cc_view *got, const cc_bound_model *m, cc_comparison *out);
+/* One element's judgement as cc_compare_at made it: its bound, bound ratio and suspect ratio
+ * (cc_element_bound, cc_element_ratio_of against the bound and the suspect bound). */
+typedef struct {
+    double bound, ratio, suspect_ratio;
+} cc_element_judgement;
+/* cc_compare_at (the same code, the same bits), also keeping each compared element's judgement
+ * in each[e] (each: NULL, or room for the count of elements compared): what tests hold to the
+ * element rules above (tests/test_judge.c). */
+void cc_compare_at_each(const double *expected, const ref_mag *mag, const int64_t *at,
+                        int64_t count, const cc_view *got, const cc_bound_model *m,
+                        cc_comparison *out, cc_element_judgement *each);
+/* The same with the vectorized loops compiled for instruction set `isa` (REF_ISA_*,
+ * reference/ref_parallel.h) whatever this CPU's dispatch picks: 0, or -1 (nothing done) when
+ * this build or CPU has no such clone. Tests hold every clone to the same bits. */
+int cc_compare_at_isa(int isa, const double *expected, const ref_mag *mag, const int64_t *at,
+                      int64_t count, const cc_view *got, const cc_bound_model *m,
+                      cc_comparison *out, cc_element_judgement *each);
 
 #endif

@@ -43,7 +43,7 @@
 #include <stdio.h>
 
 #include "core/json.h"
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 #define CC_PLATFORM_KEY_MAX 48
 #define CC_MAX_LEVELS 8    /* levels of one run */

@@ -2,7 +2,7 @@
  *
  *     const cc_provider *capcheck_provider_v1(void);      (cc_provider_entry_fn)
  *
- * returning a table whose abi_version is CC_PROVIDER_ABI_VERSION (providers/provider.h). The
+ * returning a table whose abi_version is CC_PROVIDER_ABI_VERSION (abi/capcheck_provider.h). The
  * library is opened with dlopen(RTLD_NOW | RTLD_LOCAL), so an unresolved symbol is reported at
  * load time, not in the middle of a run, and two plugins never see each other's symbols. The
  * table must stay valid until cc_plugin_close. */
@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 #define CC_PLUGIN_ENTRY "capcheck_provider_v1"
 

@@ -16,6 +16,7 @@
 #include "harness/report/report.h"
 #include "harness/report/report_out.h"
 #include "harness/run/exit_code.h"
+#include "harness/report/report_terminal.h"
 #include "harness/run/pool.h"
 #include "harness/run/witness.h"
 #include "harness/session/journal.h"
@@ -37,6 +38,9 @@ typedef struct {
     double started, last_progress;
     int failed; /* the journal could not be written */
     char msg[512];
+    size_t case_lines;    /* cases whose line was due (CC_CASE_LINES_SHOWN) */
+    int large;            /* the run is large (session.h): its case lines give way */
+    size_t progress_done; /* done at the last progress line not on a terminal */
 } run_state;
 
 /* "12 s", "3 min 20 s", "1 h 05 min": a duration for the progress line. */
@@ -61,54 +65,103 @@ static void repro_of(const run_state *s, const cc_result *r, char *cmd, size_t n
     }
 }
 
-static void on_result(run_state *s, size_t index, const cc_result *r)
+/* The line of a case that does not pass (with --expect: whose outcome is news) and the
+ * command that reruns it, on the log: every one with --verbose, else those of a run that is not
+ * large; the case that makes a run large says once that the rest give way (session.h). */
+static void print_case_line(run_state *s, const cc_result *r)
 {
     FILE *log = s->o->log;
+    char said[1024];
+    cc_expect_outcome judged = CC_EXPECT_NONE;
+    if (s->o->expect)
+        judged = cc_expect_judge(cc_expect_find(s->o->expect, r->line), r, said, sizeof said);
+    int news = s->o->expect ? judged != CC_EXPECT_NONE && judged != CC_EXPECT_REPRODUCED
+                            : r->status != CC_RES_PASS;
+    if (!news)
+        return;
+    if (++s->case_lines > CC_CASE_LINES_SHOWN && !s->large) {
+        s->large = 1;
+        if (s->o->verbosity <= 0) {
+            if (s->o->tty)
+                fprintf(log, "\r\033[K");
+            fprintf(log, "capcheck: more than %d cases to report: their lines stop here (-v "
+                         "prints every one); the run ends with the worst case of each op x "
+                         "dtype that did not pass\n",
+                    CC_CASE_LINES_SHOWN);
+        }
+    }
+    if (s->large && s->o->verbosity <= 0)
+        return;
+    char cmd[2700];
+    repro_of(s, r, cmd, sizeof cmd);
+    const char *twice = r->retried ? " (its first worker was killed from outside: ran twice)" : "";
+    if (s->o->tty)
+        fprintf(log, "\r\033[K");
+    if (s->o->expect) {
+        fprintf(log, "%s: %s%s\n  %s\n", cc_expect_outcome_name(judged), said, twice, cmd);
+        return;
+    }
+    if (s->level)
+        fprintf(log, "%s on %s: %s%s\n  %s\n", cc_result_status_name(r->status), r->platform,
+                r->message, twice, cmd);
+    else
+        fprintf(log, "%s: %s%s\n  %s\n", cc_result_status_name(r->status), r->message, twice,
+                cmd);
+    if (r->n_witnesses) {
+        cc_witness_summary(r, said, sizeof said);
+        fprintf(log, "  witnesses: %s\n", said);
+    }
+}
+
+/* On a terminal, the progress line, redrawn at most every 0.1 s; elsewhere, once the run is
+ * large, a line per tenth of the run at most every CC_PROGRESS_SECONDS. */
+static int progress_due(const run_state *s, double t)
+{
+    if (s->o->tty)
+        return t - s->last_progress > 0.1 || s->done == s->total;
+    double since = t - (s->last_progress > 0 ? s->last_progress : s->started);
+    return s->large && s->done < s->total &&
+           since >= CC_PROGRESS_SECONDS && (s->done - s->progress_done) * 10 >= s->total;
+}
+
+static void print_progress(run_state *s, const cc_result *r)
+{
+    FILE *log = s->o->log;
+    double t = cc_monotonic_seconds();
+    int tty = s->o->tty;
+    if (!progress_due(s, t))
+        return;
+    char elapsed[32], eta[32];
+    format_duration(t - s->started, elapsed, sizeof elapsed);
+    format_duration((t - s->started) / (double)s->done * (double)(s->total - s->done), eta,
+                    sizeof eta);
+    if (tty) {
+        fprintf(log, "\r\033[K[%zu/%zu] %s %s: %zu passed, %zu not; %s, ETA %s", s->done,
+                s->total, r->op, cc_dtype_name(r->dtype), s->passed, s->done - s->passed,
+                elapsed, eta);
+        fflush(log);
+        s->last_progress = t;
+        return;
+    }
+    fprintf(log, "capcheck: [%zu/%zu] %zu passed, %zu not; %s, ETA %s\n", s->done, s->total,
+            s->passed, s->done - s->passed, elapsed, eta);
+    fflush(log);
+    s->last_progress = t;
+    s->progress_done = s->done;
+}
+
+static void on_result(run_state *s, size_t index, const cc_result *r)
+{
     if (cc_journal_append(s->journal, index, r, s->msg, sizeof s->msg))
         s->failed = 1;
     s->done++;
     s->passed += r->status == CC_RES_PASS;
     s->level_done++;
     s->level_passed += r->status == CC_RES_PASS;
-    if (!log)
+    if (!s->o->log)
         return;
-    char said[1024];
-    cc_expect_outcome judged = CC_EXPECT_NONE;
-    if (s->o->expect)
-        judged = cc_expect_judge(cc_expect_find(s->o->expect, r->line), r, said, sizeof said);
-    char cmd[2700];
-    repro_of(s, r, cmd, sizeof cmd);
-    const char *twice = r->retried ? " (its first worker was killed from outside: ran twice)" : "";
-    if (s->o->expect && judged != CC_EXPECT_NONE && judged != CC_EXPECT_REPRODUCED) {
-        if (s->o->tty)
-            fprintf(log, "\r\033[K");
-        fprintf(log, "%s: %s%s\n  %s\n", cc_expect_outcome_name(judged), said, twice, cmd);
-    } else if (r->status != CC_RES_PASS && !s->o->expect) {
-        if (s->o->tty)
-            fprintf(log, "\r\033[K");
-        if (s->level)
-            fprintf(log, "%s on %s: %s%s\n  %s\n", cc_result_status_name(r->status),
-                    r->platform, r->message, twice, cmd);
-        else
-            fprintf(log, "%s: %s%s\n  %s\n", cc_result_status_name(r->status), r->message,
-                    twice, cmd);
-        if (r->n_witnesses) {
-            cc_witness_summary(r, said, sizeof said);
-            fprintf(log, "  witnesses: %s\n", said);
-        }
-    }
-    double t = cc_monotonic_seconds();
-    if (s->o->tty && (t - s->last_progress > 0.1 || s->done == s->total)) {
-        char elapsed[32], eta[32];
-        format_duration(t - s->started, elapsed, sizeof elapsed);
-        format_duration((t - s->started) / (double)s->done * (double)(s->total - s->done), eta,
-                        sizeof eta);
-        fprintf(log, "\r\033[K[%zu/%zu] %s %s: %zu passed, %zu not; %s, ETA %s", s->done,
-                s->total, r->op, cc_dtype_name(r->dtype), s->passed, s->done - s->passed,
-                elapsed, eta);
-        fflush(log);
-        s->last_progress = t;
-    }
+    print_case_line(s, r);
+    print_progress(s, r);
 }
 
 /* The witnesses' names, comma-separated (run.json's "witnesses"). */
@@ -308,305 +361,480 @@ static int salvage_journal(const cc_session_opts *o, cc_journal_scan *scan, size
     return 0;
 }
 
-int cc_session_run(const cc_session_opts *o)
-{
-    FILE *log = o->log ? o->log : stderr;
-    double t0 = cc_monotonic_seconds();
-    char msg[2048] = ""; /* room for two provider descriptions (a resume refused) */
-    uint64_t hash = cc_case_list_hash(o->cases, o->n_cases);
-    int n_levels = o->n_cpu_levels > 0 ? o->n_cpu_levels : 1;
-    size_t total = o->n_cases * (size_t)n_levels;
-    cc_run_info info;
-    memset(&info, 0, sizeof info);
+/* One run from its folder to its report: the state the steps of cc_session_run share. Each
+ * step returns 0, or -1 with msg (the run ends with msg on the log and exit 2, or 125 once the
+ * workers were started: harness/run/exit_code.h), except where it says otherwise. */
+typedef struct {
+    const cc_session_opts *o;
+    FILE *log;    /* o->log, or stderr: where the sentence that ends a run goes */
+    double t0;
+    char msg[2048]; /* room for two provider descriptions (a resume refused) */
+    uint64_t hash;  /* of the case list */
+    int n_levels;
+    size_t total;      /* results the run holds when complete: cases x levels */
+    size_t total_todo; /* of those, the ones this session runs */
+    cc_run_info info;  /* run.json: read on a resume, written when it grows */
     cc_journal_scan scan;
-    memset(&scan, 0, sizeof scan);
-    cc_pool *pool = NULL;
-    cc_journal *journal = NULL;
-    size_t *todo = NULL, n_todo = 0;
-    int rc = 2, started = 0, workers_failed = 0;
+    cc_pool *pool;       /* the level running */
+    cc_journal *journal;
+    size_t *todo, n_todo; /* the level's case indexes to run */
+    int started;          /* the folder, the journal and run.json are there */
+    int workers_failed;   /* the provider did not initialise, the device is absent */
     interrupts intr;
-    interrupts_open(&intr);
+    run_state st;
+} session;
 
+/* The run's folder: on a resume, its run.json must be this run and its journal is read; a
+ * fresh run's folder must hold no earlier run. Then what this session runs is counted. */
+static int open_session(session *s)
+{
+    const cc_session_opts *o = s->o;
     if (o->resume) {
-        int got = cc_run_info_read(o->out_dir, &info, msg, sizeof msg);
+        int got = cc_run_info_read(o->out_dir, &s->info, s->msg, sizeof s->msg);
         if (got == 1)
-            snprintf(msg, sizeof msg,
+            snprintf(s->msg, sizeof s->msg,
                      "nothing to resume in %s: it has no run.json (start the run with --out %s)",
                      o->out_dir, o->out_dir);
-        if (got || check_same_run(o, &info, hash, msg, sizeof msg) ||
-            cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)n_levels, &scan, msg,
-                                sizeof msg))
-            goto out;
-    } else if (check_fresh_folder(o, msg, sizeof msg))
-        goto out;
+        if (got || check_same_run(o, &s->info, s->hash, s->msg, sizeof s->msg) ||
+            cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)s->n_levels, &s->scan,
+                                s->msg, sizeof s->msg))
+            return -1;
+    } else if (check_fresh_folder(o, s->msg, sizeof s->msg))
+        return -1;
     /* a run.json written before repro lines named their provider: this command's */
-    if (!o->resume || !info.repro.args[0])
-        info.repro = o->repro ? *o->repro : info.repro;
-    todo = malloc((o->n_cases ? o->n_cases : 1) * sizeof *todo);
-    if (!todo) {
-        snprintf(msg, sizeof msg, "out of memory");
-        goto out;
+    if (!o->resume || !s->info.repro.args[0])
+        s->info.repro = o->repro ? *o->repro : s->info.repro;
+    s->todo = malloc((o->n_cases ? o->n_cases : 1) * sizeof *s->todo);
+    if (!s->todo) {
+        snprintf(s->msg, sizeof s->msg, "out of memory");
+        return -1;
     }
-    size_t total_todo = 0;
-    for (size_t g = 0; g < total; g++)
-        total_todo += !o->resume || scan.offset[g] < 0 || scan.rerun[g];
+    s->total_todo = 0;
+    for (size_t g = 0; g < s->total; g++)
+        s->total_todo += !o->resume || s->scan.offset[g] < 0 || s->scan.rerun[g];
+    s->st = (run_state){.o = o,
+                        .repro = &s->info.repro,
+                        .total = s->total_todo,
+                        .started = cc_monotonic_seconds(),
+                        .large = s->total > CC_LARGE_RUN};
+    if (s->st.large && o->log && o->verbosity == 0)
+        fprintf(o->log, "capcheck: %zu cases, more than %d: the lines of cases that do not pass "
+                        "give way to progress (-v prints them), and the run ends with the "
+                        "worst case of each op x dtype that did not pass\n",
+                s->total, CC_LARGE_RUN);
+    return 0;
+}
 
-    run_state st = {o, &info.repro, NULL, 0, total_todo, 0, 0, 0, NULL,
-                    cc_monotonic_seconds(), 0, 0, ""};
-    for (int k = 0; k < n_levels && !st.failed; k++) {
-        int level = o->n_cpu_levels > 0 ? o->cpu_levels[k] : 0;
-        size_t first = (size_t)k * o->n_cases;
-        unsigned devices = 0;
-        n_todo = 0;
-        for (size_t i = 0; i < o->n_cases; i++)
-            if (!o->resume || scan.offset[first + i] < 0 || scan.rerun[first + i]) {
-                todo[n_todo++] = i;
-                devices |= 1u << o->cases[i].device;
-            }
-        if (!o->n_cases && !o->resume)
-            devices = 1u << o->default_device; /* a run of no cases still says who ran it */
-        if (!devices)
-            continue; /* this level is complete in the journal */
+/* The cases of level k the journal lacks, into s->todo; returns the devices they run on (0:
+ * the level is complete). */
+static unsigned level_todo(session *s, int k)
+{
+    const cc_session_opts *o = s->o;
+    size_t first = (size_t)k * o->n_cases;
+    unsigned devices = 0;
+    s->n_todo = 0;
+    for (size_t i = 0; i < o->n_cases; i++)
+        if (!o->resume || s->scan.offset[first + i] < 0 || s->scan.rerun[first + i]) {
+            s->todo[s->n_todo++] = i;
+            devices |= 1u << o->cases[i].device;
+        }
+    if (!o->n_cases && !o->resume)
+        devices = 1u << o->default_device; /* a run of no cases still says who ran it */
+    return devices;
+}
 
-        /* the workers first: they initialise the provider, and a provider that cannot run
-         * leaves the folder as it was */
-        cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, o->timeout_base,
-                             o->in_process, o->witnesses, o->n_witnesses, level, o->run, intr.fd};
-        if (pc.workers <= 0)
-            pc.workers = cc_online_cpus();
-        if ((size_t)pc.workers > (n_todo ? n_todo : 1))
-            pc.workers = n_todo ? (int)n_todo : 1;
-        if (pc.run.threads <= 0) /* the CPUs the workers leave idle go to the reference */
-            pc.run.threads = cc_online_cpus() / pc.workers > 1 ? cc_online_cpus() / pc.workers : 1;
-        if (cc_pool_start(&pc, &pool, msg, sizeof msg)) {
-            workers_failed = 1; /* the provider did not initialise, the device is absent */
-            goto out;
-        }
-        char desc[512];
-        cc_describe_without_platform(cc_pool_description(pool), desc, sizeof desc);
-        if ((o->resume || started) && strcmp(desc, info.provider_description) != 0) {
-            snprintf(msg, sizeof msg,
-                     "%s/run.json was started with provider %s described as '%.400s'; the "
-                     "workers of %s%s say '%.400s': resume on the same set-up, or start a new "
-                     "run without --resume",
-                     o->out_dir, info.provider, info.provider_description,
-                     o->n_cpu_levels ? "level " : "this session",
-                     o->n_cpu_levels ? cc_level_name(level) : "", desc);
-            goto out;
-        }
-        snprintf(info.provider_description, sizeof info.provider_description, "%s", desc);
-        int grew = note_platforms(o, pool, devices, cc_level_name(level), &info, msg, sizeof msg);
-        if (grew < 0)
-            goto out;
-        if (!started) {
-            started = 1;
-            /* the folder only now: a provider that cannot start leaves none behind */
-            if (!o->resume && cc_make_dir(o->out_dir)) {
-                snprintf(msg, sizeof msg, "cannot create the output folder %s: %s", o->out_dir,
-                         strerror(errno));
-                goto out;
-            }
-            if (salvage_journal(o, &scan, total, n_levels, msg, sizeof msg))
-                goto out;
-            if (cc_journal_open(o->out_dir, o->resume ? scan.valid_end : -1, &journal, msg,
-                                sizeof msg))
-                goto out;
-            st.journal = journal;
-            /* no report of an older run beside a new journal */
-            remove_in(o->out_dir, "report.json");
-            remove_in(o->out_dir, "report.md");
-            remove_in(o->out_dir, "report.json.sha256");
-            remove_in(o->out_dir, "report.junit.xml");
-            if (!o->resume) {
-                info.n_cases = o->n_cases;
-                info.case_hash = hash;
-                snprintf(info.provider, sizeof info.provider, "%s", o->provider->name);
-                snprintf(info.case_files, sizeof info.case_files, "%s",
-                         o->case_files ? o->case_files : "");
-                snprintf(info.command, sizeof info.command, "%s", o->command ? o->command : "");
-                info.base_seed = o->base_seed;
-                witness_names(o, info.witnesses, sizeof info.witnesses);
-                snprintf(info.judging, sizeof info.judging, "%s",
-                         cc_judging_describe(o->run.accumulation, o->run.power));
-                level_names(o, info.cpu_levels, sizeof info.cpu_levels);
-                grew = 1;
-            }
-        }
-        if (grew && cc_run_info_write(o->out_dir, &info, msg, sizeof msg))
-            goto out;
-
-        st.level = o->n_cpu_levels ? cc_level_name(level) : NULL;
-        st.level_done = st.level_passed = 0;
-        for (size_t j = 0; j < n_todo && !st.failed; j++) {
-            if (cc_pool_submit(pool, first + todo[j], &o->cases[todo[j]], msg, sizeof msg))
-                goto lost_pool;
-            uint64_t tag;
-            cc_result r;
-            while (!st.failed && cc_pool_poll(pool, &tag, &r) == 0)
-                on_result(&st, (size_t)tag, &r);
-        }
-        while (!st.failed && cc_pool_pending(pool)) {
-            uint64_t tag;
-            cc_result r;
-            int w = cc_pool_wait(pool, &tag, &r, msg, sizeof msg);
-            if (w < 0)
-                goto lost_pool;
-            if (w == 0)
-                on_result(&st, (size_t)tag, &r);
-        }
-        if (o->tty && n_todo && o->log)
-            fprintf(log, "\n");
-        if (st.level && n_todo) {
-            const cc_platform *p = cc_pool_platform(pool, o->cases[todo[0]].device);
-            printf("capcheck: level %s (platform %s): %zu cases, %zu passed\n", st.level,
-                   p ? p->key : "?", st.level_done, st.level_passed);
-        }
-        cc_pool_close(pool);
-        pool = NULL;
+/* The level's workers (they initialise the provider, so a provider that cannot run leaves the
+ * folder as it was), which must describe the provider as the run's earlier workers did; their
+ * platforms join run.json's. Returns 1 when the platforms grew, 0 when not, -1 with msg. */
+static int start_level_pool(session *s, int level, unsigned devices)
+{
+    const cc_session_opts *o = s->o;
+    cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, o->timeout_base,
+                         o->in_process, o->witnesses, o->n_witnesses, level, o->run, s->intr.fd};
+    if (pc.workers <= 0)
+        pc.workers = cc_online_cpus();
+    if ((size_t)pc.workers > (s->n_todo ? s->n_todo : 1))
+        pc.workers = s->n_todo ? (int)s->n_todo : 1;
+    if (pc.run.threads <= 0) /* the CPUs the workers leave idle go to the reference */
+        pc.run.threads = cc_online_cpus() / pc.workers > 1 ? cc_online_cpus() / pc.workers : 1;
+    if (cc_pool_start(&pc, &s->pool, s->msg, sizeof s->msg)) {
+        s->workers_failed = 1;
+        return -1;
     }
-    if (st.failed) {
-        snprintf(msg, sizeof msg, "%s; the results before it are in %s/results.jsonl: free the "
-                                  "space, then finish with --resume %s",
-                 st.msg, o->out_dir, o->out_dir);
-        goto out;
+    char desc[512];
+    cc_describe_without_platform(cc_pool_description(s->pool), desc, sizeof desc);
+    if ((o->resume || s->started) && strcmp(desc, s->info.provider_description) != 0) {
+        snprintf(s->msg, sizeof s->msg,
+                 "%s/run.json was started with provider %s described as '%.400s'; the "
+                 "workers of %s%s say '%.400s': resume on the same set-up, or start a new "
+                 "run without --resume",
+                 o->out_dir, s->info.provider, s->info.provider_description,
+                 o->n_cpu_levels ? "level " : "this session",
+                 o->n_cpu_levels ? cc_level_name(level) : "", desc);
+        return -1;
     }
-    if (!started && cc_journal_open(o->out_dir, o->resume ? scan.valid_end : -1, &journal, msg,
-                                    sizeof msg))
-        goto out; /* nothing ran (a resume of a complete run): the report is rebuilt */
-    if (cc_journal_close(journal)) {
-        journal = NULL;
-        snprintf(msg, sizeof msg, "cannot sync %s/results.jsonl", o->out_dir);
-        goto out;
-    }
-    journal = NULL;
+    snprintf(s->info.provider_description, sizeof s->info.provider_description, "%s", desc);
+    return note_platforms(o, s->pool, devices, cc_level_name(level), &s->info, s->msg,
+                          sizeof s->msg);
+}
 
-    /* the report, from the whole journal in case-index order */
-    cc_journal_scan_free(&scan);
-    if (cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)n_levels, &scan, msg,
-                            sizeof msg))
-        goto out;
-    if (scan.n_done != total) {
-        snprintf(msg, sizeof msg,
+/* Once the first workers stand: the folder, its journal (a resumed one salvaged), no report of
+ * an older run beside it, and a fresh run's run.json fields. */
+static int start_journal(session *s)
+{
+    const cc_session_opts *o = s->o;
+    s->started = 1;
+    /* the folder only now: a provider that cannot start leaves none behind */
+    if (!o->resume && cc_make_dir(o->out_dir)) {
+        snprintf(s->msg, sizeof s->msg, "cannot create the output folder %s: %s", o->out_dir,
+                 strerror(errno));
+        return -1;
+    }
+    if (salvage_journal(o, &s->scan, s->total, s->n_levels, s->msg, sizeof s->msg))
+        return -1;
+    if (cc_journal_open(o->out_dir, o->resume ? s->scan.valid_end : -1, &s->journal, s->msg,
+                        sizeof s->msg))
+        return -1;
+    s->st.journal = s->journal;
+    /* no report of an older run beside a new journal */
+    remove_in(o->out_dir, "report.json");
+    remove_in(o->out_dir, "report.md");
+    remove_in(o->out_dir, "report.json.sha256");
+    remove_in(o->out_dir, "report.junit.xml");
+    if (o->resume)
+        return 0;
+    cc_run_info *info = &s->info;
+    info->n_cases = o->n_cases;
+    info->case_hash = s->hash;
+    snprintf(info->provider, sizeof info->provider, "%s", o->provider->name);
+    snprintf(info->case_files, sizeof info->case_files, "%s", o->case_files ? o->case_files : "");
+    snprintf(info->command, sizeof info->command, "%s", o->command ? o->command : "");
+    info->base_seed = o->base_seed;
+    witness_names(o, info->witnesses, sizeof info->witnesses);
+    snprintf(info->judging, sizeof info->judging, "%s",
+             cc_judging_describe(o->run.accumulation, o->run.power));
+    level_names(o, info->cpu_levels, sizeof info->cpu_levels);
+    return 0;
+}
+
+#define SESSION_POOL_LOST 1 /* a step's return: the pool failed or was interrupted; msg says */
+
+/* The level's cases through its pool, each result journaled and logged as it comes (first
+ * is the level's first global index). 0 (s->st.failed set when the journal failed), or
+ * SESSION_POOL_LOST. */
+static int feed_level(session *s, size_t first)
+{
+    run_state *st = &s->st;
+    for (size_t j = 0; j < s->n_todo && !st->failed; j++) {
+        if (cc_pool_submit(s->pool, first + s->todo[j], &s->o->cases[s->todo[j]], s->msg,
+                           sizeof s->msg))
+            return SESSION_POOL_LOST;
+        uint64_t tag;
+        cc_result r;
+        while (!st->failed && cc_pool_poll(s->pool, &tag, &r) == 0)
+            on_result(st, (size_t)tag, &r);
+    }
+    while (!st->failed && cc_pool_pending(s->pool)) {
+        uint64_t tag;
+        cc_result r;
+        int w = cc_pool_wait(s->pool, &tag, &r, s->msg, sizeof s->msg);
+        if (w < 0)
+            return SESSION_POOL_LOST;
+        if (w == 0)
+            on_result(st, (size_t)tag, &r);
+    }
+    return 0;
+}
+
+/* One level (k-th of --cpu-capability's, or the machine as it is): the cases the journal
+ * lacks, in a pool of its own. 0, -1 with msg, or SESSION_POOL_LOST. */
+static int run_level(session *s, int k)
+{
+    const cc_session_opts *o = s->o;
+    int level = o->n_cpu_levels > 0 ? o->cpu_levels[k] : 0;
+    unsigned devices = level_todo(s, k);
+    if (!devices)
+        return 0; /* this level is complete in the journal */
+    int grew = start_level_pool(s, level, devices);
+    if (grew < 0)
+        return -1;
+    if (!s->started) {
+        if (start_journal(s))
+            return -1;
+        grew |= !o->resume;
+    }
+    if (grew && cc_run_info_write(o->out_dir, &s->info, s->msg, sizeof s->msg))
+        return -1;
+    s->st.level = o->n_cpu_levels ? cc_level_name(level) : NULL;
+    s->st.level_done = s->st.level_passed = 0;
+    int fed = feed_level(s, (size_t)k * o->n_cases);
+    if (fed)
+        return fed;
+    if (o->tty && s->n_todo && o->log)
+        fprintf(s->log, "\n");
+    if (s->st.level && s->n_todo && o->verbosity >= 0) {
+        const cc_platform *p = cc_pool_platform(s->pool, o->cases[s->todo[0]].device);
+        printf("capcheck: level %s (platform %s): %zu cases, %zu passed\n", s->st.level,
+               p ? p->key : "?", s->st.level_done, s->st.level_passed);
+    }
+    cc_pool_close(s->pool);
+    s->pool = NULL;
+    return 0;
+}
+
+/* Every level; then the journal is closed (opened first when nothing ran: a resume of a
+ * complete run rebuilds its report) and read back whole. 0, -1 with msg, or
+ * SESSION_POOL_LOST. */
+static int run_levels(session *s)
+{
+    const cc_session_opts *o = s->o;
+    for (int k = 0; k < s->n_levels && !s->st.failed; k++) {
+        int ran = run_level(s, k);
+        if (ran)
+            return ran;
+    }
+    if (s->st.failed) {
+        snprintf(s->msg, sizeof s->msg, "%s; the results before it are in %s/results.jsonl: "
+                                        "free the space, then finish with --resume %s",
+                 s->st.msg, o->out_dir, o->out_dir);
+        return -1;
+    }
+    if (!s->started && cc_journal_open(o->out_dir, o->resume ? s->scan.valid_end : -1,
+                                       &s->journal, s->msg, sizeof s->msg))
+        return -1;
+    int closed = cc_journal_close(s->journal);
+    s->journal = NULL;
+    if (closed) {
+        snprintf(s->msg, sizeof s->msg, "cannot sync %s/results.jsonl", o->out_dir);
+        return -1;
+    }
+    /* the report reads the whole journal in case-index order */
+    cc_journal_scan_free(&s->scan);
+    if (cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)s->n_levels, &s->scan,
+                            s->msg, sizeof s->msg))
+        return -1;
+    if (s->scan.n_done != s->total) {
+        snprintf(s->msg, sizeof s->msg,
                  "%s/results.jsonl holds %zu of %zu results; rerun with --resume %s",
-                 o->out_dir, scan.n_done, total, o->out_dir);
-        goto out;
+                 o->out_dir, s->scan.n_done, s->total, o->out_dir);
+        return -1;
     }
-    cc_report rep;
-    cc_report_init(&rep);
-    rep.expect = o->expect;
-    if (cc_journal_report(o->out_dir, &scan, &rep, msg, sizeof msg)) {
-        cc_report_free(&rep);
-        goto out;
-    }
-    snprintf(rep.provider_description, sizeof rep.provider_description, "%s",
-             info.provider_description);
-    snprintf(rep.case_files, sizeof rep.case_files, "%s", info.case_files);
-    snprintf(rep.command, sizeof rep.command, "%s", info.command);
-    rep.repro = info.repro;
-    rep.base_seed = info.base_seed;
-    if (o->provenance)
-        rep.provenance = *o->provenance;
-    rep.provenance.n_platforms = info.n_platforms;
-    memcpy(rep.provenance.platforms, info.platforms, sizeof info.platforms);
-    rep.wall_seconds = cc_monotonic_seconds() - t0;
-    rep.session_cases = (long)total_todo;
-    rep.resumed = o->resume;
-    int wrote = cc_report_write_outputs(&rep, o->out_dir, msg, sizeof msg) == 0;
-    char since[512] = "";
-    char *diff_text = NULL;
+    return 0;
+}
+
+/* The report of the whole journal, with the run's provenance (run.json's). rep is
+ * initialised here and the caller frees it, also on -1. */
+static int build_report(session *s, cc_report *rep)
+{
+    const cc_session_opts *o = s->o;
+    cc_report_init(rep);
+    rep->expect = o->expect;
+    if (o->provenance) /* first: it says whether a repeated case's bits must agree */
+        rep->provenance = *o->provenance;
+    if (cc_journal_report(o->out_dir, &s->scan, rep, s->msg, sizeof s->msg))
+        return -1;
+    snprintf(rep->provider_description, sizeof rep->provider_description, "%s",
+             s->info.provider_description);
+    snprintf(rep->case_files, sizeof rep->case_files, "%s", s->info.case_files);
+    snprintf(rep->command, sizeof rep->command, "%s", s->info.command);
+    rep->repro = s->info.repro;
+    rep->base_seed = s->info.base_seed;
+    rep->provenance.n_platforms = s->info.n_platforms;
+    memcpy(rep->provenance.platforms, s->info.platforms, sizeof s->info.platforms);
+    rep->wall_seconds = cc_monotonic_seconds() - s->t0;
+    rep->session_cases = (long)s->total_todo;
+    rep->resumed = o->resume;
+    return 0;
+}
+
+/* The report files, and report.md again with what changed since --baseline (the comparison's
+ * one-line summary into since, its text into *diff_text for the caller to free). 1 when
+ * written, 0 with msg. */
+static int write_report(session *s, cc_report *rep, char *since, size_t since_len,
+                        char **diff_text)
+{
+    const cc_session_opts *o = s->o;
+    int wrote = cc_report_write_outputs(rep, o->out_dir, s->msg, sizeof s->msg) == 0;
     if (wrote && o->baseline && o->since_baseline) {
-        diff_text = o->since_baseline(o->baseline, o->out_dir, since, sizeof since);
-        rep.since_baseline = diff_text;
+        *diff_text = o->since_baseline(o->baseline, o->out_dir, since, since_len);
+        rep->since_baseline = *diff_text;
         char md[1100];
         snprintf(md, sizeof md, "%s/report.md", o->out_dir);
-        if (diff_text && cc_report_write_markdown(&rep, md)) {
-            snprintf(msg, sizeof msg, "cannot write %.900s: %s", md, strerror(errno));
+        if (*diff_text && cc_report_write_markdown(rep, md)) {
+            snprintf(s->msg, sizeof s->msg, "cannot write %.900s: %s", md, strerror(errno));
             wrote = 0;
         }
     }
-    /* the rate counts the cases this session ran (a resume runs only the missing ones) */
+    return wrote;
+}
+
+/* The run's closing lines on stdout: the counts, expectations, retries, what changed since
+ * the baseline, a large run's rows that did not pass, where the report is (when wrote). */
+static void print_run_summary(session *s, const cc_report *rep, const char *since, int wrote,
+                              int large)
+{
+    const cc_session_opts *o = s->o;
+    /* the rate counts the cases this session ran (a resume runs only the missing ones); the
+     * statuses count each case once (harness/report/identity.h) */
+    char distinct[96] = "";
+    if (rep->repeats)
+        snprintf(distinct, sizeof distinct, " of %ld distinct cases", rep->distinct);
     printf("capcheck: %ld cases on %s in %.2f s (%.0f cases/s): %ld passed, %ld failed, "
-           "%ld unsupported, %ld errors (%ld crashed, %ld timed out)\n",
-           rep.cases, info.provider, rep.wall_seconds,
-           rep.wall_seconds > 0 ? (double)rep.session_cases / rep.wall_seconds : 0.0,
-           rep.counts[CC_RES_PASS],
-           rep.counts[CC_RES_FAIL], rep.counts[CC_RES_UNSUPPORTED],
-           cc_count_errors(rep.counts),
-           rep.counts[CC_RES_CRASH], rep.counts[CC_RES_TIMEOUT]);
-    if (rep.counts[CC_RES_OUT_OF_BOUNDS] + rep.counts[CC_RES_NONDETERMINISTIC])
+           "%ld unsupported, %ld errors (%ld crashed, %ld timed out)%s\n",
+           rep->cases, s->info.provider, rep->wall_seconds,
+           rep->wall_seconds > 0 ? (double)rep->session_cases / rep->wall_seconds : 0.0,
+           rep->counts[CC_RES_PASS], rep->counts[CC_RES_FAIL], rep->counts[CC_RES_UNSUPPORTED],
+           cc_count_errors(rep->counts), rep->counts[CC_RES_CRASH],
+           rep->counts[CC_RES_TIMEOUT], distinct);
+    if (rep->repeats) {
+        char said[64];
+        cc_repeats_sentence(rep->repeats, said, sizeof said);
+        printf("capcheck: %s (each ran; statuses, rows and the gate count the %ld distinct "
+               "cases once); %ld disagreed with their first run (nondeterministic)\n",
+               said, rep->distinct, rep->disagreeing);
+    }
+    if (rep->counts[CC_RES_OUT_OF_BOUNDS] + rep->counts[CC_RES_NONDETERMINISTIC])
         printf("capcheck: of those errors %ld out-of-bounds, %ld nondeterministic\n",
-               rep.counts[CC_RES_OUT_OF_BOUNDS], rep.counts[CC_RES_NONDETERMINISTIC]);
+               rep->counts[CC_RES_OUT_OF_BOUNDS], rep->counts[CC_RES_NONDETERMINISTIC]);
     if (o->expect) {
         printf("capcheck: expectations:");
         for (int k = 1; k < CC_EXPECT_COUNT; k++)
             printf(" %s %ld%s", cc_expect_outcome_name((cc_expect_outcome)k),
-                   rep.expect_counts[k], k + 1 < CC_EXPECT_COUNT ? "," : "\n");
+                   rep->expect_counts[k], k + 1 < CC_EXPECT_COUNT ? "," : "\n");
     }
-    if (rep.retried)
+    if (rep->retried)
         printf("capcheck: %ld cases ran twice: their first worker was killed from outside\n",
-               rep.retried);
+               rep->retried);
     if (since[0])
         printf("capcheck: since the baseline %s: %s\n", o->baseline,
                strncmp(since, "capcheck diff: ", 15) == 0 ? since + 15 : since);
+    if (large)
+        cc_report_print_rows(rep, o->out_dir, stdout);
     if (wrote)
         printf("capcheck: report in %s (report.md, report.json, report.junit.xml, "
                "results.jsonl)\n",
                o->out_dir);
+}
+
+/* The results whose outcome is news: with --expect the broken or changed expectations, else
+ * the cases that did not pass (each one's line was due on the log). */
+static long news_of(const cc_session_opts *o, const cc_report *rep)
+{
+    if (!o->expect)
+        return rep->cases - rep->counts[CC_RES_PASS];
+    long news = 0;
+    for (int k = 0; k < CC_EXPECT_COUNT; k++)
+        news += k != CC_EXPECT_NONE && k != CC_EXPECT_REPRODUCED ? rep->expect_counts[k] : 0;
+    return news;
+}
+
+/* The report of a complete journal, written and summed up. The exit code: 0, 1 or 125 by
+ * cc_report_exit_code (harness/run/exit_code.h), or 2 with msg. */
+static int report_run(session *s)
+{
+    const cc_session_opts *o = s->o;
+    cc_report rep;
+    if (build_report(s, &rep)) {
+        cc_report_free(&rep);
+        return 2;
+    }
+    char since[512] = "";
+    char *diff_text = NULL;
+    int wrote = write_report(s, &rep, since, sizeof since, &diff_text);
+    int large = s->total > CC_LARGE_RUN || news_of(o, &rep) > CC_CASE_LINES_SHOWN;
+    if (o->verbosity >= 0)
+        print_run_summary(s, &rep, since, wrote, large);
+    if (o->tally && wrote) {
+        o->tally->written = 1;
+        o->tally->large = large;
+        o->tally->cases = rep.distinct; /* the counts are of distinct cases */
+        memcpy(o->tally->counts, rep.counts, sizeof rep.counts);
+        o->tally->unjudged = rep.unjudged;
+    }
     free(diff_text);
     int verdict = cc_report_exit_code(&rep);
     cc_report_free(&rep);
     if (!wrote) {
-        size_t used = strlen(msg);
-        snprintf(msg + used, sizeof msg - used, "; no report: every result is in "
-                                                "%s/results.jsonl, and --resume %s writes the "
-                                                "report once the disk has room",
+        size_t used = strlen(s->msg);
+        snprintf(s->msg + used, sizeof s->msg - used,
+                 "; no report: every result is in %s/results.jsonl, and --resume %s writes the "
+                 "report once the disk has room",
                  o->out_dir, o->out_dir);
-        goto out;
+        return 2;
     }
-    if (o->report_written)
-        *o->report_written = 1;
-    rc = verdict;
-    goto out;
+    return verdict;
+}
 
-lost_pool:
+/* The pool failed or a signal stopped the run: what is recorded stays, and the log says how
+ * to finish. The exit code: 128 + the signal, or 2 with msg. */
+static int stop_lost_run(session *s)
+{
+    const cc_session_opts *o = s->o;
     if (o->tty && o->log)
-        fprintf(log, "\n");
-    if (cc_pool_interrupted(pool)) {
-        int sig = cc_pool_interrupted(pool);
-        cc_pool_close(pool);
-        pool = NULL;
-        cc_journal_close(journal);
-        journal = NULL;
-        fprintf(log, "capcheck: interrupted by %s: %zu of %zu cases are recorded in "
-                     "%s/results.jsonl; finish the run with:\n  %s\n",
+        fprintf(s->log, "\n");
+    int sig = cc_pool_interrupted(s->pool);
+    if (sig) {
+        cc_pool_close(s->pool);
+        s->pool = NULL;
+        cc_journal_close(s->journal);
+        s->journal = NULL;
+        fprintf(s->log, "capcheck: interrupted by %s: %zu of %zu cases are recorded in "
+                        "%s/results.jsonl; finish the run with:\n  %s\n",
                 sig == SIGINT ? "Ctrl-C (SIGINT)" : cc_signal_name(sig),
-                total - total_todo + st.done, total, o->out_dir,
+                s->total - s->total_todo + s->st.done, s->total, o->out_dir,
                 o->resume_command ? o->resume_command : "capcheck run ... --resume DIR");
-        rc = 128 + sig;
-        goto out;
+        return 128 + sig;
     }
-    {
-        char tail[256];
-        snprintf(tail, sizeof tail, "; the results so far are in %s/results.jsonl: finish with "
-                                    "--resume %s",
-                 o->out_dir, o->out_dir);
-        size_t used = strlen(msg);
-        snprintf(msg + used, sizeof msg - used, "%s", tail);
+    size_t used = strlen(s->msg);
+    snprintf(s->msg + used, sizeof s->msg - used,
+             "; the results so far are in %s/results.jsonl: finish with --resume %s", o->out_dir,
+             o->out_dir);
+    return 2;
+}
+
+int cc_session_run(const cc_session_opts *o)
+{
+    session s;
+    memset(&s, 0, sizeof s);
+    s.o = o;
+    s.log = o->log ? o->log : stderr;
+    s.t0 = cc_monotonic_seconds();
+    s.hash = cc_case_list_hash(o->cases, o->n_cases);
+    s.n_levels = o->n_cpu_levels > 0 ? o->n_cpu_levels : 1;
+    s.total = o->n_cases * (size_t)s.n_levels;
+    interrupts_open(&s.intr);
+
+    int rc = 2;
+    if (open_session(&s) == 0) {
+        int ran = run_levels(&s);
+        if (ran == SESSION_POOL_LOST)
+            rc = stop_lost_run(&s);
+        else if (ran == 0)
+            rc = report_run(&s);
     }
-out:
-    cc_pool_close(pool);
-    cc_journal_close(journal);
-    cc_journal_scan_free(&scan);
-    free(todo);
-    interrupts_close(&intr);
+    cc_pool_close(s.pool);
+    cc_journal_close(s.journal);
+    cc_journal_scan_free(&s.scan);
+    free(s.todo);
+    interrupts_close(&s.intr);
     if (rc == 2) {
-        fprintf(log, "capcheck: %s\n", msg);
+        fprintf(s.log, "capcheck: %s\n", s.msg);
         /* past the checks of the command line and the folder, a failure is the environment's:
          * nothing could be judged (harness/run/exit_code.h) */
-        if (started || workers_failed)
+        if (s.started || s.workers_failed)
             rc = CC_EXIT_UNJUDGED;
     }
     return rc;
+}
+
+void cc_session_print_closing(const cc_session_tally *t, const char *dir, FILE *out)
+{
+    fprintf(out, "capcheck: %ld of %ld cases passed", t->counts[CC_RES_PASS], t->cases);
+    if (t->counts[CC_RES_PASS] < t->cases)
+        fprintf(out, " (%ld failed, %ld unsupported, %ld errors)", t->counts[CC_RES_FAIL],
+                t->counts[CC_RES_UNSUPPORTED], cc_count_errors(t->counts));
+    fprintf(out, "; read %s/report.md, %s/report.html; every case: %s/results.jsonl\n", dir, dir,
+            dir);
 }
 
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,

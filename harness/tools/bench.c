@@ -297,6 +297,129 @@ typedef struct {
     FILE *out, *log;
 } bench_args;
 
+/* The options with their defaults filled in (and repetitions at most 64, the samples' room). */
+static cc_bench_opts bench_defaults(const cc_bench_opts *given)
+{
+    cc_bench_opts o = *given;
+    if (o.min_seconds <= 0)
+        o.min_seconds = 0.2;
+    if (o.repetitions <= 0)
+        o.repetitions = 5;
+    if (o.repetitions > 64)
+        o.repetitions = 64;
+    if (o.max_elements <= 0)
+        o.max_elements = 1024;
+    return o;
+}
+
+/* What preparing the cases left out, and how many of the measured ones the reference samples. */
+typedef struct {
+    size_t sampled, too_large, not_run;
+} bench_tally;
+
+/* Every case prepared (its first calls made, each under a limit), the measurable ones into
+ * s->cases. 0, or -1 when memory ran out (said on log). */
+static int prepare_cases(cc_watch *w, bench_state *s, const cc_case *cases, size_t n,
+                         const cc_bench_opts *o, bench_tally *t, FILE *log)
+{
+    for (size_t i = 0; i < n; i++) {
+        char line[CC_CASE_LINE_MAX], what[CC_CASE_LINE_MAX + 32];
+        cc_case_print(&cases[i], line, sizeof line);
+        snprintf(what, sizeof what, "the first calls of '%.200s'", line);
+        cc_watch_phase(w, cc_case_timeout(&cases[i], o->timeout_base), what);
+        int k = prepare(s->p, &cases[i], i, o->max_elements, &s->run, o->ratio_only,
+                        &s->cases[s->n]);
+        if (k < 0) {
+            prepared_free(&s->cases[s->n]);
+            fprintf(log, "capcheck bench: out of memory preparing the cases\n");
+            return -1;
+        }
+        if (k == 0) {
+            t->sampled += s->cases[s->n].sampled;
+            s->n++;
+            continue;
+        }
+        prepared_free(&s->cases[s->n]);
+        *(k == 1 ? &t->too_large : &t->not_run) += 1;
+    }
+    return 0;
+}
+
+/* What is measured, how: the lines above the table. */
+static void print_bench_header(FILE *out, const bench_state *s, const cc_case *cases, size_t n,
+                               const cc_bench_opts *o, const bench_tally *t)
+{
+    const cc_provider *p = s->p;
+    char desc[256];
+    cc_provider_describe(p, desc, sizeof desc);
+    int own = strcmp(desc, p->name) != 0; /* it describes itself */
+    fprintf(out, "bench: %zu of %zu cases from %s on %s %s%s%s%s\n", s->n, n, o->source, p->name,
+            cc_device_name(cases[0].device), own ? " (" : "", own ? desc : "", own ? ")" : "");
+    fprintf(out, "       left out: %zu larger than %lld elements, %zu not run by the provider\n",
+            t->too_large, (long long)o->max_elements, t->not_run);
+    fprintf(out, "       reference: --ref %s, %d thread%s; %zu of the %zu cases sampled\n",
+            cc_ref_mode_names[s->run.ref], s->run.threads, s->run.threads == 1 ? "" : "s",
+            t->sampled, s->n);
+    fprintf(out, "       %d repetitions of >= %.2g s per loop, loops taking turns; medians\n",
+            o->repetitions, o->min_seconds);
+}
+
+/* The loops, taking turns for o->repetitions rounds after a warm-up, each under a limit;
+ * rate[k] the median cases/s of loop k (the first `loops`). t_prepare: what preparing took. */
+static void time_loops(cc_watch *w, bench_state *s, const cc_bench_opts *o, double t_prepare,
+                       int loops, double *rate, FILE *log)
+{
+    /* a loop's measurement takes min_seconds and at most one more round; a round costs about
+     * what preparing took (one call of each case): ten times that, plus a case's base limit.
+     * --ratio-only prepares without the reference, whose cost is then unknown: a round may take
+     * what run gives its cases (cc_case_timeout) */
+    double round_limit = 10 * t_prepare +
+                         (o->timeout_base > 0 ? o->timeout_base : CC_POOL_DEFAULT_TIMEOUT);
+    for (size_t i = 0; o->ratio_only && i < s->n; i++)
+        round_limit += cc_case_timeout(s->cases[i].c, o->timeout_base);
+    double loop_limit = o->min_seconds + round_limit;
+    double samples[LOOP_COUNT][64];
+    cc_watch_phase(w, LOOP_COUNT * loop_limit, "the warm-up rounds");
+    for (int k = 0; k < loops && !o->ratio_only; k++) /* warm-up: caches, lazy initialisation */
+        loop_rounds[k](s);
+    int tty = isatty(fileno(log));
+    for (int rep = 0; rep < o->repetitions; rep++) {
+        if (tty)
+            fprintf(log, "bench: repetition %d/%d\r", rep + 1, o->repetitions);
+        for (int k = 0; k < loops; k++) {
+            char what[64];
+            snprintf(what, sizeof what, "timing the %s loop", loop_names[k]);
+            cc_watch_phase(w, loop_limit, what);
+            samples[k][rep] = measure(s, k, o->min_seconds);
+        }
+    }
+    if (tty)
+        fprintf(log, "%*s\r", 40, "");
+    for (int k = 0; k < loops; k++)
+        rate[k] = median(samples[k], o->repetitions);
+}
+
+/* The table of the loops, the ratio against the goals, and capcheck's results. */
+static void print_bench_results(FILE *out, const bench_state *s, const double *rate, int loops)
+{
+    fprintf(out, "\n%-12s %12s %10s %12s  %s\n", "loop", "cases/s", "us/case", "vs provider",
+            "what it times");
+    for (int k = 0; k < loops; k++)
+        fprintf(out, "%-12s %12.0f %10.2f %12.3f  %s\n", loop_names[k], rate[k], 1e6 / rate[k],
+                rate[k] / rate[LOOP_PROVIDER], loop_what[k]);
+    double ratio = rate[LOOP_CAPCHECK] / rate[LOOP_PROVIDER];
+    /* issue 17's goals: half the bare calls' rate on small cases, a third on realistic sizes
+     * (where a case is the kernel's work, not capcheck's fixed cost) */
+    fprintf(out, "\ncapcheck / provider = %.3f (goal: >= 0.5 on small cases, %s; >= 1/3 on "
+                 "realistic sizes, %s)\n",
+            ratio, ratio >= 0.5 ? "met" : "not met", ratio >= 1.0 / 3.0 ? "met" : "not met");
+    fprintf(out, "capcheck's results on these cases:");
+    for (int k = 0; k < CC_RES_COUNT; k++)
+        if (s->status_count[k])
+            fprintf(out, " %zu %s", s->status_count[k], cc_result_status_name((cc_result_status)k));
+    fprintf(out, "\n");
+}
+
 /* The bench itself, in the watched child (harness/watch.h): init, then every phase under a
  * limit, so a provider that hangs or dies is one sentence from the parent. */
 static int bench_in_child(cc_watch *w, void *arg)
@@ -306,58 +429,42 @@ static int bench_in_child(cc_watch *w, void *arg)
     const cc_case *cases = a->cases;
     size_t n = a->n;
     FILE *out = a->out, *log = a->log;
+    /* the bench's lines keep the real stdout; the provider's prints go to stderr (this child
+     * exits after it: the copy is flushed then) */
+    if (out == stdout) {
+        int real_stdout = cc_stdout_divert();
+        FILE *own = real_stdout >= 0 ? fdopen(real_stdout, "w") : NULL;
+        if (own)
+            out = own;
+        else
+            cc_stdout_restore(real_stdout);
+    }
     char why[384];
     if (cc_provider_init(p, cases[0].device, why, sizeof why) != CC_OK) {
         fprintf(log, "capcheck bench: provider %s cannot run on %s: %s\n", p->name,
                 cc_device_name(cases[0].device), why);
         return 2;
     }
-    cc_bench_opts o = *a->opts;
-    if (o.min_seconds <= 0)
-        o.min_seconds = 0.2;
-    if (o.repetitions <= 0)
-        o.repetitions = 5;
-    if (o.repetitions > 64)
-        o.repetitions = 64;
-    if (o.max_elements <= 0)
-        o.max_elements = 1024;
+    cc_bench_opts o = bench_defaults(a->opts);
     cc_runner_keep_memory(); /* as the workers of a run do */
     bench_state s = {.p = p, .run = o.run, .cases = calloc(n ? n : 1, sizeof(prepared))};
     if (s.run.threads <= 0)
         s.run.threads = 1;
-    size_t sampled = 0;
     if (!s.cases) {
         fprintf(log, "capcheck bench: out of memory\n");
         return 2;
     }
-    size_t too_large = 0, not_run = 0;
+    bench_tally t = {0, 0, 0};
     int rc = 2;
     char dir[] = "/tmp/capcheck-bench.XXXXXX";
     int have_dir = 0;
     double t_prepare = cc_monotonic_seconds();
-    for (size_t i = 0; i < n; i++) {
-        char line[CC_CASE_LINE_MAX], what[CC_CASE_LINE_MAX + 32];
-        cc_case_print(&cases[i], line, sizeof line);
-        snprintf(what, sizeof what, "the first calls of '%.200s'", line);
-        cc_watch_phase(w, cc_case_timeout(&cases[i], o.timeout_base), what);
-        int k = prepare(p, &cases[i], i, o.max_elements, &s.run, o.ratio_only, &s.cases[s.n]);
-        if (k < 0) {
-            prepared_free(&s.cases[s.n]);
-            fprintf(log, "capcheck bench: out of memory preparing the cases\n");
-            goto done;
-        }
-        if (k == 0) {
-            sampled += s.cases[s.n].sampled;
-            s.n++;
-            continue;
-        }
-        prepared_free(&s.cases[s.n]);
-        *(k == 1 ? &too_large : &not_run) += 1;
-    }
+    if (prepare_cases(w, &s, cases, n, &o, &t, log))
+        goto done;
     if (s.n == 0) {
         fprintf(log, "capcheck bench: none of the %zu cases can be measured (%zu larger than %lld "
                      "elements, %zu not run by provider %s)\n",
-                n, too_large, (long long)o.max_elements, not_run, p->name);
+                n, t.too_large, (long long)o.max_elements, t.not_run, p->name);
         goto done;
     }
     /* the capcheck loop journals like a run does, into a scratch folder removed at the end */
@@ -370,72 +477,18 @@ static int bench_in_child(cc_watch *w, void *arg)
         fprintf(log, "capcheck bench: %s\n", s.msg);
         goto done;
     }
-    char desc[256];
-    cc_provider_describe(p, desc, sizeof desc);
-    int own = strcmp(desc, p->name) != 0; /* it describes itself */
-    fprintf(out, "bench: %zu of %zu cases from %s on %s %s%s%s%s\n", s.n, n, o.source, p->name,
-            cc_device_name(cases[0].device), own ? " (" : "", own ? desc : "", own ? ")" : "");
-    fprintf(out, "       left out: %zu larger than %lld elements, %zu not run by the provider\n",
-            too_large, (long long)o.max_elements, not_run);
-    fprintf(out, "       reference: --ref %s, %d thread%s; %zu of the %zu cases sampled\n",
-            cc_ref_mode_names[s.run.ref], s.run.threads, s.run.threads == 1 ? "" : "s", sampled,
-            s.n);
-    fprintf(out, "       %d repetitions of >= %.2g s per loop, loops taking turns; medians\n",
-            o.repetitions, o.min_seconds);
-
-    /* a loop's measurement takes min_seconds and at most one more round; a round costs about
-     * what preparing took (one call of each case): ten times that, plus a case's base limit.
-     * --ratio-only prepares without the reference, whose cost is then unknown: a round may take
-     * what run gives its cases (cc_case_timeout) */
-    t_prepare = cc_monotonic_seconds() - t_prepare;
-    double round_limit = 10 * t_prepare +
-                         (o.timeout_base > 0 ? o.timeout_base : CC_POOL_DEFAULT_TIMEOUT);
-    for (size_t i = 0; o.ratio_only && i < s.n; i++)
-        round_limit += cc_case_timeout(s.cases[i].c, o.timeout_base);
-    double loop_limit = o.min_seconds + round_limit;
-    double samples[LOOP_COUNT][64], rate[LOOP_COUNT] = {0};
+    print_bench_header(out, &s, cases, n, &o, &t);
+    double rate[LOOP_COUNT] = {0};
     int loops = o.ratio_only ? LOOP_CAPCHECK + 1 : LOOP_COUNT; /* the first `loops` loops run */
-    cc_watch_phase(w, LOOP_COUNT * loop_limit, "the warm-up rounds");
-    for (int k = 0; k < loops && !o.ratio_only; k++) /* warm-up: caches, lazy initialisation */
-        loop_rounds[k](&s);
-    int tty = isatty(fileno(log));
-    for (int rep = 0; rep < o.repetitions; rep++) {
-        if (tty)
-            fprintf(log, "bench: repetition %d/%d\r", rep + 1, o.repetitions);
-        for (int k = 0; k < loops; k++) {
-            char what[64];
-            snprintf(what, sizeof what, "timing the %s loop", loop_names[k]);
-            cc_watch_phase(w, loop_limit, what);
-            samples[k][rep] = measure(&s, k, o.min_seconds);
-        }
-    }
-    if (tty)
-        fprintf(log, "%*s\r", 40, "");
+    time_loops(w, &s, &o, cc_monotonic_seconds() - t_prepare, loops, rate, log);
     if (s.failed) {
         fprintf(log, "capcheck bench: a call that had succeeded failed on a later round: %s\n",
                 s.msg);
         goto done;
     }
-    fprintf(out, "\n%-12s %12s %10s %12s  %s\n", "loop", "cases/s", "us/case", "vs provider",
-            "what it times");
-    for (int k = 0; k < loops; k++) {
-        rate[k] = median(samples[k], o.repetitions);
-        fprintf(out, "%-12s %12.0f %10.2f %12.3f  %s\n", loop_names[k], rate[k], 1e6 / rate[k],
-                rate[k] / rate[LOOP_PROVIDER], loop_what[k]);
-    }
-    double ratio = rate[LOOP_CAPCHECK] / rate[LOOP_PROVIDER];
-    /* issue 17's goals: half the bare calls' rate on small cases, a third on realistic sizes
-     * (where a case is the kernel's work, not capcheck's fixed cost) */
-    fprintf(out, "\ncapcheck / provider = %.3f (goal: >= 0.5 on small cases, %s; >= 1/3 on "
-                 "realistic sizes, %s)\n",
-            ratio, ratio >= 0.5 ? "met" : "not met", ratio >= 1.0 / 3.0 ? "met" : "not met");
-    fprintf(out, "capcheck's results on these cases:");
-    for (int k = 0; k < CC_RES_COUNT; k++)
-        if (s.status_count[k])
-            fprintf(out, " %zu %s", s.status_count[k], cc_result_status_name((cc_result_status)k));
-    fprintf(out, "\n");
-    rc = o.json_path && write_json(o.json_path, p, &cases[0], &s, n, too_large, not_run, sampled,
-                                   &o, rate, log)
+    print_bench_results(out, &s, rate, loops);
+    rc = o.json_path && write_json(o.json_path, p, &cases[0], &s, n, t.too_large, t.not_run,
+                                   t.sampled, &o, rate, log)
              ? 2
              : 0;
 done:

@@ -261,7 +261,7 @@ void store(const at::Tensor &r, const cc_view &dst, at::Device dev, const std::s
     if (r.sizes() != sizes)
         throw Failed("ATen returned shape " + fmt_sizes(r.sizes()) + " for the " + what +
                      ", the harness expects " + fmt_sizes(sizes));
-    // provider.h: outputs are dense row-major. Accept a strides field that says so (or that was
+    // abi/capcheck_provider.h: outputs are dense row-major. Accept a strides field that says so (or that was
     // left all zero); refuse anything else rather than guess.
     int64_t dense[REF_MAX_RANK];
     bool all_zero = true, is_dense = true;
@@ -555,7 +555,7 @@ void aten_describe(void *, char *buf, size_t len) {
                   from.c_str());
 }
 
-// TF32 (provider.h, compute_roundoff): f32 cases on cuda of the ops whose ATen calls go through
+// TF32 (abi/capcheck_provider.h, compute_roundoff): f32 cases on cuda of the ops whose ATen calls go through
 // cuBLAS GEMMs (matmul precision) or cuDNN convolutions (conv precision), while TF32 is set.
 double aten_compute_roundoff(void *, const char *op, cc_dtype dtype, cc_device device) {
     static const char *const kMatmul[] = {"matmul", "scaledMatmul", "softmaxMatmul",

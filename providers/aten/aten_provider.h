@@ -15,7 +15,7 @@ extern "C" {
 
 /* provider.h and ref.h have no extern "C" guards of their own: include them with C linkage here,
  * so that C++ code that includes this header first sees cc_aten_provider() as extern "C". */
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 /* One line on how the shim adapts the ATen call to TorchLean's contract for `op` (ref_op.name
  * or its report name), e.g. a parameter pinned to reproduce TorchLean's definition. NULL when the

@@ -230,7 +230,7 @@ static const char *cb_vjp_mode(void *ctx, const char *op)
 }
 
 /* Under CUBLAS_TF32_TENSOR_OP_MATH an f32 GEMM rounds its operands to TF32 (10 explicit
- * mantissa bits): its error model uses TF32's 2^-11 (provider.h, compute_roundoff). f64 GEMMs
+ * mantissa bits): its error model uses TF32's 2^-11 (abi/capcheck_provider.h, compute_roundoff). f64 GEMMs
  * never use TF32. */
 static double cb_compute_roundoff(void *ctx, const char *op, cc_dtype dtype, cc_device device)
 {

@@ -41,7 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 #ifdef __cplusplus
 extern "C" {

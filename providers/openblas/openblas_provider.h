@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,6 @@
 /* A minimal capcheck provider plugin: add and relu, forward and VJP, float32 and float64, on
  * the CPU. Everything else answers CC_UNSUPPORTED. It depends on nothing but
- * providers/provider.h (and the ref_params record it includes), which is the whole plugin ABI,
+ * abi/capcheck_provider.h (and the ref_params record it includes), which is the whole plugin ABI,
  * and the header-only view helpers of providers/plugins/plugin_views.h; it calls no capcheck
  * function (the host exports none to plugins):
  *
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "providers/plugins/plugin_views.h"
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 static int same_shape(const cc_view *a, const cc_view *b)
 {

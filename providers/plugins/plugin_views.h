@@ -1,11 +1,11 @@
-/* Reading and writing the views a plugin gets (providers/provider.h), for float32 and float64:
+/* Reading and writing the views a plugin gets (abi/capcheck_provider.h), for float32 and float64:
  * the three helpers every simple plugin needs, header-only so a plugin built outside the project
  * needs nothing but -I<capcheck>. Inputs are strided (strides in elements, 0 on a broadcast axis);
  * outputs and gradients are dense row-major. */
 #ifndef CAPCHECK_PLUGIN_VIEWS_H
 #define CAPCHECK_PLUGIN_VIEWS_H
 
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 /* Element `i` (row-major over the view's shape) of a strided f32/f64 view, as a double. */
 static inline double cc_plugin_load(const cc_view *v, int64_t i)

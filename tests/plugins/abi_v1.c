@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
-typedef struct { /* provider.h's cc_provider as ABI version 1 defined it */
+typedef struct { /* abi/capcheck_provider.h's cc_provider as ABI version 1 defined it */
     int abi_version;
     const char *name;
     void *ctx;

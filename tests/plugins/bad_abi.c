@@ -1,5 +1,5 @@
 /* A plugin built for a provider ABI this capcheck does not speak: the loader must refuse it. */
-#include "providers/provider.h"
+#include "abi/capcheck_provider.h"
 
 __attribute__((visibility("default"))) const cc_provider *capcheck_provider_v1(void)
 {
