@@ -464,13 +464,13 @@ static void judge_record(FILE *f, const double *expected, const double *got, con
     bm.nonfinite_alike = nonfinite;
     ref_mag m = {(double *)mag, NULL, NULL};
     cc_zt_source src = {"x", source, n};
-    cc_judged_output o = {"y", &v, expected, &m, NULL, n, &bm, 2.0, &src, source ? 1 : 0};
+    cc_comparison cmp;
+    cc_compare(expected, &m, &v, &bm, &cmp);
+    cc_judged_output o = {"y", &v, expected, &m, NULL, n, &bm, 2.0, &src, source ? 1 : 0, 0, &cmp};
     cc_repro_outputs outs;
     cc_judge_tap tap;
     cc_repro_outputs_tap(&outs, &tap);
     tap.seen(tap.ctx, &o);
-    cc_comparison cmp;
-    cc_compare(expected, &m, &v, &bm, &cmp);
     char msg[384];
     cc_zt_verdict zt = cc_zero_trust("y", expected, mag, 2.0, &v, &src, source ? 1 : 0, msg,
                                      sizeof msg);

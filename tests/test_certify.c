@@ -324,7 +324,8 @@ static void test_the_gate_lines_certify_runs_when_pasted(void **state)
     char plugin_dir[400], cp[1200];
     snprintf(plugin_dir, sizeof plugin_dir, "%s/it's here", tmp);
     assert_int_equal(mkdir(plugin_dir, 0755), 0);
-    snprintf(cp, sizeof cp, "cp " CAPCHECK_PLUGIN_DIR "/example_plugin.so \"%s/ex.so\"", plugin_dir);
+    snprintf(cp, sizeof cp, "cp " CAPCHECK_PLUGIN_DIR "/example_plugin.so \"%s/ex.so\"",
+             plugin_dir);
     assert_int_equal(system(cp), 0);
     snprintf(args, sizeof args,
              "run --op relu --provider-lib \"%s/ex.so\" --policy %s --repeat 2 --out hp",
