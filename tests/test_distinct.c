@@ -14,6 +14,7 @@
 #include "harness/run/exit_code.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <sys/stat.h>
 
 static char tmp[256], smoke[600], any[600];
@@ -462,6 +463,51 @@ static void test_the_exit_code_counts_each_case_once(void **state)
     assert_int_equal(exit_code_of((cc_result[]){p, p, pb, pb}, 4), CC_EXIT_PASSED);
 }
 
+/* A failure record of case `line` of op `op`: a finite miss at bound ratio `ratio`, or (ratio
+ * inf) a NaN/Inf pattern miss: expected NaN, got 1 (cc_result_nonfinite_miss). */
+static cc_result miss(const char *op, const char *line, double ratio)
+{
+    cc_result r = record(line, CC_RES_FAIL);
+    snprintf(r.op, sizeof r.op, "%s", op);
+    snprintf(r.worst_output, sizeof r.worst_output, "y");
+    r.worst_ratio = ratio;
+    r.expected = isinf(ratio) ? NAN : 1.0;
+    r.got = isinf(ratio) ? 1.0 : 1.0 + ratio * 1e-7;
+    return r;
+}
+
+/* The worst case a row names (report.json's worst_case, report.md's and the summary's worst
+ * failure) and the order of failing rows (the large run's summary, report.md) say by how much a
+ * kernel is off: a finite miss before a NaN/Inf pattern miss, whose ratio (inf) would otherwise
+ * outrank every finite one. */
+static void test_a_finite_miss_ranks_before_a_nan_miss(void **state)
+{
+    (void)state;
+    cc_report rep;
+    cc_report_init(&rep);
+    cc_result records[] = {
+        miss("add", "add dtype=f32 device=cpu in=[2],[2] edge=nan check=fwd seed=1", INFINITY),
+        miss("add", "add dtype=f32 device=cpu in=[2],[2] check=fwd seed=2", 3.0),
+        miss("mul", "mul dtype=f32 device=cpu in=[2],[2] check=fwd seed=3", 2.0),
+        miss("sub", "sub dtype=f32 device=cpu in=[2],[2] edge=nan check=fwd seed=4", INFINITY),
+    };
+    for (size_t i = 0; i < sizeof records / sizeof *records; i++)
+        assert_int_equal(cc_report_add(&rep, &records[i]), 0);
+    assert_int_equal(rep.n, 3);
+    size_t order[3];
+    cc_report_order_worst(&rep, order);
+    assert_string_equal(rep.rows[order[0]].op, "add");
+    assert_string_equal(rep.rows[order[1]].op, "mul");
+    assert_string_equal(rep.rows[order[2]].op, "sub");
+    const cc_report_row *add = &rep.rows[order[0]];
+    assert_string_equal(add->worst_line, records[1].line);
+    assert_string_equal(add->worst_failure, records[1].line);
+    assert_int_equal(add->nonfinite, 1);
+    /* a row of NaN/Inf misses alone still names one */
+    assert_string_equal(rep.rows[order[2]].worst_failure, records[3].line);
+    cc_report_free(&rep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +517,7 @@ int main(void)
         cmocka_unit_test(test_repeats_that_disagree_are_nondeterministic),
         cmocka_unit_test(test_many_seeds_of_one_shape_are_one_shape),
         cmocka_unit_test(test_the_exit_code_counts_each_case_once),
+        cmocka_unit_test(test_a_finite_miss_ranks_before_a_nan_miss),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -205,6 +205,17 @@ static int judge(cc_report *rep, const cc_result *r)
     return 0;
 }
 
+/* Does a case (nonfinite: a NaN/Inf pattern miss; its bound ratio) rank before the one kept?
+ * A finite miss first, however large a NaN/Inf miss's ratio (inf): the finite one says by how
+ * much the kernel is off, and the NaN/Inf misses are counted apart; then the larger ratio, the
+ * first of equals. */
+static int ranks_before(int nonfinite, double ratio, int kept_nonfinite, double kept_ratio)
+{
+    if (nonfinite != kept_nonfinite)
+        return nonfinite < kept_nonfinite;
+    return ratio > kept_ratio;
+}
+
 /* A case that failed, errored, crashed or timed out: the row's worst failure when it ranks
  * before the one kept (cc_report_row), and the NaN/Inf pattern misses counted apart. */
 static void note_failure(cc_report_row *row, const cc_result *r)
@@ -214,10 +225,9 @@ static void note_failure(cc_report_row *row, const cc_result *r)
         snprintf(row->first_nonfinite, sizeof row->first_nonfinite, "%s", r->line);
         snprintf(row->first_nonfinite_msg, sizeof row->first_nonfinite_msg, "%s", r->message);
     }
-    int before = !row->worst_failure[0] || nonfinite < row->worst_failure_nonfinite ||
-                 (nonfinite == row->worst_failure_nonfinite &&
-                  r->worst_ratio > row->worst_failure_ratio);
-    if (!before)
+    if (row->worst_failure[0] && !ranks_before(nonfinite, r->worst_ratio,
+                                               row->worst_failure_nonfinite,
+                                               row->worst_failure_ratio))
         return;
     snprintf(row->worst_failure, sizeof row->worst_failure, "%s", r->line);
     snprintf(row->worst_failure_msg, sizeof row->worst_failure_msg, "%s", r->message);
@@ -272,8 +282,11 @@ static int count_case(cc_report *rep, cc_report_row *row, const cc_result *r)
     rep->unjudged += cc_result_unjudged(r);
     rep->vacuous += r->vacuous != 0;
     rep->suspect += r->suspect != 0;
-    if (!row->worst_line[0] || r->worst_ratio > row->worst_ratio) {
+    int nonfinite = cc_result_nonfinite_miss(r);
+    if (!row->worst_line[0] ||
+        ranks_before(nonfinite, r->worst_ratio, row->worst_line_nonfinite, row->worst_ratio)) {
         row->worst_ratio = r->worst_ratio;
+        row->worst_line_nonfinite = nonfinite;
         snprintf(row->worst_line, sizeof row->worst_line, "%s", r->line);
     }
     if (r->status != CC_RES_PASS && !row->first_failure[0]) {
@@ -846,11 +859,16 @@ int cc_report_check_seal(const char *path, char hex[65], char *msg, size_t len)
 
 /* ---- ordering ------------------------------------------------------------------------------ */
 
-/* a before b? */
+/* a before b? Failing rows first, by their worst failures (ranks_before: a row whose worst
+ * failure is a finite miss before a row of NaN/Inf misses only); then the rest by their worst
+ * ratio, a NaN ratio (a case the judge could not rank) first. */
 static int worse(const cc_report_row *a, const cc_report_row *b)
 {
     if (cc_report_row_failing(a) != cc_report_row_failing(b))
         return cc_report_row_failing(a);
+    if (cc_report_row_failing(a))
+        return ranks_before(a->worst_failure_nonfinite, a->worst_failure_ratio,
+                            b->worst_failure_nonfinite, b->worst_failure_ratio);
     int na = isnan(a->worst_ratio) != 0, nb = isnan(b->worst_ratio) != 0;
     if (na != nb)
         return na;

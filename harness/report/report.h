@@ -35,7 +35,10 @@ typedef struct {
     long cases;
     long vacuous, suspect; /* cases judged vacuous (never evidence), passing cases judged suspect */
     long retried; /* results that ran twice (cc_result.retried) */
+    /* the case with the largest bound ratio (report.json's worst_case), a NaN/Inf pattern miss
+     * only when no other case has a ratio (see worst_failure) */
     double worst_ratio;
+    int worst_line_nonfinite;
     char worst_line[CC_CASE_LINE_MAX];
     char first_failure[CC_CASE_LINE_MAX]; /* the first case that did not pass (any status) */
     char first_failure_msg[384];
