@@ -170,12 +170,12 @@ static void summary(const cc_certify_opts *o, const cc_gate *g, const inputs *in
     fprintf(out, "capcheck certify: verdicts       %s/gate.txt (capcheck gate --all)\n",
             o->out_dir);
     fprintf(out, "capcheck certify: evidence.json  %s/evidence/<capsule>/evidence.json (%d "
-                 "capsules, %d with a checked dtype)\n",
-            o->out_dir, capsules, upgraded);
+                 "capsule%s, %d with a checked dtype)\n",
+            o->out_dir, capsules, capsules == 1 ? "" : "s", upgraded);
     if (lean_capsules)
         fprintf(out, "capcheck certify: Lean module    %s/Evidence.lean (TorchLean %.7s; %zu "
-                     "KernelCapsules)\n",
-                o->out_dir, in->tl.commit, lean_capsules);
+                     "KernelCapsule%s)\n",
+                o->out_dir, in->tl.commit, lean_capsules, lean_capsules == 1 ? "" : "s");
     else /* emit-lean's rule: no module without a capsule in it */
         fprintf(out, "capcheck certify: Lean module    none written: %s\n", lean_why);
     if (g->signer[0])

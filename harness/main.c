@@ -800,6 +800,7 @@ static int cmd_run(const options *o, int argc, char **argv, cc_session_tally *ta
                           .since_baseline = o->baseline ? diff_with_baseline : NULL,
                           .resume_command = resume,
                           .verbosity = o->quiet ? -1 : o->verbose,
+                          .failures_elsewhere = o->certify,
                           .tally = tally,
                           .run = run_options(o)};
     if (o->quiet)

@@ -132,7 +132,7 @@ static void test_certify_is_the_recipe(void **state)
     expect_in(out, "capcheck certify: report.html    c/report.html\n");
     expect_in(out, "capcheck certify: verdicts       c/gate.txt (capcheck gate --all)\n");
     expect_in(out, "capcheck certify: evidence.json  c/evidence/<capsule>/evidence.json (1 "
-                   "capsules, 1 with a checked dtype)\n");
+                   "capsule, 1 with a checked dtype)\n");
 #if CAPCHECK_HAVE_ATEN
     expect_in(out, "capcheck certify: Lean module    c/Evidence.lean (TorchLean ");
     const char *cases[] = {"report.html", "gate.txt", "Evidence.lean", "report.md", NULL};
@@ -269,6 +269,28 @@ static void test_exit_codes(void **state)
     assert_null(strstr(out, "nothing could be judged"));
 }
 
+/* A certify whose suite fails by the hundred (a softmax on the wrong axis) ends with its own
+ * summary, each required capsule held back with its first failing case, never the run's case
+ * lines or its rows that did not pass above it: `capcheck help certify` sends a failing case to report.md and
+ * report.html, not to the terminal. */
+static void test_certify_prints_no_rows_of_its_run(void **state)
+{
+    (void)state;
+    char prefix[600], args[2048];
+    snprintf(prefix, sizeof prefix, "cd '%s' && CAPCHECK_MUTANT=softmax_axis ", elsewhere);
+    snprintf(args, sizeof args,
+             "certify --provider-lib " CAPCHECK_PLUGIN_DIR "/mutants.so --op softmax "
+             "--policy %s --out m",
+             any);
+    assert_int_equal(cc_t_run(prefix, args, out, sizeof out), 1);
+    expect_in(out, " failed, ");
+    assert_null(strstr(out, "op x dtype rows did not pass"));
+    assert_null(strstr(out, "exceeds its bound"));
+    assert_null(strstr(out, "cases to report"));
+    expect_in(out, "required, not checked (each with its first reason):\n");
+    expect_in(out, "capcheck certify: report.html    m/report.html\n");
+}
+
 /* The certify command in the gate's line of a run's output (malloc'd), or a failure. */
 static char *certify_hint(const char *text)
 {
@@ -346,6 +368,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_certify_is_the_recipe),
         cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_certify_prints_no_rows_of_its_run),
         cmocka_unit_test(test_the_gate_lines_certify_runs_when_pasted),
         cmocka_unit_test(test_bad_input_is_one_sentence_before_anything_runs),
     };

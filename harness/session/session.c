@@ -78,7 +78,7 @@ static void print_case_line(run_state *s, const cc_result *r)
         judged = cc_expect_judge(cc_expect_find(s->o->expect, r->line), r, said, sizeof said);
     int news = s->o->expect ? judged != CC_EXPECT_NONE && judged != CC_EXPECT_REPRODUCED
                             : r->status != CC_RES_PASS;
-    if (!news)
+    if (!news || (s->o->failures_elsewhere && s->o->verbosity <= 0))
         return;
     if (++s->case_lines > CC_CASE_LINES_SHOWN && !s->large) {
         s->large = 1;
@@ -418,7 +418,7 @@ static int open_session(session *s)
                         .total = s->total_todo,
                         .started = cc_monotonic_seconds(),
                         .large = s->total > CC_LARGE_RUN};
-    if (s->st.large && o->log && o->verbosity == 0)
+    if (s->st.large && o->log && o->verbosity == 0 && !o->failures_elsewhere)
         fprintf(o->log, "capcheck: %zu cases, more than %d: the lines of cases that do not pass "
                         "give way to progress (-v prints them), and the run ends with the "
                         "worst case of each op x dtype that did not pass\n",
@@ -710,7 +710,7 @@ static void print_run_summary(session *s, const cc_report *rep, const char *sinc
     if (since[0])
         printf("capcheck: since the baseline %s: %s\n", o->baseline,
                strncmp(since, "capcheck diff: ", 15) == 0 ? since + 15 : since);
-    if (large)
+    if (large && !o->failures_elsewhere)
         cc_report_print_rows(rep, o->out_dir, stdout);
     if (wrote)
         printf("capcheck: report in %s (report.md, report.json, report.junit.xml, "

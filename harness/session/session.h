@@ -96,6 +96,10 @@ typedef struct {
     char *(*since_baseline)(const char *baseline, const char *dir, char *summary, size_t n);
     const char *resume_command; /* the command that finishes this run, for an interrupt */
     int verbosity;              /* -1 --quiet, 0 the default, 1 --verbose (see above) */
+    /* certify: no line of a case that does not pass (but with verbosity 1) and no rows that
+     * did not pass at the end: certify's own summary names each required capsule held back
+     * with its first failing case, and report.md every case */
+    int failures_elsewhere;
     cc_session_tally *tally;    /* out (NULL: not wanted): what the closing line says */
 } cc_session_opts;
 
