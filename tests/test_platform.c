@@ -66,6 +66,19 @@ static void test_keys_from_facts(void **state)
     /* a cap oneDNN does not know caps nothing (oneDNN ignores it too) */
     key_of(ATEN("AVX512"), CC_CPU, SAPPHIRE_RAPIDS, "PENTIUM", k);
     assert_string_equal(k, "cpu:amx");
+    /* ATen's intra-op threads: more than one is another path, named; one keeps the bare key */
+    key_of("libtorch 2.15.0; threads 2; cpu_capability AVX512; onednn 3.13.3", CC_CPU, ZEN4,
+           NULL, k);
+    assert_string_equal(k, "cpu:avx512-bf16+t2");
+    key_of("libtorch 2.15.0; threads 16; cpu_capability DEFAULT; onednn 3.13.3", CC_CPU,
+           SAPPHIRE_RAPIDS, NULL, k);
+    assert_string_equal(k, "cpu:amx+aten-default+t16");
+    key_of("OpenBLAS 0.3.28; threads 4; device cpu", CC_CPU, HASWELL, NULL, k);
+    assert_string_equal(k, "cpu:avx2+t4");
+    key_of("mychip 1.0; threads 8; platform npu:mychip-v2", CC_CPU, ZEN4, NULL, k);
+    assert_string_equal(k, "npu:mychip-v2"); /* a stated key is the provider's own */
+    key_of("libtorch 2.15.0; threads 4; gpu NVIDIA H200 (sm_90)", CC_CUDA, ZEN4, NULL, k);
+    assert_string_equal(k, "cuda:sm90"); /* host threads select no CUDA kernel */
     /* a provider without ATen: the tier alone */
     key_of("reference float64", CC_CPU, ZEN4, NULL, k);
     assert_string_equal(k, "cpu:avx512-bf16");
@@ -93,9 +106,14 @@ static void test_facts_and_isa(void **state)
     assert_string_equal(p.blas, "mkl 2024.2");
     assert_string_equal(p.level, "avx512-bf16");
     assert_string_equal(p.overrides, "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16");
+    assert_string_equal(p.threads, "1");
     char line[1024];
     cc_platform_summary(&p, line, sizeof line);
     assert_non_null(strstr(line, "oneDNN 3.13.3 avx512_core_bf16"));
+    assert_non_null(strstr(line, "ATen AVX512 at 1 thread,"));
+    /* what a provider says whatever the pass: no dispatch level, no thread count */
+    cc_describe_without_platform(ATEN("AVX512"), line, sizeof line);
+    assert_string_equal(line, "libtorch 2.15.0; onednn 3.13.3; blas mkl 2024.2");
     cc_platform_derive("cuda 13.2; driver 580.1; cudnn 9.26.0; cublas 13.4.1; gpu NVIDIA H200 "
                        "(sm_90)",
                        CC_CUDA, "", NULL, "", "", &p);
@@ -176,12 +194,43 @@ static void test_levels(void **state)
     unsetenv("MKL_ENABLE_INSTRUCTIONS");
 }
 
+static void test_aten_threads(void **state)
+{
+    (void)state;
+    int t[CC_MAX_ATEN_THREADS];
+    char msg[256];
+    /* all: the serial path and the parallel one at full width, at least 2 (oversubscribed) */
+    assert_int_equal(cc_aten_threads_parse("all", 16, t, CC_MAX_ATEN_THREADS, msg, sizeof msg), 2);
+    assert_true(t[0] == 1 && t[1] == 16);
+    assert_int_equal(cc_aten_threads_parse("all", 1, t, CC_MAX_ATEN_THREADS, msg, sizeof msg), 2);
+    assert_true(t[0] == 1 && t[1] == 2);
+    assert_int_equal(cc_aten_threads_parse("4,1", 2, t, CC_MAX_ATEN_THREADS, msg, sizeof msg), 2);
+    assert_true(t[0] == 4 && t[1] == 1);
+    static const char *const bad[][2] = {{"0", "not '0'"},       {"257", "not '257'"},
+                                         {"2,", "not ''"},       {"x", "not 'x'"},
+                                         {"2,3,2", "names 2 twice"}, {"1,2,3,4,5", "at most 4"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(cc_aten_threads_parse(bad[k][0], 2, t, CC_MAX_ATEN_THREADS, msg,
+                                               sizeof msg),
+                         -1);
+        if (!strstr(msg, bad[k][1]))
+            fail_msg("--aten-threads %s: '%s' lacks '%s'", bad[k][0], msg, bad[k][1]);
+    }
+    unsetenv(CC_ATEN_THREADS_ENV);
+    cc_aten_threads_apply(0); /* none asked: the provider's own count */
+    assert_null(getenv(CC_ATEN_THREADS_ENV));
+    cc_aten_threads_apply(3);
+    assert_string_equal(getenv(CC_ATEN_THREADS_ENV), "3");
+    unsetenv(CC_ATEN_THREADS_ENV);
+}
+
 static void test_platforms_json_round_trip(void **state)
 {
     (void)state;
     cc_platform p[2], back[2];
     cc_platform_derive(ATEN("AVX2"), CC_CPU, HASWELL, "AVX2", "ONEDNN_MAX_CPU_ISA=AVX2", "avx2",
                        &p[0]);
+    strcpy(p[0].aten_threads, "1"); /* the pass's --aten-threads */
     cc_platform_derive("cuda 13.2; gpu A100 (sm_80); cudnn 9.1", CC_CUDA, "", NULL, "", "",
                        &p[1]);
     char *buf = NULL;
@@ -447,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_keys_from_facts),
         cmocka_unit_test(test_facts_and_isa),
         cmocka_unit_test(test_levels),
+        cmocka_unit_test(test_aten_threads),
         cmocka_unit_test(test_platforms_json_round_trip),
         cmocka_unit_test(test_directives),
         cmocka_unit_test(test_judging_across_platforms),
