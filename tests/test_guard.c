@@ -1,10 +1,12 @@
 /* Guarded buffers and repeat runs through the capcheck binary and its worker pool: the planted
  * bugs of tests/plugins/mutants.c that read or write one element outside a buffer come back as
- * `out-of-bounds` naming the buffer, on every run; one wrong on every third call passes a plain
- * repro and is caught by --repeat; one whose bits vary between calls is `nondeterministic`; the
+ * `out-of-bounds` naming the buffer, on every run; ones wrong on every third and every 30th call
+ * pass a plain repro and are caught by the --repeat their frequency asks for; one whose bits vary between calls is `nondeterministic`; the
  * unmutated plugin and the reference stay clean under --repeat. */
 #include "cli_util.h"
 #include "core/guard.h"
+
+#include <math.h>
 
 #define MUTANTS "--provider-lib " CAPCHECK_PLUGIN_DIR "/mutants.so"
 #define EXP_LINE "'exp dtype=f32 in=[37] seed=1'"
@@ -166,6 +168,29 @@ static void test_every_third_call_needs_repeat(void **state)
     expect_in_output("y[0] differs between call 1 and call 3 of 3 on the same inputs");
 }
 
+/* Wrong on one call in 30 (p = 1/30): --repeat N catches a race of frequency p with probability
+ * 1 - (1 - p)^N (docs/reliability.md), so 95 % wants N = ceil(ln 0.05 / ln(29/30)) = 89 calls;
+ * --repeat 3 (65 % of the time 0 of 3 calls) passes in a fresh worker. The repeats share one
+ * worker and provider: the counter the race lives in is the planted bug's process state. In a
+ * run the cases share the worker too: 30 calls of any cases reach it without --repeat. */
+static void test_rare_race_needs_the_repeat_its_frequency_asks(void **state)
+{
+    (void)state;
+    int n = (int)ceil(log(1 - 0.95) / log(1 - 1.0 / 30));
+    assert_int_equal(n, 89);
+    char repeat[32];
+    snprintf(repeat, sizeof repeat, "--repeat %d", n);
+    assert_int_equal(repro("exp_once_in_30_calls", EXP_LINE, "--repeat 3"), 0);
+    assert_int_equal(repro("exp_once_in_30_calls", EXP_LINE, repeat), 1);
+    expect_in_output("status:   nondeterministic");
+    expect_in_output("y[0] differs between call 1 and call 30 of 89 on the same inputs");
+    char dir[] = "/tmp/capcheck_guard_XXXXXX", args[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(args, sizeof args, "run --op exp " MUTANTS " -j 1 --out %s/run", dir);
+    assert_int_equal(cc_t_run("CAPCHECK_MUTANT=exp_once_in_30_calls ", args, out, sizeof out), 1);
+    cc_t_remove_dir(dir);
+}
+
 /* Bits that vary between calls, every value within its bound: only --repeat sees it. */
 static void test_varying_bits_are_nondeterministic(void **state)
 {
@@ -258,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_a_run_records_every_fault_and_goes_on),
         cmocka_unit_test(test_a_run_catches_every_write_into_an_input),
         cmocka_unit_test(test_every_third_call_needs_repeat),
+        cmocka_unit_test(test_rare_race_needs_the_repeat_its_frequency_asks),
         cmocka_unit_test(test_varying_bits_are_nondeterministic),
         cmocka_unit_test(test_clean_providers_repeat_clean),
         cmocka_unit_test(test_bad_repeat_is_refused),

@@ -219,11 +219,44 @@ static void test_every_mutant_is_killed(void **state)
     assert_int_equal(killed, n); /* every planted bug is caught */
 }
 
+/* The correct alternative implementations (the plugin's variants: a flash-style attention
+ * that writes fully blocked rows as 0) pass every case of their op, NaN and Inf in blocked V
+ * included; their mutated twin (no zero-row guard) is among the mutants above. */
+static void test_every_variant_passes(void **state)
+{
+    fixture *fx = *state;
+    void *a = dlsym(fx->dl, "capcheck_variant_name"), *b = dlsym(fx->dl, "capcheck_variant_op");
+    assert_non_null(a);
+    assert_non_null(b);
+    catalogue_fn name_of;
+    op_fn op_of;
+    memcpy(&name_of, &a, sizeof a);
+    memcpy(&op_of, &b, sizeof b);
+    int n = 0;
+    for (const char *name; (name = name_of(n)) != NULL; n++) {
+        cc_case_list mine = {0};
+        for (size_t i = 0; i < fx->cases.n; i++)
+            if (strcmp(fx->cases.v[i].op->name, op_of(n)) == 0 &&
+                cc_case_list_push(&mine, &fx->cases.v[i]))
+                fail_msg("out of memory");
+        tally t;
+        assert_int_equal(run_mutant(cc_plugin_provider(fx->plugin), &mine, name, 1, &t), 0);
+        printf("variant  %-24s %ld of %zu cases passed\n", name, t.counts[CC_RES_PASS], mine.n);
+        if (t.first[0])
+            fail_msg("%s: %s\n  %s", name, t.first, t.first_msg);
+        assert_true(mine.n >= 100);
+        assert_int_equal(t.counts[CC_RES_PASS], (long)mine.n);
+        cc_case_list_free(&mine);
+    }
+    assert_true(n >= 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_false_alarms),
         cmocka_unit_test(test_every_mutant_is_killed),
+        cmocka_unit_test(test_every_variant_passes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

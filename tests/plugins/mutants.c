@@ -8,8 +8,9 @@
  * tensor, a softmax that overflows without its max subtraction (caught by edge=huge/inf); and
  * the classes of issue 14: softplus's threshold at moderate x, a one-pass variance on large-mean
  * rows, an f64 parameter rounded to float32, a rank-3 kernel given rank 4, one layout assumed
- * for every input, reads and writes one element outside a buffer (the guard pages), a kernel
- * wrong on every third call and one whose bits vary from call to call (--repeat). */
+ * for every input, reads and writes one element outside a buffer (the guard pages), kernels
+ * wrong on every third and every 30th call and one whose bits vary from call to call
+ * (--repeat). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <signal.h>
@@ -763,17 +764,32 @@ static cc_status exp_write_before_start_fwd(const cc_call *call, cc_view *out, c
     return st;
 }
 
-/* exp wrong on every third call of the process (a race that loses one call in three): a run
- * fails a varying set of cases, and repro of one of them passes unless it repeats. */
+/* exp wrong on every period-th call counted by *calls (a race that loses one call in period):
+ * a run fails a varying set of cases, and repro of one of them passes unless it repeats. */
+static cc_status exp_wrong_every(const cc_call *call, cc_view *out, char *msg, size_t len,
+                                 unsigned long *calls, unsigned long period)
+{
+    cc_status st = ref()->forward(NULL, call, out, msg, len);
+    if (st == CC_OK && ++*calls % period == 0)
+        for (int64_t i = 0, n = view_numel(out); i < n; i++)
+            cc_store(out->dtype, out->data, i, 2.0 * cc_load(out->dtype, out->data, i) + 1.0);
+    return st;
+}
+
 static cc_status exp_every_third_call_fwd(const cc_call *call, cc_view *out, char *msg,
                                           size_t len)
 {
     static unsigned long calls; /* this planted bug's state: one counter per worker process */
-    cc_status st = ref()->forward(NULL, call, out, msg, len);
-    if (st == CC_OK && ++calls % 3 == 0)
-        for (int64_t i = 0, n = view_numel(out); i < n; i++)
-            cc_store(out->dtype, out->data, i, 2.0 * cc_load(out->dtype, out->data, i) + 1.0);
-    return st;
+    return exp_wrong_every(call, out, msg, len, &calls, 3);
+}
+
+/* One call in 30: the rare race --repeat is for (docs/reliability.md: N calls catch a race of
+ * frequency p with probability 1 - (1 - p)^N). */
+static cc_status exp_once_in_30_calls_fwd(const cc_call *call, cc_view *out, char *msg,
+                                          size_t len)
+{
+    static unsigned long calls; /* this planted bug's state: one counter per worker process */
+    return exp_wrong_every(call, out, msg, len, &calls, 30);
 }
 
 /* reduceSum summing in a different order on every other call (atomics finishing in another
@@ -806,6 +822,180 @@ static cc_status reducesum_order_varies_fwd(const cc_call *call, cc_view *out, c
     (void)msg;
     (void)len;
     return CC_OK;
+}
+
+/* ---- a flash-style attention ---------------------------------------------------------------- */
+
+/* attention as FlashAttention computes it: per query row one pass over the keys in blocks of 2
+ * with a running maximum m, a running sum l and an accumulator rescaled by exp(m_old - m_new);
+ * blocked keys weigh exactly 0 (0 * V joins the accumulator, as the composed bmm's 0 * V does);
+ * a row with no allowed key is written as 0 (FlashAttention's l = 0 guard; ops.md) when
+ * `guard`, else as acc / l = 0/0. The VJP recomputes P from the row's final m and l and uses
+ * FlashAttention's D = rowsum(dO * O); a fully blocked row adds no gradient term. In float64,
+ * stored once to the dtype. Shapes as ops.md: Q [..., nQ, d], K [..., nK, d], V [..., nK, dv],
+ * mask [nQ, nK] (true = allowed), causal blocks key j > query i. */
+typedef struct {
+    int64_t B, nQ, nK, d, dv;
+    double scale;
+    double *q, *k, *v, *mask; /* dense float64 copies; mask NULL without one */
+    int causal;
+} flash_geom;
+
+static int flash_open(const cc_call *call, flash_geom *f)
+{
+    const cc_view *q = &call->in[0], *k = &call->in[1], *v = &call->in[2];
+    int R = q->rank;
+    f->nQ = q->shape[R - 2], f->d = q->shape[R - 1], f->nK = k->shape[R - 2];
+    f->dv = v->shape[R - 1];
+    f->B = 1;
+    for (int a = 0; a + 2 < R; a++)
+        f->B *= q->shape[a];
+    f->scale = f->d > 0 ? 1.0 / sqrt((double)f->d) : 1.0;
+    f->causal = call->params->causal != 0;
+    f->q = dense(q), f->k = dense(k), f->v = dense(v);
+    f->mask = call->n_in > 3 ? dense(&call->in[3]) : NULL;
+    return f->q && f->k && f->v && (call->n_in < 4 || f->mask) ? 0 : -1;
+}
+
+static void flash_close(flash_geom *f)
+{
+    free(f->q), free(f->k), free(f->v), free(f->mask);
+}
+
+static int flash_allowed(const flash_geom *f, int64_t i, int64_t j)
+{
+    return (!f->mask || f->mask[i * f->nK + j] != 0.0) && (!f->causal || j <= i);
+}
+
+static double flash_score(const flash_geom *f, int64_t b, int64_t i, int64_t j)
+{
+    double s = 0;
+    for (int64_t l = 0; l < f->d; l++)
+        s += f->q[(b * f->nQ + i) * f->d + l] * f->k[(b * f->nK + j) * f->d + l];
+    return s * f->scale;
+}
+
+/* Row (b, i): its output into o[dv] (or 0 when fully blocked and guarded), its final m and l;
+ * returns whether the row has an allowed key. */
+static int flash_row(const flash_geom *f, int64_t b, int64_t i, int guard, double *o, double *m,
+                     double *l)
+{
+    int any = 0;
+    *m = -INFINITY, *l = 0;
+    for (int64_t c = 0; c < f->dv; c++)
+        o[c] = 0;
+    for (int64_t j0 = 0; j0 < f->nK; j0 += 2) {
+        int64_t j1 = j0 + 2 < f->nK ? j0 + 2 : f->nK;
+        double m_new = *m, s[2];
+        for (int64_t j = j0; j < j1; j++) {
+            int ok = flash_allowed(f, i, j);
+            any |= ok;
+            s[j - j0] = ok ? flash_score(f, b, i, j) : -INFINITY;
+            m_new = fmax(m_new, s[j - j0]);
+        }
+        double at = m_new == -INFINITY ? 0.0 : m_new; /* exp(-inf - -inf) would be NaN */
+        double alpha = exp(*m - at);
+        *l *= alpha;
+        for (int64_t c = 0; c < f->dv; c++)
+            o[c] *= alpha;
+        for (int64_t j = j0; j < j1; j++) {
+            double p = flash_allowed(f, i, j) ? exp(s[j - j0] - at) : 0.0;
+            *l += p;
+            for (int64_t c = 0; c < f->dv; c++)
+                o[c] += p * f->v[(b * f->nK + j) * f->dv + c];
+        }
+        *m = m_new;
+    }
+    for (int64_t c = 0; c < f->dv; c++)
+        o[c] = !any && guard ? 0.0 : o[c] / *l;
+    return any;
+}
+
+static cc_status flash_fwd(const cc_call *call, cc_view *out, int guard)
+{
+    flash_geom f;
+    double *y = calloc((size_t)(view_numel(out) > 0 ? view_numel(out) : 1), sizeof(double));
+    cc_status st = CC_FAILED;
+    if (flash_open(call, &f) == 0 && y) {
+        for (int64_t b = 0; b < f.B; b++)
+            for (int64_t i = 0; i < f.nQ; i++) {
+                double m, l;
+                flash_row(&f, b, i, guard, y + (b * f.nQ + i) * f.dv, &m, &l);
+            }
+        store_all(out, y);
+        st = CC_OK;
+    }
+    flash_close(&f);
+    free(y);
+    return st;
+}
+
+static cc_status attention_flash_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    (void)msg, (void)len;
+    return flash_fwd(call, out, 1);
+}
+
+static cc_status attention_flash_no_guard_fwd(const cc_call *call, cc_view *out, char *msg,
+                                              size_t len)
+{
+    (void)msg, (void)len;
+    return flash_fwd(call, out, 0);
+}
+
+/* One row's gradient terms: P from the final m and l, dP = g V^T, D = rowsum(g * O),
+ * dS = P (dP - D); dQ += s dS K, dK += s dS^T Q, dV += P^T g. */
+static void flash_row_vjp(const flash_geom *f, int64_t b, int64_t i, const double *g,
+                          double *o, double *dq, double *dk, double *dv)
+{
+    double m, l;
+    if (!flash_row(f, b, i, 1, o, &m, &l))
+        return; /* fully blocked: no gradient term */
+    const double *gi = g + (b * f->nQ + i) * f->dv;
+    double D = 0, at = m == -INFINITY ? 0.0 : m;
+    for (int64_t c = 0; c < f->dv; c++)
+        D += gi[c] * o[c];
+    for (int64_t j = 0; j < f->nK; j++) {
+        /* a blocked key's 0 is divided too: 0 / l is NaN in a row whose l is (ops.md) */
+        double p = (flash_allowed(f, i, j) ? exp(flash_score(f, b, i, j) - at) : 0.0) / l;
+        double dp = 0;
+        for (int64_t c = 0; c < f->dv; c++) {
+            dp += gi[c] * f->v[(b * f->nK + j) * f->dv + c];
+            dv[(b * f->nK + j) * f->dv + c] += p * gi[c];
+        }
+        double ds = p * (dp - D) * f->scale;
+        for (int64_t t = 0; t < f->d; t++) {
+            dq[(b * f->nQ + i) * f->d + t] += ds * f->k[(b * f->nK + j) * f->d + t];
+            dk[(b * f->nK + j) * f->d + t] += ds * f->q[(b * f->nQ + i) * f->d + t];
+        }
+    }
+}
+
+static cc_status attention_flash_vjp(const cc_call *call, const cc_view *g, cc_view *grads,
+                                     char *msg, size_t len)
+{
+    (void)msg, (void)len;
+    flash_geom f;
+    double *gd = dense(g), *d[3] = {NULL, NULL, NULL}, *o = NULL;
+    cc_status st = CC_FAILED;
+    int ok = flash_open(call, &f) == 0 && gd;
+    for (int t = 0; t < 3 && ok; t++)
+        ok = (d[t] = calloc((size_t)(view_numel(&call->in[t]) + 1), sizeof(double))) != NULL;
+    ok = ok && (o = calloc((size_t)f.dv + 1, sizeof(double))) != NULL;
+    if (ok) {
+        for (int64_t b = 0; b < f.B; b++)
+            for (int64_t i = 0; i < f.nQ; i++)
+                flash_row_vjp(&f, b, i, gd, o, d[0], d[1], d[2]);
+        for (int t = 0; t < 3; t++)
+            if (grads[t].data)
+                store_all(&grads[t], d[t]);
+        st = CC_OK;
+    }
+    flash_close(&f);
+    free(gd), free(o);
+    for (int t = 0; t < 3; t++)
+        free(d[t]);
+    return st;
 }
 
 typedef struct {
@@ -848,10 +1038,30 @@ static const mutant mutants[] = {
     {"exp_write_before_start", "exp", exp_write_before_start_fwd, NULL, 0},
     {"exp_read_before_start", "exp", exp_read_before_start_fwd, NULL, 2},
     {"exp_every_third_call", "exp", exp_every_third_call_fwd, NULL, 0},
+    {"exp_once_in_30_calls", "exp", exp_once_in_30_calls_fwd, NULL, 0},
     {"reducesum_order_varies", "reduceSum", reducesum_order_varies_fwd, NULL, 2},
     {"reducesum_dtype_accum", "reduceSum", reducesum_dtype_accum_fwd, NULL, 0},
+    {"attention_flash_no_guard", "attention", attention_flash_no_guard_fwd, attention_flash_vjp,
+     0},
 };
 #define N_MUTANTS (int)(sizeof mutants / sizeof mutants[0])
+
+/* Correct alternative implementations, selected by the same variable: each must pass every
+ * case of its op (tests/test_mutants.c), as the reference does. */
+static const mutant variants[] = {
+    {"attention_flash", "attention", attention_flash_fwd, attention_flash_vjp, 0},
+};
+#define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
+
+EXPORT const char *capcheck_variant_name(int i)
+{
+    return i >= 0 && i < N_VARIANTS ? variants[i].name : NULL;
+}
+
+EXPORT const char *capcheck_variant_op(int i)
+{
+    return i >= 0 && i < N_VARIANTS ? variants[i].op : NULL;
+}
 
 EXPORT const char *capcheck_mutant_name(int i)
 {
@@ -880,6 +1090,9 @@ static const mutant *active(int *unknown)
     for (int i = 0; i < N_MUTANTS; i++)
         if (strcmp(mutants[i].name, name) == 0)
             return &mutants[i];
+    for (int i = 0; i < N_VARIANTS; i++)
+        if (strcmp(variants[i].name, name) == 0)
+            return &variants[i];
     *unknown = 1;
     return NULL;
 }
