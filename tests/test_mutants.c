@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/guard.h"
+#include "harness/case/edge_class.h"
 #include "harness/case/case.h"
 #include "harness/run/plugin.h"
 #include "harness/run/runner.h"
@@ -251,12 +252,54 @@ static void test_every_variant_passes(void **state)
     assert_true(n >= 1);
 }
 
+/* edge=wide (harness/case/edge_class.h) kills the planted kernels whose intermediates leave the
+ * dtype's range while the output fits: on the wide cases of their op alone, and for those that
+ * only range shows, with every other case of their op passing. */
+static void test_wide_catches_intermediates_past_the_range(void **state)
+{
+    fixture *fx = *state;
+    static const struct {
+        const char *name, *op;
+        int only_wide; /* every non-wide case of the op passes */
+    } planted[] = {
+        {"layernorm_square_in_dtype", "layerNorm", 1}, /* f16 squares past 65504 */
+        {"attention_qk_in_dtype", "attention", 1},     /* f16 q.k past 65504, s q.k not */
+        {"mseloss_square_in_dtype", "mseLoss", 1},     /* f16 squared differences */
+        {"softmax_no_max_sub", "softmax", 0},          /* exp past 88.7 (709.8 in f64) */
+        {"softplus_naive", "softplus", 0},             /* log(1 + exp(x)) */
+    };
+    for (size_t m = 0; m < sizeof planted / sizeof planted[0]; m++) {
+        cc_case_list wide = {0}, rest = {0};
+        for (size_t i = 0; i < fx->cases.n; i++) {
+            const cc_case *c = &fx->cases.v[i];
+            if (strcmp(c->op->name, planted[m].op) == 0 &&
+                cc_case_list_push((c->edges >> CC_EDGE_WIDE & 1) ? &wide : &rest, c))
+                fail_msg("out of memory");
+        }
+        tally w, r;
+        assert_true(wide.n > 0);
+        assert_int_equal(run_mutant(cc_plugin_provider(fx->plugin), &wide, planted[m].name, 1, &w),
+                         0);
+        assert_int_equal(run_mutant(cc_plugin_provider(fx->plugin), &rest, planted[m].name, 1, &r),
+                         0);
+        printf("wide     %-26s %ld of %zu wide cases caught; %ld of %zu others\n", planted[m].name,
+               w.counts[CC_RES_FAIL] + cc_count_errors(w.counts), wide.n,
+               r.counts[CC_RES_FAIL] + cc_count_errors(r.counts), rest.n);
+        assert_true(w.counts[CC_RES_FAIL] + cc_count_errors(w.counts) > 0);
+        if (planted[m].only_wide)
+            assert_int_equal(r.counts[CC_RES_PASS], (long)rest.n);
+        cc_case_list_free(&wide);
+        cc_case_list_free(&rest);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_false_alarms),
         cmocka_unit_test(test_every_mutant_is_killed),
         cmocka_unit_test(test_every_variant_passes),
+        cmocka_unit_test(test_wide_catches_intermediates_past_the_range),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

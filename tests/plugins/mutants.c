@@ -824,6 +824,87 @@ static cc_status reducesum_order_varies_fwd(const cc_call *call, cc_view *out, c
     return CC_OK;
 }
 
+/* ---- kernels whose intermediates leave the dtype's range (edge=wide) ---------------------- */
+
+/* The compute type of a kernel that follows the accumulation contract: float32 for f16/bf16. */
+static cc_dtype compute_type(cc_dtype t)
+{
+    return t == CC_F64 ? CC_F64 : CC_F32;
+}
+
+/* An f16 layerNorm (two-pass) whose squares (x - mean)^2 are rounded to f16 before they are
+ * summed in float32: past 65504 the variance is inf and the output beta. */
+static cc_status layernorm_square_in_dtype_fwd(const cc_call *call, cc_view *out, char *msg,
+                                               size_t len)
+{
+    if (call->dtype != CC_F16)
+        return ref()->forward(NULL, call, out, msg, len);
+    const cc_view *xv = &call->in[0];
+    int ax = ref_norm_axis(call->params->axis, xv->rank);
+    int64_t R = 1, N = 1;
+    for (int a = 0; a < xv->rank; a++)
+        *(a < ax ? &R : &N) *= xv->shape[a];
+    cc_dtype t = call->dtype, acc = compute_type(t);
+    double *x = dense(xv), *gm = dense(&call->in[1]), *bt = dense(&call->in[2]);
+    double *y = calloc((size_t)(R * N > 0 ? R * N : 1), sizeof(double));
+    cc_status st = CC_FAILED;
+    if (x && gm && bt && y) {
+        for (int64_t r = 0; r < R; r++) {
+            const double *row = x + r * N;
+            double s = 0, s2 = 0;
+            for (int64_t j = 0; j < N; j++)
+                s = cc_round_to(acc, s + row[j]);
+            double mu = cc_round_to(acc, s / (double)N);
+            for (int64_t j = 0; j < N; j++)
+                s2 = cc_round_to(acc, s2 + cc_round_to(t, (row[j] - mu) * (row[j] - mu)));
+            double sd = sqrt(cc_round_to(acc, s2 / (double)N) + call->params->eps);
+            for (int64_t j = 0; j < N; j++)
+                y[r * N + j] = (row[j] - mu) / sd * gm[j] + bt[j];
+        }
+        store_all(out, y);
+        st = CC_OK;
+    }
+    free(x), free(gm), free(bt), free(y);
+    return st;
+}
+
+/* mseLoss whose squared differences are a tensor of the case dtype (then averaged in the
+ * compute type): one square past 65504 in f16 makes the mean inf. */
+static cc_status mseloss_square_in_dtype_fwd(const cc_call *call, cc_view *out, char *msg,
+                                             size_t len)
+{
+    (void)msg, (void)len;
+    int64_t n = view_numel(&call->in[0]);
+    double *a = dense(&call->in[0]), *b = dense(&call->in[1]);
+    cc_status st = CC_FAILED;
+    if (a && b) {
+        cc_dtype t = call->dtype, acc = compute_type(t);
+        double s = 0;
+        for (int64_t j = 0; j < n; j++)
+            s = cc_round_to(acc, s + cc_round_to(t, (a[j] - b[j]) * (a[j] - b[j])));
+        cc_store(out->dtype, out->data, 0, s / (double)(n > 0 ? n : 1));
+        st = CC_OK;
+    }
+    free(a), free(b);
+    return st;
+}
+
+/* softplus as log(1 + exp(x)) with exp in the compute type: inf past x = 88.7 (709.8 in f64),
+ * where softplus(x) is x. */
+static cc_status softplus_naive_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    (void)msg, (void)len;
+    int64_t n = view_numel(out);
+    double *x = dense(&call->in[0]);
+    if (!x)
+        return CC_FAILED;
+    cc_dtype acc = compute_type(call->dtype);
+    for (int64_t j = 0; j < n; j++)
+        cc_store(out->dtype, out->data, j, log1p(cc_round_to(acc, exp(x[j]))));
+    free(x);
+    return CC_OK;
+}
+
 /* ---- a flash-style attention ---------------------------------------------------------------- */
 
 /* attention as FlashAttention computes it: per query row one pass over the keys in blocks of 2
@@ -839,6 +920,7 @@ typedef struct {
     double scale;
     double *q, *k, *v, *mask; /* dense float64 copies; mask NULL without one */
     int causal;
+    cc_dtype qk; /* the unscaled q.k rounded to it before the scale (CC_F64: kept exact) */
 } flash_geom;
 
 static int flash_open(const cc_call *call, flash_geom *f)
@@ -852,6 +934,7 @@ static int flash_open(const cc_call *call, flash_geom *f)
         f->B *= q->shape[a];
     f->scale = f->d > 0 ? 1.0 / sqrt((double)f->d) : 1.0;
     f->causal = call->params->causal != 0;
+    f->qk = CC_F64;
     f->q = dense(q), f->k = dense(k), f->v = dense(v);
     f->mask = call->n_in > 3 ? dense(&call->in[3]) : NULL;
     return f->q && f->k && f->v && (call->n_in < 4 || f->mask) ? 0 : -1;
@@ -872,7 +955,7 @@ static double flash_score(const flash_geom *f, int64_t b, int64_t i, int64_t j)
     double s = 0;
     for (int64_t l = 0; l < f->d; l++)
         s += f->q[(b * f->nQ + i) * f->d + l] * f->k[(b * f->nK + j) * f->d + l];
-    return s * f->scale;
+    return cc_round_to(f->qk, s) * f->scale;
 }
 
 /* Row (b, i): its output into o[dv] (or 0 when fully blocked and guarded), its final m and l;
@@ -911,12 +994,13 @@ static int flash_row(const flash_geom *f, int64_t b, int64_t i, int guard, doubl
     return any;
 }
 
-static cc_status flash_fwd(const cc_call *call, cc_view *out, int guard)
+static cc_status flash_fwd(const cc_call *call, cc_view *out, int guard, cc_dtype qk)
 {
     flash_geom f;
     double *y = calloc((size_t)(view_numel(out) > 0 ? view_numel(out) : 1), sizeof(double));
     cc_status st = CC_FAILED;
     if (flash_open(call, &f) == 0 && y) {
+        f.qk = qk;
         for (int64_t b = 0; b < f.B; b++)
             for (int64_t i = 0; i < f.nQ; i++) {
                 double m, l;
@@ -933,14 +1017,23 @@ static cc_status flash_fwd(const cc_call *call, cc_view *out, int guard)
 static cc_status attention_flash_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
 {
     (void)msg, (void)len;
-    return flash_fwd(call, out, 1);
+    return flash_fwd(call, out, 1, CC_F64);
+}
+
+/* attention that forms the unscaled q.k in the case dtype and scales it after (the scale not
+ * folded in first, as TorchLean's sqrt(s) split does): past 65504 in f16 while s q.k fits. */
+static cc_status attention_qk_in_dtype_fwd(const cc_call *call, cc_view *out, char *msg,
+                                           size_t len)
+{
+    (void)msg, (void)len;
+    return flash_fwd(call, out, 1, call->dtype);
 }
 
 static cc_status attention_flash_no_guard_fwd(const cc_call *call, cc_view *out, char *msg,
                                               size_t len)
 {
     (void)msg, (void)len;
-    return flash_fwd(call, out, 0);
+    return flash_fwd(call, out, 0, CC_F64);
 }
 
 /* One row's gradient terms: P from the final m and l, dP = g V^T, D = rowsum(g * O),
@@ -1043,6 +1136,10 @@ static const mutant mutants[] = {
     {"reducesum_dtype_accum", "reduceSum", reducesum_dtype_accum_fwd, NULL, 0},
     {"attention_flash_no_guard", "attention", attention_flash_no_guard_fwd, attention_flash_vjp,
      0},
+    {"layernorm_square_in_dtype", "layerNorm", layernorm_square_in_dtype_fwd, NULL, 0},
+    {"attention_qk_in_dtype", "attention", attention_qk_in_dtype_fwd, NULL, 0},
+    {"mseloss_square_in_dtype", "mseLoss", mseloss_square_in_dtype_fwd, NULL, 0},
+    {"softplus_naive", "softplus", softplus_naive_fwd, NULL, 0},
 };
 #define N_MUTANTS (int)(sizeof mutants / sizeof mutants[0])
 
