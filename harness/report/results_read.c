@@ -84,7 +84,7 @@ static int get_witnesses(const cc_json *o, cc_result *r, char *msg, size_t len)
             return -1;
         }
         cc_witness *w = &r->witnesses[r->n_witnesses++];
-        char status[16];
+        char status[24]; /* "nondeterministic" and its NUL are 17 */
         if (e->type != CC_JSON_OBJECT) {
             snprintf(msg, len, "a witness is not an object");
             return -1;
@@ -116,7 +116,7 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         snprintf(msg, len, "a result record is a JSON object");
         return -1;
     }
-    char dtype[16], device[16], layout[16], status[16];
+    char dtype[16], device[16], layout[16], status[24]; /* "nondeterministic": 17 */
     if (get_text(o, "case", r->line, sizeof r->line, 1, msg, len) ||
         get_text(o, "op", r->op, sizeof r->op, 1, msg, len) ||
         get_text(o, "dtype", dtype, sizeof dtype, 1, msg, len) ||
