@@ -600,33 +600,32 @@ static cc_status softplus_threshold_fwd(const cc_call *call, cc_view *out, char 
     return st;
 }
 
-/* layerNorm with a one-pass variance, E[x^2] - E[x]^2, accumulated as the kernel's registers
- * would: in the case dtype (float32 for f16/bf16, as the accumulation contract says). Exact on
- * centred data; cancels on rows with a large mean and a small spread. */
-static cc_status layernorm_one_pass_var_fwd(const cc_call *call, cc_view *out, char *msg,
-                                            size_t len)
+/* The compute type of a kernel that follows the accumulation contract: float32 for f16/bf16. */
+static cc_dtype compute_type(cc_dtype t)
 {
-    (void)msg;
-    (void)len;
+    return t == CC_F64 ? CC_F64 : CC_F32;
+}
+
+/* layerNorm over the rows of x (the axes from `axis` on), each row's mean and variance from
+ * `stats` in the case dtype t; y = (x - mean) / sqrt(max(var, 0) + eps) * gamma + beta. */
+typedef void (*row_stats_fn)(const double *row, int64_t n, cc_dtype t, double *mean,
+                             double *var);
+
+static cc_status layernorm_rows(const cc_call *call, cc_view *out, row_stats_fn stats)
+{
     const cc_view *xv = &call->in[0];
     int ax = ref_norm_axis(call->params->axis, xv->rank);
     int64_t R = 1, N = 1;
     for (int a = 0; a < xv->rank; a++)
         *(a < ax ? &R : &N) *= xv->shape[a];
-    cc_dtype acc = call->dtype == CC_F64 ? CC_F64 : CC_F32;
     double *x = dense(xv), *gm = dense(&call->in[1]), *bt = dense(&call->in[2]);
     double *y = calloc((size_t)(R * N > 0 ? R * N : 1), sizeof(double));
     cc_status st = CC_FAILED;
     if (x && gm && bt && y) {
         for (int64_t r = 0; r < R; r++) {
             const double *row = x + r * N;
-            double s = 0, s2 = 0;
-            for (int64_t j = 0; j < N; j++) {
-                s = cc_round_to(acc, s + row[j]);
-                s2 = cc_round_to(acc, s2 + cc_round_to(acc, row[j] * row[j]));
-            }
-            double mu = cc_round_to(acc, s / (double)N);
-            double var = cc_round_to(acc, s2 / (double)N - mu * mu);
+            double mu, var;
+            stats(row, N, call->dtype, &mu, &var);
             double sd = sqrt((var > 0 ? var : 0) + call->params->eps);
             for (int64_t j = 0; j < N; j++)
                 y[r * N + j] = (row[j] - mu) / sd * gm[j] + bt[j];
@@ -634,11 +633,30 @@ static cc_status layernorm_one_pass_var_fwd(const cc_call *call, cc_view *out, c
         store_all(out, y);
         st = CC_OK;
     }
-    free(x);
-    free(gm);
-    free(bt);
-    free(y);
+    free(x), free(gm), free(bt), free(y);
     return st;
+}
+
+/* A one-pass variance, E[x^2] - E[x]^2, accumulated as the kernel's registers would: in the case
+ * dtype (float32 for f16/bf16, as the accumulation contract says). Exact on centred data;
+ * cancels on rows with a large mean and a small spread. */
+static void one_pass_stats(const double *row, int64_t n, cc_dtype t, double *mean, double *var)
+{
+    cc_dtype acc = compute_type(t);
+    double s = 0, s2 = 0;
+    for (int64_t j = 0; j < n; j++) {
+        s = cc_round_to(acc, s + row[j]);
+        s2 = cc_round_to(acc, s2 + cc_round_to(acc, row[j] * row[j]));
+    }
+    *mean = cc_round_to(acc, s / (double)n);
+    *var = cc_round_to(acc, s2 / (double)n - *mean * *mean);
+}
+
+static cc_status layernorm_one_pass_var_fwd(const cc_call *call, cc_view *out, char *msg,
+                                            size_t len)
+{
+    (void)msg, (void)len;
+    return layernorm_rows(call, out, one_pass_stats);
 }
 
 /* scale with its constant rounded to float32 on the way in (TorchLean's CUDA ABI rounds host
@@ -826,46 +844,28 @@ static cc_status reducesum_order_varies_fwd(const cc_call *call, cc_view *out, c
 
 /* ---- kernels whose intermediates leave the dtype's range (edge=wide) ---------------------- */
 
-/* The compute type of a kernel that follows the accumulation contract: float32 for f16/bf16. */
-static cc_dtype compute_type(cc_dtype t)
+/* A two-pass variance whose squares (x - mean)^2 are rounded to the dtype t before they are
+ * summed in the compute type: past 65504 in f16 the variance is inf and the output beta. */
+static void square_in_dtype_stats(const double *row, int64_t n, cc_dtype t, double *mean,
+                                  double *var)
 {
-    return t == CC_F64 ? CC_F64 : CC_F32;
+    cc_dtype acc = compute_type(t);
+    double s = 0, s2 = 0;
+    for (int64_t j = 0; j < n; j++)
+        s = cc_round_to(acc, s + row[j]);
+    *mean = cc_round_to(acc, s / (double)n);
+    for (int64_t j = 0; j < n; j++)
+        s2 = cc_round_to(acc, s2 + cc_round_to(t, (row[j] - *mean) * (row[j] - *mean)));
+    *var = cc_round_to(acc, s2 / (double)n);
 }
 
-/* An f16 layerNorm (two-pass) whose squares (x - mean)^2 are rounded to f16 before they are
- * summed in float32: past 65504 the variance is inf and the output beta. */
+/* An f16 layerNorm that squares in f16 (other dtypes: the reference). */
 static cc_status layernorm_square_in_dtype_fwd(const cc_call *call, cc_view *out, char *msg,
                                                size_t len)
 {
     if (call->dtype != CC_F16)
         return ref()->forward(NULL, call, out, msg, len);
-    const cc_view *xv = &call->in[0];
-    int ax = ref_norm_axis(call->params->axis, xv->rank);
-    int64_t R = 1, N = 1;
-    for (int a = 0; a < xv->rank; a++)
-        *(a < ax ? &R : &N) *= xv->shape[a];
-    cc_dtype t = call->dtype, acc = compute_type(t);
-    double *x = dense(xv), *gm = dense(&call->in[1]), *bt = dense(&call->in[2]);
-    double *y = calloc((size_t)(R * N > 0 ? R * N : 1), sizeof(double));
-    cc_status st = CC_FAILED;
-    if (x && gm && bt && y) {
-        for (int64_t r = 0; r < R; r++) {
-            const double *row = x + r * N;
-            double s = 0, s2 = 0;
-            for (int64_t j = 0; j < N; j++)
-                s = cc_round_to(acc, s + row[j]);
-            double mu = cc_round_to(acc, s / (double)N);
-            for (int64_t j = 0; j < N; j++)
-                s2 = cc_round_to(acc, s2 + cc_round_to(t, (row[j] - mu) * (row[j] - mu)));
-            double sd = sqrt(cc_round_to(acc, s2 / (double)N) + call->params->eps);
-            for (int64_t j = 0; j < N; j++)
-                y[r * N + j] = (row[j] - mu) / sd * gm[j] + bt[j];
-        }
-        store_all(out, y);
-        st = CC_OK;
-    }
-    free(x), free(gm), free(bt), free(y);
-    return st;
+    return layernorm_rows(call, out, square_in_dtype_stats);
 }
 
 /* mseLoss whose squared differences are a tensor of the case dtype (then averaged in the
