@@ -430,6 +430,20 @@ REF_VECTOR_CLONES void cc_round_store_array(cc_dtype t, double *x, int64_t n, vo
     }
 }
 
+REF_VECTOR_CLONE_DECLS(cc_round_array);
+REF_VECTOR_CLONE_DECLS(cc_store_array);
+REF_VECTOR_CLONE_DECLS(cc_round_store_array);
+
+int cc_dtype_array_loops_isa(int isa, cc_dtype_array_loops *out)
+{
+    if (!ref_isa_runs(isa))
+        return -1;
+    *out = (cc_dtype_array_loops){REF_VECTOR_CLONE(cc_round_array, isa),
+                                  REF_VECTOR_CLONE(cc_store_array, isa),
+                                  REF_VECTOR_CLONE(cc_round_store_array, isa)};
+    return 0;
+}
+
 void cc_load_array(cc_dtype t, const void *buf, int64_t off, int64_t stride, double *x,
                    int64_t n)
 {

@@ -33,6 +33,17 @@ void cc_store_rows(cc_dtype t, void *buf, int64_t off, int64_t row_stride, int64
 void cc_load_array(cc_dtype t, const void *buf, int64_t off, int64_t stride, double *x,
                    int64_t n);
 void cc_fill_nan(cc_dtype t, void *buf, int64_t n);
+/* cc_round_array, cc_store_array and cc_round_store_array compiled for instruction set isa
+ * (REF_ISA_*, reference/ref_parallel.h) whatever this CPU's dispatch picks: 0 with the three in
+ * *out, or -1 when this build or CPU has no such clone. Tests hold every clone to cc_round_to
+ * and cc_store, bit for bit. */
+typedef struct {
+    void (*round_array)(cc_dtype t, double *x, int64_t n);
+    void (*store_array)(cc_dtype t, void *buf, int64_t off, int64_t stride, const double *x,
+                        int64_t n);
+    void (*round_store_array)(cc_dtype t, double *x, int64_t n, void *buf, int64_t off);
+} cc_dtype_array_loops;
+int cc_dtype_array_loops_isa(int isa, cc_dtype_array_loops *out);
 /* The flat index of the first NaN or Inf among the dense elements buf[off .. off + n), or -1:
  * read as bits, a block at a time, without converting (a large output scanned at memory speed). */
 int64_t cc_find_nonfinite(cc_dtype t, const void *buf, int64_t off, int64_t n);

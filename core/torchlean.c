@@ -9,9 +9,11 @@
 /* providers/torchlean/<commit>.tsv, embedded at build time, NULL-terminated */
 extern const char *const cc_torchlean_embedded[];
 
-static const char *const KINDS[] = {"commit", "repository", "header", "module", "namespace",
-                                    "inductive", "alias", "structure", "def", "label",
-                                    "availability", "profile", "handler", "runtimeGuard", NULL};
+static const char *const KINDS[] = {"commit",    "date",      "repository", "header",
+                                    "module",    "namespace", "inductive",  "alias",
+                                    "structure", "def",       "label",      "availability",
+                                    "profile",   "layout",    "handler",    "runtimeGuard",
+                                    NULL};
 
 void cc_torchlean_free(cc_torchlean *t)
 {
@@ -54,9 +56,9 @@ int cc_torchlean_parse(const char *text, const char *name, cc_torchlean *out, ch
             known |= k == 4 && strcmp(col[0], KINDS[i]) == 0;
         if (!known || !col[1][0] || !col[3][0]) {
             snprintf(msg, len, "%s:%d: want kind, name, source and value separated by tabs, the "
-                               "kind one of commit, header, module, namespace, inductive, alias, "
-                               "structure, def, label, availability, profile, handler, "
-                               "runtimeGuard, repository",
+                               "kind one of commit, date, repository, header, module, namespace, "
+                               "inductive, alias, structure, def, label, availability, profile, "
+                               "layout, handler, runtimeGuard",
                      name, lineno);
             goto bad;
         }
@@ -72,9 +74,20 @@ int cc_torchlean_parse(const char *text, const char *name, cc_torchlean *out, ch
         r->line = lineno;
         if (strcmp(r->kind, "commit") == 0)
             out->commit = r->value;
+        if (strcmp(r->kind, "date") == 0) {
+            out->date = r->value;
+            out->date_source = r->source;
+        }
     }
     if (!out->commit || strlen(out->commit) != 40 || strspn(out->commit, "0123456789abcdef") != 40) {
         snprintf(msg, len, "%s: no commit row with a 40-digit commit", name);
+        goto bad;
+    }
+    int y, m, d;
+    char tail;
+    if (!out->date || sscanf(out->date, "%4d-%2d-%2d%c", &y, &m, &d, &tail) != 3 ||
+        strlen(out->date) != 10 || m < 1 || m > 12 || d < 1 || d > 31) {
+        snprintf(msg, len, "%s: no date row with a date YYYY-MM-DD", name);
         goto bad;
     }
     if (!cc_tl_find(out, "inductive", "NN.Backend.BackendOp") ||
@@ -88,29 +101,65 @@ bad:
     return -1;
 }
 
-int cc_torchlean_load(const char *prefix, cc_torchlean *out, char *msg, size_t len)
+/* Newest first: the later date, then the greater commit (a tie between two files of one day
+ * still orders the same on every machine). */
+static int newer_first(const void *a, const void *b)
 {
-    char have[512] = "";
-    int last = -1;
+    const cc_torchlean *x = a, *y = b;
+    int c = strcmp(y->date, x->date);
+    return c ? c : strcmp(y->commit, x->commit);
+}
+
+int cc_torchlean_load_all(cc_torchlean *out, int max, char *msg, size_t len)
+{
+    int n = 0;
     for (int i = 0; cc_torchlean_embedded[i]; i++) {
-        cc_torchlean t;
         char name[48];
         snprintf(name, sizeof name, "embedded TorchLean data %d", i);
-        if (cc_torchlean_parse(cc_torchlean_embedded[i], name, &t, msg, len))
-            return -1;
-        size_t used = strlen(have);
-        snprintf(have + used, sizeof have - used, "%s%.12s", used ? ", " : "", t.commit);
-        int match = prefix && strlen(prefix) >= 7 && strncmp(t.commit, prefix, strlen(prefix)) == 0;
-        cc_torchlean_free(&t);
-        if (match)
-            return cc_torchlean_parse(cc_torchlean_embedded[i], "embedded", out, msg, len);
-        last = i;
+        if (n == max) {
+            snprintf(msg, len, "more than %d TorchLean commits embedded", max);
+            goto bad;
+        }
+        if (cc_torchlean_parse(cc_torchlean_embedded[i], name, &out[n], msg, len))
+            goto bad;
+        n++;
     }
-    if (!prefix && last >= 0)
-        return cc_torchlean_parse(cc_torchlean_embedded[last], "embedded", out, msg, len);
-    snprintf(msg, len, "no TorchLean data for commit '%s' (at least 7 hex digits of one of: %s)",
-             prefix ? prefix : "", have[0] ? have : "none embedded");
+    qsort(out, (size_t)n, sizeof *out, newer_first);
+    return n;
+bad:
+    while (n > 0)
+        cc_torchlean_free(&out[--n]);
     return -1;
+}
+
+int cc_torchlean_load(const char *prefix, cc_torchlean *out, char *msg, size_t len)
+{
+    cc_torchlean *all = calloc(CC_TL_MAX_COMMITS, sizeof *all); /* large: kept off the stack */
+    if (!all) {
+        snprintf(msg, len, "out of memory");
+        return -1;
+    }
+    int n = cc_torchlean_load_all(all, CC_TL_MAX_COMMITS, msg, len), found = -1;
+    char have[512] = "";
+    for (int i = 0; i < n; i++) {
+        size_t used = strlen(have);
+        snprintf(have + used, sizeof have - used, "%s%.12s", used ? ", " : "", all[i].commit);
+        if (found < 0 && (prefix ? strlen(prefix) >= 7 &&
+                                       strncmp(all[i].commit, prefix, strlen(prefix)) == 0
+                                 : 1))
+            found = i;
+    }
+    if (found >= 0) {
+        *out = all[found];
+        memset(&all[found], 0, sizeof all[found]);
+    } else if (n >= 0)
+        snprintf(msg, len, "no TorchLean data for commit '%s' (at least 7 hex digits of one of: "
+                           "%s)",
+                 prefix ? prefix : "", have[0] ? have : "none embedded");
+    for (int i = 0; i < n; i++)
+        cc_torchlean_free(&all[i]);
+    free(all);
+    return found >= 0 ? 0 : -1;
 }
 
 const cc_tl_row *cc_tl_find(const cc_torchlean *t, const char *kind, const char *name)
@@ -216,6 +265,29 @@ const cc_tl_row *cc_tl_profile(const cc_torchlean *t, const char *device)
             return &t->rows[i];
     }
     return NULL;
+}
+
+int cc_tl_layout_admits(const cc_torchlean *t, const char *layout, const char *dtype)
+{
+    for (int i = 0; i < t->n; i++) {
+        const cc_tl_row *r = &t->rows[i];
+        const char *dot = strrchr(r->name, '.');
+        if (strcmp(r->kind, "layout") != 0 || !dot || strcmp(dot + 1, layout) != 0)
+            continue;
+        char dtypes[128];
+        cc_tl_item(r->value, "dtypes", dtypes, sizeof dtypes);
+        if (strcmp(dtypes, "any") == 0)
+            return 1;
+        size_t dl = strlen(dtype);
+        for (const char *s = dtypes; *s;) { /* a comma-separated list */
+            size_t item = strcspn(s, ",");
+            if (item == dl && strncmp(s, dtype, dl) == 0)
+                return 1;
+            s += item + (s[item] ? 1 : 0);
+        }
+        return 0;
+    }
+    return 1;
 }
 
 /* ---- names capcheck does not run ---------------------------------------------------------- */

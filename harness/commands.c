@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness/report/capsules.h"
@@ -12,6 +13,7 @@
 #include "harness/report/jschema.h"
 #include "harness/evidence/merge.h"
 #include "harness/evidence/history.h"
+#include "harness/evidence/lean_out.h"
 #include "harness/evidence/report_html.h"
 
 static const char *const COMMANDS[] = {"gate",   "evidence", "emit-lean", "diff",    "merge",
@@ -27,9 +29,9 @@ int cc_is_evidence_command(const char *name)
 
 typedef struct {
     /* NULL: the built-in ones (torchlean: the newest providers/torchlean/<commit>.tsv) */
-    const char *policy, *catalog, *out, *evidence, *schema, *torchlean;
+    const char *policy, *catalog, *out, *evidence, *schema, *torchlean, *package;
     double drift;
-    int fail_on_drift, all, force;
+    int fail_on_drift, all, force, in_torchlean;
     int seen_drift;
     const char *pos[256];
     int n_pos;
@@ -58,6 +60,10 @@ static int parse(int argc, char **argv, opts *o)
             slot = &o->schema, applies = !strcmp(cmd, "validate");
         else if (strcmp(a, "--torchlean") == 0)
             slot = &o->torchlean, applies = !strcmp(cmd, "emit-lean");
+        else if (strcmp(a, "--package") == 0)
+            slot = &o->package, applies = !strcmp(cmd, "emit-lean");
+        else if (strcmp(a, "--in-torchlean") == 0)
+            flag = &o->in_torchlean, applies = !strcmp(cmd, "emit-lean");
         else if (strcmp(a, "--fail-on-drift") == 0)
             flag = &o->fail_on_drift, applies = !strcmp(cmd, "diff");
         else if (strcmp(a, "--all") == 0)
@@ -113,6 +119,41 @@ static int parse(int argc, char **argv, opts *o)
     return 0;
 }
 
+/* emit-lean after the gate: the module on stdout, or the Lake package; exit 1 with one
+ * sentence when it would hold no KernelCapsule. */
+static int emit_lean(const cc_gate *g, const cc_policy *pol, const opts *o)
+{
+    char msg[2048], path[4096];
+    if (o->package && o->in_torchlean) {
+        fprintf(stderr, "capcheck emit-lean: --package writes a package of its own, --in-torchlean "
+                        "a module for TorchLean's tree: give one\n");
+        return 2;
+    }
+    cc_torchlean tl;
+    if (cc_torchlean_load(o->torchlean, &tl, msg, sizeof msg)) {
+        fprintf(stderr, "capcheck emit-lean: --torchlean: %s\n", msg);
+        return 2;
+    }
+    int rc = 0;
+    if (cc_lean_capsule_count(g, pol, &tl, msg, sizeof msg) == 0) {
+        fprintf(stderr, "capcheck emit-lean: nothing to emit: %s\n", msg);
+        rc = 1;
+    } else if (o->package) {
+        if (cc_lean_write_package(g, pol, &tl, o->package, path, sizeof path, msg, sizeof msg)) {
+            fprintf(stderr, "capcheck emit-lean: %s\n", msg);
+            rc = 2;
+        } else
+            printf("capcheck emit-lean: wrote a Lake package in %s: lakefile.lean (TorchLean "
+                   "%.12s), %s and README.md; run `lake build` there (README.md says how)\n",
+                   o->package, tl.commit, path);
+    } else if (cc_lean_write_module(g, pol, &tl, o->in_torchlean, stdout) || fflush(stdout)) {
+        fprintf(stderr, "capcheck emit-lean: cannot write the module\n");
+        rc = 2;
+    }
+    cc_torchlean_free(&tl);
+    return rc;
+}
+
 static int gate_family(const char *cmd, const opts *o)
 {
     char msg[2048];
@@ -147,19 +188,8 @@ static int gate_family(const char *cmd, const opts *o)
     if (strcmp(cmd, "gate") == 0) {
         cc_gate_print(&g, pol, o->all, stdout);
         rc = g.exit_code;
-    } else if (strcmp(cmd, "emit-lean") == 0) {
-        cc_torchlean tl;
-        if (cc_torchlean_load(o->torchlean, &tl, msg, sizeof msg)) {
-            fprintf(stderr, "capcheck emit-lean: --torchlean: %s\n", msg);
-            rc = 2;
-        } else {
-            if (cc_gate_emit_lean(&g, pol, &cat, &tl, stdout)) {
-                fprintf(stderr, "capcheck emit-lean: cannot write the module\n");
-                rc = 2;
-            }
-            cc_torchlean_free(&tl);
-        }
-    }
+    } else if (strcmp(cmd, "emit-lean") == 0)
+        rc = emit_lean(&g, pol, o);
     const char *dir = strcmp(cmd, "evidence") == 0 ? o->out : o->evidence;
     if (dir) {
         if (cc_gate_write_evidence(&g, pol, dir, msg, sizeof msg)) {
@@ -174,6 +204,23 @@ static int gate_family(const char *cmd, const opts *o)
     cc_catalog_free(&cat);
     free(pol);
     return rc;
+}
+
+/* The file validate reads for its argument: the argument, or a run folder's report.json (the
+ * line it prints names the file). -1 with one sentence for a folder without one. */
+static int validated_file(const char *arg, char *doc, size_t n, char *msg, size_t len)
+{
+    struct stat st;
+    snprintf(doc, n, "%s", arg);
+    if (stat(arg, &st) != 0 || !S_ISDIR(st.st_mode))
+        return 0; /* a file, or nothing there: the validator says which */
+    snprintf(doc, n, "%s%sreport.json", arg, arg[0] && arg[strlen(arg) - 1] == '/' ? "" : "/");
+    if (access(doc, F_OK) == 0)
+        return 0;
+    snprintf(msg, len, "%s is a folder, not a JSON file, and holds no report.json: give the "
+                       "file to validate",
+             arg);
+    return -1;
 }
 
 int cc_evidence_command(int argc, char **argv)
@@ -233,10 +280,14 @@ int cc_evidence_command(int argc, char **argv)
             fprintf(stderr, "capcheck validate: give one JSON file\n");
             return 2;
         }
-        char msg[1024];
-        int rc = cc_jschema_validate_files(o.schema, o.pos[0], msg, sizeof msg);
+        char msg[1024], doc[1100];
+        if (validated_file(o.pos[0], doc, sizeof doc, msg, sizeof msg)) {
+            fprintf(stderr, "capcheck validate: %s\n", msg);
+            return 2;
+        }
+        int rc = cc_jschema_validate_files(o.schema, doc, msg, sizeof msg);
         if (rc == 0)
-            printf("capcheck validate: %s conforms to %s\n", o.pos[0],
+            printf("capcheck validate: %s conforms to %s\n", doc,
                    o.schema ? o.schema : CC_SCHEMA_BUILT_IN);
         else
             fprintf(stderr, "capcheck validate: %s\n", msg);
@@ -248,12 +299,16 @@ int cc_evidence_command(int argc, char **argv)
 int cc_write_report_html(const char *dir, const char *policy, const char *who, FILE *out,
                          FILE *err)
 {
-    char msg[1024], gate[512];
+    char msg[1024], gate[2048];
     long bytes = 0;
     if (cc_report_html_write(dir, policy, &bytes, gate, sizeof gate, msg, sizeof msg)) {
         fprintf(err, "%s: report.html: %s\n", who, msg);
         return -1;
     }
-    fprintf(out, "%s: report.html in %s (%ld KB; %s)\n", who, dir, (bytes + 1023) / 1024, gate);
+    if (out) {
+        fprintf(out, "%s: report.html in %s (%ld KB)\n", who, dir, (bytes + 1023) / 1024);
+        for (char *line = strtok(gate, "\n"); line; line = strtok(NULL, "\n"))
+            fprintf(out, "%s: %s\n", who, line);
+    }
     return 0;
 }

@@ -3,6 +3,12 @@
 
 #include <string.h>
 
+#include "harness/certify.h"
+#include "harness/session/session.h"
+
+#define CC_STR_(x) #x
+#define CC_STR(x) CC_STR_(x) /* a number #defined, as text */
+
 #define PROVIDERS                                                                                \
     "Providers (--provider NAME):\n"                                                             \
     "  aten         ATen through libtorch, CPU and (built with CAPCHECK_ATEN_CUDA) CUDA; the\n" \
@@ -54,7 +60,7 @@ static const struct {
      "  --force          start over in a folder that holds an earlier run (it is discarded)\n"
      "  --resume DIR     with the same arguments: run only what DIR's journal lacks (damaged\n"
      "                   lines and crashes of workers killed from outside run again) and\n"
-     "                   write the report an uninterrupted run writes\n"
+     "                   write the report an uninterrupted run writes, in DIR (no --out)\n"
      "  --baseline DIR   report.md says what changed since that run (capcheck diff)\n"
      "  --op NAME        only the cases of op NAME (refused when none is left)\n"
      "  --seed N         the base seed of generator lines without seed= (default 0)\n"
@@ -96,11 +102,57 @@ static const struct {
      "  --power          also measure how large an error each case rejects (capcheck power)\n"
      "  --witness P[,P]  each case that does not pass runs again on up to 4 other providers\n"
      "                   (names, or plugin paths with a '/'): who is wrong\n"
-     "  --no-fork        run in this process (for a debugger; no crash isolation)\n" MATH_MODES
+     "  --no-fork        run in this process (for a debugger; no crash isolation)\n"
+     "  -v, --verbose    print the line of every case that does not pass\n"
+     "  -q, --quiet      print only the closing line (errors still say themselves)\n" MATH_MODES
      "A crash or hang of a provider is that case's result; a worker killed from outside (the\n"
-     "OOM killer) runs its case once more (\"retried\": true). Every failure prints the\n"
-     "command that reruns it. Ctrl-C stops the run and prints the command that finishes it.\n"
+     "OOM killer) runs its case once more (\"retried\": true). Each case that does not pass\n"
+     "(with --expect: each result that is news) prints its line and the command that reruns\n"
+     "it, unless the run is large: more than " CC_STR(CC_LARGE_RUN) " cases (then from its start), or more\n"
+     "than " CC_STR(CC_CASE_LINES_SHOWN) " cases that do not pass (then from the next). A large run's case lines\n"
+     "give way (-v: all) to progress (not on a terminal: a line per tenth of the run, at most\n"
+     "every " CC_STR(CC_PROGRESS_SECONDS) " s), and it ends with each op x dtype row that did not pass and the\n"
+     "command that reruns its worst case, then a closing line: the counts and where\n"
+     "report.md, report.html and results.jsonl are. Ctrl-C stops the run and prints the\n"
+     "command that finishes it.\n"
      EXIT_RUN PROVIDERS},
+    {"certify", "run the evidence suite, then gate, evidence.json and the Lean module",
+     "usage: capcheck certify [options]\n"
+     "From a provider to checked capsules in one command: run the evidence suite built into\n"
+     "capcheck (cases/nightly.cases and cases/edge/*.cases: what checks capsules), then judge\n"
+     "it under the policy and write, in the run's folder: report.html (with the verdicts),\n"
+     "gate.txt (capcheck gate --all), evidence/<capsule>/evidence.json and Evidence.lean (the\n"
+     "TorchLean module of the capsules it upgrades). It ends with one summary: how many\n"
+     "capsule x dtype x platform are checked of how many, each required one that is not with\n"
+     "its first reason, and where the files are. The same verdicts as capcheck run of those\n"
+     "files (at the same --repeat and --aten-threads), then gate, evidence and emit-lean.\n"
+     "Options:\n" PROVIDER_OPTS
+     "  --out DIR        the run's folder (default out/certify); one holding an earlier run is\n"
+     "                   refused: --resume DIR finishes it, --force starts over\n"
+     "  --force          start over in a folder that holds an earlier run\n"
+     "  --resume DIR     with the same arguments: run only what DIR's journal lacks, then judge\n"
+     "  --op NAME        only the suite's cases of op NAME (one capsule's evidence; the other\n"
+     "                   required capsules are then held back: no case in the report)\n"
+     "  --cpu-capability LEVEL[,LEVEL...]|all\n"
+     "                   the suite once per CPU dispatch level: verdicts per platform\n"
+     "  --aten-threads N[,N...]|all\n"
+     "                   the suite once per ATen intra-op thread count (default on the CPU: "
+     CC_CERTIFY_ATEN_THREADS ",\n"
+     "                   as the nightly: 1 and this machine's CPUs; key cpu:...+tN past one)\n"
+     "  --repeat N       provider calls per check (default " CC_STR(CC_CERTIFY_REPEAT) ", as the nightly): calls that\n"
+     "                   differ are `nondeterministic` (or placement-sensitive: docs/reliability.md)\n"
+     "  --policy F       the gate's policy (default: the built-in reports/policy.conf)\n"
+     "  --catalog F      the capsule catalog (default: the built-in providers/capsules.tsv)\n"
+     "  --torchlean C    the TorchLean commit the module targets (default: the newest)\n"
+     "  -j N             worker processes (default one per CPU)\n"
+     "  --timeout S      a case's limit, as for run\n" MATH_MODES
+     "Progress: a live line on a terminal, a line every 10 s otherwise; a failing case is in\n"
+     "report.md and report.html, not on the terminal. Ctrl-C stops it and prints the command\n"
+     "that finishes it.\n"
+     "Exit codes: 0 every required capsule x dtype (x platform) is checked; 1 one is not; 2\n"
+     "bad input or environment (a policy, catalog or TorchLean commit that cannot be read, a\n"
+     "provider that cannot run, a folder holding an earlier run); 128+N after signal N.\n"
+     PROVIDERS},
     {"repro", "rerun one case line alone and show its worst element",
      "usage: capcheck repro 'CASE LINE' [options]\n"
      "Rerun one case in a worker process (a crash or hang is its result) and print its status,\n"
@@ -160,17 +212,21 @@ static const struct {
      "                   relaxed): each cell before -> after\n"
      "  --markdown FILE  also write the table as Markdown (scripts/power-table)\n"
      "Exit codes: 0 printed; 2 a folder without --power results, or unreadable.\n"},
-    {"list", "list ops (parameters, defaults), the cases files expand to, or platforms",
+    {"list", "list ops, the cases files expand to, platforms, or TorchLean commits",
      "usage: capcheck list ops\n"
      "       capcheck list cases [FILE...] [--op NAME] [--seed N] [--device D] "
      "[--max-elements N]\n"
      "       capcheck list platforms [--provider P | --provider-lib PATH] [--device D]\n"
+     "       capcheck list torchlean\n"
      "list ops: every op of the vocabulary: report name, forward and VJP status in the\n"
      "reference, inputs (optional ones in [brackets]) and parameters with their defaults.\n"
      "list cases: the canonical line of every case the files expand to (generators drawn), one\n"
      "per line: what run would run. --max-elements keeps cases of at most N elements.\n"
      "list platforms: every CPU dispatch level, whether this CPU supports it, and the platform\n"
      "key and facts the provider's workers report at each supported level.\n"
+     "list torchlean: the TorchLean commits emit-lean has names for, newest first, each with the\n"
+     "newest date its own files state (the commit is that old or younger); the first is\n"
+     "emit-lean's default.\n"
      "Exit codes: 0 listed; 2 bad input.\n"},
     {"gate", "per capsule x dtype: checked, or trustedExternal with what is missing",
      "usage: capcheck gate REPORT... [--policy F] [--evidence DIR] [--catalog F] [--all]\n"
@@ -181,6 +237,10 @@ static const struct {
      "(default: the policy built into capcheck, reports/policy.conf).\n"
      "It prints its summary first, then what holds a required capsule back (every capsule\n"
      "that is not checked when the policy requires none); --all lists every capsule.\n"
+     "Each case counts once however often it ran (a file given twice, a case in two shards):\n"
+     "the gate says how many repeated case lines it counted once, and a case whose repeats\n"
+     "disagree is nondeterministic. Passing cases count once per inputs (check= and ref= do\n"
+     "not make more); min_distinct_shapes asks for distinct input shapes among them.\n"
      "  --evidence DIR   also write DIR/<capsule>/evidence.json\n"
      "  --catalog F      the capsule catalog (default: the built-in providers/capsules.tsv)\n"
      "Exit codes: 0 every required capsule x dtype is checked; 1 one is not; 2 the evidence or\n"
@@ -192,20 +252,33 @@ static const struct {
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
     {"emit-lean", "print a TorchLean module of the capsules the gate upgrades",
      "usage: capcheck emit-lean REPORT... [--policy F] [--catalog F] [--torchlean COMMIT]\n"
-     "Print a TorchLean module: a KernelCapsule (capcheck.<capsule>, trustLevel .checked, the\n"
-     "VJP mode the results state, evidence the sealed report's sha256) per capsule the gate\n"
-     "upgrades, a CapsuleModule of them, profiles that admit them (checkedCpuWithEvidence,\n"
-     "checkedCudaWithEvidence), and notEmitted: why each other upgraded capsule is none.\n"
-     "The gate is capcheck gate's (default: the built-in policy and catalog).\n"
-     "  --torchlean COMMIT  TorchLean's names at COMMIT (7 or more hex digits of a commit\n"
-     "                      capcheck has data for, providers/torchlean/*.tsv; default: the\n"
-     "                      newest)\n"
-     "Exit codes: 0 printed; 2 refused (the evidence, the policy, or a TorchLean commit\n"
-     "without data).\n"},
+     "                          [--package DIR | --in-torchlean]\n"
+     "Print a TorchLean module, Capcheck.Evidence.Report_<sha16>: a KernelCapsule\n"
+     "(capcheck.<capsule>, trustLevel .checked, the VJP mode the results state, evidence the\n"
+     "sealed report's sha256) per capsule the gate upgrades, a CapsuleModule of them, the\n"
+     "profiles TorchLean maintains with them admitted (checkedCpuWithEvidence, named\n"
+     "checked_cpu+capcheck, ...), and notEmitted: why each other upgraded capsule is none. Every\n"
+     "line passes TorchLean's lint (100 columns). It belongs in a Lake library's source folder as\n"
+     "Capcheck/Evidence/Report_<sha16>.lean. The gate is capcheck gate's (default: the built-in\n"
+     "policy and catalog).\n"
+     "  --torchlean COMMIT  TorchLean's names at COMMIT (7 or more hex digits of one that\n"
+     "                      capcheck list torchlean names; default: the newest)\n"
+     "  --package DIR       write a Lake package instead: DIR/lakefile.lean requiring\n"
+     "                      TorchLean at COMMIT, the module, and DIR/README.md (`lake build`\n"
+     "                      there builds it)\n"
+     "  --in-torchlean      the module for TorchLean's own tree: NN.Tests.Capcheck.Evidence.<..>,\n"
+     "                      the file NN/Tests/Capcheck/Evidence/Report_<sha16>.lean, with the\n"
+     "                      copyright header TorchLean's lint asks of every file under NN/\n"
+     "Exit codes: 0 written; 1 nothing to emit (no upgraded capsule is a TorchLean capsule: one\n"
+     "sentence says why); 2 refused (the evidence, the policy, or a TorchLean commit without\n"
+     "data).\n"},
     {"diff", "what changed between two reports",
      "usage: capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
      "Regressions, fixes, new failures and bound-ratio drift beyond F (default 4) per capsule x\n"
-     "dtype between two run folders or report.json files.\n"
+     "dtype between two run folders or report.json files: the rows of each report.json. A run\n"
+     "folder (results.jsonl, run.json, report.html or report.junit.xml beside the report) must\n"
+     "hold its results.jsonl, matching the report's digest; a report kept alone (report.json\n"
+     "and its seal, as reports/baseline) is read as it is; a shard of a run is refused.\n"
      "Exit codes: 0 nothing regressed; 1 a regression or a new failure (or drift, with\n"
      "--fail-on-drift); 2 unusable input.\n"},
     {"merge", "join the folders of a --shard I/N run into one report",
@@ -224,12 +297,15 @@ static const struct {
      "usage: capcheck history DIR... --out OUT [--drift F]\n"
      "Over runs given oldest first (nightlies): per capsule x dtype the worst and median bound\n"
      "ratio per night, the night each failure first appeared, drift beyond F (default 4) from\n"
-     "the first night, where the stack changed; OUT/history.html and OUT/history.json.\n"
+     "the first night, where the stack changed; OUT/history.html and OUT/history.json. A night\n"
+     "whose case set differs from the night before's is marked, and a series whose cases\n"
+     "changed breaks there: a failure before is not called fixed after, drift is measured\n"
+     "afresh. A folder (or a copy of a run) given twice is refused.\n"
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
     {"validate", "check a JSON file against a JSON Schema",
-     "usage: capcheck validate FILE [--schema F]\n"
-     "Default schema: the report schema built into capcheck (reports/schema.json). Text that\n"
-     "is not UTF-8 is refused.\n"
+     "usage: capcheck validate FILE|DIR [--schema F]\n"
+     "Default schema: the report schema built into capcheck (reports/schema.json). A run\n"
+     "folder DIR: its report.json. Text that is not UTF-8 is refused.\n"
      "Exit codes: 0 it conforms; 1 it does not; 2 unreadable.\n"},
     {"help", "this help, or one command's",
      "usage: capcheck help [COMMAND]    (or: capcheck COMMAND --help)\n"},

@@ -166,13 +166,45 @@ static void row_times_wide(const double *x, int64_t L, const double *M, int64_t 
 }
 #endif
 
+/* The wide loop (one clone of it, or none), then the columns it left one at a time. */
+typedef void (*row_times_wide_fn)(const double *x, int64_t L, const double *M, int64_t ld,
+                                  int64_t count, double *out, double *out_abs, int64_t *done);
+
+static void row_times_with(row_times_wide_fn wide, const double *x, int64_t L, const double *M,
+                           int64_t ld, int64_t count, double *out, double *out_abs);
+
+#if defined(__GNUC__)
+REF_VECTOR_CLONE_DECLS(row_times_wide);
+#define ROW_TIMES_WIDE(isa) REF_VECTOR_CLONE(row_times_wide, isa)
+#else
+#define ROW_TIMES_WIDE(isa) NULL
+#endif
+
 void ref_row_times(const double *x, int64_t L, const double *M, int64_t ld, int64_t count,
                    double *out, double *out_abs)
 {
-    int64_t k0 = 0;
 #if defined(__GNUC__)
-    row_times_wide(x, L, M, ld, count, out, out_abs, &k0);
+    row_times_with(row_times_wide, x, L, M, ld, count, out, out_abs);
+#else
+    row_times_with(NULL, x, L, M, ld, count, out, out_abs);
 #endif
+}
+
+int ref_row_times_isa(int isa, const double *x, int64_t L, const double *M, int64_t ld,
+                      int64_t count, double *out, double *out_abs)
+{
+    if (!ref_isa_runs(isa))
+        return -1;
+    row_times_with(ROW_TIMES_WIDE(isa), x, L, M, ld, count, out, out_abs);
+    return 0;
+}
+
+static void row_times_with(row_times_wide_fn wide, const double *x, int64_t L, const double *M,
+                           int64_t ld, int64_t count, double *out, double *out_abs)
+{
+    int64_t k0 = 0;
+    if (wide)
+        wide(x, L, M, ld, count, out, out_abs, &k0);
     for (; k0 < count; k0++) {
         double s = 0.0, a = 0.0;
         for (int64_t l = 0; l < L; l++) {

@@ -81,6 +81,11 @@ void ref_transpose(const double *a, int64_t rows, int64_t cols, double *out);
  * time are kept in registers over the whole l loop, so out is written once, not once per l. */
 void ref_row_times(const double *x, int64_t L, const double *M, int64_t ld, int64_t count,
                    double *out, double *out_abs);
+/* The same with its wide loop compiled for instruction set isa (REF_ISA_*, ref_parallel.h)
+ * whatever this CPU's dispatch picks: 0, or -1 (nothing done) when this build or CPU has no such
+ * clone. Tests hold every clone to the plain loop, bit for bit. */
+int ref_row_times_isa(int isa, const double *x, int64_t L, const double *M, int64_t ld,
+                      int64_t count, double *out, double *out_abs);
 
 /* Dot products of picked rows: for e < count, v[e] += sum_i P[po[e] + i] Q[qo[e] + i] and
  * v_abs[e] += sum_i |P[po[e] + i] Q[qo[e] + i]| over i < len, each added term by term in

@@ -55,3 +55,23 @@ int ref_online_cpus(void)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (n > MAX_THREADS ? MAX_THREADS : (int)n) : 1;
 }
+
+const char *ref_isa_name(int isa)
+{
+    static const char *const names[REF_ISA_COUNT] = {"default", "avx2", "x86-64-v4"};
+    return isa >= 0 && isa < REF_ISA_COUNT ? names[isa] : "?";
+}
+
+int ref_isa_runs(int isa)
+{
+    if (isa == REF_ISA_DEFAULT)
+        return 1;
+#if REF_HAVE_VECTOR_CLONES && !defined(REF_CLONE_NAMES_UNKNOWN)
+    __builtin_cpu_init();
+    if (isa == REF_ISA_AVX2)
+        return __builtin_cpu_supports("avx2") != 0;
+    if (isa == REF_ISA_X86_64_V4) /* what the clone's dispatcher asks for it */
+        return __builtin_cpu_supports("x86-64-v4") != 0;
+#endif
+    return 0;
+}

@@ -30,10 +30,39 @@ int ref_online_cpus(void);
     !defined(__SANITIZE_ADDRESS__)
 #if __has_attribute(target_clones)
 #define REF_VECTOR_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#define REF_HAVE_VECTOR_CLONES 1
 #endif
 #endif
 #ifndef REF_VECTOR_CLONES
 #define REF_VECTOR_CLONES
+#define REF_HAVE_VECTOR_CLONES 0
+#endif
+
+/* Each clone by name, for the tests that run every one whatever the CPU's dispatch would pick
+ * (the dispatcher runs one clone per machine; the others would go untested). The instruction
+ * sets of REF_VECTOR_CLONES, in order: */
+enum { REF_ISA_DEFAULT = 0, REF_ISA_AVX2, REF_ISA_X86_64_V4, REF_ISA_COUNT };
+/* "default", "avx2", "x86-64-v4" */
+const char *ref_isa_name(int isa);
+/* 1 when this build has clones for isa and this CPU runs them: the default always; the others
+ * on x86-64 GCC builds (REF_HAVE_VECTOR_CLONES) whose CPU has the instructions. */
+int ref_isa_runs(int isa);
+/* In the file that defines a REF_VECTOR_CLONES function fn (its clones are local symbols there):
+ * REF_VECTOR_CLONE_DECLS(fn) declares its clones under the names GCC gives them (fn.default,
+ * fn.avx2, fn.arch_x86_64_v4; CMakeLists.txt checks the compiler names them so), and
+ * REF_VECTOR_CLONE(fn, isa) is the clone for isa: without clones, fn itself. */
+#if REF_HAVE_VECTOR_CLONES && !defined(REF_CLONE_NAMES_UNKNOWN)
+#define REF_VECTOR_CLONE_DECLS(fn)                                                             \
+    extern __typeof__(fn) fn##_clone_default __asm__(#fn ".default");                         \
+    extern __typeof__(fn) fn##_clone_avx2 __asm__(#fn ".avx2");                               \
+    extern __typeof__(fn) fn##_clone_v4 __asm__(#fn ".arch_x86_64_v4")
+#define REF_VECTOR_CLONE(fn, isa)                                                              \
+    ((isa) == REF_ISA_AVX2        ? fn##_clone_avx2                                            \
+     : (isa) == REF_ISA_X86_64_V4 ? fn##_clone_v4                                              \
+                                  : fn##_clone_default)
+#else
+#define REF_VECTOR_CLONE_DECLS(fn) extern int ref_no_clones_of_##fn
+#define REF_VECTOR_CLONE(fn, isa) (fn)
 #endif
 
 #ifdef __cplusplus

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "core/json.h"
+
 /* Run `sh -c "<prefix> capcheck <args>"`; returns the exit code, with stdout and stderr
  * together in out. prefix may set a folder or environment ("cd X && ", "VAR=1 "). */
 static __attribute__((unused)) int cc_t_run(const char *prefix, const char *args, char *out, size_t n)
@@ -55,6 +57,21 @@ static __attribute__((unused)) char *cc_t_slurp(const char *path, size_t *len)
     if (len)
         *len = n;
     return b;
+}
+
+/* The JSON file at path, parsed; fails the test when it cannot be read or parsed. */
+static __attribute__((unused)) cc_json *cc_t_json_file(const char *path)
+{
+    char msg[256];
+    size_t n;
+    char *text = cc_t_slurp(path, &n);
+    if (!text)
+        fail_msg("cannot read %s", path);
+    cc_json *j = cc_json_parse(text, n, msg, sizeof msg);
+    free(text);
+    if (!j)
+        fail_msg("%s: %s", path, msg);
+    return j;
 }
 
 static __attribute__((unused)) void cc_t_write(const char *path, const char *text)
@@ -156,54 +173,57 @@ static __attribute__((unused)) long cc_t_count_lines(const char *path)
 }
 
 /* Start capcheck with `args` (NULL-terminated, after the program name; the environment is this
- * process's) and SIGKILL it once dir/results.jsonl holds `after` records. Should it finish
- * first (a fast machine), or journal all `total` cases before the kill lands, the journal is
- * cut back to `after` records and the report removed, as a kill would have left them. Returns
- * the records journaled; fails the test when the interrupted run left a report. */
+ * process's), held after exactly `after` forward calls by the mutants plugin's hold
+ * (tests/plugins/mutants.c: the run must use that plugin, make one forward call per case and
+ * give a --timeout longer than the test takes), and SIGKILL it once each of its `workers`
+ * workers is held and its journal (dir/results.jsonl) holds the `after` records of the cases
+ * that finished: the state a kill at that moment leaves, on any machine, fast or loaded. Fails
+ * the test when the run ends by itself, journals another number of records or leaves a report.
+ * Returns the records journaled (`after`). */
 static __attribute__((unused)) long cc_t_run_and_kill(const char *dir, const char *const *args,
-                                                      long after, long total)
+                                                      long after, int workers)
 {
-    char journal[600], report[600];
+    char journal[600], report[600], hold[620], count[32];
     snprintf(journal, sizeof journal, "%s/results.jsonl", dir);
     snprintf(report, sizeof report, "%s/report.json", dir);
+    snprintf(hold, sizeof hold, "%s.hold", dir);
+    snprintf(count, sizeof count, "%ld", after);
+    remove(hold);
     const char *argv[64] = {CAPCHECK_BIN};
     for (int i = 0; args[i] && i < 62; i++)
         argv[i + 1] = args[i];
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        setenv("MUTANTS_HOLD_FILE", hold, 1);
+        setenv("MUTANTS_HOLD_AFTER", count, 1);
         freopen("/dev/null", "w", stdout);
         freopen("/dev/null", "w", stderr);
         execv(CAPCHECK_BIN, (char *const *)argv);
         _exit(127);
     }
-    int st = 0, exited = 0;
-    for (int i = 0; i < 20000; i++) {
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            exited = 1;
+    /* no clock: the run cannot go on once every worker is held (CTest's timeout ends a hang) */
+    int st = 0;
+    for (;;) {
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            fail_msg("the run ended (%s %d) before it was held after %ld calls",
+                     WIFEXITED(st) ? "exit" : "signal",
+                     WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), after);
+        char *h = cc_t_slurp(hold, NULL);
+        int held = h ? cc_t_count(h, "h") : 0;
+        free(h);
+        if (held >= workers && cc_t_count_lines(journal) >= after)
             break;
-        }
-        if (cc_t_count_lines(journal) >= after)
-            break;
-        struct timespec ms = {0, 1000000L};
+        struct timespec ms = {0, 2000000L};
         nanosleep(&ms, NULL);
     }
-    if (!exited) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        exited = !(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL); /* it ended on its own */
-    }
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     long got = cc_t_count_lines(journal);
-    if (exited || got >= total) {
-        /* this machine finished before the kill: cut the journal back as a kill would have */
-        print_message("note: the run finished before it could be killed; truncating instead\n");
-        char cmd[4096];
-        snprintf(cmd, sizeof cmd, "head -n %ld '%s' > '%s.cut' && mv '%s.cut' '%s' && rm -f '%s'",
-                 after, journal, journal, journal, journal, report);
-        assert_int_equal(system(cmd), 0);
-        got = after;
-    }
+    assert_int_equal(got, after);             /* the finished cases, and nothing else */
     assert_int_equal(access(report, F_OK), -1); /* no report from an interrupted run */
+    remove(hold);
     return got;
 }
 

@@ -221,7 +221,7 @@ int main(void)
 
 int main(void)
 {
-    printf("skipped: no CUDA device (the ATen shim was built without CUDA: configure with "
+    printf("skipped: capcheck was built without CUDA in the ATen shim (configure with "
            "-DCAPCHECK_ATEN_CUDA=ON; scripts/gpu-check does)\n");
     return 77;
 }

@@ -23,6 +23,7 @@
 #include "harness/run/platform.h"
 #include "harness/run/pool.h"
 #include "harness/run/runner.h"
+#include "skip_util.h"
 #include "test_util.h"
 
 static cc_case_list smoke;
@@ -313,12 +314,11 @@ static void test_known_aten_crashes_still_crash(void **state)
 {
     (void)state;
     const char *path = CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases";
-    char out[16384], args[1024], dir[64];
-    snprintf(dir, sizeof dir, "/tmp/capcheck_aten_crashes.%d", (int)getpid()); /* tests of other
-                                                                                checkouts run too */
+    char out[16384], args[1024], dir[] = "/tmp/capcheck_aten_crashes_XXXXXX";
+    assert_non_null(mkdtemp(dir)); /* tests of other checkouts run too */
     snprintf(args, sizeof args,
              "run " CAPCHECK_SOURCE_DIR "/cases/regressions/crashes/convTranspose.cases "
-             "-j 1 --expect --out %s", dir);
+             "-j 1 --expect --out %s/run", dir);
     int rc = cc_t_run(NULL, args, out, sizeof out);
     cc_t_remove_dir(dir);
     if (rc != 0)
@@ -355,11 +355,10 @@ static void test_every_dispatch_level(void **state)
     int n = cc_levels_parse("all", flags, levels, CC_MAX_LEVELS, msg, sizeof msg);
     assert_true(n >= 1);
     static char out[1 << 16];
-    char args[2048], dir[64];
-    snprintf(dir, sizeof dir, "/tmp/capcheck_levels.%d", (int)getpid()); /* one per process */
+    char args[2048], dir[] = "/tmp/capcheck_levels_XXXXXX";
+    assert_non_null(mkdtemp(dir));
     snprintf(args, sizeof args, "run --cpu-capability all -j 2 --out %s/smoke", dir);
     int rc = cc_t_run(NULL, args, out, sizeof out);
-    cc_t_remove_dir(dir);
     if (rc != 0)
         fail_msg("the smoke suite does not pass at every level:\n%.4000s", out);
     for (int k = 0; k < n; k++) {
@@ -403,8 +402,9 @@ static void test_address_dependent_results_show_under_repeat(void **state)
 
 /* ATen's intra-op threads are platforms (--aten-threads all: 1 and this machine's CPUs, at least
  * 2): the smoke suite passes at both, each pass's workers state their count, the rows and the
- * key name it (+tN past one thread), and a case that fails at N threads prints a repro line
- * that runs it at N threads again. */
+ * key name it (+tN past one thread), each count's cases are cases of their own (not repeats of
+ * the other's), and a case that fails at N threads prints a repro line that runs it at N threads
+ * again. */
 static void test_aten_threads_are_platforms(void **state)
 {
     (void)state;
@@ -428,6 +428,11 @@ static void test_aten_threads_are_platforms(void **state)
     expect_in(rep, "\"threads\": \"1\", \"aten_threads\": \"1\"");
     snprintf(want, sizeof want, "+t%d\"", most);
     expect_in(rep, want);
+    /* a case at 1 thread and at N is two cases (its identity holds the platform key, +tN and
+     * all), never a repeat of one: folded, a kernel whose bits change with the thread count
+     * would read as nondeterministic, and the evidence would count half the cases */
+    assert_null(strstr(rep, "\"repeated\""));
+    assert_null(strstr(out, "repeated case line"));
     free(rep);
     /* a failure at N threads (ATen's f16 logSoftmax deviation) reproduces at N threads */
     snprintf(args, sizeof args,
@@ -458,7 +463,7 @@ static void test_aten_gemm_is_the_blas_it_states(void **state)
     static char out[1 << 14];
     assert_int_equal(cc_t_run(NULL, "list platforms", out, sizeof out), 0);
     if (!strstr(out, "BLAS mkl")) {
-        printf("libtorch states no MKL here: nothing to check\n");
+        cc_t_skip("libtorch states no MKL here: which BLAS its gemm calls is not checked");
         return;
     }
     static const char *const levels[] = {"native", "default"};
@@ -477,9 +482,16 @@ static void test_aten_gemm_is_the_blas_it_states(void **state)
 
 int main(void)
 {
-    if (!cc_aten_provider()) {
-        printf("skipped: capcheck was built without the ATen provider\n");
-        return 77;
+    char why[768] = "";
+    if (!cc_aten_provider_load(why, sizeof why)) {
+#if CAPCHECK_HAVE_ATEN
+        /* a build with ATen whose module does not load is broken, not without ATen */
+        fprintf(stderr, "FAILED: this build has the ATen provider but it did not load: %s\n", why);
+        return 1;
+#else
+        cc_t_skip("capcheck was built without the ATen provider (%s)", why);
+        return CC_T_SKIP_CODE;
+#endif
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_smoke_passes_on_aten_cpu),
@@ -496,5 +508,6 @@ int main(void)
         cmocka_unit_test(test_address_dependent_results_show_under_repeat),
         cmocka_unit_test(test_aten_gemm_is_the_blas_it_states),
     };
-    return cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown);
+    return cc_t_exit_code(
+        cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown));
 }

@@ -21,7 +21,9 @@
 #include "abi/capcheck_provider.h"
 #include "test_util.h"
 
-#define TMP "/tmp/capcheck_test_bounds"
+/* this test's folder (mkdtemp: other checkouts run their tests at the same time), and the
+ * prefix that runs capcheck in it (paths in commands are relative to it) */
+static char tmp[64], in_tmp[128];
 
 /* ---- vacuity ------------------------------------------------------------------------------- */
 
@@ -128,53 +130,50 @@ static void test_dtype_accumulation_fails_strict_passes_relaxed(void **state)
     cc_plugin_close(pl);
 
     /* through the binary: the record and the report say which mode judged it */
-    char out[8192], path[256];
-    cc_t_remove_dir(TMP);
-    assert_int_equal(system("mkdir -p " TMP), 0);
-    cc_t_write(TMP "/f16.cases", "reduceSum dtype=f16 in=[16,512] axis=1 check=fwd seed=2\n");
+    char out[8192], path[256], mutant[256];
+    snprintf(path, sizeof path, "%s/f16.cases", tmp);
+    cc_t_write(path, "reduceSum dtype=f16 in=[16,512] axis=1 check=fwd seed=2\n");
+    snprintf(mutant, sizeof mutant, "%sCAPCHECK_MUTANT=reducesum_dtype_accum ", in_tmp);
     const char *modes[2] = {"strict", "relaxed"};
     for (int k = 0; k < 2; k++) {
-        char args[1024];
-        snprintf(args, sizeof args,
-                 TMP "/f16.cases --provider-lib " CAPCHECK_PLUGIN_DIR "/mutants.so "
-                     "--accumulation %s --out " TMP "/%s -j 1",
-                 modes[k], modes[k]);
         char cmd[1200];
-        snprintf(cmd, sizeof cmd, "run %s", args);
-        int rc = cc_t_run("CAPCHECK_MUTANT=reducesum_dtype_accum ", cmd, out, sizeof out);
+        snprintf(cmd, sizeof cmd,
+                 "run f16.cases --provider-lib " CAPCHECK_PLUGIN_DIR "/mutants.so "
+                 "--accumulation %s --out %s -j 1",
+                 modes[k], modes[k]);
+        int rc = cc_t_run(mutant, cmd, out, sizeof out);
         assert_int_equal(rc, k == 0 ? 1 : 0);
-        snprintf(path, sizeof path, TMP "/%s/report.md", modes[k]);
+        snprintf(path, sizeof path, "%s/%s/report.md", tmp, modes[k]);
         char *md = cc_t_slurp(path, NULL), want[128];
         assert_non_null(md);
         snprintf(want, sizeof want, "- judged: %s accumulation", modes[k]);
         if (!strstr(md, want))
             fail_msg("%s lacks '%s'", path, want);
         free(md);
-        snprintf(path, sizeof path, TMP "/%s/results.jsonl", modes[k]);
+        snprintf(path, sizeof path, "%s/%s/results.jsonl", tmp, modes[k]);
         char *rec = cc_t_slurp(path, NULL);
         snprintf(want, sizeof want, "\"accumulation\":\"%s\"", modes[k]);
         assert_non_null(strstr(rec, want));
         free(rec);
-        snprintf(cmd, sizeof cmd, "validate " TMP "/%s/report.json", modes[k]);
-        assert_int_equal(cc_t_run(NULL, cmd, out, sizeof out), 0);
+        snprintf(cmd, sizeof cmd, "validate %s/report.json", modes[k]);
+        assert_int_equal(cc_t_run(in_tmp, cmd, out, sizeof out), 0);
         /* the repro command of a relaxed run judges relaxed too */
-        snprintf(path, sizeof path, TMP "/%s/report.json", modes[k]);
+        snprintf(path, sizeof path, "%s/%s/report.json", tmp, modes[k]);
         char *rep = cc_t_slurp(path, NULL);
         assert_non_null(rep);
         assert_int_equal(strstr(rep, "--accumulation relaxed") != NULL, k == 1);
         free(rep);
     }
     /* a resume must judge the same way */
-    int rc = cc_t_run("CAPCHECK_MUTANT=reducesum_dtype_accum ",
-                      "run " TMP "/f16.cases --provider-lib " CAPCHECK_PLUGIN_DIR "/mutants.so "
-                      "--resume " TMP "/relaxed -j 1",
+    int rc = cc_t_run(mutant,
+                      "run f16.cases --provider-lib " CAPCHECK_PLUGIN_DIR "/mutants.so "
+                      "--resume relaxed -j 1",
                       out, sizeof out);
     assert_int_equal(rc, 2);
     assert_non_null(strstr(out, "judged 'relaxed'"));
     assert_int_equal(cc_t_run(NULL, "run --accumulation loose", out, sizeof out), 2);
     assert_non_null(strstr(out, "--accumulation wants strict or relaxed"));
     unsetenv("CAPCHECK_MUTANT");
-    cc_t_remove_dir(TMP);
 }
 
 /* ---- suspect ------------------------------------------------------------------------------- */
@@ -300,45 +299,58 @@ static void test_power_ladder_matches_the_bound(void **state)
 static void test_power_command_tabulates_a_run(void **state)
 {
     (void)state;
-    char out[16384];
-    cc_t_remove_dir(TMP);
-    assert_int_equal(system("mkdir -p " TMP), 0);
-    cc_t_write(TMP "/p.cases", "reduceSum count=4 dtype=f32,f16 size=small\n"
-                               "relu count=2 dtype=f32 size=small\n");
-    int rc = cc_t_run(NULL, "run " TMP "/p.cases --provider reference --power -j 1 --out " TMP
-                            "/p",
-                      out, sizeof out);
+    char out[16384], path[256];
+    snprintf(path, sizeof path, "%s/p.cases", tmp);
+    cc_t_write(path, "reduceSum count=4 dtype=f32,f16 size=small\n"
+                     "relu count=2 dtype=f32 size=small\n");
+    int rc = cc_t_run(in_tmp, "run p.cases --provider reference --power -j 1 --out p", out,
+                      sizeof out);
     assert_int_equal(rc, 0);
-    rc = cc_t_run(NULL, "power " TMP "/p --markdown " TMP "/p.md", out, sizeof out);
+    rc = cc_t_run(in_tmp, "power p --markdown p.md", out, sizeof out);
     if (rc != 0)
         fail_msg("capcheck power: %s", out);
     assert_non_null(strstr(out, "| reduceSum | f16 | cpu | 4 | 4 |"));
     assert_non_null(strstr(out, "| relu | f32 | cpu | 2 | 2 | exact | exact |"));
-    char *md = cc_t_slurp(TMP "/p.md", NULL);
+    snprintf(path, sizeof path, "%s/p.md", tmp);
+    char *md = cc_t_slurp(path, NULL);
     assert_non_null(md);
     assert_non_null(strstr(md, "| op | dtype | device | cases | passing | k fail"));
     free(md);
     /* beside the relaxed model's run: the f16 sum rejects a smaller k strict than relaxed */
-    assert_int_equal(cc_t_run(NULL, "run " TMP "/p.cases --provider reference --power -j 1 "
-                                    "--accumulation relaxed --out " TMP "/pr",
+    assert_int_equal(cc_t_run(in_tmp, "run p.cases --provider reference --power -j 1 "
+                                      "--accumulation relaxed --out pr",
                               out, sizeof out),
                      0);
-    assert_int_equal(cc_t_run(NULL, "power " TMP "/p --before " TMP "/pr", out, sizeof out), 0);
+    assert_int_equal(cc_t_run(in_tmp, "power p --before pr", out, sizeof out), 0);
     assert_non_null(strstr(out, "(relaxed, \"before\": each cell before → after)"));
     assert_non_null(strstr(out, "| reduceSum | f16 | cpu | 4 | 4 | "));
     assert_non_null(strstr(out, " → "));
     /* a run without --power has nothing to tabulate; bad arguments are one sentence */
-    assert_int_equal(cc_t_run(NULL, "run " TMP "/p.cases --provider reference -j 1 --out " TMP
-                                    "/np",
-                              out, sizeof out),
+    assert_int_equal(cc_t_run(in_tmp, "run p.cases --provider reference -j 1 --out np", out,
+                              sizeof out),
                      0);
-    assert_int_equal(cc_t_run(NULL, "power " TMP "/np", out, sizeof out), 2);
+    assert_int_equal(cc_t_run(in_tmp, "power np", out, sizeof out), 2);
     assert_non_null(strstr(out, "has no power figures"));
     assert_int_equal(cc_t_run(NULL, "power", out, sizeof out), 2);
-    assert_int_equal(cc_t_run(NULL, "power " TMP "/none", out, sizeof out), 2);
+    assert_int_equal(cc_t_run(in_tmp, "power none", out, sizeof out), 2);
     assert_int_equal(cc_t_run(NULL, "repro 'relu dtype=f32 in=[3]' --power", out, sizeof out), 2);
     assert_non_null(strstr(out, "--power does not apply to repro"));
-    cc_t_remove_dir(TMP);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmp, sizeof tmp, "/tmp/capcheck_bounds_XXXXXX");
+    if (!mkdtemp(tmp))
+        return -1;
+    snprintf(in_tmp, sizeof in_tmp, "cd %s && ", tmp);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return cc_t_remove_dir(tmp);
 }
 
 int main(void)
@@ -351,5 +363,5 @@ int main(void)
         cmocka_unit_test(test_power_ladder_matches_the_bound),
         cmocka_unit_test(test_power_command_tabulates_a_run),
     };
-    return cmocka_run_group_tests_name("bounds", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("bounds", tests, setup, teardown);
 }

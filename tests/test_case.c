@@ -148,7 +148,7 @@ static void test_error_messages_name_the_column(void **state)
     expect_error("softmax in=[-1]", 12, "malformed shape list");
     expect_error("softmax in=[2] dtype=f8", 22, "unknown dtype 'f8'");
     expect_error("softmax in=[2] device=tpx", 23, "unknown device 'tpx' (TorchLean's devices at "
-                                                  "3447b74: cpu cuda rocm");
+                                                  "996dda0: cpu cuda rocm");
     expect_error("softmax in=[2] device=tpu", 23, "device 'tpu' is a TorchLean device "
                                                   "(NN.Backend.Device.tpu) that no capcheck "
                                                   "provider runs on");

@@ -24,11 +24,14 @@ static void test_ratio_is_error_over_bound(void **state)
     double bound;
     assert_true(cc_element_ratio(1.0, 1.0, 1.0, CC_F32, &m, &bound) == 0.0);
     assert_true(bound == 2.0 * m.u + m.floor);
+    /* the ratio is |got - expected| / bound, as the doubles give it */
     double r = cc_element_ratio(1.0, 1.0 + bound, 1.0, CC_F32, &m, NULL);
-    assert_true(fabs(r - 1.0) < 1e-12);
-    assert_true(cc_element_ratio(1.0, 1.0 + 3 * bound, 1.0, CC_F32, &m, NULL) > 2.9);
+    assert_true(r == ((1.0 + bound) - 1.0) / bound);
+    assert_true(cc_element_ratio(1.0, 1.0 + 3 * bound, 1.0, CC_F32, &m, NULL) ==
+                ((1.0 + 3 * bound) - 1.0) / bound);
     /* the magnitude scales the bound: a cancelling sum may err by u * sum|x| */
-    assert_true(cc_element_ratio(1e-3, 1e-3 + 1e-6, 100.0, CC_F32, &m, NULL) < 1.0);
+    assert_true(cc_element_ratio(1e-3, 1e-3 + 1e-6, 100.0, CC_F32, &m, NULL) ==
+                fabs((1e-3 + 1e-6) - 1e-3) / (2.0 * m.u * 100.0 + m.floor));
 }
 
 static void test_nan_and_inf_must_match(void **state)
@@ -59,13 +62,212 @@ static void test_compare_keeps_the_worst_element(void **state)
     assert_int_equal(c.n, 4);
     assert_int_equal(c.worst_index, 3);
     assert_int_equal(c.n_over, 1);
-    assert_true(c.worst_ratio > 100);
+    /* bound = c_op u m + floor = 2 (2^-24 + 2^-53) 4 + 2^-126; the ratio is about 209.4 */
+    double bound = 2.0 * (0x1p-24 + 0x1p-53) * 4.0 + 0x1p-126;
+    assert_true(c.bound == bound && c.magnitude == 4.0);
+    assert_true(c.worst_ratio == ((double)4.0001f - 4.0) / bound);
     assert_true(c.got == (double)4.0001f && c.expected == 4.0);
+    assert_true(c.suspect_ratio ==
+                ((double)4.0001f - 4.0) / (2.0 * (0x1p-24 + 0x1p-53) * (6.0 * 4.0) + 0x1p-126));
     cc_view empty = cc_t_vector_view(CC_F32, got, 0);
     cc_compare(expected, &(ref_mag){mag, NULL, NULL}, &empty, &m, &c);
     assert_int_equal(c.n, 0);
     assert_int_equal(c.worst_index, -1);
     assert_true(c.worst_ratio == 0);
+}
+
+/* Each bound model's constants and each element bound, as the formulas of compare.h give them:
+ *   bound   = c_op u m + floor                    (f64, f32, relaxed f16/bf16)
+ *   bound   = c_op (u_acc m + u dtype_i) + floor  (strict f16/bf16)
+ *   suspect = the same with lambda prob_i (lambda = 6) in place of m
+ * u = u(dtype) (or the declared compute roundoff when coarser) + 2^-53, u_acc = 2^-24 + 2^-53,
+ * floor = the dtype's smallest normal. */
+static void test_bounds_are_the_formulas(void **state)
+{
+    (void)state;
+    const double oracle = 0x1p-53;
+    assert_true(CC_SUSPECT_LAMBDA == 6.0);
+    cc_bound_model f32 = cc_bound_for(CC_F32, 3.0);
+    assert_true(f32.c_op == 3.0 && f32.u == 0x1p-24 + oracle && f32.u_acc == f32.u &&
+                f32.floor == 0x1p-126 && f32.lambda == 6.0 && !f32.nonfinite_alike);
+    cc_element_mag mag = {10.0, 4.0, 2.5};
+    assert_true(cc_element_bound(&f32, mag) == 3.0 * (0x1p-24 + oracle) * 10.0 + 0x1p-126);
+    assert_true(cc_element_suspect_bound(&f32, mag) ==
+                3.0 * (0x1p-24 + oracle) * (6.0 * 2.5) + 0x1p-126);
+    cc_bound_model f16 = cc_bound_for(CC_F16, 2.0);
+    assert_true(f16.u == 0x1p-11 + oracle && f16.u_acc == 0x1p-24 + oracle &&
+                f16.floor == 0x1p-14);
+    assert_true(cc_element_bound(&f16, mag) ==
+                2.0 * ((0x1p-24 + oracle) * 10.0 + (0x1p-11 + oracle) * 4.0) + 0x1p-14);
+    assert_true(cc_element_suspect_bound(&f16, mag) ==
+                2.0 * ((0x1p-24 + oracle) * (6.0 * 2.5) + (0x1p-11 + oracle) * 4.0) + 0x1p-14);
+    cc_bound_model relaxed = cc_bound_for_judging(CC_BF16, 0.0, 2.0, CC_ACC_RELAXED);
+    assert_true(relaxed.u == 0x1p-8 + oracle && relaxed.u_acc == relaxed.u &&
+                relaxed.floor == 0x1p-126);
+    assert_true(cc_element_bound(&relaxed, mag) == 2.0 * (0x1p-8 + oracle) * 10.0 + 0x1p-126);
+    /* a declared compute roundoff: coarser replaces u(dtype), finer changes nothing */
+    cc_bound_model tf32 = cc_bound_for_compute(CC_F32, 0x1p-11, 1.0);
+    assert_true(tf32.u == 0x1p-11 + oracle && tf32.u_acc == tf32.u);
+    assert_true(cc_bound_for_compute(CC_F32, 0x1p-30, 1.0).u == f32.u);
+    cc_bound_model f16_tf = cc_bound_for_compute(CC_F16, 0x1p-11, 1.0);
+    assert_true(f16_tf.u_acc == 0x1p-11 + oracle);
+    /* a zero magnitude leaves the floor alone: a value within it of an exact zero passes */
+    assert_true(cc_element_bound(&f32, (cc_element_mag){0, 0, 0}) == 0x1p-126);
+    assert_true(cc_element_bound(&f16, (cc_element_mag){0, 0, 0}) == 0x1p-14);
+    assert_true(cc_element_ratio(0.0, 0x1p-127, 0.0, CC_F32, &f32, NULL) == 0.5);
+    /* a magnitude that is not a number holds the element to the floor */
+    assert_true(cc_element_bound(&f32, (cc_element_mag){NAN, NAN, NAN}) == 0x1p-126);
+    assert_true(cc_element_bound(&f32, (cc_element_mag){INFINITY, 1, 1}) == INFINITY);
+    cc_bound_model f64 = cc_bound_for(CC_F64, 1.0);
+    assert_true(f64.u == 2 * oracle && f64.floor == 0x1p-1022);
+}
+
+/* The ratio of an error of k units of the bound is k, exactly where k is; one bound passes
+ * (ratio 1 is not over it), the next value up does not. */
+static void test_ratio_at_the_bound(void **state)
+{
+    (void)state;
+    cc_bound_model m = cc_bound_for(CC_F64, 1.0);
+    double bound = cc_element_bound(&m, (cc_element_mag){1.0, 1.0, 1.0});
+    assert_true(bound == 0x1p-52 + 0x1p-1022);
+    assert_true(cc_element_ratio_of(1.0, 1.0 + 0x1p-52, bound, CC_F64, &m) ==
+                0x1p-52 / bound);
+    double expected[3] = {0.5, 1024.0, -3.0}, mag[3] = {0.5, 1024.0, 3.0};
+    double got[3] = {0.5, 1024.0, -3.0};
+    /* 1024 + bound(1024) exactly, then one ulp more */
+    double b1024 = cc_element_bound(&m, (cc_element_mag){1024.0, 1024.0, 1024.0});
+    got[1] = 1024.0 + b1024;
+    assert_true(got[1] - 1024.0 == b1024); /* representable: the error is the bound exactly */
+    cc_view v = cc_t_vector_view(CC_F64, got, 3);
+    cc_comparison c;
+    cc_compare(expected, &(ref_mag){mag, NULL, NULL}, &v, &m, &c);
+    assert_true(c.worst_ratio == 1.0);
+    assert_int_equal(c.n_over, 0);
+    assert_int_equal(c.worst_index, 1);
+    got[1] = nextafter(got[1], INFINITY);
+    cc_compare(expected, &(ref_mag){mag, NULL, NULL}, &v, &m, &c);
+    assert_true(c.worst_ratio == (got[1] - 1024.0) / b1024 && c.worst_ratio > 1.0);
+    assert_int_equal(c.n_over, 1);
+}
+
+/* The NaN and Inf rules on the path runs use (cc_compare_at, vectorized, a chunk of 256 at a
+ * time): an output of 600 f32 values, exact but for planted elements on both sides of the chunk
+ * boundaries, each element's ratio as the rules say. */
+static void test_nan_and_inf_rules_on_the_vectorized_path(void **state)
+{
+    (void)state;
+    enum { N = 600 };
+    static double expected[N], mag[N];
+    static float got[N];
+    for (int i = 0; i < N; i++) {
+        expected[i] = (double)(float)(1.0 + i / 8.0);
+        mag[i] = expected[i];
+        got[i] = (float)expected[i];
+    }
+    static const struct {
+        int at;
+        double expected;
+        float got;
+        double ratio;  /* strict rules */
+        double alike;  /* nonfinite_alike (edge=nan, edge=inf cases) */
+    } planted[] = {
+        {3, NAN, NAN, 0, 0},                          /* NaN where NaN is expected */
+        {100, NAN, 1.0f, INFINITY, INFINITY},         /* a number where NaN is expected */
+        {255, 7.0, NAN, INFINITY, INFINITY},          /* NaN where a number is expected */
+        {256, INFINITY, -INFINITY, INFINITY, 0},      /* Inf of the wrong sign */
+        {257, INFINITY, INFINITY, 0, 0},              /* Inf of the right sign */
+        {258, -INFINITY, NAN, INFINITY, 0},           /* NaN where -Inf is expected */
+        {300, 1e39, INFINITY, 0, 0},                  /* the f32 overflow of 1e39 */
+        {301, 1e39, -INFINITY, INFINITY, INFINITY},   /* ... not of its sign */
+        {302, 5.0, INFINITY, INFINITY, INFINITY},     /* Inf for a value that does not overflow */
+        {511, -INFINITY, 3.0f, INFINITY, INFINITY},   /* a number where -Inf is expected */
+        {512, NAN, INFINITY, INFINITY, 0},            /* Inf where NaN is expected */
+        {599, 2.0, -INFINITY, INFINITY, INFINITY},    /* the last element */
+    };
+    const int n_planted = (int)(sizeof planted / sizeof planted[0]);
+    for (int k = 0; k < n_planted; k++) {
+        expected[planted[k].at] = planted[k].expected;
+        got[planted[k].at] = planted[k].got;
+        mag[planted[k].at] = isfinite(planted[k].expected) ? fabs(planted[k].expected) : 1.0;
+    }
+    cc_view v = cc_t_vector_view(CC_F32, got, N);
+    for (int alike = 0; alike < 2; alike++) {
+        cc_bound_model m = cc_bound_for(CC_F32, 2.0);
+        m.nonfinite_alike = alike;
+        static cc_element_judgement each[N];
+        cc_comparison c;
+        cc_compare_at_each(expected, &(ref_mag){mag, NULL, NULL}, NULL, 0, &v, &m, &c, each);
+        int over = 0, first_over = -1;
+        for (int i = 0; i < N; i++) {
+            double want = 0.0;
+            for (int k = 0; k < n_planted; k++)
+                if (planted[k].at == i)
+                    want = alike ? planted[k].alike : planted[k].ratio;
+            if (!(each[i].ratio == want))
+                fail_msg("element %d (expected %g, got %g), nonfinite_alike %d: ratio %g, the "
+                         "rules say %g",
+                         i, expected[i], (double)got[i], alike, each[i].ratio, want);
+            assert_true(each[i].suspect_ratio == want); /* the same rules */
+            over += want > 1.0;
+            if (want > 1.0 && first_over < 0)
+                first_over = i;
+        }
+        assert_int_equal(c.n, N);
+        assert_int_equal(c.n_over, over);
+        assert_int_equal(c.n_over, alike ? 6 : 9);
+        assert_int_equal(c.n_nan_mismatch, 4); /* at 100, 255, 258 and 512 */
+        assert_int_equal(c.worst_index, first_over);
+        assert_int_equal(c.worst_index, 100);
+        assert_true(c.worst_ratio == INFINITY && isnan(c.expected) && c.got == 1.0);
+        assert_true(c.suspect_ratio == INFINITY);
+    }
+}
+
+/* Vacuity (compare.h): a bound that admits every finite value of the dtype, or every value of
+ * the output's own magnitude; the output is vacuous when every finite expected value is. */
+static void test_vacuity_is_the_rule(void **state)
+{
+    (void)state;
+    cc_bound_model m = cc_bound_for(CC_F16, 1.0);
+    /* f16: max finite 65504. m = 1e9: bound = (2^-24+2^-53)*1e9 + (2^-11+2^-53)*1e9 + 2^-14,
+     * far above 65504 + |x| */
+    double expected[300], worst[300];
+    uint16_t got[300];
+    for (int i = 0; i < 300; i++) {
+        expected[i] = 1.0;
+        worst[i] = 1e9;
+        cc_store(CC_F16, got, i, 1.0);
+    }
+    cc_view v = cc_t_vector_view(CC_F16, got, 300);
+    cc_comparison c;
+    cc_compare(expected, &(ref_mag){worst, NULL, NULL}, &v, &m, &c);
+    assert_int_equal(c.n_vacuous, 300);
+    assert_true(c.vacuous);
+    /* one element of the last chunk judged by a real bound: the output is not vacuous */
+    worst[299] = 1.0;
+    cc_compare(expected, &(ref_mag){worst, NULL, NULL}, &v, &m, &c);
+    assert_int_equal(c.n_vacuous, 299);
+    assert_false(c.vacuous);
+    /* a non-finite expected value is judged exactly: never vacuous, and not counted */
+    expected[299] = NAN;
+    cc_store(CC_F16, got, 299, NAN);
+    cc_compare(expected, &(ref_mag){worst, NULL, NULL}, &v, &m, &c);
+    assert_int_equal(c.n_vacuous, 299);
+    assert_true(c.vacuous);
+    /* the output's own magnitude: bound - floor >= |x| + out_max admits 0 and -x */
+    cc_bound_model f32 = cc_bound_for(CC_F32, 1.0);
+    double small[2] = {1.0, 2.0}, big_mag[2] = {3.0 * 0x1p24, 1.0};
+    float g2[2] = {1.0f, 2.0f};
+    cc_view v2 = cc_t_vector_view(CC_F32, g2, 2);
+    cc_compare(small, &(ref_mag){big_mag, NULL, NULL}, &v2, &f32, &c);
+    /* element 0: bound - floor = (2^-24+2^-53) 3 2^24 = 3 + 3 2^-29 >= 1 + out_max (2) */
+    assert_int_equal(c.n_vacuous, 1);
+    assert_false(c.vacuous);
+    assert_true(cc_bound_is_vacuous(1.0, 3.0 + 0x1p-126, 2.0, CC_F32, &f32));
+    assert_false(cc_bound_is_vacuous(1.0, nextafter(3.0, 0) + 0x1p-126, 2.0, CC_F32, &f32));
+    /* an output that is zero has no magnitude of its own: only the dtype's rule applies */
+    assert_false(cc_bound_is_vacuous(0.0, 1.0, 0.0, CC_F32, &f32));
+    assert_true(cc_bound_is_vacuous(0.0, 0x1.fffffep127, 0.0, CC_F32, &f32));
 }
 
 static void test_rounding_to_each_dtype(void **state)
@@ -161,6 +363,10 @@ int main(void)
         cmocka_unit_test(test_ratio_is_error_over_bound),
         cmocka_unit_test(test_nan_and_inf_must_match),
         cmocka_unit_test(test_compare_keeps_the_worst_element),
+        cmocka_unit_test(test_bounds_are_the_formulas),
+        cmocka_unit_test(test_ratio_at_the_bound),
+        cmocka_unit_test(test_nan_and_inf_rules_on_the_vectorized_path),
+        cmocka_unit_test(test_vacuity_is_the_rule),
         cmocka_unit_test(test_rounding_to_each_dtype),
         cmocka_unit_test(test_fast_rounding_matches_the_formula),
     };

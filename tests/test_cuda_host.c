@@ -12,6 +12,7 @@
  *     the same with count_exclude_pad averaging is caught;
  *   - the batchNorm plan and the running-variance clamp;
  *   - cases/cuda_providers.cases covers every op x dtype x layout the CUDA providers claim. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@
 #include "providers/cuda/cudnn_plan.h"
 #include "providers/cuda/fft_lowering.h"
 #include "providers/openblas/gemm_lowering.h"
+#include "providers/provider_util.h"
 #include "test_util.h"
 
 #ifndef M_PI
@@ -823,6 +825,50 @@ static void test_case_file_covers_the_claims(void **state)
             fail_msg("no spectralConv case with layout %s", cc_layout_name((cc_layout)l));
 }
 
+/* Only a machine without a GPU skips the CUDA tests: a failing device count with an NVIDIA
+ * device node present (a broken driver on a GPU runner) is a failure; "none visible"
+ * (CUDA_VISIBLE_DEVICES) and a machine without nodes are "no CUDA device". */
+static void test_only_no_device_is_a_skip(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/capcheck_dev_XXXXXX", node[64], msg[512];
+    assert_non_null(mkdtemp(dir));
+    const char *driver = "CUDA driver version is insufficient for CUDA runtime version";
+    assert_int_equal(cc_cuda_device_status(1, 0, driver, 0, dir, msg, sizeof msg),
+                     CC_UNSUPPORTED);
+    assert_string_equal(msg, "no CUDA device: CUDA driver version is insufficient for CUDA "
+                             "runtime version");
+    assert_int_equal(cc_cuda_device_status(0, 0, "no error", 0, dir, msg, sizeof msg),
+                     CC_UNSUPPORTED);
+    assert_string_equal(msg, "no CUDA device: cudaGetDeviceCount found 0");
+    /* nodes that are not a device: the control and UVM nodes, a name with letters after */
+    const char *not_devices[] = {"nvidiactl", "nvidia-uvm", "nvidia0x", "nvidia"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(node, sizeof node, "%s/%s", dir, not_devices[i]);
+        FILE *f = fopen(node, "w");
+        assert_non_null(f);
+        assert_int_equal(fclose(f), 0);
+    }
+    assert_int_equal(cc_cuda_device_status(1, 0, driver, 0, dir, msg, sizeof msg),
+                     CC_UNSUPPORTED);
+    snprintf(node, sizeof node, "%s/nvidia3", dir);
+    FILE *f = fopen(node, "w");
+    assert_non_null(f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(cc_cuda_device_status(1, 0, driver, 0, dir, msg, sizeof msg), CC_FAILED);
+    if (!strstr(msg, "this machine has a GPU (") || !strstr(msg, "/nvidia3) but the CUDA runtime "
+                                                                  "cannot count it: CUDA driver"))
+        fail_msg("%s", msg);
+    assert_int_equal(cc_cuda_device_status(0, 0, "no error", 0, dir, msg, sizeof msg), CC_FAILED);
+    assert_int_equal(cc_cuda_device_status(1, 1, "no CUDA-capable device is detected", 0, dir,
+                                           msg, sizeof msg),
+                     CC_UNSUPPORTED); /* hidden from this process on purpose */
+    assert_int_equal(cc_cuda_device_status(0, 0, "no error", 2, dir, msg, sizeof msg), CC_OK);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -838,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_pool_plan_view_computes_the_contract),
         cmocka_unit_test(test_bn_plan),
         cmocka_unit_test(test_case_file_covers_the_claims),
+        cmocka_unit_test(test_only_no_device_is_a_skip),
     };
     return cmocka_run_group_tests_name("cuda_host", tests, setup, teardown);
 }

@@ -105,8 +105,8 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
     assert_int_equal(cc_t_count(out, "\nchecked "), 2);
     expect_in(out, "checked          capcheck.oracle.add f32 (required): 15 passing of 15, VJP 15");
     expect_in(out, "checked          capcheck.oracle.add f64 (required): 15 passing of 15, VJP 15");
-    expect_in(out, "; edges nan; seed 0; report sha256:");
-    expect_in(out, "seed 0; report sha256:");
+    expect_in(out, "; edges nan; distinct: ");
+    expect_in(out, " layouts, 1 edge classes; seed 0; report sha256:");
     expect_in(out, "trustedExternal  capcheck.oracle.softmax f32 (catalog: trustedExternal):\n"
                    "  - layout classes not covered by a passing case: transpose, bcast\n");
     expect_in(out, "trustedExternal  capcheck.oracle.matmul f64 (catalog: trustedExternal):\n"
@@ -148,7 +148,9 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
                    "  - edge classes not covered by a passing case: ties\n");
     assert_int_equal(cc_t_count(out, "\nchecked "), 0);
     policy("p3b.conf", "[op add]\nedge_classes nan\n", p, sizeof p);
-    gate(p, run_dir);
+    assert_int_equal(gate(p, run_dir), 1); /* add is checked, the run's other ops are not */
+    expect_in(out, "capcheck gate: 2 of 4 capsule x dtype x platform checked (no require lines: "
+                   "every one must be): exit 1\n");
     expect_in(out, "checked          capcheck.oracle.add f32: 15 passing of 15");
 
     /* stricter counts and shape classes name each shortfall */
@@ -225,6 +227,17 @@ static void test_refuses_an_altered_or_unsealed_report(void **state)
     assert_int_equal(gate(p, dir), 2);
     expect_in(out, ".sha256 seal");
 
+    /* a seal that is not a whole hash: refused as such, not compared (a prefix would match) */
+    copy_run("garbled", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/report.json.sha256", dir);
+    char *seal = cc_t_slurp(path, NULL);
+    assert_non_null(seal);
+    seal[12] = 0;
+    cc_t_write(path, seal);
+    free(seal);
+    assert_int_equal(gate(p, dir), 2);
+    expect_in(out, "report.json.sha256 is not a sha256 line");
+
     /* the report is intact, the results beside it are not */
     copy_run("results", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/results.jsonl", dir);
@@ -239,7 +252,11 @@ static void test_refuses_another_libtorch(void **state)
     char dir[512], path[700], p[512];
     policy("pv.conf", "libtorch_version 2.15.0\n", p, sizeof p);
     assert_int_equal(gate(p, run_dir), 2);
-    expect_in(out, "names no libtorch version (provider: capcheck float64 reference");
+    /* which provider, and which rule of the policy */
+    expect_in(out, "names no libtorch version: its provider is reference (capcheck float64 "
+                   "reference");
+    expect_in(out, "(libtorch_version: a policy with libtorch_version any, given with --policy, "
+                   "judges this run)");
     expect_in(out, "requires libtorch 2.15.0");
     /* a report from another libtorch, sealed as capcheck would have sealed it; one that does
      * not record who ran (an older capcheck), since a built-in reference's or a plugin's
@@ -374,16 +391,30 @@ static void test_evidence_binds_to_the_provider_that_ran(void **state)
     free(rep);
     policy("pv_odd.conf", "libtorch_version 2.15.0\n", p, sizeof p);
     assert_int_equal(gate(p, dir), 2);
-    expect_in(out, "names no libtorch version (provider: libtorch 2.15.0; cuda 12.1;");
+    expect_in(out, "names no libtorch version: its provider is the plugin 2fast-/a_b (libtorch "
+                   "2.15.0; cuda 12.1;");
     /* ... and no built-in's capsules: its own */
     policy("pv_any.conf", "", p, sizeof p);
-    gate(p, dir);
+    assert_int_equal(gate(p, dir), 1); /* its add checked, its softmax not */
+    expect_in(out, "capcheck gate: 2 of 4 capsule x dtype x platform checked");
     expect_in(out, "plugin.2fast-/a_b.cpu.add f32");
     if (strstr(out, "capcheck.aten_cpu") || strstr(out, "libtorch."))
         fail_msg("a plugin's results became a built-in's evidence:\n%s", out);
-    /* the platform the results ran on reaches the Lean module's header and summaries */
+    /* the platform the results ran on reaches the Lean module's header and summaries (read
+     * with the string gaps that wrap its long literals closed up, as Lean reads them) */
     snprintf(args, sizeof args, "emit-lean %s --policy %s", dir, p);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    size_t kept = 0;
+    for (size_t i = 0; out[i]; i++) {
+        if (out[i] == '\\' && out[i + 1] == '\n') {
+            for (i += 2; out[i] == ' '; i++)
+                ;
+            i--;
+            continue;
+        }
+        out[kept++] = out[i];
+    }
+    out[kept] = 0;
     char want[256];
     snprintf(want, sizeof want, "\nPlatform:  %s: ", here + 4);
     expect_in(out, want);
@@ -425,14 +456,17 @@ static void test_evidence_binds_to_the_provider_that_ran(void **state)
              sha);
     cc_t_write(cat, row);
     snprintf(args, sizeof args, "gate %s --policy %s --catalog %s --all", dir, p, cat);
-    cc_t_run(NULL, args, out, sizeof out);
+    /* exit 1 each time: of the run's two ops only add is checked (2 of 4 capsule x dtype) */
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    expect_in(out, "capcheck gate: 2 of 4 capsule x dtype x platform checked");
     char line[256];
     snprintf(line, sizeof line, "checked          tl.add f32%s: 15 passing of 15", here);
     expect_in(out, line);
     expect_in(out, "plugin.mutants.cpu.softmax f32");
     row[strlen(row) - 2] = row[strlen(row) - 2] == '0' ? '1' : '0'; /* another build's hash */
     cc_t_write(cat, row);
-    cc_t_run(NULL, args, out, sizeof out);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    expect_in(out, "capcheck gate: 2 of 4 capsule x dtype x platform checked");
     snprintf(line, sizeof line, "checked          plugin.mutants.cpu.add f32%s: 15 passing of 15",
              here);
     expect_in(out, line);

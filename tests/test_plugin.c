@@ -93,7 +93,10 @@ static int cli(const char *args)
 static void test_cli_exit_codes(void **state)
 {
     (void)state;
-    assert_int_equal(cli("run --provider-lib /nonexistent.so --out /tmp/capcheck_plugin_t"), 2);
+    char dir[] = "/tmp/capcheck_plugin_XXXXXX", args[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(args, sizeof args, "run --provider-lib /nonexistent.so --out %s/t", dir);
+    assert_int_equal(cli(args), 2);
     assert_int_equal(cli("run --provider-lib " CAPCHECK_PLUGIN_DIR "/bad_abi.so"), 2);
     assert_int_equal(cli("repro 'add dtype=f32 in=[2],[2]' --provider-lib " CAPCHECK_PLUGIN_DIR
                          "/no_entry.so"),
@@ -105,15 +108,18 @@ static void test_cli_exit_codes(void **state)
                          "/example_plugin.so"),
                      1); /* unsupported is not a pass */
     /* the example implements f32/f64 only: a run over those passes */
-    FILE *f = fopen("/tmp/capcheck_plugin_relu.cases", "w");
+    char path[128];
+    snprintf(path, sizeof path, "%s/relu.cases", dir);
+    FILE *f = fopen(path, "w");
     assert_non_null(f);
     fputs("relu count=4 dtype=f32,f64 layout=contig,transpose,stride2,bcast zero=1\n", f);
-    fclose(f);
-    assert_int_equal(cli("run /tmp/capcheck_plugin_relu.cases --out /tmp/capcheck_plugin_t "
-                         "--provider-lib " CAPCHECK_PLUGIN_DIR "/example_plugin.so"),
-                     0);
-    remove("/tmp/capcheck_plugin_relu.cases");
-    assert_int_equal(system("rm -rf /tmp/capcheck_plugin_t"), 0);
+    assert_int_equal(fclose(f), 0);
+    snprintf(args, sizeof args,
+             "run %s --out %s/t --provider-lib " CAPCHECK_PLUGIN_DIR "/example_plugin.so", path,
+             dir);
+    assert_int_equal(cli(args), 0);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    assert_int_equal(system(args), 0);
 }
 #endif
 

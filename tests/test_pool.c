@@ -17,7 +17,6 @@
 #include <cmocka.h>
 
 #include "harness/case/case.h"
-#include "core/clock.h"
 #include "harness/run/pool.h"
 #include "harness/run/runner.h"
 
@@ -162,9 +161,7 @@ static void test_crash_and_hang_leave_the_rest_intact(void **state)
     cc_pool_config cfg = {&p, 2, 1u << CC_CPU, 0.3, 0, 0, NULL, 0, 0, {0}, -1, 0};
     cc_result *res = calloc(l.n, sizeof *res);
     char desc[256];
-    double t0 = cc_monotonic_seconds();
-    run_all(&cfg, &l, res, desc, sizeof desc);
-    double took = cc_monotonic_seconds() - t0;
+    run_all(&cfg, &l, res, desc, sizeof desc); /* relu hangs forever: only the pool ends it */
     assert_string_equal(desc, "bad provider, described in a worker");
     int crashes = 0, timeouts = 0, passes = 0;
     for (size_t i = 0; i < l.n; i++) {
@@ -201,9 +198,6 @@ static void test_crash_and_hang_leave_the_rest_intact(void **state)
     assert_int_equal(crashes, 4);
     assert_int_equal(timeouts, 2);
     assert_int_equal(passes, (int)l.n - 6);
-    /* two hangs of 0.3 s (+ a little per element) on two workers, the rest is quick */
-    if (took > 5.0)
-        fail_msg("the pool took %.2f s", took);
     free(res);
     cc_case_list_free(&l);
 }

@@ -15,6 +15,7 @@
  *   - vjp_mode is asked once per provider and op by a worker that keeps the answers
  *     (cc_vjp_modes), and two providers' answers for one op stay each their own. */
 #include "tests/cli_util.h" /* first: it sets _POSIX_C_SOURCE and includes cmocka */
+#include "tests/skip_util.h"
 
 #include <math.h>
 
@@ -193,15 +194,21 @@ static void test_math_modes_cli(void **state)
 {
     (void)state;
 #if CAPCHECK_HAVE_ATEN
-    char out[16384];
-    const char *dir = "/tmp/capcheck_modes_t";
-    assert_int_equal(cc_t_run(NULL,
+    char out[16384], dir[] = "/tmp/capcheck_modes_XXXXXX", in_dir[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(in_dir, sizeof in_dir, "cd %s && ", dir); /* every run's --out is its folder o */
+    char det_env[128], clean_env[160], tf32_env[128];
+    snprintf(det_env, sizeof det_env, "%sCAPCHECK_DETERMINISTIC=1 ", in_dir);
+    snprintf(clean_env, sizeof clean_env, "%senv -u CAPCHECK_TF32 -u CAPCHECK_DETERMINISTIC ",
+             in_dir);
+    snprintf(tf32_env, sizeof tf32_env, "%sCAPCHECK_TF32=yes ", in_dir);
+    assert_int_equal(cc_t_run(in_dir,
                               "run --op exp --tf32 on --deterministic on --attention composed "
-                              "--out /tmp/capcheck_modes_t -j 1 --force",
+                              "--out o -j 1 --force",
                               out, sizeof out),
                      0);
     char path[256];
-    snprintf(path, sizeof path, "%s/report.json", dir);
+    snprintf(path, sizeof path, "%s/o/report.json", dir);
     char *rep = cc_t_slurp(path, NULL);
     assert_non_null(rep);
     assert_non_null(strstr(rep, "\"deterministic\": \"on\""));
@@ -212,49 +219,49 @@ static void test_math_modes_cli(void **state)
     assert_non_null(strstr(rep, "\"tf32\": \"off (no CUDA: CAPCHECK_TF32=1 has no effect"));
 #endif
     free(rep);
-    snprintf(path, sizeof path, "%s/report.md", dir);
+    snprintf(path, sizeof path, "%s/o/report.md", dir);
     rep = cc_t_slurp(path, NULL);
     assert_non_null(rep);
     assert_non_null(strstr(rep, "; deterministic on; attention composed (no SDPA)"));
     free(rep);
     /* the environment is honoured when no flag is given; the defaults are off */
-    assert_int_equal(cc_t_run("CAPCHECK_DETERMINISTIC=1 ", "run --op neg --out /tmp/capcheck_modes_t -j 1 --force",
+    assert_int_equal(cc_t_run(det_env, "run --op neg --out o -j 1 --force",
                               out, sizeof out),
                      0);
-    snprintf(path, sizeof path, "%s/report.json", dir);
+    snprintf(path, sizeof path, "%s/o/report.json", dir);
     rep = cc_t_slurp(path, NULL);
     assert_non_null(strstr(rep, "\"deterministic\": \"on\""));
     free(rep);
-    assert_int_equal(cc_t_run("env -u CAPCHECK_TF32 -u CAPCHECK_DETERMINISTIC ",
-                              "run --op neg --out /tmp/capcheck_modes_t -j 1 --force", out, sizeof out),
+    assert_int_equal(cc_t_run(clean_env,
+                              "run --op neg --out o -j 1 --force", out, sizeof out),
                      0);
     rep = cc_t_slurp(path, NULL);
     assert_non_null(strstr(rep, "\"deterministic\": \"off\""));
     assert_non_null(strstr(rep, "\"tf32\": \"off ("));
     free(rep);
     /* refusals: one sentence each, exit 2 */
-    assert_int_equal(cc_t_run(NULL, "run --op neg --tf32 sometimes --out /tmp/capcheck_modes_t --force",
+    assert_int_equal(cc_t_run(in_dir, "run --op neg --tf32 sometimes --out o --force",
                               out, sizeof out),
                      2);
     assert_non_null(strstr(out, "--tf32 wants on or off, not 'sometimes'"));
-    assert_int_equal(cc_t_run(NULL, "run --op neg --deterministic 1 --out /tmp/capcheck_modes_t --force",
+    assert_int_equal(cc_t_run(in_dir, "run --op neg --deterministic 1 --out o --force",
                               out, sizeof out),
                      2);
     assert_non_null(strstr(out, "--deterministic wants on or off"));
-    assert_int_equal(cc_t_run(NULL, "run --op neg --attention sdpa --out /tmp/capcheck_modes_t --force",
+    assert_int_equal(cc_t_run(in_dir, "run --op neg --attention sdpa --out o --force",
                               out, sizeof out),
                      2);
     assert_non_null(strstr(out, "--attention wants composed, math, flash"));
-    assert_int_equal(cc_t_run(NULL, "run --op neg --attention flash --out /tmp/capcheck_modes_t --force",
+    assert_int_equal(cc_t_run(in_dir, "run --op neg --attention flash --out o --force",
                               out, sizeof out),
                      2);
     assert_non_null(strstr(out, "calls no SDPA backend"));
-    assert_int_equal(cc_t_run("CAPCHECK_TF32=yes ", "run --op neg --out /tmp/capcheck_modes_t --force",
+    assert_int_equal(cc_t_run(tf32_env, "run --op neg --out o --force",
                               out, sizeof out),
                      2);
     assert_non_null(strstr(out, "CAPCHECK_TF32=yes: set it to 1 (on) or 0 (off)"));
     /* no CUDA here: one sentence, never a run on the CPU */
-    int rc = cc_t_run(NULL, "run --op neg --device cuda --out /tmp/capcheck_modes_t --force", out,
+    int rc = cc_t_run(in_dir, "run --op neg --device cuda --out o --force", out,
                       sizeof out);
     if (rc != 0 && rc != 1) {
         assert_int_equal(rc, 2);
@@ -264,9 +271,9 @@ static void test_math_modes_cli(void **state)
         assert_non_null(strstr(out, "the ATen provider was built without CUDA"));
 #endif
     }
-    assert_int_equal(system("rm -rf /tmp/capcheck_modes_t"), 0);
+    assert_int_equal(cc_t_remove_dir(dir), 0);
 #else
-    printf("no ATen provider in this build: the CLI math-mode checks need it\n");
+    cc_t_skip("capcheck was built without the ATen provider: the CLI math-mode checks need it");
 #endif
 }
 
@@ -330,5 +337,5 @@ int main(void)
         cmocka_unit_test(test_math_modes_cli),
         cmocka_unit_test(test_vjp_modes_kept),
     };
-    return cmocka_run_group_tests_name("provider_abi", tests, NULL, NULL);
+    return cc_t_exit_code(cmocka_run_group_tests_name("provider_abi", tests, NULL, NULL));
 }

@@ -310,7 +310,7 @@ static void test_diff_catches_a_planted_regression(void **state)
     free(t);
     snprintf(args, sizeof args, "diff %s %s", good, edited);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
-    expect_in(out, "(unsealed, 17 cases)");
+    expect_in(out, "(unsealed, 17 cases; a report kept alone, no results)");
     expect_row(out, "regression   plugin.mutants.cpu.softmax f32", key,
                ": passing (8/8) -> failing (2 of 8 did not pass)");
     expect_in(out, "1 regressions, 0 fixed, 0 new failures");
@@ -374,13 +374,16 @@ static void test_markdown_and_junit(void **state)
     free(x);
 }
 
-static void golden(const char *args, const char *file)
+/* capcheck args exits with want_rc and prints tests/golden/file exactly. */
+static void golden(const char *args, int want_rc, const char *file)
 {
     char path[256];
     snprintf(path, sizeof path, "tests/golden/%s", file);
     char *want = cc_t_slurp(path, NULL);
     assert_non_null(want);
-    cc_t_run(NULL, args, out, sizeof out);
+    int rc = cc_t_run(NULL, args, out, sizeof out);
+    if (rc != want_rc)
+        fail_msg("capcheck %s: exit %d, want %d:\n%s", args, rc, want_rc, out);
     if (strcmp(out, want) != 0) {
         char got[300];
         snprintf(got, sizeof got, "%s/%s", tmp, file);
@@ -393,36 +396,57 @@ static void golden(const char *args, const char *file)
 }
 
 /* The golden TorchLean modules, one per run and TorchLean commit targeted (tests/golden/regenerate
- * writes them; tests/check_lean_module.py checks their names against TorchLean's): a run of the
- * oracle (nothing emitted), a checked ATen run, a partly checked run of a plugin pinned to
- * TorchLean's reference capsules, and a run with names hard on Lean text. */
+ * writes them; tests/check_lean_module.py checks their names against TorchLean's and their lines
+ * against its lint): a checked ATen run, a partly checked run of a plugin pinned to TorchLean's
+ * reference capsules, and a run with names hard on Lean text. A run of the oracle has nothing to
+ * emit: one sentence, exit 1. */
 static void test_golden_gate_and_lean(void **state)
 {
     (void)state;
-    const char *g = "tests/golden", *tl = "--torchlean 3447b74f6bf43f83ad50885851caf0bc01b4c53d";
-    char args[1024];
-    snprintf(args, sizeof args, "emit-lean %s/gate_run --policy %s/golden.policy %s", g, g, tl);
-    golden(args, "gate_run.3447b74.lean");
-    snprintf(args, sizeof args, "emit-lean %s/checked_run --policy %s/lean.policy %s", g, g, tl);
-    golden(args, "checked_run.3447b74.lean");
-    snprintf(args, sizeof args,
-             "emit-lean %s/partly_run --policy %s/lean.policy --catalog %s/partly.catalog.tsv %s", g,
-             g, g, tl);
-    golden(args, "partly_run.3447b74.lean");
-    snprintf(args, sizeof args,
-             "emit-lean %s/unusual_run --policy %s/lean.policy --catalog %s/unusual.catalog.tsv %s",
-             g, g, g, tl);
-    golden(args, "unusual_run.3447b74.lean");
-    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy", "gate_run.gate.txt");
-    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy --all",
+    static const char *const commits[] = {"3447b74f6bf43f83ad50885851caf0bc01b4c53d",
+                                          "996dda06ed8af8842d6126a8e403d16221e700ca"};
+    const char *g = "tests/golden";
+    char args[1024], file[64];
+    static const char *const runs[][2] = {{"checked", ""},
+                                          {"partly", "--catalog tests/golden/partly.catalog.tsv"},
+                                          {"unusual", "--catalog tests/golden/unusual.catalog.tsv"}};
+    for (int c = 0; c < 2; c++) {
+        for (int r = 0; r < 3; r++) {
+            snprintf(args, sizeof args,
+                     "emit-lean %s/%s_run --policy %s/lean.policy %s --torchlean %s", g,
+                     runs[r][0], g, runs[r][1], commits[c]);
+            snprintf(file, sizeof file, "%s_run.%.7s.lean", runs[r][0], commits[c]);
+            golden(args, 0, file);
+        }
+        /* the oracle checking itself upgrades capsules, none of them TorchLean's: nothing to
+         * emit, said in one sentence on stderr, nothing on stdout, exit 1 */
+        snprintf(args, sizeof args,
+                 "emit-lean %s/gate_run --policy %s/golden.policy --torchlean %s", g, g,
+                 commits[c]);
+        assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+        char want[256];
+        snprintf(want, sizeof want, "capcheck emit-lean: nothing to emit: the gate upgrades 4 "
+                                    "capsules, none of them a TorchLean capsule at %.7s "
+                                    "(capcheck.oracle.add: capcheck's float64 oracle checked "
+                                    "against itself",
+                 commits[c]);
+        expect_in(out, want);
+        if (strncmp(out, "capcheck emit-lean: nothing to emit: ", 37) != 0 ||
+            strchr(out, '\n') != out + strlen(out) - 1)
+            fail_msg("not one sentence alone (stdout and stderr together):\n%s", out);
+    }
+    /* exit 1: a required capsule of the golden run is not checked (its text says which) */
+    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy", 1,
+           "gate_run.gate.txt");
+    golden("gate tests/golden/gate_run --policy tests/golden/golden.policy --all", 1,
            "gate_run.gate_all.txt");
     /* a TorchLean commit capcheck has no data for is one sentence */
-    snprintf(args, sizeof args, "emit-lean %s/gate_run --policy %s/golden.policy --torchlean "
+    snprintf(args, sizeof args, "emit-lean %s/checked_run --policy %s/lean.policy --torchlean "
                                 "b2a2184",
              g, g);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
     expect_in(out, "no TorchLean data for commit 'b2a2184' (at least 7 hex digits of one of: "
-                   "3447b74f6bf4)");
+                   "996dda06ed8a, 3447b74f6bf4)");
 }
 
 int main(void)

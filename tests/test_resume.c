@@ -2,7 +2,8 @@
  * finished with --resume writes the same report as an uninterrupted run (minus "timing"),
  * with every case recorded exactly once; a resume of another case list, of a tampered
  * journal, or of a folder without a run is refused with one sentence. Runs the real capcheck
- * binary (CAPCHECK_BIN) with --provider reference. */
+ * binary (CAPCHECK_BIN) on the planted-bug plugin with no bug planted (the float64 reference
+ * behind the plugin ABI), whose hold stops the run after exactly 40 cases for the kill. */
 #include "cli_util.h"
 
 #include <errno.h>
@@ -12,6 +13,8 @@
 
 static char tmpdir[256];
 static char cases_path[512], run_dir[512];
+/* the provider of every run here; the timeout outlasts the held calls of the killed run */
+#define PROVIDER "--provider-lib " CAPCHECK_PLUGIN_DIR "/mutants.so --timeout 600"
 /* explicit lines (no generator: their cost must not depend on the samplers), ~1 ms each */
 #define N_CASES 300
 static void write_cases(FILE *f)
@@ -47,13 +50,13 @@ static void in_dir(const char *dir, const char *name, char *buf, size_t n)
     snprintf(buf, n, "%s/%s", dir, name);
 }
 
-/* Start `capcheck run` on the cases into dir; SIGKILL it once `after` records are journaled.
- * Returns the records journaled when it died. */
+/* Start `capcheck run` on the cases into dir, held after `after` cases on both workers, and
+ * SIGKILL it. Returns the records journaled when it died (`after`). */
 static long run_and_kill(const char *dir, long after)
 {
-    const char *args[] = {"run", cases_path, "--provider", "reference", "--out", dir, "-j", "2",
-                          NULL};
-    return cc_t_run_and_kill(dir, args, after, N_CASES);
+    const char *args[] = {"run", cases_path, "--provider-lib", CAPCHECK_PLUGIN_DIR "/mutants.so",
+                          "--timeout", "600", "--out", dir, "-j", "2", NULL};
+    return cc_t_run_and_kill(dir, args, after, 2);
 }
 
 /* Every case recorded exactly once. */
@@ -82,8 +85,7 @@ static void test_killed_run_resumes_to_the_same_report(void **state)
     (void)state;
     char out[16384], args[2048], path[600];
     long before = run_and_kill(run_dir, 40);
-    print_message("killed after %ld of %d records\n", before, N_CASES);
-    assert_true(before >= 40 && before < N_CASES);
+    assert_int_equal(before, 40);
 
     /* a write torn by the kill: half a record, no newline */
     in_dir(run_dir, "results.jsonl", path, sizeof path);
@@ -92,8 +94,7 @@ static void test_killed_run_resumes_to_the_same_report(void **state)
     fputs("{\"index\":299,\"case\":\"matmul dtype=f", j);
     fclose(j);
 
-    snprintf(args, sizeof args, "run --resume %s %s --provider reference -j 1", run_dir,
-             cases_path);
+    snprintf(args, sizeof args, "run --resume %s %s " PROVIDER " -j 1", run_dir, cases_path);
     if (cc_t_run(NULL, args, out, sizeof out) != 0)
         fail_msg("resume failed: %s", out);
     assert_non_null(strstr(out, "already recorded"));
@@ -116,13 +117,12 @@ static void test_killed_run_resumes_to_the_same_report(void **state)
 
     /* the same command uninterrupted, into the same folder: refused without --force (it holds
      * a run), done with it */
-    snprintf(args, sizeof args, "run %s --provider reference --out %s -j 2", cases_path,
-             run_dir);
+    snprintf(args, sizeof args, "run %s " PROVIDER " --out %s -j 2", cases_path, run_dir);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
     expect_in(out, "holds an earlier run (results.jsonl): --resume");
     strcat(args, " --force");
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
-    assert_non_null(strstr(out, "300 cases on reference"));
+    assert_non_null(strstr(out, "300 cases on mutants"));
     char *fresh_json = without_lines(json, "  \"timing\":");
     char *fresh_md = without_lines(md, "- timing:");
     assert_string_equal(resumed_json, fresh_json);
@@ -136,8 +136,20 @@ static void test_killed_run_resumes_to_the_same_report(void **state)
 
 /* Copy the finished run to a scratch folder, apply `sed` to its journal, and expect a resume
  * of it to be refused with `fragment` in its sentence. */
+static void expect_refused_with(const char *name, const char *sed, const char *extra_case,
+                                const char *last_case, const char *options,
+                                const char *fragment);
+
 static void expect_refused(const char *name, const char *sed, const char *extra_case,
                            const char *fragment)
+{
+    expect_refused_with(name, sed, extra_case, NULL, PROVIDER, fragment);
+}
+
+/* The same, the last case replaced by `last_case` (NULL: kept), the run's options `options`. */
+static void expect_refused_with(const char *name, const char *sed, const char *extra_case,
+                                const char *last_case, const char *options,
+                                const char *fragment)
 {
     char dir[600], cmd[3000], out[16384], args[2048], cases[600];
     snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
@@ -148,15 +160,20 @@ static void expect_refused(const char *name, const char *sed, const char *extra_
         assert_int_equal(system(cmd), 0);
     }
     snprintf(cases, sizeof cases, "%s", cases_path);
-    if (extra_case) {
+    if (extra_case || last_case) {
         snprintf(cases, sizeof cases, "%s/%s.cases", tmpdir, name);
         FILE *f = fopen(cases, "w");
         assert_non_null(f);
         write_cases(f);
-        fprintf(f, "%s\n", extra_case);
-        fclose(f);
+        if (extra_case)
+            fprintf(f, "%s\n", extra_case);
+        assert_int_equal(fclose(f), 0);
+        if (last_case) {
+            snprintf(cmd, sizeof cmd, "sed -i '%ds/.*/%s/' '%s'", N_CASES, last_case, cases);
+            assert_int_equal(system(cmd), 0);
+        }
     }
-    snprintf(args, sizeof args, "run --resume %s %s --provider reference", dir, cases);
+    snprintf(args, sizeof args, "run --resume %s %s %s", dir, cases, options);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
     if (!strstr(out, fragment))
         fail_msg("expected '%s' in: %s", fragment, out);
@@ -169,10 +186,20 @@ static void test_resume_refuses_another_run(void **state)
     expect_refused("more", NULL, "add dtype=f32 in=[3],[3] seed=1", "the case list changed");
     /* a record names another case at its index */
     expect_refused("tampered", "5s/seed=[0-9]*/seed=999999/", NULL, "the case list changed");
+    /* as many cases, one of them another (its record not yet written): the list's hash */
+    expect_refused_with("same-length", "/\"index\":299,/d", NULL,
+                        "add dtype=f64 in=[4],[4] seed=77", PROVIDER,
+                        "the case list changed");
+    /* the same cases on another provider, or judged otherwise */
+    expect_refused_with("provider", NULL, NULL, NULL, "--provider reference",
+                        "is a run on provider 'mutants'; this command asks for 'reference'");
+    expect_refused_with("judging", NULL, NULL, NULL, PROVIDER " --accumulation relaxed",
+                        "is a run judged 'strict'; this command judges 'relaxed'");
+    expect_refused_with("power", NULL, NULL, NULL, PROVIDER " --power",
+                        "is a run judged 'strict'; this command judges 'strict, power'");
     /* nothing to resume */
     char out[4096], args[1024];
-    snprintf(args, sizeof args, "run --resume %s/nothing %s --provider reference", tmpdir,
-             cases_path);
+    snprintf(args, sizeof args, "run --resume %s/nothing %s " PROVIDER, tmpdir, cases_path);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
     assert_non_null(strstr(out, "nothing to resume"));
 }
@@ -195,7 +222,7 @@ static void test_damaged_journal_resumes_around_the_damage(void **state)
              "'%s/results.jsonl'",
              dir, run_dir, dir, json, dir);
     assert_int_equal(system(cmd), 0);
-    snprintf(args, sizeof args, "run --resume %s %s --provider reference -j 2", dir, cases_path);
+    snprintf(args, sizeof args, "run --resume %s %s " PROVIDER " -j 2", dir, cases_path);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
     expect_in(out, "resuming");
     expect_in(out, "297 of 300 cases already recorded");
@@ -215,12 +242,9 @@ static void test_damaged_journal_resumes_around_the_damage(void **state)
 static void test_crashes_resume_to_the_same_report(void **state)
 {
     (void)state;
-#ifdef CAPCHECK_PLUGIN_DIR
     const char *lib = CAPCHECK_PLUGIN_DIR "/mutants.so";
-    if (access(lib, R_OK) != 0) {
-        print_message("no %s: skipped\n", lib);
-        return;
-    }
+    if (access(lib, R_OK) != 0)
+        fail_msg("no %s: the test plugins are built with the tests", lib);
     char dir[600], args[2048], out[16384], cmd[8192], json[700], journal[700];
     snprintf(dir, sizeof dir, "%s/crashes", tmpdir);
     snprintf(json, sizeof json, "%s/report.json", dir);
@@ -250,9 +274,6 @@ static void test_crashes_resume_to_the_same_report(void **state)
     free(whole);
     free(resumed);
     unsetenv("CAPCHECK_MUTANT");
-#else
-    print_message("built without the plugins: skipped\n");
-#endif
 }
 
 static int setup(void **state)

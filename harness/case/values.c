@@ -15,6 +15,15 @@
 
 #define TWO_POW_M53 (1.0 / 9007199254740992.0)
 
+/* The vectorized loops of a draw (REF_VECTOR_CLONES, below): the dispatched clones, or one
+ * instruction set's (cc_draw_range_isa). */
+typedef struct {
+    void (*uniforms1)(uint64_t key, int64_t j0, int n, double *u1, double *angle,
+                      unsigned char *slice);
+    void (*pairs2)(uint64_t key, int64_t p0, int64_t np, double *out);
+    void (*exp_half)(double *x, int64_t n);
+} value_loops;
+
 uint64_t cc_input_key(uint64_t seed, int input_index)
 {
     return ref_splitmix64(seed ^ ref_splitmix64(0xc0ffee00ULL + (uint64_t)input_index));
@@ -69,13 +78,14 @@ static void normal1_uniforms(uint64_t key, int64_t j0, int n, double *restrict u
     }
 }
 
-static void normal1_block(uint64_t key, int64_t j0, int n, double *out)
+static void normal1_block(const value_loops *loops, uint64_t key, int64_t j0, int n,
+                          double *out)
 {
     double radius[STREAM1_BLOCK], angle[STREAM1_BLOCK], cosine[STREAM1_BLOCK];
     unsigned char slice[STREAM1_BLOCK];
     uint16_t order[STREAM1_BLOCK];
     int start[STREAM1_SLICES + 1] = {0};
-    normal1_uniforms(key, j0, n, radius, angle, slice);
+    loops->uniforms1(key, j0, n, radius, angle, slice);
     for (int t = 0; t < n; t++)
         radius[t] = log(radius[t]);
     for (int t = 0; t < n; t++)
@@ -284,21 +294,31 @@ static void exp_half_portable(double *restrict x, int64_t n)
     }
 }
 
-void cc_draw_normal(int stream, uint64_t key, int64_t j0, int64_t n, double *out)
+REF_VECTOR_CLONE_DECLS(normal1_uniforms);
+REF_VECTOR_CLONE_DECLS(normal2_pairs);
+REF_VECTOR_CLONE_DECLS(exp_half_portable);
+
+static value_loops dispatched_loops(void)
+{
+    return (value_loops){normal1_uniforms, normal2_pairs, exp_half_portable};
+}
+
+static void draw_normal(const value_loops *loops, int stream, uint64_t key, int64_t j0,
+                        int64_t n, double *out)
 {
     if (n <= 0)
         return;
     if (stream != CC_STREAM_PORTABLE) {
         for (int64_t t = 0; t < n; t += STREAM1_BLOCK)
-            normal1_block(key, j0 + t, (int)(n - t < STREAM1_BLOCK ? n - t : STREAM1_BLOCK),
-                          out + t);
+            normal1_block(loops, key, j0 + t,
+                          (int)(n - t < STREAM1_BLOCK ? n - t : STREAM1_BLOCK), out + t);
         return;
     }
     int64_t j = j0, end = j0 + n;
     if (j & 1) /* a range that starts on the sine of a pair */
         *out++ = cc_normal2_at(key, j++);
     int64_t pairs = (end - j) / 2;
-    normal2_pairs(key, j / 2, pairs, out);
+    loops->pairs2(key, j / 2, pairs, out);
     out += 2 * pairs;
     j += 2 * pairs;
     if (j < end)
@@ -338,8 +358,36 @@ static void draw_distinct(uint64_t key, int64_t n, double *out)
     free(k);
 }
 
+void cc_draw_normal(int stream, uint64_t key, int64_t j0, int64_t n, double *out)
+{
+    value_loops loops = dispatched_loops();
+    draw_normal(&loops, stream, key, j0, n, out);
+}
+
+static void draw_range(const value_loops *loops, const ref_domain *d, int stream, uint64_t key,
+                       int64_t j0, int64_t n, double *out);
+
 void cc_draw_range(const ref_domain *d, int stream, uint64_t key, int64_t j0, int64_t n,
                    double *out)
+{
+    value_loops loops = dispatched_loops();
+    draw_range(&loops, d, stream, key, j0, n, out);
+}
+
+int cc_draw_range_isa(int isa, const ref_domain *d, int stream, uint64_t key, int64_t j0,
+                      int64_t n, double *out)
+{
+    if (!ref_isa_runs(isa))
+        return -1;
+    value_loops loops = {REF_VECTOR_CLONE(normal1_uniforms, isa),
+                         REF_VECTOR_CLONE(normal2_pairs, isa),
+                         REF_VECTOR_CLONE(exp_half_portable, isa)};
+    draw_range(&loops, d, stream, key, j0, n, out);
+    return 0;
+}
+
+static void draw_range(const value_loops *loops, const ref_domain *d, int stream, uint64_t key,
+                       int64_t j0, int64_t n, double *out)
 {
     if (d->kind == REF_DOM_DISTINCT) {
         draw_distinct(key, n, out);
@@ -347,13 +395,13 @@ void cc_draw_range(const ref_domain *d, int stream, uint64_t key, int64_t j0, in
     }
     /* the domain's base draw, in bulk, then its transform */
     if (d->kind == REF_DOM_NORMAL || d->kind == REF_DOM_POSITIVE)
-        cc_draw_normal(stream, key, j0, n, out);
+        draw_normal(loops, stream, key, j0, n, out);
     else
         cc_draw_uniform(key, j0, n, out);
     switch (d->kind) {
     case REF_DOM_POSITIVE:
         if (stream == CC_STREAM_PORTABLE)
-            exp_half_portable(out, n);
+            loops->exp_half(out, n);
         else
             for (int64_t t = 0; t < n; t++)
                 out[t] = exp(0.5 * out[t]);

@@ -40,6 +40,11 @@ void cc_draw_normal(int stream, uint64_t key, int64_t j0, int64_t n, double *out
  * domain is a permutation of its whole input: it wants j0 = 0 and n the input's element count. */
 void cc_draw_range(const ref_domain *d, int stream, uint64_t key, int64_t j0, int64_t n,
                    double *out);
+/* cc_draw_range with its vectorized loops compiled for instruction set isa (REF_ISA_*,
+ * reference/ref_parallel.h) whatever this CPU's dispatch picks: 0, or -1 (nothing drawn) when
+ * this build or CPU has no such clone. Tests hold every clone to the same bits. */
+int cc_draw_range_isa(int isa, const ref_domain *d, int stream, uint64_t key, int64_t j0,
+                      int64_t n, double *out);
 /* out[0..n) from domain d in stream 1 (cc_draw_range from element 0). */
 void cc_draw_values(const ref_domain *d, uint64_t key, int64_t n, double *out);
 

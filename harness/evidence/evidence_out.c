@@ -171,6 +171,10 @@ static void write_dtype_rows(FILE *f, const cc_verdict **v, size_t nv)
         class_counts(f, s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
         fputs(", \"edge_classes\": ", f);
         class_counts(f, s->edge_n, CC_EDGE_COUNT, EDGES);
+        fprintf(f, ",\n     \"distinct\": {\"passing_inputs\": %ld, \"shapes\": %ld, "
+                   "\"layouts\": %ld, \"edge_classes\": %d, \"repeated_case_lines\": %ld}",
+                s->passing, s->distinct_shapes, s->distinct_layouts, cc_evidence_edge_classes(s),
+                s->repeats);
         fputs(",\n     \"missing\": [", f);
         for (int k = 0; k < v[i]->n_reasons; k++) {
             if (k)

@@ -52,6 +52,8 @@
 
 typedef struct {
     long min_passing, min_vjp_passing;
+    long min_distinct_shapes; /* distinct input-shape tuples among the passing inputs; -1 (not
+                                 set): half of min_passing, rounded up */
     unsigned shapes, layouts, edges; /* bit masks of required classes */
     int allow_unsupported;
     long min_repeat; /* every passing case ran at least this many provider calls (--repeat) */
@@ -61,7 +63,12 @@ typedef struct {
 
 enum { CC_REQ_MIN = 1, CC_REQ_MIN_VJP = 2, CC_REQ_SHAPES = 4, CC_REQ_LAYOUTS = 8,
        CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_REPEAT = 64, CC_REQ_SUSPECT = 128,
-       CC_REQ_ACCUMULATION = 256 };
+       CC_REQ_ACCUMULATION = 256, CC_REQ_DISTINCT_SHAPES = 512 };
+
+/* What holds a verdict back, by kind (cc_verdict.why: a bit per kind of its reasons). */
+enum { CC_WHY_NO_CASE, CC_WHY_NOT_PASSED, CC_WHY_REPEAT, CC_WHY_UNSUPPORTED, CC_WHY_RELAXED,
+       CC_WHY_SUSPECT, CC_WHY_TOO_FEW, CC_WHY_VJP, CC_WHY_SHAPES, CC_WHY_CLASSES,
+       CC_WHY_REQUIRE, CC_WHY_COUNT };
 
 typedef struct {
     int is_op; /* [op NAME...] rather than [capsule GLOB...] */
@@ -113,6 +120,8 @@ typedef struct {
     cc_requirements req;
     int n_reasons;
     char reasons[CC_GATE_MAX_REASONS][1024];
+    unsigned char reason_kind[CC_GATE_MAX_REASONS]; /* CC_WHY_* of each reason */
+    unsigned why; /* bit CC_WHY_* per kind of its reasons */
 } cc_verdict;
 
 typedef struct {
@@ -134,6 +143,17 @@ void cc_gate_free(cc_gate *g);
  * capsule x dtype that hold the gate back: required ones not checked (every one not checked
  * when the policy requires none); all != 0 lists every capsule x dtype. */
 void cc_gate_print(const cc_gate *g, const cc_policy *pol, int all, FILE *f);
+/* What a verdict counts: "capsule x dtype x platform" when the results name their platforms
+ * (verdicts are then per platform), else "capsule x dtype". */
+const char *cc_gate_unit(const cc_gate *g);
+/* One line for a run's closing summary: "gate: C of N <unit> checked under POLICY", and when
+ * a required one (any one, without require lines) is held back, why: the commonest kind of
+ * reason among them, how many it holds back, and the first of them with its reason. Returns
+ * that kind (CC_WHY_*), or -1 when nothing is held back. */
+int cc_gate_line(const cc_gate *g, const cc_policy *pol, char *buf, size_t n);
+/* Whether a kind of reason is thin evidence (too few cases, shapes, classes, VJP checks, or
+ * none): what a larger suite (capcheck certify) would supply, unlike a failure. */
+int cc_gate_why_is_thin(int kind);
 /* The verdicts (with results) of the capsule of g->v[i], one per dtype in report order, when i
  * is that capsule's first verdict; else 0. */
 size_t cc_gate_capsule(const cc_gate *g, size_t i, const cc_verdict **out, size_t max);
@@ -146,9 +166,5 @@ void cc_gate_suite_name(const cc_gate *g, char *buf, size_t n);
  * plugin named "../x" writes nothing outside DIR). Returns 0 or -1 with msg. */
 int cc_gate_write_evidence(const cc_gate *g, const cc_policy *pol, const char *dir, char *msg,
                            size_t len);
-/* A TorchLean module (harness/evidence/lean_out.c) of the capsules the gate upgraded, for the TorchLean
- * vocabulary `tl` (core/torchlean.h), with `cat` the catalog the gate used. */
-int cc_gate_emit_lean(const cc_gate *g, const cc_policy *pol, const cc_catalog *cat,
-                      const cc_torchlean *tl, FILE *f);
 
 #endif

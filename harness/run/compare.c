@@ -212,6 +212,48 @@ static void tally_chunk(const cc_bound_model *m, const double *restrict e,
 void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at, int64_t count,
                    const cc_view *got, const cc_bound_model *m, cc_comparison *out)
 {
+    cc_compare_at_each(expected, mag, at, count, got, m, out, NULL);
+}
+
+REF_VECTOR_CLONE_DECLS(chunk_ratios);
+REF_VECTOR_CLONE_DECLS(tally_chunk);
+
+/* The two vectorized loops a comparison runs: the dispatched clones, or one ISA's. */
+typedef struct {
+    __typeof__(chunk_ratios) *ratios;
+    __typeof__(tally_chunk) *tally;
+} compare_loops;
+
+static void compare_with(const compare_loops *loops, const double *expected, const ref_mag *mag,
+                         const int64_t *at, int64_t count, const cc_view *got,
+                         const cc_bound_model *m, cc_comparison *out,
+                         cc_element_judgement *each);
+
+void cc_compare_at_each(const double *expected, const ref_mag *mag, const int64_t *at,
+                        int64_t count, const cc_view *got, const cc_bound_model *m,
+                        cc_comparison *out, cc_element_judgement *each)
+{
+    compare_loops loops = {chunk_ratios, tally_chunk};
+    compare_with(&loops, expected, mag, at, count, got, m, out, each);
+}
+
+int cc_compare_at_isa(int isa, const double *expected, const ref_mag *mag, const int64_t *at,
+                      int64_t count, const cc_view *got, const cc_bound_model *m,
+                      cc_comparison *out, cc_element_judgement *each)
+{
+    if (!ref_isa_runs(isa))
+        return -1;
+    compare_loops loops = {REF_VECTOR_CLONE(chunk_ratios, isa),
+                           REF_VECTOR_CLONE(tally_chunk, isa)};
+    compare_with(&loops, expected, mag, at, count, got, m, out, each);
+    return 0;
+}
+
+static void compare_with(const compare_loops *loops, const double *expected, const ref_mag *mag,
+                         const int64_t *at, int64_t count, const cc_view *got,
+                         const cc_bound_model *m, cc_comparison *out,
+                         cc_element_judgement *each)
+{
     int64_t n = 1;
     for (int i = 0; i < got->rank; i++)
         n *= got->shape[i];
@@ -244,7 +286,7 @@ void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at
                 g[k] = cc_load(got->dtype, got->data, at[i0 + k]);
         else
             cc_load_array(got->dtype, got->data, i0, 1, g, len);
-        if (chunk_ratios(m, e, worst + i0, dtype + i0, prob + i0, g, len, bound, r, rs))
+        if (loops->ratios(m, e, worst + i0, dtype + i0, prob + i0, g, len, bound, r, rs))
             for (int64_t k = 0; k < len; k++) { /* the rules of NaN, Inf and overflow */
                 if (isfinite(e[k]) && isfinite(g[k]))
                     continue;
@@ -254,8 +296,10 @@ void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at
                 if (isnan(e[k]) != isnan(g[k]))
                     out->n_nan_mismatch++;
             }
+        for (int64_t k = 0; each && k < len; k++)
+            each[i0 + k] = (cc_element_judgement){bound[k], r[k], rs[k]};
         chunk_tally t;
-        tally_chunk(m, e, bound, r, rs, len, out_max, max_finite, &t);
+        loops->tally(m, e, bound, r, rs, len, out_max, max_finite, &t);
         out->n_over += t.n_over;
         n_finite += t.n_finite;
         out->n_vacuous += t.n_vacuous;

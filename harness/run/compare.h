@@ -120,5 +120,22 @@ void cc_compare(const double *expected, const ref_mag *mag, const cc_view *got,
  * at == NULL compares every element (count is then ignored). */
 void cc_compare_at(const double *expected, const ref_mag *mag, const int64_t *at, int64_t count,
                    const cc_view *got, const cc_bound_model *m, cc_comparison *out);
+/* One element's judgement as cc_compare_at made it: its bound, bound ratio and suspect ratio
+ * (cc_element_bound, cc_element_ratio_of against the bound and the suspect bound). */
+typedef struct {
+    double bound, ratio, suspect_ratio;
+} cc_element_judgement;
+/* cc_compare_at (the same code, the same bits), also keeping each compared element's judgement
+ * in each[e] (each: NULL, or room for the count of elements compared): what tests hold to the
+ * element rules above (tests/test_judge.c). */
+void cc_compare_at_each(const double *expected, const ref_mag *mag, const int64_t *at,
+                        int64_t count, const cc_view *got, const cc_bound_model *m,
+                        cc_comparison *out, cc_element_judgement *each);
+/* The same with the vectorized loops compiled for instruction set `isa` (REF_ISA_*,
+ * reference/ref_parallel.h) whatever this CPU's dispatch picks: 0, or -1 (nothing done) when
+ * this build or CPU has no such clone. Tests hold every clone to the same bits. */
+int cc_compare_at_isa(int isa, const double *expected, const ref_mag *mag, const int64_t *at,
+                      int64_t count, const cc_view *got, const cc_bound_model *m,
+                      cc_comparison *out, cc_element_judgement *each);
 
 #endif

@@ -31,6 +31,12 @@ long cc_count_errors(const long *counts)
            counts[CC_RES_OUT_OF_BOUNDS] + counts[CC_RES_NONDETERMINISTIC];
 }
 
+int cc_result_nonfinite_miss(const cc_result *r)
+{
+    return r->status == CC_RES_FAIL && r->worst_output[0] &&
+           (!isfinite(r->expected) || !isfinite(r->got));
+}
+
 const char *cc_result_status_name(cc_result_status s)
 {
     return s < CC_RES_COUNT ? status_names[s] : "?";
@@ -260,6 +266,8 @@ static void judge(case_run *cr, int k, const char *what, const ref_shape *shape,
     const cc_case *c = cr->c;
     cc_comparison cmp;
     cc_compare_at(ev->expected, ev->mag, ev->at, ev->count, got, bm, &cmp);
+    if (cr->o->judged)
+        cr->o->judged(cr->o->judged_ctx, ev->expected, ev->mag, ev->at, ev->count, got, bm, &cmp);
     if (cmp.worst_ratio > *ratio)
         *ratio = cmp.worst_ratio;
     note_worst(cr->r, &cmp, what, shape, &cr->worst_shape);

@@ -8,6 +8,7 @@
 #endif
 #include "providers/aten/aten_common.h"
 #include "providers/aten/aten_device.h"
+#include "providers/provider_util.h"
 
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -41,14 +42,15 @@ std::string version_text(long v) { // 13020 -> "13.2"; cuDNN 91002 -> "9.10.2"
 cc_status init(std::string &why) {
     int count = 0; // a failing call leaves it unset (no driver: cudaErrorInsufficientDriver)
     cudaError_t e = c10::cuda::GetDeviceCount(&count);
-    if (e != cudaSuccess) {
+    if (e != cudaSuccess)
         (void)cudaGetLastError(); // clear it: nothing else in this process should see it
-        why = std::string("no CUDA device: ") + cudaGetErrorString(e);
-        return CC_UNSUPPORTED;
-    }
-    if (count <= 0) {
-        why = "no CUDA device: cudaGetDeviceCount found 0";
-        return CC_UNSUPPORTED;
+    char msg[512] = "";
+    // no device here: unsupported; a device node the runtime cannot count: a failure
+    cc_status st = cc_cuda_device_status(e != cudaSuccess, e == cudaErrorNoDevice,
+                                         cudaGetErrorString(e), count, "/dev", msg, sizeof msg);
+    if (st != CC_OK) {
+        why = msg;
+        return st;
     }
     if (!at::globalContext().hasCUDA()) {
         why = "the CUDA runtime sees " + std::to_string(count) +

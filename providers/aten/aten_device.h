@@ -25,7 +25,8 @@ namespace ccaten::cuda {
 #if CAPCHECK_ATEN_CUDA
 // Prepare device 0 in this (worker) process. The device count comes from the CUDA runtime
 // through c10::cuda::GetDeviceCount with the count initialised to 0: a failing call (no driver:
-// cudaErrorInsufficientDriver) or a zero count is CC_UNSUPPORTED "no CUDA device: <reason>".
+// cudaErrorInsufficientDriver) or a zero count is CC_UNSUPPORTED "no CUDA device: <reason>" on a
+// machine without an NVIDIA device node, CC_FAILED on one with (cc_cuda_device_status).
 // Then ATen's CUDA hooks must be registered (libtorch_cuda really loaded: CC_FAILED otherwise),
 // device 0 is selected and its context created by a one-element allocation, synchronised and
 // checked. Returns CC_OK with why empty, or the status with one sentence in why.

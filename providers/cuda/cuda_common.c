@@ -22,11 +22,11 @@ cc_status ccu_init(const char *who, cc_device device, char *msg, size_t len)
                        who);
     int count = 0; /* left unset by a failing call (no driver) */
     cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess)
-        return cc_say(msg, len, CC_UNSUPPORTED, "no CUDA device: %s", cudaGetErrorString(e));
-    if (count <= 0)
-        return cc_say(msg, len, CC_UNSUPPORTED, "no CUDA device: cudaGetDeviceCount found 0");
-    cc_status st = ccu_check(cudaSetDevice(0), "cudaSetDevice(0)", msg, len);
+    cc_status st = cc_cuda_device_status(e != cudaSuccess, e == cudaErrorNoDevice,
+                                         cudaGetErrorString(e), count, "/dev", msg, len);
+    if (st != CC_OK)
+        return st;
+    st = ccu_check(cudaSetDevice(0), "cudaSetDevice(0)", msg, len);
     if (st == CC_OK)
         st = ccu_check(cudaFree(NULL), "creating the CUDA context", msg, len);
     return st;

@@ -13,9 +13,10 @@
 
 #define CCU_MAX_BUFS 24
 
-/* init of every CUDA provider: CC_UNSUPPORTED "no CUDA device: ..." unless a device exists
- * (then device 0 is selected and its context created in this process). `who` names the
- * provider in the sentences. */
+/* init of every CUDA provider: CC_UNSUPPORTED "no CUDA device: ..." unless a device exists,
+ * CC_FAILED when a device node is there but the runtime cannot count it (cc_cuda_device_status);
+ * then device 0 is selected and its context created in this process. `who` names the provider
+ * in the sentences. */
 cc_status ccu_init(const char *who, cc_device device, char *msg, size_t len);
 /* CC_OK, or CC_FAILED "<what>: <cudaGetErrorName>: <cudaGetErrorString>". */
 cc_status ccu_check(cudaError_t e, const char *what, char *msg, size_t len);

@@ -20,7 +20,8 @@
  *                (the adjoints as cuFFT transforms of rescaled spectra; fft_lowering.h); f32,
  *                f64.
  * Every provider runs on device cuda only. init checks cudaGetDeviceCount (count initialised to
- * 0; a failing call or no device gives CC_UNSUPPORTED "no CUDA device: <cudaGetErrorString>"),
+ * 0; a failing call or no device gives CC_UNSUPPORTED "no CUDA device: <cudaGetErrorString>"
+ * on a machine without an NVIDIA device node, CC_FAILED on one with: cc_cuda_device_status),
  * then selects device 0 in that worker (CUDA contexts do not survive fork: the harness forks
  * first). Every CUDA, cuBLAS, cuDNN and cuFFT call is checked; results are read only after a
  * device synchronize. Library handles, plans and buffers live for one call: no global state. */

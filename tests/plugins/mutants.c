@@ -10,13 +10,23 @@
  * rows, an f64 parameter rounded to float32, a rank-3 kernel given rank 4, one layout assumed
  * for every input, reads and writes one element outside a buffer (the guard pages), kernels
  * wrong on every third and every 30th call and one whose bits vary from call to call
- * (--repeat). */
+ * (--repeat).
+ *
+ * Beside the mutants, a hold for the tests that kill a run part way (tests/cli_util.h,
+ * cc_t_run_and_kill): with MUTANTS_HOLD_FILE=<path> and MUTANTS_HOLD_AFTER=<n>, the first n
+ * forward calls of the whole run (every worker process counted in the file, one '.' a call) go
+ * through and every later one writes an 'h' there and sleeps until its process is killed: the
+ * run stops after exactly n forward calls, however fast the machine. (Not CAPCHECK_*: how a test
+ * stops a run is no part of how a case runs, and a repro line carries only CAPCHECK_*.) */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
 #include "core/view.h"
@@ -37,7 +47,9 @@
 /* Two more builds test how evidence binds to the provider that ran (CMakeLists.txt):
  * mutants_aten.so calls itself "aten" (the loader must refuse it), mutants_odd.so has a name
  * that is hard on Lean text ("2fast-/a_b") and a description that claims a libtorch version
- * (CC_MUTANT_CLAIMS_LIBTORCH: the report must not believe it). */
+ * (CC_MUTANT_CLAIMS_LIBTORCH: the report must not believe it); it also takes its name and a
+ * description from CAPCHECK_MUTANT_NAME and CAPCHECK_MUTANT_DESCRIPTION when they are set
+ * (CC_MUTANT_NAME_FROM_ENV: tests/check_lean_emit.py runs it under names hard on Lean text). */
 #ifdef CC_MUTANT_CLAIMS_LIBTORCH
 #define CC_MUTANT_DESCRIPTION_HEAD "libtorch 2.15.0; cuda 12.1; "
 #else
@@ -1212,9 +1224,32 @@ static cc_status mu_init(void *ctx, cc_device device, char *msg, size_t len)
     return ref()->init(NULL, device, msg, len);
 }
 
+/* The hold (above): returns at once without MUTANTS_HOLD_FILE and MUTANTS_HOLD_AFTER, or for
+ * the first n calls; never returns after them. */
+static void hold_when_asked(void)
+{
+    const char *path = getenv("MUTANTS_HOLD_FILE"), *after = getenv("MUTANTS_HOLD_AFTER");
+    if (!path || !after)
+        return;
+    int fd = open(path, O_RDWR | O_CREAT | O_APPEND, 0644);
+    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET}; /* the whole file */
+    if (fd < 0 || fcntl(fd, F_SETLKW, &lock) != 0)
+        _exit(9); /* a hold that cannot count: the test sees the worker die, not a pass */
+    off_t calls = lseek(fd, 0, SEEK_END);
+    int held = calls >= (off_t)strtol(after, NULL, 10);
+    if (write(fd, held ? "h" : ".", 1) != 1)
+        _exit(9);
+    close(fd); /* and the lock with it */
+    while (held) {
+        struct timespec s = {3600, 0};
+        nanosleep(&s, NULL);
+    }
+}
+
 static cc_status mu_forward(void *ctx, const cc_call *call, cc_view *out, char *msg, size_t len)
 {
     (void)ctx;
+    hold_when_asked();
     int unknown;
     const mutant *m = active(&unknown);
     if (unknown) {
@@ -1246,8 +1281,14 @@ static void mu_describe(void *ctx, char *buf, size_t len)
     (void)ctx;
     int unknown;
     const mutant *m = active(&unknown);
-    snprintf(buf, len, CC_MUTANT_DESCRIPTION_HEAD "capcheck planted-bug plugin (float64 reference), mutant %s",
-             m ? m->name : "none");
+    const char *extra = NULL;
+#ifdef CC_MUTANT_NAME_FROM_ENV
+    extra = getenv("CAPCHECK_MUTANT_DESCRIPTION");
+#endif
+    snprintf(buf, len,
+             CC_MUTANT_DESCRIPTION_HEAD "%s%scapcheck planted-bug plugin (float64 reference), "
+                                        "mutant %s",
+             extra ? extra : "", extra ? "; " : "", m ? m->name : "none");
 }
 
 static const char *mu_vjp_mode(void *ctx, const char *op)
@@ -1258,8 +1299,13 @@ static const char *mu_vjp_mode(void *ctx, const char *op)
 
 EXPORT const cc_provider *capcheck_provider_v1(void)
 {
-    static const cc_provider p = {CC_PROVIDER_ABI_VERSION, CC_MUTANT_PROVIDER, NULL, mu_init,
-                                  mu_forward, mu_vjp, mu_describe, mu_vjp_mode,
-                                  NULL /* compute_roundoff: its TF32 mutant declares nothing */};
+    static cc_provider p = {CC_PROVIDER_ABI_VERSION, CC_MUTANT_PROVIDER, NULL, mu_init,
+                            mu_forward, mu_vjp, mu_describe, mu_vjp_mode,
+                            NULL /* compute_roundoff: its TF32 mutant declares nothing */};
+#ifdef CC_MUTANT_NAME_FROM_ENV
+    const char *name = getenv("CAPCHECK_MUTANT_NAME");
+    if (name && *name)
+        p.name = name;
+#endif
     return &p;
 }
