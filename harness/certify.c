@@ -12,6 +12,7 @@
 #include "harness/evidence/gate.h"
 #include "harness/evidence/lean_out.h"
 #include "harness/evidence/report_html.h"
+#include "harness/evidence/signature.h"
 #include "harness/report/capsules.h"
 
 #define SUMMARY_HELD_BACK 20 /* required capsules the summary names; gate.txt has every one */
@@ -112,6 +113,27 @@ static void count_capsules(const cc_gate *g, int *capsules, int *upgraded)
     }
 }
 
+/* --sign: the run certify signed, checked with its own key, named by the gate's evidence. 0, or
+ * -1 with msg. */
+static int name_signer(const cc_certify_opts *o, cc_gate *g, char *msg, size_t len)
+{
+    cc_trust t = {NULL, 0, NULL, 1};
+    cc_run_signature s;
+    if (!o->sign)
+        return 0;
+    if (cc_run_verify(o->out_dir, &t, &s, msg, len))
+        return -1;
+    if (!s.verified || strcmp(s.report_sha256, g->run.sha256) != 0) {
+        snprintf(msg, len, "%s/%s does not sign the report certify judged", o->out_dir,
+                 CC_MANIFEST_FILE);
+        return -1;
+    }
+    snprintf(g->signer, sizeof g->signer, "%s", s.fingerprint);
+    snprintf(g->manifest_sha256, sizeof g->manifest_sha256, "%s", s.manifest_sha256);
+    cc_run_signature_line(&s, &t, g->signature_note, sizeof g->signature_note);
+    return 0;
+}
+
 /* The summary: the verdict, each required capsule held back with its first reason, the paths. */
 static void summary(const cc_certify_opts *o, const cc_gate *g, const inputs *in,
                     size_t lean_capsules, const char *lean_why, FILE *out)
@@ -155,6 +177,9 @@ static void summary(const cc_certify_opts *o, const cc_gate *g, const inputs *in
                 o->out_dir, in->tl.commit, lean_capsules);
     else /* emit-lean's rule: no module without a capsule in it */
         fprintf(out, "capcheck certify: Lean module    none written: %s\n", lean_why);
+    if (g->signer[0])
+        fprintf(out, "capcheck certify: signed by      %s: %s/%s (the run), %s/%s (these files)\n",
+                g->signer, o->out_dir, CC_MANIFEST_FILE, o->out_dir, CC_EVIDENCE_MANIFEST_FILE);
 }
 
 int cc_certify_finish(const cc_certify_opts *o, FILE *out, FILE *err)
@@ -170,7 +195,8 @@ int cc_certify_finish(const cc_certify_opts *o, FILE *out, FILE *err)
     if (!g)
         snprintf(msg, sizeof msg, "out of memory");
     else if (cc_gate_run(in.pol, &in.cat, 1, &o->out_dir, g, msg, sizeof msg) == 0) {
-        if (!cc_report_html_write_gated(g, in.pol, &in.cat, &bytes, msg, sizeof msg) &&
+        if (!name_signer(o, g, msg, sizeof msg) &&
+            !cc_report_html_write_gated(g, in.pol, &in.cat, &bytes, msg, sizeof msg) &&
             !write_in(o->out_dir, "gate.txt", write_gate_all, g, &in, msg, sizeof msg) &&
             !cc_gate_write_evidence(g, in.pol, dir, msg, sizeof msg)) {
             char why[1024];
@@ -180,8 +206,9 @@ int cc_certify_finish(const cc_certify_opts *o, FILE *out, FILE *err)
                 snprintf(path, sizeof path, "%s/Evidence.lean", o->out_dir);
                 unlink(path);
             }
-            if (lean == 0 ||
-                !write_in(o->out_dir, "Evidence.lean", write_lean, g, &in, msg, sizeof msg)) {
+            if ((lean == 0 ||
+                 !write_in(o->out_dir, "Evidence.lean", write_lean, g, &in, msg, sizeof msg)) &&
+                (!o->sign || !cc_evidence_sign(o->out_dir, o->sign, msg, sizeof msg))) {
                 summary(o, g, &in, lean, why, out);
                 rc = g->exit_code;
             }

@@ -9,6 +9,9 @@
  *   gate.txt           capcheck gate --all: every capsule x dtype x platform and why
  *   evidence/          <capsule>/evidence.json (capcheck evidence)
  *   Evidence.lean      the TorchLean module of the capsules it upgrades (capcheck emit-lean)
+ *   evidence.manifest  with --sign KEY: these files' sha256 and the run's signed manifest, and
+ *                      its .sig (harness/evidence/signature.h); the evidence and the module name
+ *                      the run's signer and its manifest's sha256
  *
  * and ends with one summary: how many capsule x dtype x platform are checked of how many, each
  * required one that is not with its first reason, and the paths. Exit: the gate's (0 every
@@ -36,6 +39,8 @@ extern const cc_suite_file cc_evidence_suite[];
 typedef struct {
     const char *out_dir;                      /* the run's folder */
     const char *policy, *catalog, *torchlean; /* NULL: the built-in ones (the newest TorchLean) */
+    const char *sign; /* --sign KEY: the run was signed with it; the evidence names its signer,
+                         and what certify wrote is signed too (evidence.manifest) */
 } cc_certify_opts;
 
 /* Before the suite runs: the policy, the catalog and the TorchLean vocabulary load. 0, or -1

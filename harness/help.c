@@ -46,6 +46,14 @@
     "  --device cpu|cuda    the device of lines that name none (default cpu; gpu, TorchLean's\n" \
     "                       alias, is cuda; TorchLean's other devices: one sentence)\n"
 
+#define ALLOWED_SIGNERS                                                                          \
+    "  --allowed-signers FILE  trust runs signed by these keys (git's allowedSignersFile format:\n" \
+    "                   'principal keytype base64key' a line): a signed run is verified (the\n"    \
+    "                   signature, then every file it lists) and the evidence names its signer;\n" \
+    "                   a bad signature, another key, a changed file is refused (exit 2); an\n"  \
+    "                   unsigned run is judged as before, unless the policy says\n"              \
+    "                   require_signature yes\n"
+
 static const struct {
     const char *name, *summary, *text;
 } HELP[] = {
@@ -71,6 +79,9 @@ static const struct {
      "                   --shard auto: I and N from GitLab parallel, a Kubernetes Indexed Job,\n"
      "                   a Slurm array, Buildkite or CAPCHECK_SHARD_INDEX/COUNT\n"
      "  --policy F       report.html's gate verdicts under F (default: the built-in policy)\n"
+     "  --sign KEY       sign the finished run: DIR/manifest (the sha256 of its files) and\n"
+     "                   DIR/manifest.sig (ssh-keygen -Y sign with the OpenSSH key KEY, or its\n"
+     "                   .pub when ssh-agent holds it); KEY is tried before the run starts\n"
      "  --cpu-capability LEVEL[,LEVEL...]|all\n"
      "                   every case once per CPU dispatch level (native, amx-fp16, amx,\n"
      "                   avx512-fp16, avx512-bf16, avx512, avx2, default; all: every level this\n"
@@ -144,6 +155,8 @@ static const struct {
      "  --policy F       the gate's policy (default: the built-in reports/policy.conf)\n"
      "  --catalog F      the capsule catalog (default: the built-in providers/capsules.tsv)\n"
      "  --torchlean C    the TorchLean commit the module targets (default: the newest)\n"
+     "  --sign KEY       sign the run (DIR/manifest, as run --sign) and what certify wrote\n"
+     "                   (DIR/evidence.manifest); evidence.json and the module name the signer\n"
      "  -j N             worker processes (default one per CPU)\n"
      "  --timeout S      a case's limit, as for run\n" MATH_MODES
      "Progress: a live line on a terminal, a line every 10 s otherwise; a failing case is in\n"
@@ -230,6 +243,7 @@ static const struct {
      "Exit codes: 0 listed; 2 bad input.\n"},
     {"gate", "per capsule x dtype: checked, or trustedExternal with what is missing",
      "usage: capcheck gate REPORT... [--policy F] [--evidence DIR] [--catalog F] [--all]\n"
+     "                     [--allowed-signers FILE]\n"
      "REPORT is a run folder or its report.json, or every shard folder of a sharded run. The\n"
      "gate refuses evidence it cannot trust (unsealed or altered reports, results not matching,\n"
      "results naming another provider than the report's provenance, another libtorch, a lone\n"
@@ -243,16 +257,19 @@ static const struct {
      "not make more); min_distinct_shapes asks for distinct input shapes among them.\n"
      "  --evidence DIR   also write DIR/<capsule>/evidence.json\n"
      "  --catalog F      the capsule catalog (default: the built-in providers/capsules.tsv)\n"
+     ALLOWED_SIGNERS
      "Exit codes: 0 every required capsule x dtype is checked; 1 one is not; 2 the evidence or\n"
      "the policy is refused.\n"},
     {"evidence", "write evidence.json per capsule in TorchLean's vocabulary",
      "usage: capcheck evidence REPORT... --out DIR [--policy F] [--catalog F]\n"
+     "                         [--allowed-signers FILE]\n"
      "DIR/<capsule>/evidence.json for every capsule (reports/evidence.schema.json), with the\n"
      "provider that ran; the capsule name made one safe folder name (other bytes as %XX).\n"
+     ALLOWED_SIGNERS
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
     {"emit-lean", "print a TorchLean module of the capsules the gate upgrades",
      "usage: capcheck emit-lean REPORT... [--policy F] [--catalog F] [--torchlean COMMIT]\n"
-     "                          [--package DIR | --in-torchlean]\n"
+     "                          [--package DIR | --in-torchlean] [--allowed-signers FILE]\n"
      "Print a TorchLean module, Capcheck.Evidence.Report_<sha16>: a KernelCapsule\n"
      "(capcheck.<capsule>, trustLevel .checked, the VJP mode the results state, evidence the\n"
      "sealed report's sha256) per capsule the gate upgrades, a CapsuleModule of them, the\n"
@@ -269,23 +286,32 @@ static const struct {
      "  --in-torchlean      the module for TorchLean's own tree: NN.Tests.Capcheck.Evidence.<..>,\n"
      "                      the file NN/Tests/Capcheck/Evidence/Report_<sha16>.lean, with the\n"
      "                      copyright header TorchLean's lint asks of every file under NN/\n"
+     ALLOWED_SIGNERS
      "Exit codes: 0 written; 1 nothing to emit (no upgraded capsule is a TorchLean capsule: one\n"
      "sentence says why); 2 refused (the evidence, the policy, or a TorchLean commit without\n"
      "data).\n"},
     {"diff", "what changed between two reports",
-     "usage: capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
+     "usage: capcheck diff BASE NEW [--drift F] [--fail-on-drift] [--allowed-signers FILE]\n"
      "Regressions, fixes, new failures and bound-ratio drift beyond F (default 4) per capsule x\n"
      "dtype between two run folders or report.json files: the rows of each report.json. A run\n"
      "folder (results.jsonl, run.json, report.html or report.junit.xml beside the report) must\n"
      "hold its results.jsonl, matching the report's digest; a report kept alone (report.json\n"
      "and its seal, as reports/baseline) is read as it is; a shard of a run is refused.\n"
+     "  --allowed-signers FILE  verify each signed run (a bad signature is refused) and say\n"
+     "                   which are unsigned\n"
      "Exit codes: 0 nothing regressed; 1 a regression or a new failure (or drift, with\n"
      "--fail-on-drift); 2 unusable input.\n"},
     {"merge", "join the folders of a --shard I/N run into one report",
-     "usage: capcheck merge DIR... --out OUT [--force] [--policy F]\n"
+     "usage: capcheck merge DIR... --out OUT [--force] [--policy F] [--sign KEY]\n"
+     "                      [--allowed-signers FILE]\n"
      "Checks the shard set (one run, every shard once, every case once) and writes OUT as the\n"
      "unsharded run would (report.html's gate under F, default the built-in policy). OUT may\n"
      "not be one of the shards; a folder holding a run is refused unless --force.\n"
+     "A signed shard's signature is checked (by the key it carries; with --allowed-signers, by\n"
+     "a key the file allows) with its files, and its manifest and signature are copied to\n"
+     "OUT/shards/I-of-N.manifest(.sig).\n"
+     "  --sign KEY       sign OUT: its manifest lists each shard's manifest sha256 and signer\n"
+     "                   (without it, OUT is unsigned, and merge says so when shards were not)\n"
      "Exit codes: 0 merged, every case passed; 1 merged, some case did not pass; 2 refused.\n"},
     {"report", "write a run folder's report.html again",
      "usage: capcheck report DIR [--policy F]\n"
@@ -294,14 +320,24 @@ static const struct {
      "built-in policy), provenance. capcheck run and merge write it already.\n"
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
     {"history", "the trend over a series of sealed runs",
-     "usage: capcheck history DIR... --out OUT [--drift F]\n"
+     "usage: capcheck history DIR... --out OUT [--drift F] [--allowed-signers FILE]\n"
      "Over runs given oldest first (nightlies): per capsule x dtype the worst and median bound\n"
      "ratio per night, the night each failure first appeared, drift beyond F (default 4) from\n"
      "the first night, where the stack changed; OUT/history.html and OUT/history.json. A night\n"
      "whose case set differs from the night before's is marked, and a series whose cases\n"
      "changed breaks there: a failure before is not called fixed after, drift is measured\n"
      "afresh. A folder (or a copy of a run) given twice is refused.\n"
+     "  --allowed-signers FILE  verify each signed run (a bad signature is refused) and say\n"
+     "                   which are unsigned\n"
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
+    {"sign", "sign a finished run that nobody signed yet",
+     "usage: capcheck sign DIR --key KEY\n"
+     "Write DIR/manifest (capcheck's version and commit, the platform keys, the sha256 of\n"
+     "report.json, its seal, results.jsonl and run.json) and sign it with the OpenSSH key KEY\n"
+     "(ssh-keygen -Y sign, namespace capcheck-run@capcheck): DIR/manifest.sig. What run --sign\n"
+     "does at the end of a run. A folder signed already is refused: its signer's signature\n"
+     "would be replaced.\n"
+     "Exit codes: 0 signed; 2 not a sealed run, already signed, or the key cannot sign.\n"},
     {"validate", "check a JSON file against a JSON Schema",
      "usage: capcheck validate FILE|DIR [--schema F]\n"
      "Default schema: the report schema built into capcheck (reports/schema.json). A run\n"

@@ -30,6 +30,7 @@
 #include "harness/run/pool.h"
 #include "harness/evidence/report_html.h"
 #include "harness/evidence/shard_auto.h"
+#include "harness/evidence/signature.h"
 #include "harness/help.h"
 #include "harness/report/provenance.h"
 #include "harness/report/report.h"
@@ -93,6 +94,7 @@ typedef struct {
     int certify;                   /* capcheck certify: run the evidence suite, then judge it */
     const cc_suite_file *embedded; /* the cases without a file: SMOKE_SUITE, cc_evidence_suite */
     const char *torchlean, *catalog; /* certify: --torchlean, --catalog (NULL: built in) */
+    const char *sign; /* --sign KEY: the finished run signed (harness/evidence/signature.h) */
 } options;
 
 /* The commands of this file, as bits: which options each takes. */
@@ -128,6 +130,7 @@ static const option_spec OPTIONS[] = {
     OPT("--attention", C_PROVIDER | C_CERTIFY, V_TEXT, attention),
     OPT("--witness", C_RUN | C_REPRO, V_TEXT, witness),
     OPT("--policy", C_SUITE, V_TEXT, policy),
+    OPT("--sign", C_SUITE, V_TEXT, sign),
     OPT("--torchlean", C_CERTIFY, V_TEXT, torchlean),
     OPT("--catalog", C_CERTIFY, V_TEXT, catalog),
     OPT("--cpu-capability", C_SUITE | C_REPRO, V_TEXT, cpu_capability),
@@ -621,6 +624,23 @@ static int run_provenance(const options *o, const cc_provider *named, cc_case_li
     return 0;
 }
 
+/* --sign KEY: the finished run's manifest signed (harness/evidence/signature.h); certify's own
+ * summary names it. 0, or -1 after one sentence. */
+static int sign_run(const options *o, const char *dir)
+{
+    char msg[2048], who[400];
+    cc_run_signature s;
+    if (cc_run_sign(dir, o->sign, NULL, 0, &s, msg, sizeof msg)) {
+        fprintf(stderr, "capcheck: the run in %s is complete but unsigned: %s\n", dir, msg);
+        return -1;
+    }
+    cc_run_signer_name(&s, who, sizeof who);
+    if (!o->quiet && !o->certify)
+        printf("capcheck: signed by %s: %s/%s and %s/%s\n", who, dir, CC_MANIFEST_FILE, dir,
+               CC_MANIFEST_SIG_FILE);
+    return 0;
+}
+
 static int cmd_run(const options *o, int argc, char **argv)
 {
     cc_device device;
@@ -628,6 +648,11 @@ static int cmd_run(const options *o, int argc, char **argv)
     char files[512];
     if (o->policy && access(o->policy, R_OK)) { /* report.html's gate: refused before the run */
         fprintf(stderr, "capcheck: --policy %s: %s\n", o->policy, strerror(errno));
+        return 2;
+    }
+    char fp[64], msg[2048];
+    if (o->sign && cc_sign_probe(o->sign, fp, msg, sizeof msg)) { /* not after an hour's run */
+        fprintf(stderr, "capcheck: --sign %s: %s\n", o->sign, msg);
         return 2;
     }
     if (o->baseline) { /* a baseline that cannot be read is refused before anything runs */
@@ -667,8 +692,9 @@ static int cmd_run(const options *o, int argc, char **argv)
      * --force changes no result */
     char command[512] = "";
     for (int i = 0, used = 0; i < argc && used < (int)sizeof command - 1; i++) {
-        if (strcmp(argv[i], "--shard") == 0 || strcmp(argv[i], "--force") == 0) {
-            i += argv[i][2] == 's';
+        int value = strcmp(argv[i], "--shard") == 0 || strcmp(argv[i], "--sign") == 0;
+        if (value || strcmp(argv[i], "--force") == 0) {
+            i += value;
             continue;
         }
         used += snprintf(command + used, sizeof command - (size_t)used, "%s%s", used ? " " : "",
@@ -738,6 +764,8 @@ static int cmd_run(const options *o, int argc, char **argv)
     if (o->expect)
         so.expect = &expect;
     int rc = cc_session_run(&so);
+    if ((rc == 0 || rc == 1) && o->sign && sign_run(o, so.out_dir))
+        rc = 2;
     cc_expect_free(&expect);
     cc_case_list_free(&cases);
     free(prov.shard.global);
@@ -754,7 +782,8 @@ static int cmd_run(const options *o, int argc, char **argv)
  * runs as capcheck run runs it, then it is judged. */
 static int cmd_certify(const options *o, int argc, char **argv)
 {
-    cc_certify_opts co = {o->resume ? o->resume : o->out, o->policy, o->catalog, o->torchlean};
+    cc_certify_opts co = {o->resume ? o->resume : o->out, o->policy, o->catalog, o->torchlean,
+                          o->sign};
     if (cc_certify_check(&co, stderr))
         return 2;
     int rc = cmd_run(o, argc, argv);

@@ -103,6 +103,11 @@ vjp:      worst bound ratio %s
         HASH = "```sh\necho Report_0123abcd4567ef89.lean\n```\n```text\nReport_%s.lean\n```\n"
         results.append(check(build, page(d, "hash.md", HASH % "fedcba9876543210"), 0))
         results.append(check(build, page(d, "hash-length.md", HASH % "fedcba98765432"), 1, ["line 1"]))
+        # an SSH key's fingerprint matches any fingerprint (each example makes its key), not any text
+        FP = "```sh\necho 'signed by SHA256:%s.'\n```\n```text\nsigned by SHA256:%s.\n```\n"
+        results.append(check(build, page(d, "fingerprint.md", FP % ("a+/" * 14 + "b", "Zz9" * 14 + "y")), 0))
+        results.append(check(build, page(d, "fingerprint-short.md", FP % ("a+/" * 14 + "b", "Zz9" * 14)),
+                             1, ["line 1"]))
         # a refused command fails its block
         results.append(check(build, page(d, "refused.md", "```sh\nbuild/capcheck repro 'relu dtype=f33'\n```\n"), 1,
                              ["refused.md:7: the block's command exited 2"]))

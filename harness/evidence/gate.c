@@ -211,15 +211,15 @@ static int parse_require(cc_policy *p, char **tok, int nt, const policy_where *w
 }
 
 /* The keys of the whole policy, before its first section (format, libtorch_version,
- * sampled_checks, platforms, require). 1 when tok[0] is one of them and was read, 0 when it
- * is not one of them, -1 with msg. */
+ * sampled_checks, require_signature, platforms, require). 1 when tok[0] is one of them and was
+ * read, 0 when it is not one of them, -1 with msg. */
 static int parse_policy_key(cc_policy *p, const cc_policy_section *sec, char **tok, int nt,
                             int *have_format, const policy_where *w)
 {
     const char *key = tok[0];
     int global = strcmp(key, "format") == 0 || strcmp(key, "libtorch_version") == 0 ||
                  strcmp(key, "require") == 0 || strcmp(key, "platforms") == 0 ||
-                 strcmp(key, "sampled_checks") == 0;
+                 strcmp(key, "sampled_checks") == 0 || strcmp(key, "require_signature") == 0;
     if (!global)
         return 0;
     if (sec)
@@ -237,6 +237,9 @@ static int parse_policy_key(cc_policy *p, const cc_policy_section *sec, char **t
         if (nt != 2 || (strcmp(tok[1], "count") && strcmp(tok[1], "ignore")))
             return policy_refuse(w, "sampled_checks is count or ignore");
         p->sampled_checks = strcmp(tok[1], "count") == 0;
+    } else if (strcmp(key, "require_signature") == 0) {
+        if (two_words(tok, nt, "yes", "no", &p->require_signature))
+            return policy_refuse(w, "require_signature is yes or no");
     } else if (strcmp(key, "platforms") == 0) {
         if (parse_platforms(p, tok, nt, w))
             return -1;
@@ -310,7 +313,8 @@ static int parse_requirement(cc_requirements *req, char **tok, int nt, unsigned 
             rc = two_words(tok, nt, "fail", "allow", &req->suspect_fails);
         } else {
             return policy_refuse(w, "unknown key '%s' (format, libtorch_version, platforms, "
-                                    "require, min_passing, min_vjp_passing, "
+                                    "require, require_signature, min_passing, "
+                                    "min_vjp_passing, "
                                     "min_distinct_shapes, shape_classes, "
                                     "layout_classes, edge_classes, allow_unsupported, "
                                     "min_repeat, suspect, accumulation)",
@@ -783,7 +787,11 @@ size_t cc_gate_capsule(const cc_gate *g, size_t i, const cc_verdict **out, size_
 
 void cc_gate_suite_name(const cc_gate *g, char *buf, size_t n)
 {
-    snprintf(buf, n, "capcheck report sha256:%s", g->report_sha256);
+    if (g->signer[0])
+        snprintf(buf, n, "capcheck run signed by %s manifest sha256:%s", g->signer,
+                 g->manifest_sha256);
+    else
+        snprintf(buf, n, "capcheck report sha256:%s", g->report_sha256);
 }
 
 /* ---- printing ------------------------------------------------------------------------------ */
@@ -860,6 +868,11 @@ void cc_gate_print(const cc_gate *g, const cc_policy *pol, int all, FILE *f)
                 g->n_checked, g->n, g->exit_code);
     fprintf(f, "capcheck gate: %s: sha256 %s, %ld cases, results digest matches\n", g->source,
             g->report_sha256, r->cases);
+    for (const char *s = g->signature_note; *s;) { /* who signed it, or that no one did */
+        size_t k = strcspn(s, "\n");
+        fprintf(f, "capcheck gate: %.*s\n", (int)k, s);
+        s += k + (s[k] == '\n');
+    }
     if (g->ev.repeats) {
         char said[64];
         cc_repeats_sentence(g->ev.repeats, said, sizeof said);

@@ -6,7 +6,10 @@
  * (exit 2): a report without its .sha256 seal or whose bytes no longer match it, results that
  * do not match the report's digest, a report without provenance, a report naming another
  * libtorch version than the policy (or none), a lone shard, and a shard set with a shard
- * missing or given twice, or shards of different runs.
+ * missing or given twice, or shards of different runs. Signatures (who vouched for the run, and
+ * that nothing changed since) are checked before it, by the caller, with
+ * harness/evidence/signature.h: the policy's require_signature says whether an unsigned run is
+ * refused.
  *
  * Evidence is per capsule x dtype x platform (harness/run/platform.h): a run at several dispatch
  * levels has a verdict for each. With `platforms KEY...` in the policy, a required capsule x
@@ -94,6 +97,9 @@ typedef struct {
     int n_platforms;
     char platforms[CC_POLICY_MAX_PLATFORMS][48];
     int sampled_checks; /* sampled_checks count|ignore: 1 = count (harness/run/sample.h) */
+    /* require_signature yes|no: 1 = a run must be signed by a key --allowed-signers allows
+     * (harness/evidence/signature.h) */
+    int require_signature;
     cc_requirements defaults;
     int n_sec, n_req;
     cc_policy_section sec[CC_POLICY_MAX_SECTIONS];
@@ -133,6 +139,11 @@ typedef struct {
     size_t n;
     int n_required, n_required_checked, n_checked;
     int exit_code; /* 0 or 1 (see above) */
+    /* the run's signature, set by the caller after cc_gate_run (harness/evidence/signature.h):
+     * the signing key's fingerprint and the signed manifest's sha256 when it was verified
+     * against allowed signers ("" otherwise); the header's lines about it ("" for none) */
+    char signer[64], manifest_sha256[65];
+    char signature_note[2048];
 } cc_gate;
 
 /* Load, check and judge. Returns 0, or -1 with the refusal in msg (exit 2). */
@@ -157,8 +168,10 @@ int cc_gate_why_is_thin(int kind);
 /* The verdicts (with results) of the capsule of g->v[i], one per dtype in report order, when i
  * is that capsule's first verdict; else 0. */
 size_t cc_gate_capsule(const cc_gate *g, size_t i, const cc_verdict **out, size_t max);
-/* The testSuite name of every capsule's evidence from this run: the sealed report itself,
- * "capcheck report sha256:<64 hex>". */
+/* The testSuite name of every capsule's evidence from this run: who vouched for it, "capcheck
+ * run signed by SHA256:<key fingerprint> manifest sha256:<64 hex>" when its signature was
+ * verified, else the sealed report itself, "capcheck report sha256:<64 hex>". */
+#define CC_GATE_SUITE_NAME_MAX 256 /* room for either name */
 void cc_gate_suite_name(const cc_gate *g, char *buf, size_t n);
 
 /* DIR/<capsule>/evidence.json for every capsule of the report, the capsule name made one safe

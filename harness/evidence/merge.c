@@ -11,6 +11,7 @@
 
 #include "harness/session/journal.h"
 #include "harness/run/pool.h"
+#include "harness/report/manifest.h"
 #include "harness/report/report_out.h"
 #include "harness/report/results_read.h"
 
@@ -516,6 +517,7 @@ int cc_run_write(const cc_run *r, const char *dir, cc_run_counts *counts, char *
     char old_run[1100]; /* a replaced run's run.json would describe another run */
     snprintf(old_run, sizeof old_run, "%s/run.json", dir);
     remove(old_run);
+    cc_manifest_remove(dir); /* so would a signature of the run that was there */
     for (size_t i = 0; i < r->n_results; i++)
         if (cc_journal_append(j, i, &r->results[i], msg, len))
             goto out;

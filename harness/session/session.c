@@ -13,6 +13,7 @@
 #endif
 
 #include "core/clock.h"
+#include "harness/report/manifest.h"
 #include "harness/report/report.h"
 #include "harness/report/report_out.h"
 #include "harness/report/report_terminal.h"
@@ -527,6 +528,7 @@ static int start_journal(session *s)
     remove_in(o->out_dir, "report.md");
     remove_in(o->out_dir, "report.json.sha256");
     remove_in(o->out_dir, "report.junit.xml");
+    cc_manifest_remove(o->out_dir); /* nor the signature of one */
     if (o->resume)
         return 0;
     cc_run_info *info = &s->info;
