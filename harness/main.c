@@ -860,8 +860,9 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
         printf("platform: %s (level %s%s)\n", r.platform, cc_level_name(level), threads);
     else if (r.platform[0])
         printf("platform: %s\n", r.platform);
-    printf("status:   %s%s%s\njudged:   %s accumulation\n", cc_result_status_name(r.status),
+    printf("status:   %s%s%s%s\njudged:   %s accumulation\n", cc_result_status_name(r.status),
            r.suspect ? ", suspect" : "", r.vacuous ? ", vacuous" : "",
+           r.placement_sensitive ? ", placement-sensitive" : "",
            cc_accumulation_name(r.accumulation));
     if (r.checked_fwd)
         printf("forward:  worst bound ratio %.4g\n", r.fwd_ratio);
@@ -878,6 +879,11 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
         printf("worst:    %s%s expected %.17g got %.17g bound %.3g%s%s\n", r.worst_output,
                r.worst_index, r.expected, r.got, r.bound, r.worst_inputs[0] ? " at " : "",
                r.worst_inputs);
+    if (r.placement_sensitive)
+        printf("placement: %s%s is %.17g at the first buffer placement and %.17g at the other; "
+               "every call at the first gave the same bits: placement-sensitive, not a race "
+               "(docs/reliability.md)\n",
+               r.placement_output, r.placement_index, r.placement_first, r.placement_moved);
     if (r.message[0])
         printf("message:  %s\n", r.message);
     for (int k = 0; k < r.n_witnesses; k++) {

@@ -1,10 +1,14 @@
 /* Guarded buffers and repeat runs through the capcheck binary and its worker pool: the planted
  * bugs of tests/plugins/mutants.c that read or write one element outside a buffer come back as
  * `out-of-bounds` naming the buffer, on every run; ones wrong on every third and every 30th call
- * pass a plain repro and are caught by the --repeat their frequency asks for; one whose bits vary between calls is `nondeterministic`; the
- * unmutated plugin and the reference stay clean under --repeat. */
+ * pass a plain repro and are caught by the --repeat their frequency asks for; one whose bits
+ * vary between calls is `nondeterministic`, one whose bits depend only on its buffer's
+ * alignment is placement-sensitive (a pass, flagged); the unmutated plugin and the reference
+ * stay clean under --repeat. */
 #include "cli_util.h"
 #include "core/guard.h"
+#include "harness/report/report.h"
+#include "harness/report/results_read.h"
 
 #include <math.h>
 
@@ -202,6 +206,136 @@ static void test_varying_bits_are_nondeterministic(void **state)
     expect_in_output("repeats must agree bit for bit on cpu");
 }
 
+/* The run's placement-sensitive record (in DIR/r/results.jsonl) reads back and writes the same
+ * bytes; the reader refuses the flag without its element and the element without the flag. */
+static void placement_record_reads_back(const char *dir)
+{
+    char *jsonl = cc_t_slurp_in(dir, "r", "results.jsonl");
+    char *rec = strstr(jsonl, "\"placement_sensitive\":true");
+    assert_non_null(rec);
+    while (rec > jsonl && rec[-1] != '\n')
+        rec--;
+    size_t len = strcspn(rec, "\n") + 1;
+    cc_result r;
+    int64_t index;
+    char msg[256], *back = NULL;
+    size_t n = 0;
+    assert_int_equal(cc_result_parse_line(rec, len, &r, &index, msg, sizeof msg), 0);
+    assert_int_equal(r.placement_sensitive, 1);
+    assert_string_equal(r.placement_output, "y");
+    assert_true(r.placement_first != r.placement_moved);
+    FILE *f = open_memstream(&back, &n);
+    cc_result_write_json(f, &r);
+    fclose(f);
+    const char *fields = strstr(rec, "\"case\""); /* after the journal's {"index":N, */
+    size_t n_fields = len - (size_t)(fields - rec);
+    if (strlen(back) != n_fields + 1 || strncmp(back + 1, fields, n_fields) != 0)
+        fail_msg("written back:\n%s\nread:\n%.*s", back, (int)len, rec);
+    free(back);
+    static const struct {
+        const char *from, *to, *why;
+    } bad[] = {
+        {"\"placement_sensitive\":true,", "", "come together"},
+        {"\"placement_sensitive\":true", "\"placement_sensitive\":false", "come together"},
+        {"\"placement_sensitive\":true", "\"placement_sensitive\":1", "not true/false"},
+        {"\"moved\":", "\"later\":", "is not {\"output\", \"index\", \"first\", \"moved\"}"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *text = cc_t_replace_first(rec, bad[i].from, bad[i].to);
+        int rc = cc_result_parse_line(text, strcspn(text, "\n") + 1, &r, &index, msg, sizeof msg);
+        if (rc == 0 || !strstr(msg, bad[i].why))
+            fail_msg("'%s' into '%s': rc %d, '%s'", bad[i].from, bad[i].to, rc, msg);
+        free(text);
+    }
+    free(jsonl);
+}
+
+/* A kernel whose bits depend only on its buffer's alignment (the mutants plugin's variant
+ * reducesum_alignment_order, as MKL without MKL_CBWR): --repeat 2 moves the buffers on call 2,
+ * which gives other bits, and the call it then adds at call 1's placement gives call 1's bits
+ * again: placement-sensitive, a pass, never nondeterministic (the race beside it,
+ * reducesum_order_varies, is: test_varying_bits_are_nondeterministic). Not seen without a
+ * repeat, nor where the placement does not change the alignment (a 64-byte multiple), nor
+ * where capcheck does not place the buffers (--no-guard). Counted in the report and held back
+ * by the gate only under placement_sensitive fail; under the default allow the verdict says it. */
+static void test_alignment_dependent_bits_are_placement_sensitive(void **state)
+{
+    (void)state;
+    const char *v = "reducesum_alignment_order";
+    const char *odd = "'reduceSum dtype=f32 in=[63,33] axis=0 seed=3'"; /* 8316 bytes */
+    assert_int_equal(repro(v, odd, "--repeat 2"), 0);
+    expect_in_output("status:   pass, placement-sensitive\n");
+    expect_in_output("placement: y[0] is ");
+    expect_in_output("\"placement_sensitive\":true,\"placement\":{\"output\":\"y\",\"index\":\"[0]\"");
+    assert_null(strstr(out, "nondeterministic"));
+    assert_int_equal(repro(v, odd, "--repeat 3"), 0); /* call 3 is at call 1's placement */
+    expect_in_output("status:   pass, placement-sensitive\n");
+    const char *plain[] = {"", "--repeat 2 --no-guard"};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(repro(v, odd, plain[k]), 0);
+        expect_in_output("status:   pass\n");
+        assert_null(strstr(out, "placement"));
+    }
+    assert_int_equal(repro(v, "'reduceSum dtype=f32 in=[64,33] axis=0 seed=3'", "--repeat 2"),
+                     0); /* 8448 bytes: 64-byte aligned at both placements */
+    assert_null(strstr(out, "placement"));
+
+    char dir[] = "/tmp/capcheck_guard_XXXXXX", path[600], args[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/a.cases", dir);
+    cc_t_write(path, "reduceSum dtype=f32 in=[63,33] axis=0 seed=3\n"
+                     "reduceSum dtype=f32 in=[5,7] axis=0 seed=4\n"
+                     "reduceSum dtype=f32 in=[64,33] axis=0 seed=5\n");
+    snprintf(args, sizeof args, "run %s " MUTANTS " --repeat 2 -j 1 --out %s/r", path, dir);
+    assert_int_equal(cc_t_run("CAPCHECK_MUTANT=reducesum_alignment_order ", args, out, sizeof out),
+                     0);
+    char *rep = cc_t_slurp_in(dir, "r", "report.json");
+    expect_in(rep, "\"vacuous\": 0, \"suspect\": 0, \"placement_sensitive\": 2},");
+    expect_in(rep, "\"nondeterministic\": 0, \"vacuous\": 0, \"suspect\": 0, "
+                   "\"placement_sensitive\": 2,");
+    free(rep);
+    char *md = cc_t_slurp_in(dir, "r", "report.md");
+    expect_in(md, "- placement-sensitive: 2 cases");
+    expect_in(md, "- **reduceSum f32 cpu:");
+    expect_in(md, "**: 2 of 3; first: y[0]: ");
+    free(md);
+    snprintf(args, sizeof args, "validate %s/r", dir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    placement_record_reads_back(dir);
+    static const char *const words[] = {"fail", "allow"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s.conf", dir, words[k]);
+        char policy[512];
+        snprintf(policy, sizeof policy,
+                 "format capcheck-policy/1\nlibtorch_version any\nrequire plugin.mutants.* "
+                 "f32\nmin_passing 1\nmin_vjp_passing 0\nmin_distinct_shapes 1\n"
+                 "shape_classes none\nlayout_classes none\nedge_classes none\n"
+                 "placement_sensitive %s\n",
+                 words[k]);
+        cc_t_write(path, policy);
+        snprintf(args, sizeof args, "gate %s/r --policy %s --all", dir, path);
+        assert_int_equal(cc_t_run(NULL, args, out, sizeof out), k == 0 ? 1 : 0);
+        expect_in_output(k == 0 ? "  - 2 passing cases are placement-sensitive (other bits when "
+                                  "--repeat moved their buffers; the policy has "
+                                  "placement_sensitive fail); first: capcheck repro "
+                                  "'reduceSum dtype=f32 device=cpu in=[63,33]"
+                                : "  placement-sensitive: 2 passing cases gave other bits when "
+                                  "--repeat moved their buffers (allowed: placement_sensitive "
+                                  "allow)");
+    }
+    /* the evidence counts them, and conforms to its schema with the count */
+    snprintf(args, sizeof args, "evidence %s/r --policy %s --out %s/ev", dir, path, dir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    char *ev = cc_t_slurp_in(dir, "ev", "plugin.mutants.cpu.reduce_sum/evidence.json");
+    expect_in(ev, "\"placement_sensitive\": 2,");
+    free(ev);
+    snprintf(args, sizeof args,
+             "validate %s/ev/plugin.mutants.cpu.reduce_sum/evidence.json --schema "
+             CAPCHECK_SOURCE_DIR "/reports/evidence.schema.json", dir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    cc_t_remove_dir(dir);
+}
+
 /* No false alarms: the unmutated plugin and the reference under --repeat 3, guarded. */
 static void test_clean_providers_repeat_clean(void **state)
 {
@@ -285,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_every_third_call_needs_repeat),
         cmocka_unit_test(test_rare_race_needs_the_repeat_its_frequency_asks),
         cmocka_unit_test(test_varying_bits_are_nondeterministic),
+        cmocka_unit_test(test_alignment_dependent_bits_are_placement_sensitive),
         cmocka_unit_test(test_clean_providers_repeat_clean),
         cmocka_unit_test(test_bad_repeat_is_refused),
         cmocka_unit_test(test_reused_mappings_hold_the_canary),

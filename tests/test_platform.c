@@ -262,7 +262,9 @@ static const char REGRESSIONS[] = "# a comment before any directive\n"
                                   "#! seen crash on cpu:amx\n"
                                   "exp count=3 dtype=f16 size=tiny\n"
                                   "#! seen fail on cpu:amx intermittent\n"
-                                  "log dtype=f32 in=[3] seed=2\n";
+                                  "log dtype=f32 in=[3] seed=2\n"
+                                  "#! seen placement-sensitive on cpu:amx\n"
+                                  "matmul dtype=f32 in=[3],[3] seed=4\n";
 
 static cc_result result_of(const cc_expectation *e, const char *platform, cc_result_status s)
 {
@@ -288,13 +290,16 @@ static void test_directives(void **state)
     cc_case_defaults def = {CC_CPU, 0};
     cc_parse_error err;
     assert_int_equal(cc_expect_parse_text(REGRESSIONS, "r.cases", &def, &e, &err), 0);
-    assert_int_equal(e.n, 1 + 3 + 1); /* relu has none; the generator gives 3 */
+    assert_int_equal(e.n, 1 + 3 + 1 + 1); /* relu has none; the generator gives 3 */
     assert_int_equal(e.v[0].status, CC_RES_FAIL);
     assert_int_equal(e.v[0].n_keys, 2);
     assert_string_equal(e.v[0].keys[1], "cpu:avx512-fp16");
     assert_string_equal(e.v[0].where, "r.cases:3");
     assert_int_equal(e.v[1].status, CC_RES_CRASH);
     assert_int_equal(e.v[4].intermittent, 1);
+    assert_int_equal(e.v[5].status, CC_RES_PASS); /* placement-sensitive: a flagged pass */
+    assert_int_equal(e.v[5].placement, 1);
+    assert_int_equal(e.v[0].placement, 0);
     /* the canonical line finds its expectation; a line without a directive has none */
     assert_non_null(cc_expect_find(&e, e.v[2].line));
     assert_null(cc_expect_find(&e, "relu dtype=f32 device=cpu in=[4] layout=contig check=both "
@@ -360,6 +365,42 @@ static void test_judging_across_platforms(void **state)
     assert_int_equal(judge(NULL, "cpu:amx", CC_RES_PASS, msg), CC_EXPECT_NONE);
     assert_int_equal(judge(NULL, "cpu:amx", CC_RES_FAIL, msg), CC_EXPECT_UNEXPECTED);
     assert_int_equal(judge(NULL, "cpu:amx", CC_RES_CRASH, msg), CC_EXPECT_CRASH);
+    cc_expect_free(&e);
+}
+
+/* A placement-sensitive result (a pass whose bits followed --repeat's buffer placement) against
+ * the directives: it is what `#! seen placement-sensitive` saw, and a pass of a case seen
+ * failing; a plain pass or a race where placement-sensitive was seen means the kernel changed. */
+static void test_judging_placement_sensitive(void **state)
+{
+    (void)state;
+    cc_expectations e = {0};
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_parse_error err;
+    assert_int_equal(cc_expect_parse_text(REGRESSIONS, "r.cases", &def, &e, &err), 0);
+    const cc_expectation *dev = &e.v[0], *flaky = &e.v[4], *placed = &e.v[5];
+    char msg[1024];
+    cc_result r = result_of(placed, "cpu:amx", CC_RES_PASS);
+    r.placement_sensitive = 1;
+    assert_int_equal(cc_expect_judge(placed, &r, msg, sizeof msg), CC_EXPECT_REPRODUCED);
+    expect_in(msg, "placement-sensitive on cpu:amx, as seen (placement-sensitive on cpu:amx, ");
+    snprintf(r.platform, sizeof r.platform, "cpu:avx2");
+    assert_int_equal(cc_expect_judge(placed, &r, msg, sizeof msg), CC_EXPECT_ALSO_SEEN);
+    assert_false(cc_expect_is_failure(CC_EXPECT_ALSO_SEEN));
+    assert_int_equal(cc_expect_judge(NULL, &r, msg, sizeof msg), CC_EXPECT_NONE);
+    /* seen failing: a placement-sensitive pass is a pass */
+    assert_int_equal(cc_expect_judge(dev, &r, msg, sizeof msg), CC_EXPECT_NOT_REPRODUCED);
+    snprintf(r.platform, sizeof r.platform, "cpu:amx");
+    assert_int_equal(cc_expect_judge(dev, &r, msg, sizeof msg), CC_EXPECT_BROKEN);
+    expect_in(msg, "placement-sensitive on cpu:amx, where it was seen fail on");
+    assert_int_equal(cc_expect_judge(flaky, &r, msg, sizeof msg), CC_EXPECT_NOT_THIS_TIME);
+    /* where it was seen: same bits at both placements, or a race, is a changed kernel */
+    assert_int_equal(judge(placed, "cpu:amx", CC_RES_PASS, msg), CC_EXPECT_BROKEN);
+    expect_in(msg, "pass on cpu:amx, where it was seen placement-sensitive on cpu:amx");
+    assert_int_equal(judge(placed, "cpu:amx", CC_RES_NONDETERMINISTIC, msg), CC_EXPECT_BROKEN);
+    assert_int_equal(judge(placed, "cpu:avx2", CC_RES_PASS, msg), CC_EXPECT_NOT_REPRODUCED);
+    assert_int_equal(judge(placed, "cpu:avx2", CC_RES_NONDETERMINISTIC, msg),
+                     CC_EXPECT_UNEXPECTED);
     cc_expect_free(&e);
 }
 
@@ -502,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_platforms_json_round_trip),
         cmocka_unit_test(test_directives),
         cmocka_unit_test(test_judging_across_platforms),
+        cmocka_unit_test(test_judging_placement_sensitive),
         cmocka_unit_test(test_run_expect_cli),
         cmocka_unit_test(test_levels_run_and_resume),
     };

@@ -311,13 +311,17 @@ static int parse_requirement(cc_requirements *req, char **tok, int nt, unsigned 
         } else if (strcmp(key, "suspect") == 0) {
             *bit = CC_REQ_SUSPECT;
             rc = two_words(tok, nt, "fail", "allow", &req->suspect_fails);
+        } else if (strcmp(key, "placement_sensitive") == 0) {
+            *bit = CC_REQ_PLACEMENT;
+            rc = two_words(tok, nt, "fail", "allow", &req->placement_fails);
         } else {
             return policy_refuse(w, "unknown key '%s' (format, libtorch_version, platforms, "
                                     "require, require_signature, min_passing, "
                                     "min_vjp_passing, "
                                     "min_distinct_shapes, shape_classes, "
                                     "layout_classes, edge_classes, allow_unsupported, "
-                                    "min_repeat, suspect, accumulation)",
+                                    "min_repeat, suspect, placement_sensitive, "
+                                    "accumulation)",
                                  key);
         }
     }
@@ -429,6 +433,8 @@ void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dt
             out->min_repeat = s->req.min_repeat;
         if (s->set & CC_REQ_SUSPECT)
             out->suspect_fails = s->req.suspect_fails;
+        if (s->set & CC_REQ_PLACEMENT)
+            out->placement_fails = s->req.placement_fails;
         if (s->set & CC_REQ_ACCUMULATION)
             out->allow_relaxed = s->req.allow_relaxed;
         if (s->set & CC_REQ_DISTINCT_SHAPES)
@@ -558,6 +564,12 @@ static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
                "%ld passing cases are suspect (over the probabilistic bound; the policy has "
                "suspect fail); first: capcheck repro '%.300s'",
                s->suspect, s->first_suspect);
+    if (s->placement && q->placement_fails)
+        reason(v, CC_WHY_PLACEMENT,
+               "%ld passing cases are placement-sensitive (other bits when --repeat moved their "
+               "buffers; the policy has placement_sensitive fail); first: capcheck repro "
+               "'%.300s' --repeat 2",
+               s->placement, s->first_placement);
     judge_counts(q, s, v);
     missing_classes(v, "shape classes", q->shapes, s->shape_n, CC_SHAPE_COUNT, SHAPES);
     missing_classes(v, "layout classes", q->layouts, s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
@@ -839,6 +851,11 @@ static void print_verdict(const cc_gate *g, const cc_verdict *v, FILE *f)
                    "sha256:%.16s\n",
                 s->distinct_shapes, s->distinct_layouts, cc_evidence_edge_classes(s),
                 g->run.base_seed, g->report_sha256);
+        if (s->placement) /* allowed (placement_sensitive allow), never left unsaid */
+            fprintf(f, "  placement-sensitive: %ld passing cases gave other bits when --repeat "
+                       "moved their buffers (allowed: placement_sensitive allow); first: "
+                       "capcheck repro '%.300s' --repeat 2\n",
+                    s->placement, s->first_placement);
         return;
     }
     fprintf(f, "trustedExternal  %s %s%s (catalog: %s):\n", v->capsule.name, dt,
@@ -929,6 +946,7 @@ static const char *const WHY_SAYS[CC_WHY_COUNT] = {
     [CC_WHY_UNSUPPORTED] = "have cases the provider does not support",
     [CC_WHY_RELAXED] = "were judged with relaxed accumulation",
     [CC_WHY_SUSPECT] = "have suspect passing cases (suspect fail)",
+    [CC_WHY_PLACEMENT] = "have placement-sensitive passing cases (placement_sensitive fail)",
     [CC_WHY_TOO_FEW] = "have fewer passing cases than the policy's min_passing",
     [CC_WHY_VJP] = "lack the VJP evidence the policy wants",
     [CC_WHY_SHAPES] = "have fewer distinct shapes than the policy's min_distinct_shapes",

@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -822,36 +823,58 @@ static cc_status exp_once_in_30_calls_fwd(const cc_call *call, cc_view *out, cha
     return exp_wrong_every(call, out, msg, len, &calls, 30);
 }
 
-/* reduceSum summing in a different order on every other call (atomics finishing in another
- * order): every result within its bound, the bits not reproducible; only --repeat sees it. */
-static cc_status reducesum_order_varies_fwd(const cc_call *call, cc_view *out, char *msg,
-                                            size_t len)
+/* reduceSum along its axis in float32, the elements in one of three orders: forward,
+ * backward, or the even positions then the odd ones. */
+static cc_status reducesum_in_order(const cc_call *call, cc_view *out, int order)
 {
-    static unsigned long calls; /* this planted bug's state: one counter per worker process */
     const cc_view *xv = &call->in[0];
     int ax = ref_norm_axis(call->params->axis, xv->rank);
-    if (ax < 0 || call->dtype == CC_F64)
-        return ref()->forward(NULL, call, out, msg, len);
-    int backwards = (int)(++calls % 2);
     int64_t outer, L, inner;
     split_axis(xv, ax, &outer, &L, &inner);
     double *x = dense(xv);
     if (!x)
         return CC_FAILED;
-    cc_dtype acc = CC_F32;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             double s = 0;
             for (int64_t k = 0; k < L; k++) {
-                int64_t j = backwards ? L - 1 - k : k;
-                s = cc_round_to(acc, s + x[(o * L + j) * inner + i]);
+                int64_t half = (L + 1) / 2;
+                int64_t j = order == 0 ? k : order == 1 ? L - 1 - k
+                                       : k < half  ? 2 * k
+                                                   : 2 * (k - half) + 1;
+                s = cc_round_to(CC_F32, s + x[(o * L + j) * inner + i]);
             }
             cc_store(out->dtype, out->data, o * inner + i, s);
         }
     free(x);
-    (void)msg;
-    (void)len;
     return CC_OK;
+}
+
+/* reduceSum summing in another order on each call, three in turn (atomics finishing in
+ * another order): every result within its bound, the bits not reproducible at any buffer
+ * placement; only --repeat sees it (a race: nondeterministic, docs/reliability.md). Any two of
+ * three calls in a row differ, so the call --repeat 2 adds at the first call's placement
+ * differs from it too. */
+static cc_status reducesum_order_varies_fwd(const cc_call *call, cc_view *out, char *msg,
+                                            size_t len)
+{
+    static unsigned long calls; /* this planted bug's state: one counter per worker process */
+    if (ref_norm_axis(call->params->axis, call->in[0].rank) < 0 || call->dtype == CC_F64)
+        return ref()->forward(NULL, call, out, msg, len);
+    return reducesum_in_order(call, out, (int)(calls++ % 3));
+}
+
+/* reduceSum whose order depends only on its input's alignment, as MKL's kernels do without
+ * Conditional Numerical Reproducibility: a 64-byte aligned input sums forward (the vector
+ * path), any other backward (a peeled loop). Every call on the same buffer gives the same bits;
+ * --repeat's moved buffers give others, and the same again back at the first placement:
+ * placement-sensitive, never nondeterministic. A correct kernel (each order within the bound). */
+static cc_status reducesum_alignment_order_fwd(const cc_call *call, cc_view *out, char *msg,
+                                               size_t len)
+{
+    if (ref_norm_axis(call->params->axis, call->in[0].rank) < 0 || call->dtype == CC_F64)
+        return ref()->forward(NULL, call, out, msg, len);
+    return reducesum_in_order(call, out, (uintptr_t)call->in[0].data % 64 != 0);
 }
 
 /* ---- kernels whose intermediates leave the dtype's range (edge=wide) ---------------------- */
@@ -1159,6 +1182,7 @@ static const mutant mutants[] = {
  * case of its op (tests/test_mutants.c), as the reference does. */
 static const mutant variants[] = {
     {"attention_flash", "attention", attention_flash_fwd, attention_flash_vjp, 0},
+    {"reducesum_alignment_order", "reduceSum", reducesum_alignment_order_fwd, NULL, 0},
 };
 #define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
 
