@@ -206,6 +206,23 @@ static void test_varying_bits_are_nondeterministic(void **state)
     expect_in_output("repeats must agree bit for bit on cpu");
 }
 
+/* A race that spoils call 2 alone (the mutants plugin's reducesum_reordered_once_in_7, the
+ * process's 2nd, 9th... call) differs from call 1 at the other placement as an
+ * alignment-dependent kernel does; call 4, the second at that placement, gives other bits than
+ * call 2: nondeterministic, never placement-sensitive. */
+static void test_a_spoiled_second_call_is_a_race(void **state)
+{
+    (void)state;
+    const char *v = "reducesum_reordered_once_in_7", *line = "'reduceSum dtype=f32 in=[64,33] axis=0 seed=3'";
+    assert_int_equal(repro(v, line, ""), 0);
+    assert_int_equal(repro(v, line, "--repeat 2"), 1);
+    expect_in_output("status:   nondeterministic\n");
+    expect_in_output(" differs between call 2 and call 4 of 4 on the same inputs: ");
+    expect_in_output("call 2, at the other buffer placement, differed from call 1, so each "
+                     "placement was called twice");
+    assert_null(strstr(out, "placement-sensitive"));
+}
+
 /* The run's placement-sensitive record (in DIR/r/results.jsonl) reads back and writes the same
  * bytes; the reader refuses the flag without its element and the element without the flag. */
 static void placement_record_reads_back(const char *dir)
@@ -252,9 +269,10 @@ static void placement_record_reads_back(const char *dir)
 
 /* A kernel whose bits depend only on its buffer's alignment (the mutants plugin's variant
  * reducesum_alignment_order, as MKL without MKL_CBWR): --repeat 2 moves the buffers on call 2,
- * which gives other bits, and the call it then adds at call 1's placement gives call 1's bits
- * again: placement-sensitive, a pass, never nondeterministic (the race beside it,
- * reducesum_order_varies, is: test_varying_bits_are_nondeterministic). Not seen without a
+ * which gives other bits, and the two calls it then adds give call 1's bits at call 1's
+ * placement and call 2's at the other: placement-sensitive, a pass, never nondeterministic (the
+ * races beside it are: test_varying_bits_are_nondeterministic,
+ * test_a_spoiled_second_call_is_a_race). Not seen without a
  * repeat, nor where the placement does not change the alignment (a 64-byte multiple), nor
  * where capcheck does not place the buffers (--no-guard). Counted in the report and held back
  * by the gate only under placement_sensitive fail; under the default allow the verdict says it. */
@@ -268,7 +286,7 @@ static void test_alignment_dependent_bits_are_placement_sensitive(void **state)
     expect_in_output("placement: y[0] is ");
     expect_in_output("\"placement_sensitive\":true,\"placement\":{\"output\":\"y\",\"index\":\"[0]\"");
     assert_null(strstr(out, "nondeterministic"));
-    assert_int_equal(repro(v, odd, "--repeat 3"), 0); /* call 3 is at call 1's placement */
+    assert_int_equal(repro(v, odd, "--repeat 3"), 0); /* one call added, at the other */
     expect_in_output("status:   pass, placement-sensitive\n");
     const char *plain[] = {"", "--repeat 2 --no-guard"};
     for (int k = 0; k < 2; k++) {
@@ -420,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_rare_race_needs_the_repeat_its_frequency_asks),
         cmocka_unit_test(test_varying_bits_are_nondeterministic),
         cmocka_unit_test(test_alignment_dependent_bits_are_placement_sensitive),
+        cmocka_unit_test(test_a_spoiled_second_call_is_a_race),
         cmocka_unit_test(test_clean_providers_repeat_clean),
         cmocka_unit_test(test_bad_repeat_is_refused),
         cmocka_unit_test(test_reused_mappings_hold_the_canary),

@@ -36,6 +36,7 @@ typedef const char *(*op_fn)(int);
 
 typedef struct {
     long counts[CC_RES_COUNT];
+    long placement; /* cases flagged placement-sensitive (runner.h) */
     char first[CC_CASE_LINE_MAX]; /* the first case that did not pass */
     char first_msg[384];
 } tally;
@@ -60,6 +61,7 @@ static void run_all(const cc_provider *p, const cc_case_list *l, int repeat, tal
         cc_result r;
         cc_run_case_probed(p, &l->v[i], &o, NULL, &r);
         t->counts[r.status]++;
+        t->placement += r.placement_sensitive != 0;
         if (r.status != CC_RES_PASS && !t->first[0]) {
             snprintf(t->first, sizeof t->first, "%s", r.line);
             snprintf(t->first_msg, sizeof t->first_msg, "%s", r.message);
@@ -221,18 +223,24 @@ static void test_every_mutant_is_killed(void **state)
 }
 
 /* The correct alternative implementations (the plugin's variants: a flash-style attention
- * that writes fully blocked rows as 0) pass every case of their op, NaN and Inf in blocked V
- * included; their mutated twin (no zero-row guard) is among the mutants above. */
+ * that writes fully blocked rows as 0; a reduceSum whose order follows its input's alignment)
+ * pass every case of their op at their repeat, NaN and Inf in blocked V included, and the
+ * alignment-dependent sum through --repeat 2's moved buffers; the flash attention's mutated
+ * twin (no zero-row guard) is among the mutants above. */
 static void test_every_variant_passes(void **state)
 {
     fixture *fx = *state;
-    void *a = dlsym(fx->dl, "capcheck_variant_name"), *b = dlsym(fx->dl, "capcheck_variant_op");
+    void *a = dlsym(fx->dl, "capcheck_variant_name"), *b = dlsym(fx->dl, "capcheck_variant_op"),
+         *c = dlsym(fx->dl, "capcheck_variant_repeat");
     assert_non_null(a);
     assert_non_null(b);
+    assert_non_null(c);
     catalogue_fn name_of;
     op_fn op_of;
+    repeat_fn repeat_of;
     memcpy(&name_of, &a, sizeof a);
     memcpy(&op_of, &b, sizeof b);
+    memcpy(&repeat_of, &c, sizeof c);
     int n = 0;
     for (const char *name; (name = name_of(n)) != NULL; n++) {
         cc_case_list mine = {0};
@@ -241,12 +249,16 @@ static void test_every_variant_passes(void **state)
                 cc_case_list_push(&mine, &fx->cases.v[i]))
                 fail_msg("out of memory");
         tally t;
-        assert_int_equal(run_mutant(cc_plugin_provider(fx->plugin), &mine, name, 1, &t), 0);
-        printf("variant  %-24s %ld of %zu cases passed\n", name, t.counts[CC_RES_PASS], mine.n);
+        int repeat = repeat_of(n);
+        assert_int_equal(run_mutant(cc_plugin_provider(fx->plugin), &mine, name, repeat, &t), 0);
+        printf("variant  %-24s %ld of %zu cases passed at --repeat %d, %ld placement-sensitive\n",
+               name, t.counts[CC_RES_PASS], mine.n, repeat, t.placement);
         if (t.first[0])
             fail_msg("%s: %s\n  %s", name, t.first, t.first_msg);
         assert_true(mine.n >= 100);
         assert_int_equal(t.counts[CC_RES_PASS], (long)mine.n);
+        if (repeat > 1) /* the moved buffers did change its bits: the path was taken */
+            assert_true(t.placement > 0);
         cc_case_list_free(&mine);
     }
     assert_true(n >= 1);

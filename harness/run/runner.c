@@ -230,9 +230,9 @@ static cc_guard_place call_place(const case_run *cr, int k)
 /* Call k's output `now` (0-based k; named what, of shape s) against the calls before it, where
  * bits must agree. At call 1's placement it must equal call 1 (else a race). Call 2, the first
  * at the other placement, may differ from call 1: it is then kept in *moved and noted as a
- * placement difference (returns 1), and the loop makes sure a call at call 1's placement
- * follows (calls_to_make) to tell the placement from a race. Later calls at the other placement
- * must equal *moved (or call 1, when call 2 did). */
+ * placement difference (returns 1), and the loop makes sure each placement has a second call
+ * (calls_to_make) to tell the placement from a race. Later calls at the other placement must
+ * equal *moved (or call 1, when call 2 did). */
 static int compare_call(case_run *cr, int k, const char *what, const ref_shape *s,
                         const cc_view *first, cc_view *moved, const cc_view *now)
 {
@@ -496,13 +496,18 @@ static void note_sample(cc_result *r, const cc_sample *plan)
     }
 }
 
-/* How many calls a check makes, seen after call k (0-based) of `calls`: the --repeat asked, and
- * one more when call 2 differed at the other placement (moved) and no call after it is asked at
- * call 1's placement (--repeat 2): that call tells a placement-sensitive kernel (call 1's bits
- * again) from a race (other bits). */
-static int calls_to_make(const case_run *cr, int k, int calls, int moved)
+/* How many calls a check makes, seen after a call: the --repeat asked, and at least 4 once call
+ * 2 differed at the other placement (moved) and no race was seen: two calls at each placement.
+ * A placement-sensitive kernel gives call 1's bits again at call 1's placement and call 2's at
+ * the other; a race that spoiled call 1 or call 2 alone gives other bits at one of them (with a
+ * second call at call 1's placement only, a spoiled call 2 would pass as placement-sensitive). */
+enum { CALLS_WHEN_PLACEMENTS_DIFFER = 4 };
+
+static int calls_to_make(const case_run *cr, int calls, int moved)
 {
-    return k + 1 == calls && calls == 2 && moved && !cr->differs ? 3 : calls;
+    return moved && !cr->differs && calls < CALLS_WHEN_PLACEMENTS_DIFFER
+               ? CALLS_WHEN_PLACEMENTS_DIFFER
+               : calls;
 }
 
 static void run_forward(case_run *cr, const ref_tensor *y, const ref_mag *mag)
@@ -549,7 +554,7 @@ static void run_forward(case_run *cr, const ref_tensor *y, const ref_mag *mag)
             first = out;
         else if (!compare_call(cr, k, "y", &in->out_shape, &first, &moved, &out))
             cc_guard_free(&in->mem, out.data);
-        calls = calls_to_make(cr, k, calls, moved.data != NULL);
+        calls = calls_to_make(cr, calls, moved.data != NULL);
     }
     cr->calls = cr->calls > calls ? cr->calls : calls;
     sampled_ref_free(&sr);
@@ -651,7 +656,7 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
             else
                 cc_guard_free(&in->mem, got[i].data);
         }
-        calls = calls_to_make(cr, k, calls, any_moved);
+        calls = calls_to_make(cr, calls, any_moved);
     }
     cr->calls = cr->calls > calls ? cr->calls : calls;
 done:
@@ -807,8 +812,9 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
                      cr.differs_what, (long long)cr.differs_index, cr.differs_base + 1,
                      cr.differs_call + 1, cr.calls, cr.differs_first, cr.differs_now,
                      c->device == CC_CPU ? "on cpu" : "with deterministic algorithms on",
-                     cr.calls > cr.repeats ? "; call 3, at call 1's buffer placement, was made "
-                                             "because call 2, at the other, differed"
+                     cr.calls > cr.repeats ? "; call 2, at the other buffer placement, "
+                                             "differed from call 1, so each placement was "
+                                             "called twice"
                                            : "",
                      r->worst_ratio);
         } else if (r->status == CC_RES_PASS && cr.zt[0]) {

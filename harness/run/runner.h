@@ -110,10 +110,10 @@ typedef struct {
     cc_power power;
     int64_t elements; /* output elements */
     int repeat;       /* provider calls per check (--repeat); 0 or 1: one, and not recorded */
-    /* --repeat: call 2, at the other buffer placement, gave other bits than call 1 while the
-     * calls at call 1's placement gave its bits again (cc_run_case_probed): a kernel whose bits
-     * depend on where its buffers sit, not a race. The first element that moved: its output
-     * ("y", "grad:x"), multi-index, and its values at the two placements */
+    /* --repeat: call 2, at the other buffer placement, gave other bits than call 1 while every
+     * call at each placement gave that placement's bits again (cc_run_case_probed): a kernel
+     * whose bits depend on where its buffers sit, not a race. The first element that moved: its
+     * output ("y", "grad:x"), multi-index, and its values at the two placements */
     int placement_sensitive;
     char placement_output[32];
     char placement_index[96];
@@ -184,10 +184,10 @@ void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r);
  * one placement must give the same bits (any NaN equals any NaN, as TorchLean's AgreeUpToNaN):
  * a call that differs from an earlier one at its placement makes the case `nondeterministic`
  * (a race). Calls at the two placements may differ: when call 2 (at the other placement)
- * differs from call 1 and no later call was asked at the first placement (N = 2), one more call
- * is made there; if it, and every call at the first placement, gives call 1's bits, the kernel
- * depends on where its buffers sit (MKL without Conditional Numerical Reproducibility), and the
- * case keeps its status with r->placement_sensitive set; else it is `nondeterministic`.
+ * differs from call 1, at least 4 calls are made (N < 4: one or two more), two at each
+ * placement; if every call gives its placement's first bits, the kernel depends on where its
+ * buffers sit (MKL without Conditional Numerical Reproducibility), and the case keeps its
+ * status with r->placement_sensitive set; else it is `nondeterministic`.
  * Unguarded buffers (o->unguarded) are never moved: every call is at the first placement. */
 void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_options *o,
                         cc_probe *probe, cc_result *r);

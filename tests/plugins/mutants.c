@@ -864,6 +864,20 @@ static cc_status reducesum_order_varies_fwd(const cc_call *call, cc_view *out, c
     return reducesum_in_order(call, out, (int)(calls++ % 3));
 }
 
+/* reduceSum summing backward on one call in 7, the 2nd, 9th, ... of its process (a rare race
+ * within the bound: a thread pool's first parallel use, say): in a fresh worker --repeat 2's
+ * call 2 is spoiled alone, which differs from call 1 at the other placement just as an
+ * alignment-dependent kernel does; only a second call at that placement (call 4, the forward
+ * order again) tells it for a race. */
+static cc_status reducesum_reordered_once_in_7_fwd(const cc_call *call, cc_view *out,
+                                                    char *msg, size_t len)
+{
+    static unsigned long calls; /* this planted bug's state: one counter per worker process */
+    if (ref_norm_axis(call->params->axis, call->in[0].rank) < 0 || call->dtype == CC_F64)
+        return ref()->forward(NULL, call, out, msg, len);
+    return reducesum_in_order(call, out, ++calls % 7 == 2);
+}
+
 /* reduceSum whose order depends only on its input's alignment, as MKL's kernels do without
  * Conditional Numerical Reproducibility: a 64-byte aligned input sums forward (the vector
  * path), any other backward (a peeled loop). Every call on the same buffer gives the same bits;
@@ -1168,6 +1182,7 @@ static const mutant mutants[] = {
     {"exp_every_third_call", "exp", exp_every_third_call_fwd, NULL, 0},
     {"exp_once_in_30_calls", "exp", exp_once_in_30_calls_fwd, NULL, 0},
     {"reducesum_order_varies", "reduceSum", reducesum_order_varies_fwd, NULL, 2},
+    {"reducesum_reordered_once_in_7", "reduceSum", reducesum_reordered_once_in_7_fwd, NULL, 2},
     {"reducesum_dtype_accum", "reduceSum", reducesum_dtype_accum_fwd, NULL, 0},
     {"attention_flash_no_guard", "attention", attention_flash_no_guard_fwd, attention_flash_vjp,
      0},
@@ -1179,10 +1194,11 @@ static const mutant mutants[] = {
 #define N_MUTANTS (int)(sizeof mutants / sizeof mutants[0])
 
 /* Correct alternative implementations, selected by the same variable: each must pass every
- * case of its op (tests/test_mutants.c), as the reference does. */
+ * case of its op (tests/test_mutants.c), as the reference does, at its repeat (the
+ * alignment-dependent reduceSum at --repeat 2: placement-sensitive, never nondeterministic). */
 static const mutant variants[] = {
     {"attention_flash", "attention", attention_flash_fwd, attention_flash_vjp, 0},
-    {"reducesum_alignment_order", "reduceSum", reducesum_alignment_order_fwd, NULL, 0},
+    {"reducesum_alignment_order", "reduceSum", reducesum_alignment_order_fwd, NULL, 2},
 };
 #define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -1194,6 +1210,11 @@ EXPORT const char *capcheck_variant_name(int i)
 EXPORT const char *capcheck_variant_op(int i)
 {
     return i >= 0 && i < N_VARIANTS ? variants[i].op : NULL;
+}
+
+EXPORT int capcheck_variant_repeat(int i)
+{
+    return i >= 0 && i < N_VARIANTS && variants[i].repeat > 1 ? variants[i].repeat : 1;
 }
 
 EXPORT const char *capcheck_mutant_name(int i)
