@@ -881,7 +881,7 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
                r.worst_inputs);
     if (r.placement_sensitive)
         printf("placement: %s%s is %.17g at the first buffer placement and %.17g at the other; "
-               "every call at the first gave the same bits: placement-sensitive, not a race "
+               "each placement gave its bits again: placement-sensitive, not a race "
                "(docs/reliability.md)\n",
                r.placement_output, r.placement_index, r.placement_first, r.placement_moved);
     if (r.message[0])
