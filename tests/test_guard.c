@@ -335,11 +335,15 @@ static void test_alignment_dependent_bits_are_placement_sensitive(void **state)
         assert_int_equal(cc_t_run(NULL, args, out, sizeof out), k == 0 ? 1 : 0);
         expect_in_output(k == 0 ? "  - 2 passing cases are placement-sensitive (other bits when "
                                   "--repeat moved their buffers; the policy has "
-                                  "placement_sensitive fail); first: capcheck repro "
+                                  "placement_sensitive fail); first: "
+                                  "CAPCHECK_MUTANT=reducesum_alignment_order capcheck repro "
                                   "'reduceSum dtype=f32 device=cpu in=[63,33]"
                                 : "  placement-sensitive: 2 passing cases gave other bits when "
                                   "--repeat moved their buffers (allowed: placement_sensitive "
                                   "allow)");
+        /* the command reruns it as the run did: the plugin, its mutant, the repeat */
+        expect_in_output("seed=3' --provider-lib " CAPCHECK_PLUGIN_DIR
+                         "/mutants.so --tf32 off --deterministic off --repeat 2\n");
     }
     /* the evidence counts them, and conforms to its schema with the count */
     snprintf(args, sizeof args, "evidence %s/r --policy %s --out %s/ev", dir, path, dir);

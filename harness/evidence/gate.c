@@ -521,6 +521,15 @@ static void judge_counts(const cc_requirements *q, const cc_capsule_stats *s, cc
                s->distinct_shapes, q->min_distinct_shapes);
 }
 
+/* The command that reruns `line` of v's capsule as the run ran it (provider, environment,
+ * --repeat, the verdict's platform): what the gate prints after "first:". */
+static void first_repro(const cc_run *run, const cc_verdict *v, const char *line, char *cmd,
+                        size_t n)
+{
+    cc_repro_command_on(&run->repro, line, v->platform, run->prov.platforms, run->prov.n_platforms,
+                        cmd, n);
+}
+
 static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
 {
     cc_policy_requirements(pol, &v->capsule, v->dtype, &v->req);
@@ -536,8 +545,7 @@ static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
     long bad = s->counts[CC_RES_FAIL] + cc_count_errors(s->counts);
     if (bad) {
         char cmd[2600];
-        cc_repro_command_on(&run->repro, s->first_failure, v->platform, run->prov.platforms,
-                            run->prov.n_platforms, cmd, sizeof cmd);
+        first_repro(run, v, s->first_failure, cmd, sizeof cmd);
         reason(v, CC_WHY_NOT_PASSED,
                "%ld of %ld cases did not pass (%ld failed, %ld errors, %ld crashed, %ld timed "
                "out, %ld out-of-bounds, %ld nondeterministic); first: %.600s",
@@ -564,12 +572,14 @@ static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
                "%ld passing cases are suspect (over the probabilistic bound; the policy has "
                "suspect fail); first: capcheck repro '%.300s'",
                s->suspect, s->first_suspect);
-    if (s->placement && q->placement_fails)
+    if (s->placement && q->placement_fails) {
+        char cmd[2600];
+        first_repro(run, v, s->first_placement, cmd, sizeof cmd);
         reason(v, CC_WHY_PLACEMENT,
                "%ld passing cases are placement-sensitive (other bits when --repeat moved their "
-               "buffers; the policy has placement_sensitive fail); first: capcheck repro "
-               "'%.300s' --repeat 2",
-               s->placement, s->first_placement);
+               "buffers; the policy has placement_sensitive fail); first: %.600s",
+               s->placement, cmd);
+    }
     judge_counts(q, s, v);
     missing_classes(v, "shape classes", q->shapes, s->shape_n, CC_SHAPE_COUNT, SHAPES);
     missing_classes(v, "layout classes", q->layouts, s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
@@ -851,11 +861,13 @@ static void print_verdict(const cc_gate *g, const cc_verdict *v, FILE *f)
                    "sha256:%.16s\n",
                 s->distinct_shapes, s->distinct_layouts, cc_evidence_edge_classes(s),
                 g->run.base_seed, g->report_sha256);
-        if (s->placement) /* allowed (placement_sensitive allow), never left unsaid */
+        if (s->placement) { /* allowed (placement_sensitive allow), never left unsaid */
+            char cmd[2600];
+            first_repro(&g->run, v, s->first_placement, cmd, sizeof cmd);
             fprintf(f, "  placement-sensitive: %ld passing cases gave other bits when --repeat "
-                       "moved their buffers (allowed: placement_sensitive allow); first: "
-                       "capcheck repro '%.300s' --repeat 2\n",
-                    s->placement, s->first_placement);
+                       "moved their buffers (allowed: placement_sensitive allow); first: %s\n",
+                    s->placement, cmd);
+        }
         return;
     }
     fprintf(f, "trustedExternal  %s %s%s (catalog: %s):\n", v->capsule.name, dt,
