@@ -266,6 +266,16 @@ static const char REGRESSIONS[] = "# a comment before any directive\n"
                                   "#! seen placement-sensitive on cpu:amx\n"
                                   "matmul dtype=f32 in=[3],[3] seed=4\n";
 
+/* REGRESSIONS' expectations (cc_expect_free them). */
+static cc_expectations regressions(void)
+{
+    cc_expectations e = {0};
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_parse_error err;
+    assert_int_equal(cc_expect_parse_text(REGRESSIONS, "r.cases", &def, &e, &err), 0);
+    return e;
+}
+
 static cc_result result_of(const cc_expectation *e, const char *platform, cc_result_status s)
 {
     cc_result r;
@@ -286,10 +296,7 @@ static cc_expect_outcome judge(const cc_expectation *e, const char *platform,
 static void test_directives(void **state)
 {
     (void)state;
-    cc_expectations e = {0};
-    cc_case_defaults def = {CC_CPU, 0};
-    cc_parse_error err;
-    assert_int_equal(cc_expect_parse_text(REGRESSIONS, "r.cases", &def, &e, &err), 0);
+    cc_expectations e = regressions();
     assert_int_equal(e.n, 1 + 3 + 1 + 1); /* relu has none; the generator gives 3 */
     assert_int_equal(e.v[0].status, CC_RES_FAIL);
     assert_int_equal(e.v[0].n_keys, 2);
@@ -306,10 +313,15 @@ static void test_directives(void **state)
                                    "seed=1"));
     cc_expect_free(&e);
     /* malformed directives: one sentence with file and line */
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_parse_error err;
     static const char *const bad[][2] = {
         {"#! expect fail on cpu:amx\n", "unknown directive 'expect'"},
         {"#! seen pass on cpu:amx\n", "wants a status"},
         {"#! seen fail cpu:amx\n", "wants 'on KEY...'"},
+        {"#! seen placement-sensitive cpu:amx\n", "'#! seen placement-sensitive' wants 'on KEY"},
+        {"#! seen placement on cpu:amx\n", "nondeterministic or placement-sensitive, not "
+                                            "'placement'"},
         {"#! seen fail on\n", "names no platform key"},
         {"#! seen fail on AMX\n", "'AMX' is not a platform key"},
         {"#! seen fail on cpu:amx\nrelu dtype=f99 in=[3]\n", "f99"},
@@ -328,10 +340,7 @@ static void test_directives(void **state)
 static void test_judging_across_platforms(void **state)
 {
     (void)state;
-    cc_expectations e = {0};
-    cc_case_defaults def = {CC_CPU, 0};
-    cc_parse_error err;
-    assert_int_equal(cc_expect_parse_text(REGRESSIONS, "r.cases", &def, &e, &err), 0);
+    cc_expectations e = regressions();
     const cc_expectation *dev = &e.v[0], *crash = &e.v[1], *flaky = &e.v[4];
     char msg[1024];
     /* seen here and seen again: expected */
@@ -374,10 +383,7 @@ static void test_judging_across_platforms(void **state)
 static void test_judging_placement_sensitive(void **state)
 {
     (void)state;
-    cc_expectations e = {0};
-    cc_case_defaults def = {CC_CPU, 0};
-    cc_parse_error err;
-    assert_int_equal(cc_expect_parse_text(REGRESSIONS, "r.cases", &def, &e, &err), 0);
+    cc_expectations e = regressions();
     const cc_expectation *dev = &e.v[0], *flaky = &e.v[4], *placed = &e.v[5];
     char msg[1024];
     cc_result r = result_of(placed, "cpu:amx", CC_RES_PASS);

@@ -284,6 +284,24 @@ void cc_level_apply(int level)
     }
 }
 
+/* v (written `item`) appended to the list of one option (its `flag`) of *n of at most max
+ * `things`; 0, or -1 with one sentence when the list names it already or is full. */
+static int list_add(int *list, int *n, int max, int v, const char *flag, const char *item,
+                    const char *things, char *msg, size_t len)
+{
+    for (int k = 0; k < *n; k++)
+        if (list[k] == v) {
+            snprintf(msg, len, "%s names %s twice", flag, item);
+            return -1;
+        }
+    if (*n == max) {
+        snprintf(msg, len, "%s: at most %d %s", flag, max, things);
+        return -1;
+    }
+    list[(*n)++] = v;
+    return 0;
+}
+
 int cc_aten_threads_parse(const char *spec, int cpus, int *counts, int max, char *msg,
                           size_t len)
 {
@@ -306,16 +324,8 @@ int cc_aten_threads_parse(const char *spec, int cpus, int *counts, int max, char
                                "counts from 1 to 256, not '%.40s'", item);
             return -1;
         }
-        for (int k = 0; k < n; k++)
-            if (counts[k] == v) {
-                snprintf(msg, len, "--aten-threads names %ld twice", v);
-                return -1;
-            }
-        if (n == max) {
-            snprintf(msg, len, "--aten-threads: at most %d thread counts", max);
+        if (list_add(counts, &n, max, (int)v, "--aten-threads", item, "thread counts", msg, len))
             return -1;
-        }
-        counts[n++] = (int)v;
     }
     return n;
 }
@@ -383,16 +393,8 @@ int cc_levels_parse(const char *spec, const char *cpu_flags, int *levels, int ma
                      item, why);
             return -1;
         }
-        for (int k = 0; k < n; k++)
-            if (levels[k] == lv) {
-                snprintf(msg, len, "--cpu-capability names %s twice", item);
-                return -1;
-            }
-        if (n == max) {
-            snprintf(msg, len, "--cpu-capability: at most %d levels", max);
+        if (list_add(levels, &n, max, lv, "--cpu-capability", item, "levels", msg, len))
             return -1;
-        }
-        levels[n++] = lv;
     }
     return n;
 }

@@ -1202,36 +1202,52 @@ static const mutant variants[] = {
 };
 #define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
 
+/* Entry i of a table of n (NULL past it), and the provider calls per check it asks for. */
+static const mutant *entry(const mutant *table, int n, int i)
+{
+    return i >= 0 && i < n ? &table[i] : NULL;
+}
+
+static int calls_per_check(const mutant *m)
+{
+    return m && m->repeat > 1 ? m->repeat : 1;
+}
+
 EXPORT const char *capcheck_variant_name(int i)
 {
-    return i >= 0 && i < N_VARIANTS ? variants[i].name : NULL;
+    const mutant *m = entry(variants, N_VARIANTS, i);
+    return m ? m->name : NULL;
 }
 
 EXPORT const char *capcheck_variant_op(int i)
 {
-    return i >= 0 && i < N_VARIANTS ? variants[i].op : NULL;
+    const mutant *m = entry(variants, N_VARIANTS, i);
+    return m ? m->op : NULL;
 }
 
+/* The provider calls per check (--repeat) variant i must pass at: 1 for most. */
 EXPORT int capcheck_variant_repeat(int i)
 {
-    return i >= 0 && i < N_VARIANTS && variants[i].repeat > 1 ? variants[i].repeat : 1;
+    return calls_per_check(entry(variants, N_VARIANTS, i));
 }
 
 EXPORT const char *capcheck_mutant_name(int i)
 {
-    return i >= 0 && i < N_MUTANTS ? mutants[i].name : NULL;
+    const mutant *m = entry(mutants, N_MUTANTS, i);
+    return m ? m->name : NULL;
 }
 
 /* The op mutant i plants its bug in (NULL: every op). */
 EXPORT const char *capcheck_mutant_op(int i)
 {
-    return i >= 0 && i < N_MUTANTS ? mutants[i].op : NULL;
+    const mutant *m = entry(mutants, N_MUTANTS, i);
+    return m ? m->op : NULL;
 }
 
 /* The provider calls per check (--repeat) the suite needs to catch mutant i: 1 for most. */
 EXPORT int capcheck_mutant_repeat(int i)
 {
-    return i >= 0 && i < N_MUTANTS && mutants[i].repeat > 1 ? mutants[i].repeat : 1;
+    return calls_per_check(entry(mutants, N_MUTANTS, i));
 }
 
 /* The active mutant: NULL for none; *unknown set when CC_MUTANT_ENV names no mutant. */
