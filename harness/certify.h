@@ -25,6 +25,13 @@
 
 #include <stdio.h>
 
+/* How certify runs the suite unless told otherwise (--repeat, --aten-threads): as the nightly
+ * runs it. Two calls a check, the least that compares calls (docs/reliability.md, "--repeat");
+ * the ATen provider on the CPU at 1 thread and at the machine's CPUs (--aten-threads all): a
+ * kernel that splits its work past ATen's grain is a platform of its own (docs/platforms.md). */
+#define CC_CERTIFY_REPEAT 2
+#define CC_CERTIFY_ATEN_THREADS "all"
+
 /* One embedded case file: its path under cases/ and its text. */
 typedef struct {
     const char *name, *text;

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "harness/certify.h"
 #include "harness/session/session.h"
 
 #define CC_STR_(x) #x
@@ -97,6 +98,10 @@ static const struct {
      "                   avx512-fp16, avx512-bf16, avx512, avx2, default; all: every level this\n"
      "                   CPU supports), set in the workers before ATen and oneDNN start; rows\n"
      "                   per platform key (capcheck list platforms shows this machine's)\n"
+     "  --aten-threads N[,N...]|all\n"
+     "                   every case once per ATen intra-op thread count (default 1; all: 1 and\n"
+     "                   this machine's CPUs, at least 2), with every level; past ATen's grain\n"
+     "                   (32768 elements) the work splits over threads: key cpu:...+tN\n"
      "  --expect         judge each result by the files' '#! seen STATUS on KEY...' lines: exit\n"
      "                   1 only for a broken expectation, a crash or an unexpected result (125\n"
      "                   when that result is unsupported or out of memory)\n"
@@ -143,7 +148,7 @@ static const struct {
      "TorchLean module of the capsules it upgrades). It ends with one summary: how many\n"
      "capsule x dtype x platform are checked of how many, each required one that is not with\n"
      "its first reason, and where the files are. The same verdicts as capcheck run of those\n"
-     "files, then gate, evidence and emit-lean.\n"
+     "files (at the same --repeat and --aten-threads), then gate, evidence and emit-lean.\n"
      "Options:\n" PROVIDER_OPTS
      "  --out DIR        the run's folder (default out/certify); one holding an earlier run is\n"
      "                   refused: --resume DIR finishes it, --force starts over\n"
@@ -153,6 +158,12 @@ static const struct {
      "                   required capsules are then held back: no case in the report)\n"
      "  --cpu-capability LEVEL[,LEVEL...]|all\n"
      "                   the suite once per CPU dispatch level: verdicts per platform\n"
+     "  --aten-threads N[,N...]|all\n"
+     "                   the suite once per ATen intra-op thread count (default on the CPU: "
+     CC_CERTIFY_ATEN_THREADS ",\n"
+     "                   as the nightly: 1 and this machine's CPUs; key cpu:...+tN past one)\n"
+     "  --repeat N       provider calls per check (default " CC_STR(CC_CERTIFY_REPEAT) ", as the nightly): calls that\n"
+     "                   differ are `nondeterministic` (or placement-sensitive: docs/reliability.md)\n"
      "  --policy F       the gate's policy (default: the built-in reports/policy.conf)\n"
      "  --catalog F      the capsule catalog (default: the built-in providers/capsules.tsv)\n"
      "  --torchlean C    the TorchLean commit the module targets (default: the newest)\n"
@@ -179,6 +190,7 @@ static const struct {
      "                   the provider init's (default 60 s)\n"
      "  --witness P[,P]  run the case on other providers too when it does not pass\n"
      "  --cpu-capability LEVEL[,LEVEL...]|all   once per CPU dispatch level\n"
+     "  --aten-threads N[,N...]|all   once per ATen thread count\n"
      "  --repeat N, --no-guard, --ref MODE, --accumulation strict|relaxed   as for run\n"
      "  --ref-threads N  threads for drawing inputs and the reference (default: every CPU)\n"
      "  --seed N         seed of a line without seed=\n"

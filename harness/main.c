@@ -74,6 +74,9 @@ typedef struct {
     const char *cpu_capability; /* --cpu-capability LIST|all, resolved by main into: */
     int cpu_levels[CC_MAX_LEVELS];
     int n_cpu_levels;
+    const char *aten_threads_spec; /* --aten-threads LIST|all, resolved by main into: */
+    int aten_threads[CC_MAX_ATEN_THREADS];
+    int n_aten_threads;
     const char *accumulation;      /* --accumulation strict|relaxed, parsed into: */
     cc_accumulation accumulation_mode;
     int power;                     /* --power */
@@ -139,8 +142,9 @@ static const option_spec OPTIONS[] = {
     OPT("--torchlean", C_CERTIFY, V_TEXT, torchlean),
     OPT("--catalog", C_CERTIFY, V_TEXT, catalog),
     OPT("--cpu-capability", C_SUITE | C_REPRO, V_TEXT, cpu_capability),
+    OPT("--aten-threads", C_SUITE | C_REPRO, V_TEXT, aten_threads_spec),
     OPT("--expect", C_RUN, V_FLAG, expect),
-    OPT("--repeat", C_RUN | C_REPRO, V_REPEAT, repeat),
+    OPT("--repeat", C_SUITE | C_REPRO, V_REPEAT, repeat),
     OPT("--no-guard", C_RUN | C_REPRO, V_FLAG, no_guard),
     OPT("--accumulation", C_RUN | C_REPRO, V_TEXT, accumulation),
     OPT("--power", C_RUN, V_FLAG, power),
@@ -794,6 +798,8 @@ static int cmd_run(const options *o, int argc, char **argv, cc_session_tally *ta
                           .n_witnesses = o->n_witnesses,
                           .cpu_levels = o->cpu_levels,
                           .n_cpu_levels = o->n_cpu_levels,
+                          .aten_threads = o->aten_threads,
+                          .n_aten_threads = o->n_aten_threads,
                           .force = o->force,
                           .repro = &o->repro,
                           .baseline = o->baseline,
@@ -888,7 +894,7 @@ static int parse_case_argument(const options *o, const char *usage, cc_case *c)
 }
 
 static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
-                          int again, cc_result *r);
+                          int aten_threads, int again, cc_result *r);
 
 static int cmd_repro(const options *o)
 {
@@ -898,10 +904,12 @@ static int cmd_repro(const options *o)
     const cc_provider *p = select_provider(o);
     if (!p)
         return no_provider_code(o);
-    int failed = 0, unjudged = 0; /* over the levels */
+    int failed = 0, unjudged = 0; /* over the levels and thread counts */
     cc_result r;
-    for (int k = 0; k < (o->n_cpu_levels ? o->n_cpu_levels : 1); k++) {
-        int rc = repro_at_level(o, p, &c, o->n_cpu_levels ? o->cpu_levels[k] : 0, k > 0, &r);
+    int counts = o->n_aten_threads ? o->n_aten_threads : 1;
+    for (int k = 0; k < (o->n_cpu_levels ? o->n_cpu_levels : 1) * counts; k++) {
+        int rc = repro_at_level(o, p, &c, o->n_cpu_levels ? o->cpu_levels[k / counts] : 0,
+                                o->n_aten_threads ? o->aten_threads[k % counts] : 0, k > 0, &r);
         failed += rc == CC_EXIT_NOT_PASSED;
         unjudged += rc == CC_EXIT_UNJUDGED;
     }
@@ -915,29 +923,35 @@ static int cmd_repro(const options *o)
     return cc_exit_code_of(failed, unjudged);
 }
 
-/* repro at one dispatch level (0: native); its exit code (125 when the provider could not
- * start: init failed, the device is absent), its result in *out (line "" when none). */
+/* repro at one dispatch level (0: native) and ATen thread count (0: none set); its exit code
+ * (125 when the provider could not start: init failed, the device is absent), its result in
+ * *out (line "" when none). */
 static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
-                          int again, cc_result *out)
+                          int aten_threads, int again, cc_result *out)
 {
     cc_result r;
     char msg[512];
     out->line[0] = 0;
     cc_run_options run = run_options(o);
     if (cc_run_case_in_worker(p, c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, level,
-                              &run, &r, msg, sizeof msg)) {
+                              aten_threads, &run, &r, msg, sizeof msg)) {
         fprintf(stderr, "capcheck: %s\n", msg);
         return CC_EXIT_UNJUDGED;
     }
     if (again)
         printf("\n");
     printf("case:     %s\nprovider: %s (vjpMode %s)\n", r.line, r.provider, r.vjp_mode);
-    if (r.platform[0] && o->n_cpu_levels)
-        printf("platform: %s (level %s)\n", r.platform, cc_level_name(level));
+    char threads[32] = "";
+    if (aten_threads)
+        snprintf(threads, sizeof threads, " at %d ATen thread%s", aten_threads,
+                 aten_threads > 1 ? "s" : "");
+    if (r.platform[0] && (o->n_cpu_levels || aten_threads))
+        printf("platform: %s (level %s%s)\n", r.platform, cc_level_name(level), threads);
     else if (r.platform[0])
         printf("platform: %s\n", r.platform);
-    printf("status:   %s%s%s\njudged:   %s accumulation\n", cc_result_status_name(r.status),
+    printf("status:   %s%s%s%s\njudged:   %s accumulation\n", cc_result_status_name(r.status),
            r.suspect ? ", suspect" : "", r.vacuous ? ", vacuous" : "",
+           r.placement_sensitive ? ", placement-sensitive" : "",
            cc_accumulation_name(r.accumulation));
     if (r.checked_fwd)
         printf("forward:  worst bound ratio %.4g\n", r.fwd_ratio);
@@ -954,6 +968,11 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
         printf("worst:    %s%s expected %.17g got %.17g bound %.3g%s%s\n", r.worst_output,
                r.worst_index, r.expected, r.got, r.bound, r.worst_inputs[0] ? " at " : "",
                r.worst_inputs);
+    if (r.placement_sensitive)
+        printf("placement: %s%s is %.17g at the first buffer placement and %.17g at the other; "
+               "each placement gave its bits again: placement-sensitive, not a race "
+               "(docs/reliability.md)\n",
+               r.placement_output, r.placement_index, r.placement_first, r.placement_moved);
     if (r.message[0])
         printf("message:  %s\n", r.message);
     for (int k = 0; k < r.n_witnesses; k++) {
@@ -1132,6 +1151,57 @@ static int resolve_levels(options *o, int is_run)
     return 0;
 }
 
+/* --aten-threads: the ATen provider's intra-op thread counts, each a pass of its own; 0, or -1
+ * after one sentence. */
+static int resolve_aten_threads(options *o, int is_run)
+{
+    if (!o->aten_threads_spec)
+        return 0;
+    char msg[256];
+    o->n_aten_threads = cc_aten_threads_parse(o->aten_threads_spec, cc_online_cpus(),
+                                              o->aten_threads, CC_MAX_ATEN_THREADS, msg,
+                                              sizeof msg);
+    if (o->n_aten_threads < 0) {
+        fprintf(stderr, "capcheck: %s\n", msg);
+        return -1;
+    }
+    if (o->provider_lib || strcmp(o->provider, "aten") != 0) {
+        fprintf(stderr, "capcheck: --aten-threads sets the ATen provider's intra-op threads; "
+                        "provider %s has none to set\n",
+                o->provider_lib ? o->provider_lib : o->provider);
+        return -1;
+    }
+    int passes = o->n_aten_threads * (o->n_cpu_levels ? o->n_cpu_levels : 1);
+    if (o->no_fork && o->n_aten_threads > 1) {
+        fprintf(stderr, "capcheck: --no-fork runs in this process, where ATen keeps the thread "
+                        "count of its first init: give --aten-threads one count\n");
+        return -1;
+    }
+    if (is_run && o->shard && passes > 1) {
+        fprintf(stderr, "capcheck: --shard takes one --aten-threads count and one "
+                        "--cpu-capability level: shard each pass's run and merge its shards\n");
+        return -1;
+    }
+    if (passes > CC_MAX_PLATFORMS) {
+        fprintf(stderr, "capcheck: %d levels at %d ATen thread counts are %d platforms; one "
+                        "run holds at most %d\n",
+                o->n_cpu_levels, o->n_aten_threads, passes, CC_MAX_PLATFORMS);
+        return -1;
+    }
+    return 0;
+}
+
+/* certify runs the suite as the nightly does unless told otherwise (harness/certify.h): at its
+ * repeat, and the ATen provider on the CPU at each of its thread counts. */
+static void certify_defaults(options *o)
+{
+    if (!o->repeat)
+        o->repeat = CC_CERTIFY_REPEAT;
+    if (!o->aten_threads_spec && !o->provider_lib && strcmp(o->provider, "aten") == 0 &&
+        strcmp(o->device, "cpu") == 0)
+        o->aten_threads_spec = CC_CERTIFY_ATEN_THREADS;
+}
+
 /* capcheck list platforms: every level, whether this CPU can run it, and the platform the
  * provider's worker reports at it. */
 static int cmd_list_platforms(const options *o)
@@ -1163,7 +1233,7 @@ static int cmd_list_platforms(const options *o)
             printf("%-12s %-4s %-3s %s\n", cc_level_name(lv), "-", "no", why);
             continue;
         }
-        cc_pool_config pc = {p, 1, 1u << device, 0, 0, o->no_fork, NULL, 0, lv, run_options(o), -1};
+        cc_pool_config pc = {p, 1, 1u << device, 0, 0, o->no_fork, NULL, 0, lv, run_options(o), -1, 0};
         cc_pool *pool;
         if (lv > 0 && o->no_fork) {
             printf("%-12s %-4s %-3s (not probed with --no-fork)\n", cc_level_name(lv),
@@ -1242,7 +1312,9 @@ int main(int argc, char **argv)
     if (parse_options(argc, argv, is_list_cases || is_list_platforms ? 3 : 2, command, argv[1], &o) ||
         apply_math_modes(&o))
         return 2;
-    if (resolve_levels(&o, is_run || is_certify))
+    if (is_certify)
+        certify_defaults(&o);
+    if (resolve_levels(&o, is_run || is_certify) || resolve_aten_threads(&o, is_run || is_certify))
         return 2;
     int libtorch_rc = use_libtorch(&o);
     if (libtorch_rc)

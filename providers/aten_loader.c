@@ -58,6 +58,11 @@ const cc_provider *cc_aten_provider_load(char *msg, size_t msg_len)
 #else
     char paths[3][PATH_MAX], why[512];
     int n = module_paths(paths);
+    /* libtorch's OpenMP (libgomp) reads its wait policy once, when it is loaded: its default
+     * has an idle intra-op thread spin after every parallel region, which with --aten-threads 2
+     * took the CPU from the workers beside it (the smoke suite on 2 cores: 19.8 s against 0.7 s
+     * passive). Passive waiting changes no kernel's result; a policy the user set stays. */
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
     /* RTLD_DEEPBIND: libtorch calls its BLAS (MKL, linked into libtorch_cpu) through
      * dgemm_/sgemm_, which capcheck's own OpenBLAS also exports and, loaded first, would answer:
      * ATen would then run on OpenBLAS's gemm while stating MKL. Deep binding resolves libtorch's

@@ -920,8 +920,12 @@ static ref_status sample_scan(ref_rng *r, const ref_sample_req *req, ref_params 
  * axes (the folded batch*heads axis; rank 2 = one head); out [..., nQ, dv]. Optional mask
  * [nQ, nK] (true = allowed) broadcast over the leading axes; params.causal additionally blocks
  * key j > query i (top-left aligned when nQ != nK). With any blocking, A is the hard-masked
- * softmax: max over allowed entries, blocked weights exactly 0, a fully blocked row has zero
- * weights and a zero output row. nK = 0 rows are fully blocked.
+ * softmax: max over allowed entries, blocked weights exactly 0. nK = 0 rows are fully blocked.
+ * A fully blocked row i (no allowed key) is defined, not computed (ops.md; TorchLean's guard,
+ * FlashAttention's l = 0): out[i, :] = 0 and row i adds nothing to any gradient (dQ[i, :] = 0,
+ * and no dS[i, :] term in dK, no A[i, :] term in dV), whatever Q[i], K and V hold: Σ_k 0·V[k]
+ * would be NaN where V holds NaN or Inf. A partially blocked row keeps ordinary arithmetic
+ * (a blocked key's 0 weight times a NaN of V is NaN, as the composed bmm gives).
  * VJP: dV = A^T g; dA = g V^T; dS' = A (dA - rowsum(dA A)); dS = s dS'; dQ = dS K; dK = dS^T Q.
  *
  * Error model (units of u). Logit error: sig_ik = s (d + 3) sum_l |Q_il K_kl| (the length-d dot,
@@ -1003,6 +1007,7 @@ typedef struct {
     double *S, *sig, *A, *Fp, *Fp0, *Fpp; /* Fp, its dtype share and its probabilistic form */
     double *Kt, *Vt; /* [d, nK], [dv, nK] */
     int64_t batch;   /* whose transposes Kt and Vt hold; -1: none yet */
+    int blocked;     /* the row has no allowed key: zero output, no gradient terms */
 } attn_row_buf;
 
 static void attn_transposes(const ref_tensor *in, const attn_geom *g, int64_t b,
@@ -1040,7 +1045,8 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
             first = k;
         allowed += ok;
     }
-    if (allowed == 0) { /* fully blocked row: zero weights */
+    w->blocked = allowed == 0;
+    if (w->blocked) { /* fully blocked row: zero weights */
         for (int64_t k = 0; k < g->nK; k++)
             w->A[k] = w->Fp[k] = w->Fp0[k] = w->Fpp[k] = 0.0;
         return;
@@ -1104,7 +1110,7 @@ static void attn_out_elem(const attn_geom *g, const double *V, const attn_row_bu
                           double *y, const ref_mag *mags, int64_t i)
 {
     double s = 0.0, s_mag = 0.0, s_dt = 0.0, s_prob = 0.0, nK = (double)g->nK;
-    for (int64_t k = 0; k < g->nK; k++) {
+    for (int64_t k = 0; !w->blocked && k < g->nK; k++) { /* a fully blocked row: 0 */
         double av = fabs(V[k * g->dv + j]);
         s += w->A[k] * V[k * g->dv + j];
         s_mag += ref_mag_prod(w->A[k], av * (nK + w->Fp[k]));
@@ -1222,6 +1228,8 @@ static void attn_vjp_batches(void *ctx, int64_t lo, int64_t hi)
             const double *Q = in[0].v + (b * g->nQ + i) * g->d;
             const double *G = t->gt->v + (b * g->nQ + i) * g->dv;
             attn_vjp_row(t->p, t->n, in, t->gt, g, b, i, &w, dA, Gabs, dS, mdS);
+            if (w.blocked) /* a fully blocked row adds no gradient term */
+                continue;
             for (int64_t k = 0; k < g->nK; k++) {
                 for (int64_t l = 0; l < g->d; l++) {
                     int64_t qi = (b * g->nQ + i) * g->d + l, ki = (b * g->nK + k) * g->d + l;
@@ -1318,7 +1326,8 @@ static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
         most = pk[t].count > most ? pk[t].count : most;
     int64_t *kk = malloc(sizeof(int64_t) * (size_t)most), *cc = malloc(sizeof(int64_t) * (size_t)most);
     double *smag = malloc(sizeof(double) * (size_t)most * 3); /* per form f: smag + f * most */
-    ok = ok && kk && cc && smag;
+    char *blocked = malloc(rows); /* batch b's fully blocked rows: no gradient terms */
+    ok = ok && kk && cc && smag && blocked;
     attn_lengths L = attn_lengths_of(&g);
     /* per output, its picks' next position, and the element count of one batch of it */
     int64_t next[3] = {0, 0, 0}, per[3] = {g.nQ * g.d, g.nK * g.d, g.nK * g.dv};
@@ -1330,6 +1339,7 @@ static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
             continue;
         for (int64_t i = 0; i < g.nQ; i++) { /* every row of batch b: its dS, m(dS), A, Fp */
             attn_vjp_row(p, n, in, gt, &g, b, i, &w, more[0], more[1], more[2], more + 3);
+            blocked[i] = (char)w.blocked;
             const double *row_of[KEEP] = {more[2], more[3], more[4], more[5],
                                           w.A,     w.Fp,    w.Fp0,   w.Fpp};
             for (int k = 0; k < KEEP; k++)
@@ -1349,6 +1359,8 @@ static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
             }
             if (t == 0) { /* dQ[b, i, l] = sum_k dS[i, k] K[k, l] (K[k, l] = Kt[l, k]) */
                 for (int64_t e = lo; e < hi; e++) {
+                    if (blocked[kk[e - lo]])
+                        continue; /* 0, magnitudes 0 */
                     size_t at = (size_t)kk[e - lo] * row;
                     const double *dS = keep[0] + at, *Kl = w.Kt + cc[e - lo] * g.nK;
                     double s = 0.0, s_mag[3] = {0.0, 0.0, 0.0};
@@ -1365,6 +1377,8 @@ static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
             } else { /* dK[b, k, l] = sum_i dS[i, k] Q[i, l]; dV[b, k, j] = sum_i A[i, k] g[i, j]:
                       * i outermost, the picks side by side (each still sums in increasing i) */
                 for (int64_t i = 0; i < g.nQ; i++) {
+                    if (blocked[i])
+                        continue;
                     size_t at = (size_t)i * row;
                     /* dK: dS and its three m; dV: A and its three F */
                     const double *k0 = keep[t == 1 ? 0 : 4] + at;
@@ -1399,7 +1413,7 @@ static ref_status attn_vjp_at(const ref_params *p, int n, const ref_tensor *in,
     attn_row_free(&w, 6, more);
     for (int k = 0; k < KEEP; k++)
         free(keep[k]);
-    free(kk), free(cc), free(smag);
+    free(kk), free(cc), free(smag), free(blocked);
     return ok ? REF_OK : REF_ENOMEM;
 }
 

@@ -127,7 +127,7 @@ edge_classes none
 EOF
 
 # one process
-"$capcheck" run "$cases" --device cpu --out "$tmp/single" >"$tmp/log/single.out" 2>&1
+"$capcheck" run "$cases" --device cpu --repeat 2 --out "$tmp/single" >"$tmp/log/single.out" 2>&1
 "$capcheck" gate "$tmp/single" --policy "$policy" --all >"$tmp/single.all.txt"
 single_rc=$?
 "$capcheck" gate "$tmp/single" --policy "$policy" >"$tmp/single.gate.txt"

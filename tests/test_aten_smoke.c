@@ -26,6 +26,7 @@
 #include "harness/run/platform.h"
 #include "core/dtype.h"
 #include "harness/case/materialize.h"
+#include "harness/run/pool.h"
 #include "harness/run/runner.h"
 #include "harness/tools/reproducer.h"
 #include "reference/ref_families.h"
@@ -665,6 +666,78 @@ static void test_every_dispatch_level(void **state)
     printf("%d levels; %.*s\n", n, line ? (int)strcspn(line, "\n") : 4, line ? line : "none");
 }
 
+/* Results that depend on where the buffers sit (cases/regressions/repeat/: MKL's alignment-
+ * dependent kernels) show under --repeat 2, whose second call moves every buffer: through the
+ * binary, as the nightly runs them, every expectation holds on this machine's platform. */
+static void test_address_dependent_results_show_under_repeat(void **state)
+{
+    (void)state;
+    static char out[1 << 15];
+    char args[1024], dir[] = "/tmp/capcheck_repeat_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    snprintf(args, sizeof args,
+             "run " CAPCHECK_SOURCE_DIR "/cases/regressions/repeat/*.cases --repeat 2 --expect "
+             "-j 2 --out %s/r",
+             dir);
+    int rc = cc_t_run(NULL, args, out, sizeof out);
+    cc_t_remove_dir(dir);
+    if (rc != 0)
+        fail_msg("the --repeat expectations do not hold:\n%.4000s", out);
+    expect_in(out, "broken 0, crash 0, unexpected 0");
+}
+
+/* ATen's intra-op threads are platforms (--aten-threads all: 1 and this machine's CPUs, at least
+ * 2): the smoke suite passes at both, each pass's workers state their count, the rows and the
+ * key name it (+tN past one thread), each count's cases are cases of their own (not repeats of
+ * the other's), and a case that fails at N threads prints a repro line that runs it at N threads
+ * again. */
+static void test_aten_threads_are_platforms(void **state)
+{
+    (void)state;
+    static char out[1 << 16];
+    char args[2048], dir[] = "/tmp/capcheck_threads_XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    int most = cc_online_cpus() > 2 ? cc_online_cpus() : 2;
+    snprintf(args, sizeof args, "run --aten-threads all -j 2 --out %s/smoke", dir);
+    int rc = cc_t_run(NULL, args, out, sizeof out);
+    if (rc != 0)
+        fail_msg("the smoke suite does not pass at every ATen thread count:\n%.4000s", out);
+    char want[160];
+    snprintf(want, sizeof want, "level native at 1 ATen thread (platform cpu:");
+    expect_in(out, want);
+    snprintf(want, sizeof want, "level native at %d ATen threads (platform cpu:", most);
+    expect_in(out, want);
+    snprintf(path, sizeof path, "%s/smoke/report.json", dir);
+    char *rep = cc_t_slurp(path, NULL);
+    snprintf(want, sizeof want, "\"threads\": \"%d\", \"aten_threads\": \"%d\"", most, most);
+    expect_in(rep, want); /* the workers' own at::get_num_threads(), and the pass asked */
+    expect_in(rep, "\"threads\": \"1\", \"aten_threads\": \"1\"");
+    snprintf(want, sizeof want, "+t%d\"", most);
+    expect_in(rep, want);
+    /* a case at 1 thread and at N is two cases (its identity holds the platform key, +tN and
+     * all), never a repeat of one: folded, a kernel whose bits change with the thread count
+     * would read as nondeterministic, and the evidence would count half the cases */
+    assert_null(strstr(rep, "\"repeated\""));
+    assert_null(strstr(out, "repeated case line"));
+    free(rep);
+    /* a failure at N threads (ATen's f16 logSoftmax deviation) reproduces at N threads */
+    snprintf(args, sizeof args,
+             "run " CAPCHECK_SOURCE_DIR "/cases/regressions/distill.cases --op distill "
+             "--aten-threads %d -j 1 --out %s/fail",
+             most, dir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    snprintf(want, sizeof want, "--aten-threads %d\n", most);
+    const char *repro = strstr(out, "capcheck repro '");
+    if (!repro || !strstr(out, want))
+        fail_msg("no repro line at %d threads:\n%.3000s", most, out);
+    char line[2048];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(repro + 9, "\n"), repro + 9);
+    assert_int_equal(cc_t_run(NULL, line, out, sizeof out), 1);
+    snprintf(want, sizeof want, "at %d ATen threads)", most);
+    expect_in(out, want);
+    cc_t_remove_dir(dir);
+}
+
 /* ATen runs on the BLAS it states. libtorch_cpu calls its gemm through dgemm_/sgemm_, which the
  * executable's OpenBLAS exports too: a loader that let OpenBLAS answer them would make ATen's
  * results OpenBLAS's while the platform says MKL (seen once, when the shim became a module
@@ -718,6 +791,8 @@ int main(void)
         cmocka_unit_test(test_known_aten_deviations_still_fail),
         cmocka_unit_test(test_known_aten_crashes_still_crash),
         cmocka_unit_test(test_every_dispatch_level),
+        cmocka_unit_test(test_aten_threads_are_platforms),
+        cmocka_unit_test(test_address_dependent_results_show_under_repeat),
         cmocka_unit_test(test_aten_gemm_is_the_blas_it_states),
         cmocka_unit_test(test_reproducer_judges_as_capcheck),
         cmocka_unit_test(test_a_reproducer_for_every_op),

@@ -123,8 +123,18 @@ static void test_certify_is_the_recipe(void **state)
     int rc = in(elsewhere, out, sizeof out, args);
     assert_int_equal(rc, 1); /* the other required capsules have no case */
     /* the run's counts (progress off a terminal is a large run's: test_summary), then the
-     * summary */
-    expect_in(out, "capcheck: 2335 cases on " PROVIDER_NAME " in ");
+     * summary; the suite runs as the nightly does: each check twice (--repeat 2) and, on ATen
+     * CPU, at 1 ATen thread and at this machine's CPUs (--aten-threads all): 2 passes anywhere */
+#if CAPCHECK_HAVE_ATEN
+    expect_in(out, "capcheck: level native at 1 ATen thread (platform cpu:");
+    expect_in(out, " ATen threads (platform cpu:");
+    expect_in(out, "capcheck: 5326 cases on aten in ");
+#else
+    expect_in(out, "capcheck: 2663 cases on reference in ");
+#endif
+    char *results = cc_t_slurp_in(elsewhere, "c", "results.jsonl");
+    expect_in(results, ",\"repeat\":2");
+    free(results);
     expect_in(out, " capsule x dtype x platform checked under ");
     expect_in(out, "required, not checked (each with its first reason):\n");
     expect_in(out, ": no case in the report\n");
@@ -153,8 +163,10 @@ static void test_certify_is_the_recipe(void **state)
 
     /* the four commands of the recipe, over the checkout's files */
     snprintf(args, sizeof args,
-             "run %s/cases/nightly.cases %s/cases/edge/*.cases %s --op softmax --out %s/r",
-             CAPCHECK_SOURCE_DIR, CAPCHECK_SOURCE_DIR, provider, tmp);
+             "run %s/cases/nightly.cases %s/cases/edge/*.cases %s --op softmax --repeat 2 %s "
+             "--out %s/r",
+             CAPCHECK_SOURCE_DIR, CAPCHECK_SOURCE_DIR, provider,
+             CAPCHECK_HAVE_ATEN ? "--aten-threads all" : "", tmp);
     int run_rc = in(NULL, out2, sizeof out2, args);
     assert_true(run_rc == 0 || run_rc == 1);
     const char *policy = strstr(provider, "--policy") ? strstr(provider, "--policy") : "";
@@ -169,7 +181,9 @@ static void test_certify_is_the_recipe(void **state)
     snprintf(c_dir, sizeof c_dir, "%s/c", elsewhere);
     snprintf(r_dir, sizeof r_dir, "%s/r", tmp);
     const char *shas[] = {seal_of(c_dir, 0), seal_of(r_dir, 1), NULL};
-    const char *source[] = {"results digest matches", "Source:", ".cases", NULL};
+    /* the case files name themselves (embedded: or a path) and wrap where their names end */
+    const char *source[] = {"results digest matches", "Source:", ".cases", "base seed", "seed 0",
+                            NULL};
     snprintf(a, sizeof a, "%s/gate.txt", c_dir);
     snprintf(b, sizeof b, "%s/r.gate.txt", tmp);
     expect_equal_files(a, b, shas, source);
@@ -203,8 +217,11 @@ static void test_certify_is_the_recipe(void **state)
     /* a finished run resumed: nothing runs, the same summary */
     snprintf(args, sizeof args, "certify %s --op softmax --resume c", provider);
     assert_int_equal(in(elsewhere, out2, sizeof out2, args), rc);
-    const char *ran = strstr(out, "capcheck: "); /* "capcheck: N cases on ...": all recorded */
+    /* "capcheck: N cases on ...": all recorded (the passes' lines come before it) */
+    const char *ran = strstr(out, " cases on ");
     assert_non_null(ran);
+    while (ran > out && ran[-1] != '\n')
+        ran--;
     char cases_line[64];
     snprintf(cases_line, sizeof cases_line, "%.*s", (int)(strstr(ran, " on ") - ran), ran);
     expect_in(out2, cases_line);
@@ -212,6 +229,15 @@ static void test_certify_is_the_recipe(void **state)
     assert_non_null(verdict);
     assert_non_null(again);
     assert_string_equal(strstr(again, " capsule x dtype"), strstr(verdict, " capsule x dtype"));
+    /* the nightly's repeat and thread counts are defaults: one call at one count on asking */
+    snprintf(args, sizeof args, "certify %s --op neg --repeat 1%s --out c1", provider,
+             CAPCHECK_HAVE_ATEN ? " --aten-threads 1" : "");
+    int rc1 = in(elsewhere, out2, sizeof out2, args);
+    assert_true(rc1 == 0 || rc1 == 1);
+    assert_null(strstr(out2, "ATen threads"));
+    results = cc_t_slurp_in(elsewhere, "c1", "results.jsonl");
+    assert_null(strstr(results, "\"repeat\":"));
+    free(results);
     /* a second run into the same folder is refused, and says how to go on */
     snprintf(args, sizeof args, "certify %s --op softmax --out c", provider);
     assert_int_equal(in(elsewhere, out2, sizeof out2, args), 2);

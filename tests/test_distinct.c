@@ -166,23 +166,23 @@ static void test_the_smoke_three_times_is_the_smoke(void **state)
                               "run %s %s %s --provider reference --out %s/s3 --policy %s", smoke,
                               smoke, smoke, tmp, any), 0);
     /* the terminal says what it folded: every line of the smoke ran three times */
-    expect_in(out, "capcheck: 26526 cases on reference in ");
-    expect_in(out, " of 8842 distinct cases\n");
-    expect_in(out, "capcheck: 17,684 repeated case lines counted once (each ran; statuses, rows "
-                   "and the gate count the 8842 distinct cases once); 0 disagreed with their "
+    expect_in(out, "capcheck: 26991 cases on reference in ");
+    expect_in(out, " of 8997 distinct cases\n");
+    expect_in(out, "capcheck: 17,994 repeated case lines counted once (each ran; statuses, rows "
+                   "and the gate count the 8997 distinct cases once); 0 disagreed with their "
                    "first run (nondeterministic)\n");
     /* so do report.json and report.md; the rows and totals are the smoke's */
     char *rep = cc_t_slurp_in(tmp, "s3", "report.json");
-    expect_in(rep, "\"cases\": 26526,");
-    expect_in(rep, "\"repeated\": {\"case_lines\": 17684, \"distinct_cases\": 8842, "
+    expect_in(rep, "\"cases\": 26991,");
+    expect_in(rep, "\"repeated\": {\"case_lines\": 17994, \"distinct_cases\": 8997, "
                    "\"disagreeing\": 0},");
     free(rep);
     rep = cc_t_slurp_in(tmp, "s1", "report.json");
     assert_null(strstr(rep, "\"repeated\""));
     free(rep);
     char *md = cc_t_slurp_in(tmp, "s3", "report.md");
-    expect_in(md, "**Verdict: all 8842 cases passed**");
-    expect_in(md, "17,684 repeated case lines counted once: 26526 case lines ran, 8842 distinct");
+    expect_in(md, "**Verdict: all 8997 cases passed**");
+    expect_in(md, "17,994 repeated case lines counted once: 26991 case lines ran, 8997 distinct");
     free(md);
     expect_same_rows("s1", "s3");
     assert_int_equal(capcheck(out, sizeof out, "validate %s/s3/report.json", tmp), 0);
@@ -193,7 +193,7 @@ static void test_the_smoke_three_times_is_the_smoke(void **state)
     assert_int_equal(rc1, 1);
     assert_int_equal(rc3, 1);
     expect_in(out, "capcheck gate: 0 of the 112 required capsule x dtype x platform checked");
-    expect_in(out2, "capcheck gate: 17,684 repeated case lines counted once: 8842 distinct "
+    expect_in(out2, "capcheck gate: 17,994 repeated case lines counted once: 8997 distinct "
                     "cases, each counted once; 0 disagreed with their first run");
     expect_same_verdicts(out, out2);
 

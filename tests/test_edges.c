@@ -62,6 +62,7 @@ static void test_edge_key_round_trips(void **state)
         snprintf(l2, sizeof l2, "%s in=[4,5],[4,5] edge=%s",
                  e == CC_EDGE_MASKED_ROW   ? "hardMaskedSoftmax"
                  : e == CC_EDGE_LARGE_MEAN ? "mseLoss" /* an op taking a statistic */
+                 : e == CC_EDGE_WIDE       ? "distill" /* exp of both logits */
                                            : "add",
                  cc_edge_class_names[e]);
         assert_int_equal(parse(l2).edges, 1u << e);
@@ -80,6 +81,10 @@ static void test_edge_errors_name_the_column(void **state)
     expect_error("relu count=2 edge=nan,bogus\n", "bad edge class list 'nan,bogus'", 19);
     expect_error("relu count=2 edge=masked-row\n", "edge=masked-row puts no value into any "
                                                    "input of relu", 19);
+    /* a bf16 or f32 square past the dtype's range is past float32's: f16's alone */
+    expect_error("layerNorm dtype=f32 in=[4,8],[8],[8] edge=wide\n",
+                 "edge=wide puts no value into any input of this layerNorm case", 0);
+    expect_error("relu dtype=f16 in=[8] edge=wide\n", "edge=wide puts no value", 0);
 }
 
 static void test_generators_expand_edge_classes(void **state)
@@ -88,9 +93,10 @@ static void test_generators_expand_edge_classes(void **state)
     cc_case_list a = {0}, b = {0};
     cc_parse_error err;
     /* all: every class that applies to relu (not masked-row, not large-mean: relu takes no
-     * statistic), the seeds of a line without edge= unchanged for its edge=none part */
+     * statistic, not wide: it forms no intermediate), the seeds of a line without edge=
+     * unchanged for its edge=none part */
     assert_int_equal(cc_cases_parse_text("relu count=3 edge=all\n", "t", &defaults, &a, &err), 0);
-    assert_int_equal(a.n, 3 * (CC_EDGE_COUNT - 2));
+    assert_int_equal(a.n, 3 * (CC_EDGE_COUNT - 3));
     for (size_t i = 0; i < a.n; i++)
         assert_int_equal(a.v[i].edges, 1u << (i / 3 < CC_EDGE_MASKED_ROW ? i / 3 : i / 3 + 1));
     assert_int_equal(cc_cases_parse_text("relu count=3 edge=none,ties\nrelu count=3\n", "t",
@@ -216,6 +222,69 @@ static void test_each_class_puts_its_values_in(void **state)
     cc_inputs_free(&in);
 }
 
+/* The largest |x| of input i, and how many of its elements are at least `at`. */
+static double largest(const cc_inputs *in, int i, double at, int64_t *n_at)
+{
+    double m = 0;
+    *n_at = 0;
+    for (int64_t j = 0; j < ref_numel(&in->ref_in[i].shape); j++) {
+        double x = fabs(in->ref_in[i].v[j]);
+        assert_true(isfinite(x));
+        m = x > m ? x : m;
+        *n_at += x >= at;
+    }
+    return m;
+}
+
+/* wide: each kind puts its intermediates past the range and keeps the inputs (and outputs)
+ * finite (the table in harness/case/edge_class.h). */
+static void test_wide_places_intermediates_past_the_range(void **state)
+{
+    (void)state;
+    int64_t n_at;
+    /* logits: one offset past exp's overflow (88.72 in float32), the spread kept */
+    cc_inputs plain = inputs_of("softmax dtype=f32 in=[8,16] axis=1 seed=3 stream=2"),
+              wide = inputs_of("softmax dtype=f32 in=[8,16] axis=1 edge=wide seed=3 stream=2");
+    double offset = wide.ref_in[0].v[0] - plain.ref_in[0].v[0];
+    assert_true(fabs(offset) >= 88.72 && fabs(offset) < 1.5 * 88.73);
+    for (int64_t j = 0; j < 128; j++) /* rounded to float32 at |x| ~ 100: within 2^-16 */
+        assert_true(fabs(wide.ref_in[0].v[j] - plain.ref_in[0].v[j] - offset) < 0x1p-15);
+    cc_inputs_free(&plain);
+    cc_inputs_free(&wide);
+    /* f16 layerNorm: most squares past 65504, every value finite in f16; gamma untouched */
+    wide = inputs_of("layerNorm dtype=f16 in=[8,32],[32],[32] edge=wide seed=4");
+    assert_true(largest(&wide, 0, 256.0, &n_at) < 65504 && n_at > 128);
+    assert_true(largest(&wide, 1, 256.0, &n_at) < 16 && n_at == 0);
+    cc_inputs_free(&wide);
+    /* f16 reduceMean: the sum of 128 terms past 65504, the mean (each term) not */
+    wide = inputs_of("reduceMean dtype=f16 in=[128] axis=0 edge=wide seed=5");
+    double sum = 0;
+    for (int j = 0; j < 128; j++)
+        sum += wide.ref_in[0].v[j];
+    assert_true(fabs(sum) > 65504 && largest(&wide, 0, 0, &n_at) < 4096);
+    cc_inputs_free(&wide);
+    /* activations: a quarter of the elements past exp's overflow, the rest N(0,1) */
+    wide = inputs_of("softplus dtype=bf16 in=[256] edge=wide seed=6");
+    assert_true(largest(&wide, 0, 88.0, &n_at) < 2 * 88.73 + 1 && n_at > 30 && n_at < 120);
+    cc_inputs_free(&wide);
+    /* attention f16: every score +-58,950 scaled, the unscaled q.k 4 times that (d = 16) */
+    wide = inputs_of("attention dtype=f16 in=[3,16],[5,16],[5,2] edge=wide seed=7");
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 5; k++) {
+            double qk = 0;
+            for (int l = 0; l < 16; l++)
+                qk += wide.ref_in[0].v[i * 16 + l] * wide.ref_in[1].v[k * 16 + l];
+            assert_true(fabs(qk) > 4 * 58000 && fabs(qk) / 4 < 65504);
+        }
+    assert_true(largest(&wide, 2, 8.0, &n_at) < 8); /* V untouched */
+    cc_inputs_free(&wide);
+    /* f16 mseLoss: a few differences past 256 (squares past 65504) in the first input only */
+    wide = inputs_of("mseLoss dtype=f16 in=[64,8],[64,8] edge=wide seed=8");
+    assert_true(largest(&wide, 0, 256.0, &n_at) < 301 && n_at >= 1 && n_at < 64);
+    assert_true(largest(&wide, 1, 256.0, &n_at) < 16);
+    cc_inputs_free(&wide);
+}
+
 /* A broadcast layout's values stay constant along axis 0 with edge values in them, and the same
  * line always gives the same values. */
 static void test_edge_values_are_reproducible_and_respect_layouts(void **state)
@@ -241,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_edge_errors_name_the_column),
         cmocka_unit_test(test_generators_expand_edge_classes),
         cmocka_unit_test(test_each_class_puts_its_values_in),
+        cmocka_unit_test(test_wide_places_intermediates_past_the_range),
         cmocka_unit_test(test_edge_values_are_reproducible_and_respect_layouts),
     };
     return cmocka_run_group_tests_name("edge_classes", tests, NULL, NULL);

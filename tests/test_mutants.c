@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/guard.h"
+#include "harness/case/edge_class.h"
 #include "harness/case/case.h"
 #include "harness/run/plugin.h"
 #include "harness/run/runner.h"
@@ -35,6 +36,7 @@ typedef const char *(*op_fn)(int);
 
 typedef struct {
     long counts[CC_RES_COUNT];
+    long placement; /* cases flagged placement-sensitive (runner.h) */
     char first[CC_CASE_LINE_MAX]; /* the first case that did not pass */
     char first_msg[384];
 } tally;
@@ -59,6 +61,7 @@ static void run_all(const cc_provider *p, const cc_case_list *l, int repeat, tal
         cc_result r;
         cc_run_case_probed(p, &l->v[i], &o, NULL, &r);
         t->counts[r.status]++;
+        t->placement += r.placement_sensitive != 0;
         if (r.status != CC_RES_PASS && !t->first[0]) {
             snprintf(t->first, sizeof t->first, "%s", r.line);
             snprintf(t->first_msg, sizeof t->first_msg, "%s", r.message);
@@ -219,11 +222,96 @@ static void test_every_mutant_is_killed(void **state)
     assert_int_equal(killed, n); /* every planted bug is caught */
 }
 
+/* The correct alternative implementations (the plugin's variants: a flash-style attention
+ * that writes fully blocked rows as 0; a reduceSum whose order follows its input's alignment)
+ * pass every case of their op at their repeat, NaN and Inf in blocked V included, and the
+ * alignment-dependent sum through --repeat 2's moved buffers; the flash attention's mutated
+ * twin (no zero-row guard) is among the mutants above. */
+static void test_every_variant_passes(void **state)
+{
+    fixture *fx = *state;
+    void *a = dlsym(fx->dl, "capcheck_variant_name"), *b = dlsym(fx->dl, "capcheck_variant_op"),
+         *c = dlsym(fx->dl, "capcheck_variant_repeat");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    catalogue_fn name_of;
+    op_fn op_of;
+    repeat_fn repeat_of;
+    memcpy(&name_of, &a, sizeof a);
+    memcpy(&op_of, &b, sizeof b);
+    memcpy(&repeat_of, &c, sizeof c);
+    int n = 0;
+    for (const char *name; (name = name_of(n)) != NULL; n++) {
+        cc_case_list mine = {0};
+        for (size_t i = 0; i < fx->cases.n; i++)
+            if (strcmp(fx->cases.v[i].op->name, op_of(n)) == 0 &&
+                cc_case_list_push(&mine, &fx->cases.v[i]))
+                fail_msg("out of memory");
+        tally t;
+        int repeat = repeat_of(n);
+        assert_int_equal(run_mutant(cc_plugin_provider(fx->plugin), &mine, name, repeat, &t), 0);
+        printf("variant  %-24s %ld of %zu cases passed at --repeat %d, %ld placement-sensitive\n",
+               name, t.counts[CC_RES_PASS], mine.n, repeat, t.placement);
+        if (t.first[0])
+            fail_msg("%s: %s\n  %s", name, t.first, t.first_msg);
+        assert_true(mine.n >= 100);
+        assert_int_equal(t.counts[CC_RES_PASS], (long)mine.n);
+        if (repeat > 1) /* the moved buffers did change its bits: the path was taken */
+            assert_true(t.placement > 0);
+        cc_case_list_free(&mine);
+    }
+    assert_true(n >= 1);
+}
+
+/* edge=wide (harness/case/edge_class.h) kills the planted kernels whose intermediates leave the
+ * dtype's range while the output fits: on the wide cases of their op alone, and for those that
+ * only range shows, with every other case of their op passing. */
+static void test_wide_catches_intermediates_past_the_range(void **state)
+{
+    fixture *fx = *state;
+    static const struct {
+        const char *name, *op;
+        int only_wide; /* every non-wide case of the op passes */
+    } planted[] = {
+        {"layernorm_square_in_dtype", "layerNorm", 1}, /* f16 squares past 65504 */
+        {"attention_qk_in_dtype", "attention", 1},     /* f16 q.k past 65504, s q.k not */
+        {"mseloss_square_in_dtype", "mseLoss", 1},     /* f16 squared differences */
+        {"softmax_no_max_sub", "softmax", 0},          /* exp past 88.7 (709.8 in f64) */
+        {"softplus_naive", "softplus", 0},             /* log(1 + exp(x)) */
+    };
+    for (size_t m = 0; m < sizeof planted / sizeof planted[0]; m++) {
+        cc_case_list wide = {0}, rest = {0};
+        for (size_t i = 0; i < fx->cases.n; i++) {
+            const cc_case *c = &fx->cases.v[i];
+            if (strcmp(c->op->name, planted[m].op) == 0 &&
+                cc_case_list_push((c->edges >> CC_EDGE_WIDE & 1) ? &wide : &rest, c))
+                fail_msg("out of memory");
+        }
+        tally w, r;
+        assert_true(wide.n > 0);
+        assert_int_equal(run_mutant(cc_plugin_provider(fx->plugin), &wide, planted[m].name, 1, &w),
+                         0);
+        assert_int_equal(run_mutant(cc_plugin_provider(fx->plugin), &rest, planted[m].name, 1, &r),
+                         0);
+        printf("wide     %-26s %ld of %zu wide cases caught; %ld of %zu others\n", planted[m].name,
+               w.counts[CC_RES_FAIL] + cc_count_errors(w.counts), wide.n,
+               r.counts[CC_RES_FAIL] + cc_count_errors(r.counts), rest.n);
+        assert_true(w.counts[CC_RES_FAIL] + cc_count_errors(w.counts) > 0);
+        if (planted[m].only_wide)
+            assert_int_equal(r.counts[CC_RES_PASS], (long)rest.n);
+        cc_case_list_free(&wide);
+        cc_case_list_free(&rest);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_false_alarms),
         cmocka_unit_test(test_every_mutant_is_killed),
+        cmocka_unit_test(test_every_variant_passes),
+        cmocka_unit_test(test_wide_catches_intermediates_past_the_range),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

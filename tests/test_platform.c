@@ -67,6 +67,19 @@ static void test_keys_from_facts(void **state)
     /* a cap oneDNN does not know caps nothing (oneDNN ignores it too) */
     key_of(ATEN("AVX512"), CC_CPU, SAPPHIRE_RAPIDS, "PENTIUM", k);
     assert_string_equal(k, "cpu:amx");
+    /* ATen's intra-op threads: more than one is another path, named; one keeps the bare key */
+    key_of("libtorch 2.15.0; threads 2; cpu_capability AVX512; onednn 3.13.3", CC_CPU, ZEN4,
+           NULL, k);
+    assert_string_equal(k, "cpu:avx512-bf16+t2");
+    key_of("libtorch 2.15.0; threads 16; cpu_capability DEFAULT; onednn 3.13.3", CC_CPU,
+           SAPPHIRE_RAPIDS, NULL, k);
+    assert_string_equal(k, "cpu:amx+aten-default+t16");
+    key_of("OpenBLAS 0.3.28; threads 4; device cpu", CC_CPU, HASWELL, NULL, k);
+    assert_string_equal(k, "cpu:avx2+t4");
+    key_of("mychip 1.0; threads 8; platform npu:mychip-v2", CC_CPU, ZEN4, NULL, k);
+    assert_string_equal(k, "npu:mychip-v2"); /* a stated key is the provider's own */
+    key_of("libtorch 2.15.0; threads 4; gpu NVIDIA H200 (sm_90)", CC_CUDA, ZEN4, NULL, k);
+    assert_string_equal(k, "cuda:sm90"); /* host threads select no CUDA kernel */
     /* a provider without ATen: the tier alone */
     key_of("reference float64", CC_CPU, ZEN4, NULL, k);
     assert_string_equal(k, "cpu:avx512-bf16");
@@ -94,9 +107,14 @@ static void test_facts_and_isa(void **state)
     assert_string_equal(p.blas, "mkl 2024.2");
     assert_string_equal(p.level, "avx512-bf16");
     assert_string_equal(p.overrides, "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16");
+    assert_string_equal(p.threads, "1");
     char line[1024];
     cc_platform_summary(&p, line, sizeof line);
     assert_non_null(strstr(line, "oneDNN 3.13.3 avx512_core_bf16"));
+    assert_non_null(strstr(line, "ATen AVX512 at 1 thread,"));
+    /* what a provider says whatever the pass: no dispatch level, no thread count */
+    cc_describe_without_platform(ATEN("AVX512"), line, sizeof line);
+    assert_string_equal(line, "libtorch 2.15.0; onednn 3.13.3; blas mkl 2024.2");
     cc_platform_derive("cuda 13.2; driver 580.1; cudnn 9.26.0; cublas 13.4.1; gpu NVIDIA H200 "
                        "(sm_90)",
                        CC_CUDA, "", NULL, "", "", &p);
@@ -177,12 +195,43 @@ static void test_levels(void **state)
     unsetenv("MKL_ENABLE_INSTRUCTIONS");
 }
 
+static void test_aten_threads(void **state)
+{
+    (void)state;
+    int t[CC_MAX_ATEN_THREADS];
+    char msg[256];
+    /* all: the serial path and the parallel one at full width, at least 2 (oversubscribed) */
+    assert_int_equal(cc_aten_threads_parse("all", 16, t, CC_MAX_ATEN_THREADS, msg, sizeof msg), 2);
+    assert_true(t[0] == 1 && t[1] == 16);
+    assert_int_equal(cc_aten_threads_parse("all", 1, t, CC_MAX_ATEN_THREADS, msg, sizeof msg), 2);
+    assert_true(t[0] == 1 && t[1] == 2);
+    assert_int_equal(cc_aten_threads_parse("4,1", 2, t, CC_MAX_ATEN_THREADS, msg, sizeof msg), 2);
+    assert_true(t[0] == 4 && t[1] == 1);
+    static const char *const bad[][2] = {{"0", "not '0'"},       {"257", "not '257'"},
+                                         {"2,", "not ''"},       {"x", "not 'x'"},
+                                         {"2,3,2", "names 2 twice"}, {"1,2,3,4,5", "at most 4"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(cc_aten_threads_parse(bad[k][0], 2, t, CC_MAX_ATEN_THREADS, msg,
+                                               sizeof msg),
+                         -1);
+        if (!strstr(msg, bad[k][1]))
+            fail_msg("--aten-threads %s: '%s' lacks '%s'", bad[k][0], msg, bad[k][1]);
+    }
+    unsetenv(CC_ATEN_THREADS_ENV);
+    cc_aten_threads_apply(0); /* none asked: the provider's own count */
+    assert_null(getenv(CC_ATEN_THREADS_ENV));
+    cc_aten_threads_apply(3);
+    assert_string_equal(getenv(CC_ATEN_THREADS_ENV), "3");
+    unsetenv(CC_ATEN_THREADS_ENV);
+}
+
 static void test_platforms_json_round_trip(void **state)
 {
     (void)state;
     cc_platform p[2], back[2];
     cc_platform_derive(ATEN("AVX2"), CC_CPU, HASWELL, "AVX2", "ONEDNN_MAX_CPU_ISA=AVX2", "avx2",
                        &p[0]);
+    strcpy(p[0].aten_threads, "1"); /* the pass's --aten-threads */
     cc_platform_derive("cuda 13.2; gpu A100 (sm_80); cudnn 9.1", CC_CUDA, "", NULL, "", "",
                        &p[1]);
     char *buf = NULL;
@@ -213,7 +262,19 @@ static const char REGRESSIONS[] = "# a comment before any directive\n"
                                   "#! seen crash on cpu:amx\n"
                                   "exp count=3 dtype=f16 size=tiny\n"
                                   "#! seen fail on cpu:amx intermittent\n"
-                                  "log dtype=f32 in=[3] seed=2\n";
+                                  "log dtype=f32 in=[3] seed=2\n"
+                                  "#! seen placement-sensitive on cpu:amx\n"
+                                  "matmul dtype=f32 in=[3],[3] seed=4\n";
+
+/* REGRESSIONS' expectations (cc_expect_free them). */
+static cc_expectations regressions(void)
+{
+    cc_expectations e = {0};
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_parse_error err;
+    assert_int_equal(cc_expect_parse_text(REGRESSIONS, "r.cases", &def, &e, &err), 0);
+    return e;
+}
 
 static cc_result result_of(const cc_expectation *e, const char *platform, cc_result_status s)
 {
@@ -235,27 +296,32 @@ static cc_expect_outcome judge(const cc_expectation *e, const char *platform,
 static void test_directives(void **state)
 {
     (void)state;
-    cc_expectations e = {0};
-    cc_case_defaults def = {CC_CPU, 0};
-    cc_parse_error err;
-    assert_int_equal(cc_expect_parse_text(REGRESSIONS, "r.cases", &def, &e, &err), 0);
-    assert_int_equal(e.n, 1 + 3 + 1); /* relu has none; the generator gives 3 */
+    cc_expectations e = regressions();
+    assert_int_equal(e.n, 1 + 3 + 1 + 1); /* relu has none; the generator gives 3 */
     assert_int_equal(e.v[0].status, CC_RES_FAIL);
     assert_int_equal(e.v[0].n_keys, 2);
     assert_string_equal(e.v[0].keys[1], "cpu:avx512-fp16");
     assert_string_equal(e.v[0].where, "r.cases:3");
     assert_int_equal(e.v[1].status, CC_RES_CRASH);
     assert_int_equal(e.v[4].intermittent, 1);
+    assert_int_equal(e.v[5].status, CC_RES_PASS); /* placement-sensitive: a flagged pass */
+    assert_int_equal(e.v[5].placement, 1);
+    assert_int_equal(e.v[0].placement, 0);
     /* the canonical line finds its expectation; a line without a directive has none */
     assert_non_null(cc_expect_find(&e, e.v[2].line));
     assert_null(cc_expect_find(&e, "relu dtype=f32 device=cpu in=[4] layout=contig check=both "
                                    "seed=1"));
     cc_expect_free(&e);
     /* malformed directives: one sentence with file and line */
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_parse_error err;
     static const char *const bad[][2] = {
         {"#! expect fail on cpu:amx\n", "unknown directive 'expect'"},
         {"#! seen pass on cpu:amx\n", "wants a status"},
         {"#! seen fail cpu:amx\n", "wants 'on KEY...'"},
+        {"#! seen placement-sensitive cpu:amx\n", "'#! seen placement-sensitive' wants 'on KEY"},
+        {"#! seen placement on cpu:amx\n", "nondeterministic or placement-sensitive, not "
+                                            "'placement'"},
         {"#! seen fail on\n", "names no platform key"},
         {"#! seen fail on AMX\n", "'AMX' is not a platform key"},
         {"#! seen fail on cpu:amx\nrelu dtype=f99 in=[3]\n", "f99"},
@@ -274,10 +340,7 @@ static void test_directives(void **state)
 static void test_judging_across_platforms(void **state)
 {
     (void)state;
-    cc_expectations e = {0};
-    cc_case_defaults def = {CC_CPU, 0};
-    cc_parse_error err;
-    assert_int_equal(cc_expect_parse_text(REGRESSIONS, "r.cases", &def, &e, &err), 0);
+    cc_expectations e = regressions();
     const cc_expectation *dev = &e.v[0], *crash = &e.v[1], *flaky = &e.v[4];
     char msg[1024];
     /* seen here and seen again: expected */
@@ -311,6 +374,39 @@ static void test_judging_across_platforms(void **state)
     assert_int_equal(judge(NULL, "cpu:amx", CC_RES_PASS, msg), CC_EXPECT_NONE);
     assert_int_equal(judge(NULL, "cpu:amx", CC_RES_FAIL, msg), CC_EXPECT_UNEXPECTED);
     assert_int_equal(judge(NULL, "cpu:amx", CC_RES_CRASH, msg), CC_EXPECT_CRASH);
+    cc_expect_free(&e);
+}
+
+/* A placement-sensitive result (a pass whose bits followed --repeat's buffer placement) against
+ * the directives: it is what `#! seen placement-sensitive` saw, and a pass of a case seen
+ * failing; a plain pass or a race where placement-sensitive was seen means the kernel changed. */
+static void test_judging_placement_sensitive(void **state)
+{
+    (void)state;
+    cc_expectations e = regressions();
+    const cc_expectation *dev = &e.v[0], *flaky = &e.v[4], *placed = &e.v[5];
+    char msg[1024];
+    cc_result r = result_of(placed, "cpu:amx", CC_RES_PASS);
+    r.placement_sensitive = 1;
+    assert_int_equal(cc_expect_judge(placed, &r, msg, sizeof msg), CC_EXPECT_REPRODUCED);
+    expect_in(msg, "placement-sensitive on cpu:amx, as seen (placement-sensitive on cpu:amx, ");
+    snprintf(r.platform, sizeof r.platform, "cpu:avx2");
+    assert_int_equal(cc_expect_judge(placed, &r, msg, sizeof msg), CC_EXPECT_ALSO_SEEN);
+    assert_false(cc_expect_is_failure(CC_EXPECT_ALSO_SEEN));
+    assert_int_equal(cc_expect_judge(NULL, &r, msg, sizeof msg), CC_EXPECT_NONE);
+    /* seen failing: a placement-sensitive pass is a pass */
+    assert_int_equal(cc_expect_judge(dev, &r, msg, sizeof msg), CC_EXPECT_NOT_REPRODUCED);
+    snprintf(r.platform, sizeof r.platform, "cpu:amx");
+    assert_int_equal(cc_expect_judge(dev, &r, msg, sizeof msg), CC_EXPECT_BROKEN);
+    expect_in(msg, "placement-sensitive on cpu:amx, where it was seen fail on");
+    assert_int_equal(cc_expect_judge(flaky, &r, msg, sizeof msg), CC_EXPECT_NOT_THIS_TIME);
+    /* where it was seen: same bits at both placements, or a race, is a changed kernel */
+    assert_int_equal(judge(placed, "cpu:amx", CC_RES_PASS, msg), CC_EXPECT_BROKEN);
+    expect_in(msg, "pass on cpu:amx, where it was seen placement-sensitive on cpu:amx");
+    assert_int_equal(judge(placed, "cpu:amx", CC_RES_NONDETERMINISTIC, msg), CC_EXPECT_BROKEN);
+    assert_int_equal(judge(placed, "cpu:avx2", CC_RES_PASS, msg), CC_EXPECT_NOT_REPRODUCED);
+    assert_int_equal(judge(placed, "cpu:avx2", CC_RES_NONDETERMINISTIC, msg),
+                     CC_EXPECT_UNEXPECTED);
     cc_expect_free(&e);
 }
 
@@ -449,9 +545,11 @@ int main(void)
         cmocka_unit_test(test_keys_from_facts),
         cmocka_unit_test(test_facts_and_isa),
         cmocka_unit_test(test_levels),
+        cmocka_unit_test(test_aten_threads),
         cmocka_unit_test(test_platforms_json_round_trip),
         cmocka_unit_test(test_directives),
         cmocka_unit_test(test_judging_across_platforms),
+        cmocka_unit_test(test_judging_placement_sensitive),
         cmocka_unit_test(test_run_expect_cli),
         cmocka_unit_test(test_levels_run_and_resume),
     };

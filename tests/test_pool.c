@@ -158,7 +158,7 @@ static void test_crash_and_hang_leave_the_rest_intact(void **state)
     parse_cases(&l);
     bad_ctx b = {getpid(), 0};
     cc_provider p = bad_provider(&b);
-    cc_pool_config cfg = {&p, 2, 1u << CC_CPU, 0.3, 0, 0, NULL, 0, 0, {0}, -1};
+    cc_pool_config cfg = {&p, 2, 1u << CC_CPU, 0.3, 0, 0, NULL, 0, 0, {0}, -1, 0};
     cc_result *res = calloc(l.n, sizeof *res);
     char desc[256];
     run_all(&cfg, &l, res, desc, sizeof desc); /* relu hangs forever: only the pool ends it */
@@ -218,8 +218,8 @@ static void test_results_do_not_depend_on_the_pool(void **state)
     const cc_provider *ref = cc_reference_provider();
     cc_result *a = calloc(l.n, sizeof *a), *b = calloc(l.n, sizeof *b), *c = calloc(l.n, sizeof *c);
     char desc[256];
-    cc_pool_config one = {ref, 1, 0, 0, 0, 0, NULL, 0, 0, {0}, -1}, three = {ref, 3, 0, 0, 0, 0, NULL, 0, 0, {0}, -1},
-                   inproc = {ref, 0, 0, 0, 0, 1, NULL, 0, 0, {0}, -1};
+    cc_pool_config one = {ref, 1, 0, 0, 0, 0, NULL, 0, 0, {0}, -1, 0}, three = {ref, 3, 0, 0, 0, 0, NULL, 0, 0, {0}, -1, 0},
+                   inproc = {ref, 0, 0, 0, 0, 1, NULL, 0, 0, {0}, -1, 0};
     run_all(&one, &l, a, desc, sizeof desc);
     run_all(&three, &l, b, desc, sizeof desc);
     run_all(&inproc, &l, c, desc, sizeof desc);
@@ -241,14 +241,14 @@ static void test_init_failures_are_one_sentence(void **state)
     char msg[512];
     cc_pool *pool = NULL;
     /* the reference cannot run on CUDA: its init says so, from the worker */
-    cc_pool_config cuda = {cc_reference_provider(), 2, 1u << CC_CUDA, 0, 0, 0, NULL, 0, 0, {0}, -1};
+    cc_pool_config cuda = {cc_reference_provider(), 2, 1u << CC_CUDA, 0, 0, 0, NULL, 0, 0, {0}, -1, 0};
     assert_int_equal(cc_pool_start(&cuda, &pool, msg, sizeof msg), -1);
     assert_null(pool);
     assert_non_null(strstr(msg, "provider reference cannot run on cuda"));
     /* an init that crashes is named, and the start fails cleanly */
     bad_ctx b = {getpid(), 1};
     cc_provider p = bad_provider(&b);
-    cc_pool_config crash = {&p, 2, 0, 0, 0, 0, NULL, 0, 0, {0}, -1};
+    cc_pool_config crash = {&p, 2, 0, 0, 0, 0, NULL, 0, 0, {0}, -1, 0};
     assert_int_equal(cc_pool_start(&crash, &pool, msg, sizeof msg), -1);
     if (!strstr(msg, "initialising provider bad") ||
         !(strstr(msg, "SIGSEGV") || (UNDER_ASAN && strstr(msg, "exited"))))
@@ -260,7 +260,7 @@ static void test_run_one_and_the_timeout_rule(void **state)
     (void)state;
     bad_ctx b = {getpid(), 0};
     cc_provider p = bad_provider(&b);
-    cc_pool_config cfg = {&p, 1, 0, 0.2, 0, 0, NULL, 0, 0, {0}, -1};
+    cc_pool_config cfg = {&p, 1, 0, 0.2, 0, 0, NULL, 0, 0, {0}, -1, 0};
     cc_pool *pool;
     char msg[512];
     if (cc_pool_start(&cfg, &pool, msg, sizeof msg))

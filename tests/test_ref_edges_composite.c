@@ -652,6 +652,31 @@ static void test_attention_masked_row(void **state)
         assert_true(c.y[i] == 0.0);
 }
 
+/* A fully blocked row is zero output and no gradient term whatever V, K and its own Q hold
+ * (ops.md): Σ 0·V would be NaN where V holds NaN or Inf; a partially blocked row keeps ordinary
+ * arithmetic (a blocked key's NaN reaches its output). The sampled forms are held to these values
+ * by tests/test_ref_sampled.c on cases/edge/shapes.cases' blocked-row lines. */
+static void test_attention_blocked_row_nonfinite(void **state)
+{
+    (void)state;
+    tcase c;
+    init(&c, "attention");
+    /* B 1, nQ 3, nK 2, d 1, dv 2; row 0 fully blocked (and its Q is NaN), row 1 allows key 0
+     * only (key 1's V holds NaN and Inf), row 2 allows both */
+    add_input(&c, S3(1, 3, 1), (double[]){NAN, 1, 2});
+    add_input(&c, S3(1, 2, 1), (double[]){1, INFINITY});
+    add_input(&c, S3(1, 2, 2), (double[]){1, 2, NAN, INFINITY});
+    add_input(&c, S2(3, 2), (double[]){0, 0, 1, 0, 1, 1});
+    memcpy(c.g, (double[]){1, 1, 1, 1, 1, 1}, sizeof(double) * 6);
+    run_vjp(&c);
+    assert_true(c.y[0] == 0.0 && c.y[1] == 0.0); /* not 0 * NaN */
+    assert_true(c.mag[0] == 0.0 && c.mag[1] == 0.0);
+    assert_true(isnan(c.y[2]) && isnan(c.y[3])); /* 0 * NaN, 0 * Inf of blocked key 1 */
+    assert_true(isnan(c.y[4]));                   /* row 2: an Inf score, a NaN value */
+    assert_true(c.grad[0][0] == 0.0);             /* dQ of the blocked row */
+    assert_true(c.gmag[0][0] == 0.0);
+}
+
 static void test_attention_causal(void **state)
 {
     (void)state;
@@ -809,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_scan_empty),
         cmocka_unit_test(test_scan_errors),
         cmocka_unit_test(test_attention_masked_row),
+        cmocka_unit_test(test_attention_blocked_row_nonfinite),
         cmocka_unit_test(test_attention_causal),
         cmocka_unit_test(test_attention_errors),
         cmocka_unit_test(test_samplers),

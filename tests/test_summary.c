@@ -1,6 +1,6 @@
 /* What a run prints, through the binary: a small run looks as it always did (each case that
  * does not pass on two lines, then the counts and where the report is: the README's planted
- * wrong-axis softmax, 132 failing cases of 201); a large one stops its case lines (after the
+ * wrong-axis softmax, 141 failing cases of 214); a large one stops its case lines (after the
  * CC_CASE_LINES_SHOWN-th failing case, or from the start when it holds more than CC_LARGE_RUN
  * cases) and ends with one line per op x dtype row that did not pass with the command that
  * reruns its worst case, then a closing line; -v prints every case line, -q the closing line
@@ -50,23 +50,23 @@ static void test_a_small_run_looks_as_before(void **state)
     /* the counts, the report, report.html, and the gate's one line (a reference run: refused,
      * with why) */
     assert_int_equal(count_lines(out), 4);
-    assert_non_null(strstr(out, "capcheck: 201 cases on reference in "));
-    assert_non_null(strstr(out, ": 201 passed, 0 failed, 0 unsupported, 0 errors (0 crashed, "
+    assert_non_null(strstr(out, "capcheck: 214 cases on reference in "));
+    assert_non_null(strstr(out, ": 214 passed, 0 failed, 0 unsupported, 0 errors (0 crashed, "
                                 "0 timed out)\ncapcheck: report in "));
     assert_non_null(strstr(out, "/softmax (report.md, report.json, report.junit.xml, "
                                 "results.jsonl)\ncapcheck: report.html in "));
     assert_null(strstr(out, "cases passed"));
-    /* the README's planted bug: 132 of 201 cases fail, each its two lines, no summary */
+    /* the README's planted bug: 141 of 214 cases fail, each its two lines, no summary */
     static char many[1 << 17];
     snprintf(args, sizeof args,
              "run " CAPCHECK_SOURCE_DIR "/cases/smoke.cases --op softmax " MUTANTS_SO
              " --out %s/bug",
              tmpdir);
     assert_int_equal(cc_t_run(MUTANT, args, many, sizeof many), 1);
-    assert_int_equal(cc_t_count(many, "fail: "), 132);
-    assert_int_equal(cc_t_count(many, "\n  " MUTANT CAPCHECK_BIN " repro 'softmax "), 132);
-    assert_int_equal(count_lines(many), 132 * 2 + 4); /* + the counts, report, report.html, gate */
-    assert_non_null(strstr(many, ": 69 passed, 132 failed, 0 unsupported, 0 errors (0 crashed, "
+    assert_int_equal(cc_t_count(many, "fail: "), 141);
+    assert_int_equal(cc_t_count(many, "\n  " MUTANT CAPCHECK_BIN " repro 'softmax "), 141);
+    assert_int_equal(count_lines(many), 141 * 2 + 4); /* + the counts, report, report.html, gate */
+    assert_non_null(strstr(many, ": 73 passed, 141 failed, 0 unsupported, 0 errors (0 crashed, "
                                  "0 timed out)\ncapcheck: report in "));
     assert_null(strstr(many, "more than"));
     assert_null(strstr(many, "rows did not pass"));
@@ -213,7 +213,7 @@ static void test_the_worst_case_shows_the_bug(void **state)
              tmpdir);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
     assert_int_equal(run_mutant("worst.cases", "worst", "", out, sizeof out), 1);
-    assert_non_null(strstr(out, "132 failed"));
+    assert_non_null(strstr(out, "141 failed"));
     char *md = cc_t_slurp_in(tmpdir, "worst", "report.md");
     char *html = cc_t_slurp_in(tmpdir, "worst", "report.html");
     const char *dtypes[] = {"f64", "f32", "f16", "bf16"};

@@ -450,8 +450,8 @@ static void test_witness_crash_hang_and_init_failure_leave_the_primary_alone(voi
     if (cc_cases_parse_text(POOL_CASES, "pool", &def, &l, &err))
         fail_msg("%s", err.msg);
     cc_result alone[3], seen[3];
-    cc_pool_config bare = {&doubler, 2, 0, 0.3, 0, 0, NULL, 0, 0, {0}, -1};
-    cc_pool_config witnessed = {&doubler, 2, 0, 0.3, 0, 0, witnesses, 4, 0, {0}, -1};
+    cc_pool_config bare = {&doubler, 2, 0, 0.3, 0, 0, NULL, 0, 0, {0}, -1, 0};
+    cc_pool_config witnessed = {&doubler, 2, 0, 0.3, 0, 0, witnesses, 4, 0, {0}, -1, 0};
     run_pool(&bare, &l, alone);
     run_pool(&witnessed, &l, seen);
     for (int i = 0; i < 3; i++) {
@@ -479,7 +479,7 @@ static void test_witness_crash_hang_and_init_failure_leave_the_primary_alone(voi
     assert_false(seen[1].witnesses[0].has_value);
     /* in-process (--no-fork), with the witnesses that do not crash or hang */
     const cc_provider *calm[] = {cc_reference_provider(), &refusing};
-    cc_pool_config inproc = {&doubler, 1, 0, 0, 0, 1, calm, 2, 0, {0}, -1};
+    cc_pool_config inproc = {&doubler, 1, 0, 0, 0, 1, calm, 2, 0, {0}, -1, 0};
     cc_case_list f32 = {&l.v[2], 1, 1};
     run_pool(&inproc, &f32, seen);
     assert_int_equal(seen[0].status, CC_RES_FAIL);

@@ -697,7 +697,7 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
             if (e < 0 && strcmp(v, "none") != 0)
                 return fail(err, col,
                             "unknown edge class '%s' (none, nan, inf, signed-zero, subnormal, "
-                            "huge, ties, masked-row, moderate, large-mean)",
+                            "huge, ties, masked-row, moderate, large-mean, wide)",
                             v);
             c->edges = e < 0 ? 0 : 1u << e;
             edge_col = col;
@@ -739,7 +739,8 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
         return fail(err, in_col, "%s: the output would have more than 2^48 elements",
                     c->op->name);
     for (int e = 0; e < CC_EDGE_COUNT; e++)
-        if ((c->edges >> e & 1) && !cc_edge_applies(c->op, &c->params, c->n_in, c->shape, e))
+        if ((c->edges >> e & 1) &&
+            !cc_edge_applies(c->op, &c->params, c->dtype, c->n_in, c->shape, e))
             return fail(err, edge_col, "edge=%s puts no value into any input of this %s case",
                         cc_edge_class_names[e], c->op->name);
     if (layout_val && parse_layout_value(layout_val, layout_col, c, err))
@@ -1133,7 +1134,7 @@ static int parse_generator(const tokens *t, const cc_case_defaults *def, gen_spe
                                                      CC_EDGE_COUNT + 1)) < 1) {
                 return fail(err, col,
                             "bad edge class list '%s' (none, nan, inf, signed-zero, subnormal, "
-                            "huge, ties, masked-row, moderate, large-mean, or all)",
+                            "huge, ties, masked-row, moderate, large-mean, wide, or all)",
                             v);
             }
         } else if (strcmp(k, "size") == 0) {
@@ -1310,7 +1311,8 @@ static int generate_one(const ref_op *op, const gen_spec *g, int combo, int64_t 
             ref_err e = {{0}};
             if (op->shape(&c->params, c->n_in, c->shape, &out, &e) != REF_OK)
                 return fail(err, 1, "%s's sampler drew an invalid case: %s", op->name, e.msg);
-            if (edge >= 0 && !cc_edge_applies(c->op, &c->params, c->n_in, c->shape, edge))
+            if (edge >= 0 &&
+                !cc_edge_applies(c->op, &c->params, c->dtype, c->n_in, c->shape, edge))
                 continue;
             draw_layouts(c);
             if (g->decimal)

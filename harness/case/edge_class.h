@@ -25,6 +25,15 @@
  *                                                                          [1, 2) x 2^k, k = 26
  *                                                                          (f64), 12 (f32), 6
  *                                                                          (f16), 4 (bf16)
+ *   wide         the N(0,1) inputs of the ops that form an intermediate a correct kernel keeps
+ *                in range while a kernel that forms it in the dtype (or without its max
+ *                subtraction) does not; the output stays finite:
+ *                softmax, logSoftmax, hardMaskedSoftmax, crossEntropy (logits), distill
+ *                (both), softmaxMatmul (scores): all dtypes, LOGITS; attention q, k: all
+ *                dtypes, SCORES; sigmoid, silu, softplus, tanh, gelu: all dtypes, EXP_ARGS;
+ *                layerNorm, batchNorm (x): f16, SQUARES; reduceMean: f16, SUM; mseLoss (a):
+ *                f16, SQUARE_SUM (cc_wide_kind). bf16's range is float32's: a bf16 square or sum
+ *                past it is past the accumulator's too, so those are f16's alone.
  *
  * Huge is the cube root of the range: exp overflows (so softmax must subtract its max) while
  * squares, products and sums of such values stay finite in the dtype. Closer to M, a correct
@@ -44,6 +53,7 @@
 #ifndef CAPCHECK_EDGE_CLASS_H
 #define CAPCHECK_EDGE_CLASS_H
 
+#include "core/dtype.h"
 #include "reference/ref.h"
 
 enum {
@@ -56,15 +66,36 @@ enum {
     CC_EDGE_MASKED_ROW,  /* mask inputs with fully blocked rows */
     CC_EDGE_MODERATE,    /* |x| in [10, 100): activation thresholds, overflow guards */
     CC_EDGE_LARGE_MEAN,  /* a large offset, spread 1: where a one-pass variance cancels */
+    CC_EDGE_WIDE,        /* intermediates past the dtype's range, outputs finite (below) */
     CC_EDGE_COUNT
 };
 extern const char *const cc_edge_class_names[CC_EDGE_COUNT]; /* "nan", "inf", ... */
 
-/* 1 when input domain d of op takes class cls (the table's second column). */
-int cc_edge_input_takes(const ref_op *op, const ref_domain *d, int cls);
+/* How `wide` places its values in an input (CC_WIDE_NONE: it takes none). */
+typedef enum {
+    CC_WIDE_NONE,
+    CC_WIDE_LOGITS,     /* the whole input offset by +-[1, 1.5) x T: exp past its overflow */
+    CC_WIDE_EXP_ARGS,   /* 1/4 of the elements at +-[1, 2) x T: an activation's exp */
+    CC_WIDE_SCORES,     /* every row of q and k one value +-W: s q.k = +-58,950 (f16),
+                           +-1.5 T elsewhere */
+    CC_WIDE_SQUARES,    /* f16: x times [512, 1024): squares past 65504 */
+    CC_WIDE_SUM,        /* f16: an offset of +-[1024, 2048): the sum past 65504, the mean not */
+    CC_WIDE_SQUARE_SUM  /* f16: 1/32 of the elements at +-[256, 300): a square past 65504 */
+} cc_wide_kind;
+
+/* T, the exp argument past which the dtype's compute type overflows: log of float32's largest
+ * value (88.72) for f32 and for f16/bf16 (computed in float32, ops.md), log of float64's
+ * (709.78) for f64. */
+double cc_wide_exp_limit(cc_dtype t);
+/* How `wide` reaches input `input` of op in dtype t (the table below). */
+cc_wide_kind cc_wide_kind_of(const ref_op *op, cc_dtype t, int input);
+
+/* 1 when input `input` of op in dtype t, drawn from domain d, takes class cls (the table's
+ * second column). */
+int cc_edge_input_takes(const ref_op *op, cc_dtype t, int input, const ref_domain *d, int cls);
 /* 1 when class cls puts values into at least one input that has elements, of an op with these
- * parameters and input shapes (a case's op, params, n_in, shape). */
-int cc_edge_applies(const ref_op *op, const ref_params *p, int n_in, const ref_shape *shape,
-                    int cls);
+ * parameters, dtype and input shapes (a case's op, params, dtype, n_in, shape). */
+int cc_edge_applies(const ref_op *op, const ref_params *p, cc_dtype t, int n_in,
+                    const ref_shape *shape, int cls);
 
 #endif

@@ -65,6 +65,52 @@ static double edge_value(int cls, cc_dtype t, const ref_domain *d, double u, dou
     }
 }
 
+/* wide: the values of input i (kind from the table in edge_class.h), from stream k. */
+static void wide_inject(const cc_case *c, int i, const ref_shape *s, double *x, int64_t n,
+                        uint64_t k)
+{
+    cc_dtype t = c->dtype;
+    double T = cc_wide_exp_limit(t), sign = cc_uniform_at(k ^ 0x5151, 0) < 0.5 ? 1.0 : -1.0;
+    switch (cc_wide_kind_of(c->op, t, i)) {
+    case CC_WIDE_LOGITS: /* one offset: a max-subtracting softmax gives the same weights */
+        for (int64_t j = 0; j < n; j++)
+            x[j] += sign * T * (1.0 + 0.5 * cc_uniform_at(k, 0));
+        break;
+    case CC_WIDE_SUM: /* one offset: the mean fits, the sum of 32 or more terms does not */
+        for (int64_t j = 0; j < n; j++)
+            x[j] += sign * 1024.0 * (1.0 + cc_uniform_at(k, 0));
+        break;
+    case CC_WIDE_SQUARES: /* a spread of 512 to 1024: most squares past 65504 */
+        for (int64_t j = 0; j < n; j++)
+            x[j] *= 512.0 * (1.0 + cc_uniform_at(k, 0));
+        break;
+    case CC_WIDE_EXP_ARGS:
+    case CC_WIDE_SQUARE_SUM: {
+        int args = cc_wide_kind_of(c->op, t, i) == CC_WIDE_EXP_ARGS;
+        for (int64_t j = 0; j < n; j++)
+            if (picked(k, j, n, args ? 0.25 : 1.0 / 32))
+                x[j] = (cc_uniform_at(k ^ 0x5151, j + 1) < 0.5 ? 1.0 : -1.0) *
+                       (args ? T * (1.0 + cc_uniform_at(k, 2 * j + 1))
+                             : 256.0 + 44.0 * cc_uniform_at(k, 2 * j + 1));
+        break;
+    }
+    case CC_WIDE_SCORES: {
+        /* every row (last axis) of q and of k one value +-W: every score is +-W^2 sqrt(d), the
+         * same bits in every key of a row, so a correct kernel's rounding of S ties exactly as
+         * the exact scores do (its weights stay exact); W^2 sqrt(d) = 58,950 in f16 (the
+         * unscaled q.k past 65504 from d = 2), 1.5 T elsewhere (exp past its overflow where a
+         * kernel does not subtract the row's max) */
+        int64_t d = s->rank > 0 && s->dim[s->rank - 1] > 0 ? s->dim[s->rank - 1] : 1;
+        double top = t == CC_F16 ? 0.9 * 65504.0 : 1.5 * T, w = sqrt(top / sqrt((double)d));
+        for (int64_t j = 0; j < n; j++)
+            x[j] = (cc_uniform_at(k ^ 0x5151, j / d + 1) < 0.5 ? 1.0 : -1.0) * w;
+        break;
+    }
+    default:
+        break;
+    }
+}
+
 void cc_edge_inject(const cc_case *c, int i, const ref_domain *d, const ref_shape *s, double *x,
                     int64_t n)
 {
@@ -72,10 +118,12 @@ void cc_edge_inject(const cc_case *c, int i, const ref_domain *d, const ref_shap
         return;
     cc_dtype t = c->dtype;
     for (int cls = 0; cls < CC_EDGE_COUNT; cls++) {
-        if (!(c->edges >> cls & 1) || !cc_edge_input_takes(c->op, d, cls))
+        if (!(c->edges >> cls & 1) || !cc_edge_input_takes(c->op, t, i, d, cls))
             continue;
         uint64_t k = edge_key(c->seed, i, cls);
-        if (cls == CC_EDGE_MASKED_ROW) { /* block whole rows along the last axis */
+        if (cls == CC_EDGE_WIDE) {
+            wide_inject(c, i, s, x, n, k);
+        } else if (cls == CC_EDGE_MASKED_ROW) { /* block whole rows along the last axis */
             int64_t len = s->rank > 0 && s->dim[s->rank - 1] > 0 ? s->dim[s->rank - 1] : 1;
             int64_t rows = n / len;
             for (int64_t r = 0; r < rows; r++)

@@ -206,6 +206,8 @@ static int count_case(cc_capsule_stats *s, size_t si, const cc_result *r,
         s->least_repeat = calls;
     if (r->suspect && !s->suspect++)
         snprintf(s->first_suspect, sizeof s->first_suspect, "%s", r->line);
+    if (r->placement_sensitive && !s->placement++)
+        snprintf(s->first_placement, sizeof s->first_placement, "%s", r->line);
     if (r->vacuous) {
         s->vacuous++;
         return 0;

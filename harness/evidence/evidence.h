@@ -55,8 +55,10 @@ typedef struct {
     long distinct_shapes, distinct_layouts; /* among the passing inputs */
     long sampled_left_out;         /* passing sampled checks the policy does not count */
     long vacuous, suspect;         /* passing cases with a vacuous bound; suspect ones */
+    long placement;                /* passing cases whose bits depend on the buffers' placement */
     long relaxed;                  /* cases judged with relaxed accumulation (compare.h) */
     char first_suspect[CC_CASE_LINE_MAX];
+    char first_placement[CC_CASE_LINE_MAX];
     double worst_ratio;
     char worst_line[CC_CASE_LINE_MAX];
     char first_failure[CC_CASE_LINE_MAX];

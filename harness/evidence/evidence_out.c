@@ -181,6 +181,8 @@ static void write_dtype_rows(FILE *f, const cc_verdict **v, size_t nv)
                    "\"layouts\": %ld, \"edge_classes\": %d, \"repeated_case_lines\": %ld}",
                 s->passing, s->distinct_shapes, s->distinct_layouts, cc_evidence_edge_classes(s),
                 s->repeats);
+        if (s->placement) /* only when seen: other evidence keeps its bytes */
+            fprintf(f, ",\n     \"placement_sensitive\": %ld", s->placement);
         fputs(",\n     \"missing\": [", f);
         for (int k = 0; k < v[i]->n_reasons; k++) {
             if (k)

@@ -311,13 +311,17 @@ static int parse_requirement(cc_requirements *req, char **tok, int nt, unsigned 
         } else if (strcmp(key, "suspect") == 0) {
             *bit = CC_REQ_SUSPECT;
             rc = two_words(tok, nt, "fail", "allow", &req->suspect_fails);
+        } else if (strcmp(key, "placement_sensitive") == 0) {
+            *bit = CC_REQ_PLACEMENT;
+            rc = two_words(tok, nt, "fail", "allow", &req->placement_fails);
         } else {
             return policy_refuse(w, "unknown key '%s' (format, libtorch_version, platforms, "
                                     "require, require_signature, min_passing, "
                                     "min_vjp_passing, "
                                     "min_distinct_shapes, shape_classes, "
                                     "layout_classes, edge_classes, allow_unsupported, "
-                                    "min_repeat, suspect, accumulation)",
+                                    "min_repeat, suspect, placement_sensitive, "
+                                    "accumulation)",
                                  key);
         }
     }
@@ -429,6 +433,8 @@ void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dt
             out->min_repeat = s->req.min_repeat;
         if (s->set & CC_REQ_SUSPECT)
             out->suspect_fails = s->req.suspect_fails;
+        if (s->set & CC_REQ_PLACEMENT)
+            out->placement_fails = s->req.placement_fails;
         if (s->set & CC_REQ_ACCUMULATION)
             out->allow_relaxed = s->req.allow_relaxed;
         if (s->set & CC_REQ_DISTINCT_SHAPES)
@@ -515,6 +521,15 @@ static void judge_counts(const cc_requirements *q, const cc_capsule_stats *s, cc
                s->distinct_shapes, q->min_distinct_shapes);
 }
 
+/* The command that reruns `line` of v's capsule as the run ran it (provider, environment,
+ * --repeat, the verdict's platform): what the gate prints after "first:". */
+static void first_repro(const cc_run *run, const cc_verdict *v, const char *line, char *cmd,
+                        size_t n)
+{
+    cc_repro_command_on(&run->repro, line, v->platform, run->prov.platforms, run->prov.n_platforms,
+                        cmd, n);
+}
+
 static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
 {
     cc_policy_requirements(pol, &v->capsule, v->dtype, &v->req);
@@ -530,8 +545,7 @@ static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
     long bad = s->counts[CC_RES_FAIL] + cc_count_errors(s->counts);
     if (bad) {
         char cmd[2600];
-        cc_repro_command_on(&run->repro, s->first_failure, v->platform, run->prov.platforms,
-                            run->prov.n_platforms, cmd, sizeof cmd);
+        first_repro(run, v, s->first_failure, cmd, sizeof cmd);
         reason(v, CC_WHY_NOT_PASSED,
                "%ld of %ld cases did not pass (%ld failed, %ld errors, %ld crashed, %ld timed "
                "out, %ld out-of-bounds, %ld nondeterministic); first: %.600s",
@@ -555,12 +569,19 @@ static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
                s->relaxed);
     if (s->suspect && q->suspect_fails) {
         char cmd[2600];
-        cc_repro_command_on(&run->repro, s->first_suspect, v->platform, run->prov.platforms,
-                            run->prov.n_platforms, cmd, sizeof cmd);
+        first_repro(run, v, s->first_suspect, cmd, sizeof cmd);
         reason(v, CC_WHY_SUSPECT,
                "%ld passing cases are suspect (over the probabilistic bound; the policy has "
                "suspect fail); first: %.600s",
                s->suspect, cmd);
+    }
+    if (s->placement && q->placement_fails) {
+        char cmd[2600];
+        first_repro(run, v, s->first_placement, cmd, sizeof cmd);
+        reason(v, CC_WHY_PLACEMENT,
+               "%ld passing cases are placement-sensitive (other bits when --repeat moved their "
+               "buffers; the policy has placement_sensitive fail); first: %.600s",
+               s->placement, cmd);
     }
     judge_counts(q, s, v);
     missing_classes(v, "shape classes", q->shapes, s->shape_n, CC_SHAPE_COUNT, SHAPES);
@@ -843,6 +864,13 @@ static void print_verdict(const cc_gate *g, const cc_verdict *v, FILE *f)
                    "sha256:%.16s\n",
                 s->distinct_shapes, s->distinct_layouts, cc_evidence_edge_classes(s),
                 g->run.base_seed, g->report_sha256);
+        if (s->placement) { /* allowed (placement_sensitive allow), never left unsaid */
+            char cmd[2600];
+            first_repro(&g->run, v, s->first_placement, cmd, sizeof cmd);
+            fprintf(f, "  placement-sensitive: %ld passing cases gave other bits when --repeat "
+                       "moved their buffers (allowed: placement_sensitive allow); first: %s\n",
+                    s->placement, cmd);
+        }
         return;
     }
     fprintf(f, "trustedExternal  %s %s%s (catalog: %s):\n", v->capsule.name, dt,
@@ -933,6 +961,7 @@ static const char *const WHY_SAYS[CC_WHY_COUNT] = {
     [CC_WHY_UNSUPPORTED] = "have cases the provider does not support",
     [CC_WHY_RELAXED] = "were judged with relaxed accumulation",
     [CC_WHY_SUSPECT] = "have suspect passing cases (suspect fail)",
+    [CC_WHY_PLACEMENT] = "have placement-sensitive passing cases (placement_sensitive fail)",
     [CC_WHY_TOO_FEW] = "have fewer passing cases than the policy's min_passing",
     [CC_WHY_VJP] = "lack the VJP evidence the policy wants",
     [CC_WHY_SHAPES] = "have fewer distinct shapes than the policy's min_distinct_shapes",

@@ -30,7 +30,10 @@
  *                    backendVJP; the catalog's is not what was tested) and at least
  *                    min_vjp_passing passing cases checked it; each listed shape, layout and
  *                    edge class is covered by a passing case; with `suspect fail`, no passing
- *                    case is suspect; f16/bf16 results were judged with strict accumulation
+ *                    case is suspect; with `placement_sensitive fail`, no passing case's bits
+ *                    depended on its buffers' placement (runner.h; allowed by default, and
+ *                    then counted on the verdict's line); f16/bf16 results were judged with
+ *                    strict accumulation
  *                    (unless `accumulation relaxed`);
  *   trustedExternal  with one line per unmet requirement, naming what is missing.
  * Exit code: with `require` lines, 0 when every required capsule x dtype is checked, else 1;
@@ -61,16 +64,17 @@ typedef struct {
     int allow_unsupported;
     long min_repeat; /* every passing case ran at least this many provider calls (--repeat) */
     int suspect_fails; /* `suspect fail`: a suspect case keeps the capsule out, as a failure */
+    int placement_fails; /* `placement_sensitive fail`: so does a placement-sensitive one */
     int allow_relaxed; /* `accumulation relaxed`: f16/bf16 evidence judged relaxed counts */
 } cc_requirements;
 
 enum { CC_REQ_MIN = 1, CC_REQ_MIN_VJP = 2, CC_REQ_SHAPES = 4, CC_REQ_LAYOUTS = 8,
        CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_REPEAT = 64, CC_REQ_SUSPECT = 128,
-       CC_REQ_ACCUMULATION = 256, CC_REQ_DISTINCT_SHAPES = 512 };
+       CC_REQ_ACCUMULATION = 256, CC_REQ_DISTINCT_SHAPES = 512, CC_REQ_PLACEMENT = 1024 };
 
 /* What holds a verdict back, by kind (cc_verdict.why: a bit per kind of its reasons). */
 enum { CC_WHY_NO_CASE, CC_WHY_NOT_PASSED, CC_WHY_REPEAT, CC_WHY_UNSUPPORTED, CC_WHY_RELAXED,
-       CC_WHY_SUSPECT, CC_WHY_TOO_FEW, CC_WHY_VJP, CC_WHY_SHAPES, CC_WHY_CLASSES,
+       CC_WHY_SUSPECT, CC_WHY_PLACEMENT, CC_WHY_TOO_FEW, CC_WHY_VJP, CC_WHY_SHAPES, CC_WHY_CLASSES,
        CC_WHY_REQUIRE, CC_WHY_COUNT };
 
 typedef struct {

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -800,6 +801,22 @@ static void write_page(FILE *f, const void *ctx)
 
 /* ---- loading and writing -------------------------------------------------------------------- */
 
+/* The distinct non-empty values of one text field (at offset `field`) of the run's platforms,
+ * in order, after `option` and comma-separated ("" when none). */
+static void distinct_items(const cc_provenance *pv, size_t field, const char *option, char *buf,
+                           size_t n)
+{
+    buf[0] = 0;
+    for (int i = 0; i < pv->n_platforms; i++) {
+        const char *v = (const char *)&pv->platforms[i] + field;
+        int seen = !v[0];
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strcmp(v, (const char *)&pv->platforms[j] + field);
+        if (!seen)
+            snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", buf[0] ? "," : option, v);
+    }
+}
+
 /* The gate's line (cc_gate_line) and, when thin evidence holds a capsule back, a second line
  * with the one command that runs the evidence suite for this run's provider, math modes, device,
  * dispatch levels and policy: as a repro line is, it names the capcheck that prints it and the
@@ -820,16 +837,19 @@ static void gate_summary(const cc_gate *g, const cc_policy *pol, char *buf, size
         snprintf(r.args, sizeof r.args, "%s %s", id->library[0] ? "--provider-lib" : "--provider",
                  provider);
     }
-    char tail[1600];
-    int used = snprintf(tail, sizeof tail, "--device %s", cc_device_name(g->run.results[0].device));
-    /* the run's dispatch levels, when it ran at more than the machine's own */
+    /* the run's dispatch levels, when it ran at more than the machine's own, and its ATen
+     * thread counts, when it named them: each once (a level runs at every count) */
     const cc_provenance *pv = &g->run.prov;
-    for (int i = 0; i < pv->n_platforms && (pv->n_platforms > 1 || strcmp(pv->platforms[0].level,
-                                                                          "native")); i++)
-        if (pv->platforms[i].level[0] && used < (int)sizeof tail)
-            used += snprintf(tail + used, sizeof tail - (size_t)used, "%s%s",
-                             strstr(tail, "--cpu-capability") ? "," : " --cpu-capability ",
-                             pv->platforms[i].level);
+    char levels[256] = "", threads[96] = "";
+    distinct_items(pv, offsetof(cc_platform, level), " --cpu-capability ", levels,
+                   sizeof levels);
+    if (!strcmp(levels, " --cpu-capability native"))
+        levels[0] = 0;
+    distinct_items(pv, offsetof(cc_platform, aten_threads), " --aten-threads ", threads,
+                   sizeof threads);
+    char tail[1600];
+    int used = snprintf(tail, sizeof tail, "--device %s%s%s",
+                        cc_device_name(g->run.results[0].device), levels, threads);
     /* a policy given by its file: the same rules judge the suite */
     char abs[PATH_MAX], quoted[PATH_MAX + 8];
     if (strncmp(pol->name, "built-in:", 9) != 0 && realpath(pol->name, abs) &&

@@ -46,11 +46,14 @@ static int valid_key(const char *k)
 typedef struct {
     int active;
     cc_result_status status;
+    int placement; /* placement-sensitive: a pass with the flag */
     int n_keys;
     char keys[CC_EXPECT_MAX_KEYS][CC_PLATFORM_KEY_MAX];
     int intermittent;
     char where[280];
 } directive;
+
+#define PLACEMENT_SEEN "placement-sensitive"
 
 static int say(cc_parse_error *err, const char *name, int line, int column, const char *fmt,
                const char *arg)
@@ -76,15 +79,19 @@ static int parse_directive(const char *text, const char *name, int lineno, direc
                    "unknown directive '%s' (the one directive is '#! seen STATUS on KEY...')",
                    w ? w : "");
     w = strtok_r(NULL, " \t\r", &save);
-    if (!w || (cc_result_status_parse(w, &d->status) != 0) || d->status == CC_RES_PASS ||
-        d->status == CC_RES_ERROR)
+    d->placement = w && strcmp(w, PLACEMENT_SEEN) == 0;
+    if (d->placement)
+        d->status = CC_RES_PASS;
+    else if (!w || (cc_result_status_parse(w, &d->status) != 0) || d->status == CC_RES_PASS ||
+             d->status == CC_RES_ERROR)
         return say(err, name, lineno, col,
-                   "'#! seen' wants a status: fail, crash, timeout or unsupported, not '%s'",
+                   "'#! seen' wants a status: fail, crash, timeout, unsupported, "
+                   "nondeterministic or placement-sensitive, not '%s'",
                    w ? w : "");
     w = strtok_r(NULL, " \t\r", &save);
     if (!w || strcmp(w, "on") != 0)
         return say(err, name, lineno, col, "'#! seen %s' wants 'on KEY...' next",
-                   cc_result_status_name(d->status));
+                   d->placement ? PLACEMENT_SEEN : cc_result_status_name(d->status));
     while ((w = strtok_r(NULL, " \t\r,", &save))) {
         if (strcmp(w, "intermittent") == 0) {
             d->intermittent = 1;
@@ -117,6 +124,7 @@ static int add(cc_expectations *out, const directive *d, const cc_case *c)
     memset(e, 0, sizeof *e);
     cc_case_print(c, e->line, sizeof e->line);
     e->status = d->status;
+    e->placement = d->placement;
     e->n_keys = d->n_keys;
     memcpy(e->keys, d->keys, sizeof e->keys);
     e->intermittent = d->intermittent;
@@ -193,7 +201,8 @@ const cc_expectation *cc_expect_find(const cc_expectations *e, const char *line)
 /* "fail on cpu:amx cpu:avx512-fp16, cases/x.cases:8" */
 static void seen_text(const cc_expectation *e, char *buf, size_t n)
 {
-    size_t used = (size_t)snprintf(buf, n, "%s on", cc_result_status_name(e->status));
+    size_t used = (size_t)snprintf(buf, n, "%s on",
+                                   e->placement ? PLACEMENT_SEEN : cc_result_status_name(e->status));
     for (int k = 0; k < e->n_keys && used < n; k++)
         used += (size_t)snprintf(buf + used, n - used, " %s", e->keys[k]);
     if (used < n)
@@ -205,7 +214,8 @@ cc_expect_outcome cc_expect_judge(const cc_expectation *e, const cc_result *r, c
                                   size_t len)
 {
     const char *key = r->platform[0] ? r->platform : "an unnamed platform";
-    const char *got = cc_result_status_name(r->status);
+    int placement = r->status == CC_RES_PASS && r->placement_sensitive;
+    const char *got = placement ? PLACEMENT_SEEN : cc_result_status_name(r->status);
     int crashed = r->status == CC_RES_CRASH || r->status == CC_RES_TIMEOUT;
     msg[0] = 0;
     if (!e) {
@@ -219,7 +229,9 @@ cc_expect_outcome cc_expect_judge(const cc_expectation *e, const cc_result *r, c
     int listed = 0;
     for (int k = 0; k < e->n_keys; k++)
         listed |= strcmp(e->keys[k], r->platform) == 0;
-    if (listed && r->status == e->status) {
+    /* the result is what was seen: the status, and for placement-sensitive a flagged pass */
+    int same = r->status == e->status && placement == e->placement;
+    if (listed && same) {
         snprintf(msg, len, "%s on %s, as seen (%s)", got, key, seen);
         return CC_EXPECT_REPRODUCED;
     }
@@ -234,7 +246,7 @@ cc_expect_outcome cc_expect_judge(const cc_expectation *e, const cc_result *r, c
                  got, key, seen);
         return CC_EXPECT_BROKEN;
     }
-    if (r->status == CC_RES_PASS) {
+    if (r->status == CC_RES_PASS && !same) {
         snprintf(msg, len, "did not reproduce on %s (seen %s)", key, seen);
         return CC_EXPECT_NOT_REPRODUCED;
     }
@@ -242,7 +254,7 @@ cc_expect_outcome cc_expect_judge(const cc_expectation *e, const cc_result *r, c
         snprintf(msg, len, "%s on %s, where it was not seen (seen %s)", got, key, seen);
         return CC_EXPECT_CRASH;
     }
-    if (r->status == e->status) {
+    if (same) {
         snprintf(msg, len, "%s on %s too, which the directive does not list (seen %s): add %s",
                  got, key, seen, key);
         return CC_EXPECT_ALSO_SEEN;

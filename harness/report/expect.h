@@ -6,7 +6,9 @@
  * A directive is a comment line, so the case lines (and `capcheck repro` of them) stay as they
  * are:
  *     #! seen STATUS on KEY [KEY...] [intermittent]
- * STATUS is fail, crash, timeout or unsupported; each KEY a platform key (cpu:amx, cuda:sm90).
+ * STATUS is fail, crash, timeout, unsupported or nondeterministic, or placement-sensitive (a pass
+ * whose bits depended on where --repeat put its buffers: cc_result.placement_sensitive); each
+ * KEY a platform key (cpu:amx, cuda:sm90).
  * It applies to every case line after it up to the next directive (or the end of the file); a
  * case line before any directive has no expectation (it is expected to pass). `intermittent`
  * marks a deviation that does not show on every run (a pass there is no news).
@@ -38,6 +40,7 @@
 typedef struct {
     char line[CC_CASE_LINE_MAX]; /* canonical line of one case (a generator gives several) */
     cc_result_status status;     /* what was seen */
+    int placement;               /* seen placement-sensitive (status pass) */
     int n_keys;
     char keys[CC_EXPECT_MAX_KEYS][CC_PLATFORM_KEY_MAX]; /* where it was seen */
     int intermittent;

@@ -117,6 +117,21 @@ static const char *const STATED_JSON[] = {"libtorch_version", "cuda_version", "c
 static const char *const MODES[] = {"tf32", "deterministic", "threads", "attention"};
 #define N_MODES 4
 
+/* The thread counts the platforms state, distinct, comma-separated ("1,2"; "" for none). */
+static void platform_threads(const cc_provenance *p, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < p->n_platforms && used < n; i++) {
+        const char *t = p->platforms[i].threads;
+        int seen = !t[0];
+        for (int j = 0; j < i && !seen; j++)
+            seen = strcmp(p->platforms[j].threads, t) == 0;
+        if (!seen)
+            used += (size_t)snprintf(buf + used, n - used, "%s%s", used ? "," : "", t);
+    }
+}
+
 void cc_provenance_write_json(FILE *f, const cc_provenance *p, const char *desc,
                               unsigned long long base_seed, const cc_sha256_ctx *digest)
 {
@@ -138,6 +153,8 @@ void cc_provenance_write_json(FILE *f, const cc_provenance *p, const char *desc,
         fputs(", \"math_modes\": {", f);
         for (int i = 0; i < N_MODES; i++) {
             cc_describe_item(desc, MODES[i], v, sizeof v);
+            if (!v[0] && !strcmp(MODES[i], "threads")) /* a platform fact: every count run */
+                platform_threads(p, v, sizeof v);
             fprintf(f, "%s\"%s\": ", i ? ", " : "", MODES[i]);
             jstr_or_null(f, v);
         }

@@ -80,6 +80,14 @@ void cc_result_put_json_members(cc_strbuf *b, const cc_result *r)
         cc_strbuf_lit(b, ",\"suspect\":true");
     if (r->vacuous)
         cc_strbuf_lit(b, ",\"vacuous\":true");
+    if (r->placement_sensitive) { /* only when seen: a record without keeps its bytes */
+        put_string_member(b, ",\"placement_sensitive\":true,\"placement\":{\"output\":",
+                          r->placement_output);
+        put_string_member(b, ",\"index\":", r->placement_index);
+        put_number_member(b, ",\"first\":", r->placement_first);
+        put_number_member(b, ",\"moved\":", r->placement_moved);
+        cc_strbuf_putc(b, '}');
+    }
     if (r->has_power) {
         put_number_member(b, ",\"power\":{\"k\":", r->power.k_fail);
         put_number_member(b, ",\"k_suspect\":", r->power.k_suspect);
@@ -282,6 +290,14 @@ static int count_case(cc_report *rep, cc_report_row *row, const cc_result *r)
     rep->unjudged += cc_result_unjudged(r);
     rep->vacuous += r->vacuous != 0;
     rep->suspect += r->suspect != 0;
+    rep->placement += r->placement_sensitive != 0;
+    if (r->placement_sensitive && !row->placement++) {
+        snprintf(row->first_placement, sizeof row->first_placement, "%s", r->line);
+        snprintf(row->first_placement_at, sizeof row->first_placement_at,
+                 "%s%s: %.17g at the first call's buffer placement, %.17g at the other",
+                 r->placement_output, r->placement_index, r->placement_first,
+                 r->placement_moved);
+    }
     int nonfinite = cc_result_nonfinite_miss(r);
     if (!row->worst_line[0] ||
         ranks_before(nonfinite, r->worst_ratio, row->worst_line_nonfinite, row->worst_ratio)) {
@@ -428,8 +444,11 @@ static void write_json(const cc_report *rep, FILE *f)
         fprintf(f, "%s\"%s\": %ld", s ? ", " : "", cc_result_status_name((cc_result_status)s),
                 rep->counts[s]);
     fprintf(f, "},\n  \"judgement\": {\"accumulation\": \"%s\", \"suspect_lambda\": %g, "
-               "\"vacuous\": %ld, \"suspect\": %ld},\n",
+               "\"vacuous\": %ld, \"suspect\": %ld",
             cc_report_accumulation(rep), CC_SUSPECT_LAMBDA, rep->vacuous, rep->suspect);
+    if (rep->placement) /* only when seen: other reports keep their bytes */
+        fprintf(f, ", \"placement_sensitive\": %ld", rep->placement);
+    fputs("},\n", f);
     if (rep->repeats) /* only when it happened: other reports keep their bytes */
         fprintf(f, "  \"repeated\": {\"case_lines\": %ld, \"distinct_cases\": %ld, "
                    "\"disagreeing\": %ld},\n",
@@ -457,6 +476,8 @@ static void write_json(const cc_report *rep, FILE *f)
             fprintf(f, ", \"%s\": %ld", cc_result_status_name((cc_result_status)s),
                     row->counts[s]);
         fprintf(f, ", \"vacuous\": %ld, \"suspect\": %ld", row->vacuous, row->suspect);
+        if (row->placement)
+            fprintf(f, ", \"placement_sensitive\": %ld", row->placement);
         if (row->retried)
             fprintf(f, ", \"retried\": %ld", row->retried);
         fputs(", \"worst_ratio\": ", f);
@@ -644,6 +665,32 @@ static void write_failing_row(const cc_report *rep, const cc_report_row *row, FI
     fprintf(f, "  first NaN/Inf pattern miss: %s\n  `%s`\n", row->first_nonfinite_msg, cmd);
 }
 
+/* The rows with placement-sensitive cases (runner.h: --repeat found their bits depend on where
+ * the buffers sit, not a race): how many, the first with its element and the command that
+ * reruns it. Nothing when there are none. */
+static void write_placement_markdown(const cc_report *rep, const size_t *order, FILE *f)
+{
+    if (!rep->placement)
+        return;
+    fprintf(f, "\n## Placement-sensitive (%ld cases: other bits when --repeat moved the buffers, "
+               "the same bits again at the first call's placement; not a race, a kernel whose "
+               "bits depend on alignment; the gate's policy item placement_sensitive)\n\n",
+            rep->placement);
+    char cmd[2600];
+    for (size_t k = 0; k < rep->n; k++) {
+        const cc_report_row *row = &rep->rows[order[k]];
+        if (!row->placement)
+            continue;
+        cc_repro_command_on(&rep->repro, row->first_placement, row->platform,
+                            rep->provenance.platforms, rep->provenance.n_platforms, cmd,
+                            sizeof cmd);
+        fprintf(f, "- **%s %s %s**: %ld of %ld; first: %s\n  `%s`\n", row->op,
+                cc_dtype_name(row->dtype),
+                row->platform[0] ? row->platform : cc_device_name(row->device), row->placement,
+                row->cases, row->first_placement_at, cmd);
+    }
+}
+
 /* report.md's verdict line (bad: the cases that did not pass, counts: their statuses), and the
  * repeated case lines it counted once. */
 static void write_verdict(const cc_report *rep, FILE *f, long bad, const char *counts,
@@ -702,6 +749,7 @@ static void write_markdown(const cc_report *rep, FILE *f)
             if (cc_report_row_failing(&rep->rows[order[k]]))
                 write_failing_row(rep, &rep->rows[order[k]], f);
     }
+    write_placement_markdown(rep, order, f);
     if (rep->since_baseline)
         fprintf(f, "\n## Since the baseline\n\n```\n%s```\n", rep->since_baseline);
     if (unsupported_rows) {
@@ -753,6 +801,10 @@ static void write_markdown(const cc_report *rep, FILE *f)
                                                   : "f16/bf16 sums in float32, one rounding to "
                                                     "the dtype",
             rep->vacuous, rep->suspect, CC_SUSPECT_LAMBDA);
+    if (rep->placement)
+        fprintf(f, "- placement-sensitive: %ld cases (their bits depend on where the buffers "
+                   "sit: below)\n",
+                rep->placement);
     for (int i = 0; i < rep->provenance.n_platforms; i++) {
         char facts[1024];
         cc_platform_summary(&rep->provenance.platforms[i], facts, sizeof facts);

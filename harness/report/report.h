@@ -34,6 +34,11 @@ typedef struct {
     long counts[CC_RES_COUNT];
     long cases;
     long vacuous, suspect; /* cases judged vacuous (never evidence), passing cases judged suspect */
+    /* cases whose bits depend on the buffers' placement (cc_result.placement_sensitive), and
+     * the first: its line and "y[3,1]: 0.25 at the first placement, 0.2500001 at the other" */
+    long placement;
+    char first_placement[CC_CASE_LINE_MAX];
+    char first_placement_at[320];
     long retried; /* results that ran twice (cc_result.retried) */
     /* the case with the largest bound ratio (report.json's worst_case), a NaN/Inf pattern miss
      * only when no other case has a ratio (see worst_failure) */
@@ -87,7 +92,7 @@ typedef struct {
     long cases, counts[CC_RES_COUNT];
     long distinct, repeats, disagreeing;
     cc_fold fold;
-    long vacuous, suspect;
+    long vacuous, suspect, placement; /* placement: placement-sensitive cases */
     /* how the results were judged: the accumulation mode of the first, and whether another
      * result had the other one (written "mixed") */
     cc_accumulation accumulation;

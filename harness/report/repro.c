@@ -231,11 +231,15 @@ void cc_repro_command_on(const cc_repro *r, const char *line, const char *key,
     cc_repro_command(r, line, buf, n);
     for (int i = 0; key && key[0] && i < n_platforms; i++) {
         const cc_platform *p = &platforms[i];
-        if (strcmp(p->key, key) == 0 && p->level[0] && strcmp(p->level, cc_level_name(0)) != 0) {
-            size_t used = strlen(buf);
-            snprintf(buf + used, n > used ? n - used : 0, " --cpu-capability %s", p->level);
-            return;
-        }
+        if (strcmp(p->key, key) != 0)
+            continue;
+        size_t used = strlen(buf);
+        if (p->level[0] && strcmp(p->level, cc_level_name(0)) != 0)
+            used += (size_t)snprintf(buf + used, n > used ? n - used : 0, " --cpu-capability %s",
+                                     p->level);
+        if (p->aten_threads[0])
+            snprintf(buf + used, n > used ? n - used : 0, " --aten-threads %s", p->aten_threads);
+        return;
     }
 }
 

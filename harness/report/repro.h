@@ -53,7 +53,8 @@ void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n);
 void cc_repro_certify(const cc_repro *r, const char *tail, char *buf, size_t n);
 /* The same for a result on platform `key` (harness/run/platform.h; "" or NULL: none) of a run
  * whose platforms are given: " --cpu-capability LEVEL" follows when that platform's level is
- * not the native one (a run with --cpu-capability ran the case once per level). */
+ * not the native one (a run with --cpu-capability ran the case once per level), and
+ * " --aten-threads N" when its pass set a thread count. */
 void cc_repro_command_on(const cc_repro *r, const char *line, const char *key,
                          const cc_platform *platforms, int n_platforms, char *buf, size_t n);
 /* {"env": ..., "args": ...} (run.json and report.json), and back: a missing or malformed

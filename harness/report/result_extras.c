@@ -16,6 +16,8 @@ static const struct {
                                       "values compared"},
     [CC_RESULT_SUSPECT] = {"suspect", "passed, but the verdict is in doubt"},
     [CC_RESULT_RETRIED] = {"retried", "the worker died from outside and the case ran again"},
+    [CC_RESULT_PLACEMENT] = {"placement_sensitive", "other bits when --repeat moved the buffers, "
+                                                    "the same again where they were: not a race"},
 };
 
 const char *cc_result_flag_name(int flag)

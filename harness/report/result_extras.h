@@ -11,6 +11,7 @@ enum {
     CC_RESULT_VACUOUS, /* "vacuous": true: a check that could not fail */
     CC_RESULT_SUSPECT, /* "suspect": true: passed, but the verdict is in doubt */
     CC_RESULT_RETRIED, /* "retried": true: the worker died from outside; the case ran again */
+    CC_RESULT_PLACEMENT, /* "placement_sensitive": true: its bits depend on the buffers' place */
     CC_RESULT_FLAG_COUNT
 };
 

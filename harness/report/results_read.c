@@ -59,6 +59,37 @@ static int get_num(const cc_json *o, const char *key, double *x, char *msg, size
     return 0;
 }
 
+/* "placement_sensitive": true with its "placement" {"output", "index", "first", "moved"} (the
+ * runner's repeat check, runner.h), or neither. */
+static int get_placement(const cc_json *o, cc_result *r, char *msg, size_t len)
+{
+    const cc_json *pl = cc_json_get(o, "placement");
+    if (cc_json_get(o, "placement_sensitive") &&
+        cc_json_bool(o, "placement_sensitive", &r->placement_sensitive)) {
+        snprintf(msg, len, "\"placement_sensitive\" is not true/false");
+        return -1;
+    }
+    if (!r->placement_sensitive != !pl) {
+        snprintf(msg, len, "\"placement_sensitive\": true and \"placement\" come together");
+        return -1;
+    }
+    if (!pl)
+        return 0;
+    if (pl->type != CC_JSON_OBJECT ||
+        !cc_json_get(pl, "first") || !cc_json_get(pl, "moved")) {
+        snprintf(msg, len, "\"placement\" is not {\"output\", \"index\", \"first\", "
+                           "\"moved\"}");
+        return -1;
+    }
+    return get_text(pl, "output", r->placement_output, sizeof r->placement_output, 1, msg, len) ||
+                   get_text(pl, "index", r->placement_index, sizeof r->placement_index, 1, msg,
+                            len) ||
+                   get_num(pl, "first", &r->placement_first, msg, len) ||
+                   get_num(pl, "moved", &r->placement_moved, msg, len)
+               ? -1
+               : 0;
+}
+
 /* "witnesses" and "verdict" (harness/run/witness.h): both or neither; 1 .. CC_MAX_WITNESSES. */
 static int get_witnesses(const cc_json *o, cc_result *r, char *msg, size_t len)
 {
@@ -84,7 +115,7 @@ static int get_witnesses(const cc_json *o, cc_result *r, char *msg, size_t len)
             return -1;
         }
         cc_witness *w = &r->witnesses[r->n_witnesses++];
-        char status[16];
+        char status[24]; /* "nondeterministic" and its NUL are 17 */
         if (e->type != CC_JSON_OBJECT) {
             snprintf(msg, len, "a witness is not an object");
             return -1;
@@ -116,7 +147,7 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         snprintf(msg, len, "a result record is a JSON object");
         return -1;
     }
-    char dtype[16], device[16], layout[16], status[16];
+    char dtype[16], device[16], layout[16], status[24]; /* "nondeterministic": 17 */
     if (get_text(o, "case", r->line, sizeof r->line, 1, msg, len) ||
         get_text(o, "op", r->op, sizeof r->op, 1, msg, len) ||
         get_text(o, "dtype", dtype, sizeof dtype, 1, msg, len) ||
@@ -168,6 +199,8 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         snprintf(msg, len, "\"suspect\"/\"vacuous\" are not true/false");
         return -1;
     }
+    if (get_placement(o, r, msg, len))
+        return -1;
     const cc_json *pw = cc_json_get(o, "power");
     if (pw) {
         r->has_power = 1;

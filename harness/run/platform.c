@@ -284,6 +284,61 @@ void cc_level_apply(int level)
     }
 }
 
+/* v (written `item`) appended to the list of one option (its `flag`) of *n of at most max
+ * `things`; 0, or -1 with one sentence when the list names it already or is full. */
+static int list_add(int *list, int *n, int max, int v, const char *flag, const char *item,
+                    const char *things, char *msg, size_t len)
+{
+    for (int k = 0; k < *n; k++)
+        if (list[k] == v) {
+            snprintf(msg, len, "%s names %s twice", flag, item);
+            return -1;
+        }
+    if (*n == max) {
+        snprintf(msg, len, "%s: at most %d %s", flag, max, things);
+        return -1;
+    }
+    list[(*n)++] = v;
+    return 0;
+}
+
+int cc_aten_threads_parse(const char *spec, int cpus, int *counts, int max, char *msg,
+                          size_t len)
+{
+    if (strcmp(spec, "all") == 0) {
+        counts[0] = 1;
+        counts[1] = cpus > 2 ? cpus : 2;
+        return 2;
+    }
+    int n = 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", spec);
+    for (char *item = list, *next; item; item = next) {
+        next = strchr(item, ',');
+        if (next)
+            *next++ = 0;
+        char *end;
+        long v = strtol(item, &end, 10);
+        if (!*item || *end || v < 1 || v > 256) {
+            snprintf(msg, len, "--aten-threads wants all or a comma-separated list of thread "
+                               "counts from 1 to 256, not '%.40s'", item);
+            return -1;
+        }
+        if (list_add(counts, &n, max, (int)v, "--aten-threads", item, "thread counts", msg, len))
+            return -1;
+    }
+    return n;
+}
+
+void cc_aten_threads_apply(int n)
+{
+    if (n <= 0)
+        return;
+    char v[16];
+    snprintf(v, sizeof v, "%d", n);
+    setenv(CC_ATEN_THREADS_ENV, v, 1);
+}
+
 int cc_levels_parse(const char *spec, const char *cpu_flags, int *levels, int max, char *msg,
                     size_t len)
 {
@@ -338,16 +393,8 @@ int cc_levels_parse(const char *spec, const char *cpu_flags, int *levels, int ma
                      item, why);
             return -1;
         }
-        for (int k = 0; k < n; k++)
-            if (levels[k] == lv) {
-                snprintf(msg, len, "--cpu-capability names %s twice", item);
-                return -1;
-            }
-        if (n == max) {
-            snprintf(msg, len, "--cpu-capability: at most %d levels", max);
+        if (list_add(levels, &n, max, lv, "--cpu-capability", item, "levels", msg, len))
             return -1;
-        }
-        levels[n++] = lv;
     }
     return n;
 }
@@ -378,7 +425,7 @@ void cc_describe_item(const char *desc, const char *key, char *buf, size_t n)
 
 void cc_describe_without_platform(const char *desc, char *buf, size_t n)
 {
-    static const char *const dropped[] = {"cpu_capability", "platform"};
+    static const char *const dropped[] = {"cpu_capability", "threads", "platform"};
     size_t used = 0;
     buf[0] = 0;
     for (const char *s = desc ? desc : ""; *s;) {
@@ -481,6 +528,11 @@ void cc_platform_derive(const char *desc, cc_device dev, const char *cpu_flags,
             cc_onednn_effective_isa(p->cpu_flags, onednn_cap, p->onednn_isa,
                                     sizeof p->onednn_isa);
         cpu_key(p, p->cpu_flags, onednn_cap, p->key, sizeof p->key);
+        cc_describe_item(desc, "threads", p->threads, sizeof p->threads);
+        long threads = strtol(p->threads, NULL, 10);
+        size_t used = strlen(p->key);
+        if (threads > 1) /* the parallel path: one thread keeps the bare key */
+            snprintf(p->key + used, sizeof p->key - used, "+t%ld", threads);
     }
     if (stated[0]) { /* the provider's own key, in the key alphabet: kind:name, lower case */
         char *colon = strchr(stated, ':');
@@ -531,6 +583,8 @@ void cc_platform_summary(const cc_platform *p, char *buf, size_t n)
     }
     ADD("level %s; ATen %s", p->level[0] ? p->level : "native",
         p->aten_cpu_capability[0] ? p->aten_cpu_capability : "not stated");
+    if (p->threads[0])
+        ADD(" at %s thread%s", p->threads, strcmp(p->threads, "1") ? "s" : "");
     if (p->onednn_version[0])
         ADD(", oneDNN %s %s", p->onednn_version, p->onednn_isa[0] ? p->onednn_isa : "(no x86 ISA)");
     if (p->blas[0])
@@ -558,6 +612,8 @@ static const field FIELDS[] = {
     FIELD("blas", blas),
     FIELD("cpu_flags", cpu_flags),
     FIELD("overrides", overrides),
+    FIELD("threads", threads),
+    FIELD("aten_threads", aten_threads),
     FIELD("gpu", gpu),
     FIELD("driver", driver),
     FIELD("cuda_version", cuda),

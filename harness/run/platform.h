@@ -18,6 +18,12 @@
  *                          ONEDNN_MAX_CPU_ISA=AVX2 alone gives cpu:avx2+aten-avx512
  *   cuda:sm<NN>            the compute capability of the GPU the provider runs on (cuda:sm90)
  *   cuda:unknown           a CUDA provider that does not state its GPU
+ *   ...+t<N>               a CPU key gains the provider's intra-op thread count when it states
+ *                          more than one (describe item "threads N"): ATen past its grain of
+ *                          32,768 elements splits the work over N threads and combines per-thread
+ *                          partial sums, another code path (cpu:avx512-bf16+t2). One thread keeps
+ *                          the bare key: every baseline and "#! seen" directive before threads
+ *                          were part of the key was measured at one thread, ATen's default here.
  * A provider may state its own key with a describe() item "platform KEY" (a plugin's chip).
  *
  * The facts behind a key (report.json provenance "platforms"): ATen's CPU capability as ATen
@@ -35,7 +41,13 @@
  *   native       nothing set: the machine as it is (and whatever the environment says)
  *   amx-fp16 amx avx512-fp16 avx512-bf16 avx512 avx2 default
  * A level is usable where the CPU has what it names and the environment's own
- * ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY (a simulated lesser machine) do not cap it. */
+ * ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY (a simulated lesser machine) do not cap it.
+ *
+ * ATen THREADS (--aten-threads LIST|all): the intra-op thread count the ATen provider runs at
+ * (at::set_num_threads in its init; 1 without the option). Each count is a pass of its own, a
+ * worker pool whose workers set CC_ATEN_THREADS_ENV before they initialise the provider; with
+ * levels, every level runs at every count. `all` is 1 and the machine's CPU count (at least 2,
+ * oversubscribed on one CPU): the serial path and the parallel one at full width. */
 #ifndef CAPCHECK_PLATFORM_H
 #define CAPCHECK_PLATFORM_H
 
@@ -47,6 +59,8 @@
 
 #define CC_PLATFORM_KEY_MAX 48
 #define CC_MAX_LEVELS 8    /* levels of one run */
+#define CC_MAX_ATEN_THREADS 4 /* thread counts of one run */
+#define CC_ATEN_THREADS_ENV "CAPCHECK_ATEN_THREADS" /* what a worker tells the ATen shim */
 #define CC_MAX_PLATFORMS 16 /* platforms one report lists (levels x devices) */
 
 typedef struct {
@@ -59,6 +73,8 @@ typedef struct {
     char blas[48];
     char cpu_flags[256];            /* the kernel-selecting flags of this CPU */
     char overrides[192];            /* "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2"; "" */
+    char threads[12];               /* the provider's intra-op threads as it states them; "" */
+    char aten_threads[12];          /* the --aten-threads count of its pass; "" without one */
     char gpu[128], driver[24], cuda[24], cudnn[24], cublas[24]; /* cuda */
 } cc_platform;
 
@@ -84,13 +100,23 @@ int cc_levels_parse(const char *spec, const char *cpu_flags, int *levels, int ma
 /* Apply a level's settings to this process's environment (a worker before init). */
 void cc_level_apply(int level);
 
+/* "--aten-threads LIST|all": LIST is comma-separated counts from 1 to 256; all = 1 and cpus (at
+ * least 2). Returns how many (>= 1) into counts[max], or -1 with one sentence (not a count, a
+ * count given twice, more than max). */
+int cc_aten_threads_parse(const char *spec, int cpus, int *counts, int max, char *msg,
+                          size_t len);
+/* Tell the ATen shim of this process (a worker before init) to run at n threads; n <= 0: leave
+ * its default. */
+void cc_aten_threads_apply(int n);
+
 /* ---- facts and keys ------------------------------------------------------------------------ */
 
 /* A provider's describe() text is a list of "key value" items separated by "; ". The value of
  * item `key` ("" when absent or "none..."). */
 void cc_describe_item(const char *desc, const char *key, char *buf, size_t n);
-/* The description without the items that name a platform ("cpu_capability", "platform"): what
- * a provider says of itself whatever the dispatch level (the platforms say the rest). */
+/* The description without the items that name a platform ("cpu_capability", "threads",
+ * "platform"): what a provider says of itself whatever the dispatch level and thread count (the
+ * platforms say the rest). */
 void cc_describe_without_platform(const char *desc, char *buf, size_t n);
 
 /* The kernel-selecting flags in /proc/cpuinfo text ("flags" on x86, "Features" on arm), in a

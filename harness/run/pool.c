@@ -365,9 +365,13 @@ static void detect_platforms(const cc_pool_config *cfg, const char *desc,
 {
     for (int d = 0; d < CC_DEVICE_COUNT; d++) {
         memset(&out[d], 0, sizeof out[d]);
-        if (cfg->devices & (1u << d))
+        if (cfg->devices & (1u << d)) {
             cc_platform_detect(desc[0] ? desc : cfg->provider->name, (cc_device)d,
                                cc_level_name(cfg->cpu_level), &out[d]);
+            if (cfg->aten_threads > 0)
+                snprintf(out[d].aten_threads, sizeof out[d].aten_threads, "%d",
+                         cfg->aten_threads);
+        }
     }
 }
 
@@ -434,6 +438,7 @@ static _Noreturn void worker_main(const cc_pool *pool, int job_fd, int res_fd,
     sigprocmask(SIG_SETMASK, &none, NULL);
     cc_exit_leaves_at_once();
     cc_level_apply(pool->cfg.cpu_level); /* before ATen or oneDNN first read it */
+    cc_aten_threads_apply(pool->cfg.aten_threads);
     cc_runner_keep_memory();
     const cc_provider *p = pool->cfg.provider;
     res_msg m;
@@ -998,6 +1003,7 @@ int cc_pool_start(const cc_pool_config *cfg, cc_pool **out, char *msg, size_t ms
     const cc_provider *p = cfg->provider;
     if (pool->cfg.in_process) {
         cc_level_apply(pool->cfg.cpu_level); /* this process is the worker */
+        cc_aten_threads_apply(pool->cfg.aten_threads);
         cc_runner_keep_memory();
         int real_stdout = cc_stdout_divert();
         for (int d = 0; d < CC_DEVICE_COUNT; d++) {

@@ -78,6 +78,8 @@ typedef struct {
     int interrupt_fd; /* a signalfd the caller made for the signals that end a run (Ctrl-C),
                          watched beside the workers; -1 (or 0 in a zeroed config): none.
                          When it fires the pool stops: cc_pool_interrupted says which signal */
+    int aten_threads; /* harness/run/platform.h: the ATen thread count each worker sets before
+                         it initialises the provider (--aten-threads); 0 sets nothing */
 } cc_pool_config;
 
 int cc_online_cpus(void);

@@ -167,15 +167,16 @@ typedef struct {
     const ref_params *params; /* the case's, with the reference's threads */
     int sampled;              /* the reference at a sample of the elements (harness/run/sample.h) */
     int threads;              /* for the sampled reference's picks */
-    int repeats;    /* provider calls per check */
-    int must_agree; /* repeats must give the same bits */
+    int repeats;    /* provider calls per check (--repeat) */
+    int must_agree; /* calls at one buffer placement must give the same bits */
     double cu;      /* the provider's compute roundoff for this case */
     cc_probe *probe;
     cc_result *r;
     const ref_shape *worst_shape; /* the shape of the output the worst element is in */
     char zt[384]; /* the first zero-trust verdict, if any */
-    /* the first repeat that disagreed with the first call */
-    int differs, differs_call;
+    /* the first call that disagreed with an earlier call at its buffer placement (a race):
+     * calls differs_base and differs_call (0-based) of `calls` made */
+    int differs, differs_base, differs_call, calls;
     char differs_what[32];
     int64_t differs_index;
     double differs_first, differs_now;
@@ -201,31 +202,75 @@ static int64_t first_difference(const cc_view *a, const cc_view *b)
     return -1;
 }
 
-static void note_difference(case_run *cr, int call, const char *what, const cc_view *first,
-                            const cc_view *now)
+/* A race: call `call` gave other bits than call `base` at the same buffer placement. */
+static void note_difference(case_run *cr, int base, int call, const char *what,
+                            const cc_view *earlier, const cc_view *now)
 {
-    if (cr->differs || !cr->must_agree)
+    if (cr->differs)
         return;
-    int64_t i = first_difference(first, now);
+    int64_t i = first_difference(earlier, now);
     if (i < 0)
         return;
     cr->differs = 1;
+    cr->differs_base = base;
     cr->differs_call = call;
     snprintf(cr->differs_what, sizeof cr->differs_what, "%s", what);
     cr->differs_index = i;
-    cr->differs_first = cc_load(first->dtype, first->data, i);
+    cr->differs_first = cc_load(earlier->dtype, earlier->data, i);
     cr->differs_now = cc_load(now->dtype, now->data, i);
 }
 
-/* Before provider call k (0-based): every second one moves the provider's input buffers to the
- * other placement, so an under-run read of call 0's slack faults there (guard.h). */
-static int place_for_call(case_run *cr, int k, const char *what)
+/* Where call k's buffers sit: every second call moves them to the other placement (guard.h);
+ * unguarded buffers (--no-guard) are never moved, so every call counts as the first's. */
+static cc_guard_place call_place(const case_run *cr, int k)
+{
+    return cr->in->mem.guarded && k % 2 ? CC_PLACE_START : CC_PLACE_END;
+}
+
+/* Call k's output `now` (0-based k; named what, of shape s) against the calls before it, where
+ * bits must agree. At call 1's placement it must equal call 1 (else a race). Call 2, the first
+ * at the other placement, may differ from call 1: it is then kept in *moved and noted as a
+ * placement difference (returns 1), and the loop makes sure each placement has a second call
+ * (calls_to_make) to tell the placement from a race. Later calls at the other placement must
+ * equal *moved (or call 1, when call 2 did). */
+static int compare_call(case_run *cr, int k, const char *what, const ref_shape *s,
+                        const cc_view *first, cc_view *moved, const cc_view *now)
+{
+    if (!cr->must_agree || cr->differs)
+        return 0;
+    if (call_place(cr, k) == call_place(cr, 0)) {
+        note_difference(cr, 0, k, what, first, now);
+        return 0;
+    }
+    if (k > 1) {
+        note_difference(cr, moved->data ? 1 : 0, k, what, moved->data ? moved : first, now);
+        return 0;
+    }
+    int64_t i = first_difference(first, now);
+    if (i < 0)
+        return 0;
+    *moved = *now;
+    cc_result *r = cr->r;
+    if (!r->placement_sensitive) { /* the first element of the first output that moved */
+        r->placement_sensitive = 1;
+        snprintf(r->placement_output, sizeof r->placement_output, "%s", what);
+        format_index(s, i, r->placement_index, sizeof r->placement_index);
+        r->placement_first = cc_load(first->dtype, first->data, i);
+        r->placement_moved = cc_load(now->dtype, now->data, i);
+    }
+    return 1;
+}
+
+/* Before provider call k (0-based) of `calls`: every second one moves the provider's input
+ * buffers to the other placement (call_place), so an under-run read of call 0's slack faults
+ * there (guard.h). */
+static int place_for_call(case_run *cr, int k, int calls, const char *what)
 {
     cc_guard_set *m = &cr->in->mem;
     m->call = what;
     m->repeat = k;
-    m->repeats = cr->repeats;
-    cc_guard_place want = k % 2 ? CC_PLACE_START : CC_PLACE_END;
+    m->repeats = calls;
+    cc_guard_place want = call_place(cr, k);
     if (m->guarded && m->place != want && cc_inputs_replace(cr->c, cr->in, want)) {
         cr->r->status = CC_RES_ERROR;
         snprintf(cr->r->message, sizeof cr->r->message, "out of memory moving the inputs");
@@ -453,6 +498,20 @@ static void note_sample(cc_result *r, const cc_sample *plan)
     }
 }
 
+/* How many calls a check makes, seen after a call: the --repeat asked, and at least 4 once call
+ * 2 differed at the other placement (moved) and no race was seen: two calls at each placement.
+ * A placement-sensitive kernel gives call 1's bits again at call 1's placement and call 2's at
+ * the other; a race that spoiled call 1 or call 2 alone gives other bits at one of them (with a
+ * second call at call 1's placement only, a spoiled call 2 would pass as placement-sensitive). */
+enum { CALLS_WHEN_PLACEMENTS_DIFFER = 4 };
+
+static int calls_to_make(const case_run *cr, int calls, int moved)
+{
+    return moved && !cr->differs && calls < CALLS_WHEN_PLACEMENTS_DIFFER
+               ? CALLS_WHEN_PLACEMENTS_DIFFER
+               : calls;
+}
+
 static void run_forward(case_run *cr, const ref_tensor *y, const ref_mag *mag)
 {
     const cc_case *c = cr->c;
@@ -463,9 +522,12 @@ static void run_forward(case_run *cr, const ref_tensor *y, const ref_mag *mag)
     sampled_ref sr;
     memset(&sr, 0, sizeof sr);
     char what[1][32] = {"y"};
+    cc_view moved; /* call 2's output, when it differed from call 1's (compare_call) */
+    memset(&moved, 0, sizeof moved);
     cc_bound_model bm = case_bound(c, cr->cu, c->op->c_fwd, cr->o->accumulation);
-    for (int k = 0; k < cr->repeats && r->status == CC_RES_PASS; k++) {
-        if (place_for_call(cr, k, "forward"))
+    int calls = cr->repeats;
+    for (int k = 0; k < calls && r->status == CC_RES_PASS; k++) {
+        if (place_for_call(cr, k, calls, "forward"))
             break;
         cc_view out;
         if (cc_alloc_output_in(in, "output y", c->dtype, &in->out_shape, &out)) {
@@ -490,15 +552,16 @@ static void run_forward(case_run *cr, const ref_tensor *y, const ref_mag *mag)
         }
         r->checked_fwd = 1;
         judge(cr, k, "y", &in->out_shape, &out, &ev, &bm, c->op->c_fwd, 0, &r->fwd_ratio);
-        if (k == 0) {
+        if (k == 0)
             first = out;
-        } else {
-            note_difference(cr, k, "y", &first, &out);
+        else if (!compare_call(cr, k, "y", &in->out_shape, &first, &moved, &out))
             cc_guard_free(&in->mem, out.data);
-        }
+        calls = calls_to_make(cr, calls, moved.data != NULL);
     }
+    cr->calls = cr->calls > calls ? cr->calls : calls;
     sampled_ref_free(&sr);
     cc_guard_free(&in->mem, first.data);
+    cc_guard_free(&in->mem, moved.data);
 }
 
 static void run_vjp(case_run *cr, const ref_tensor *y)
@@ -510,14 +573,15 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
     ref_tensor grad[REF_MAX_INPUTS];
     ref_mag gmag[REF_MAX_INPUTS];
     memset(gmag, 0, sizeof gmag);
-    cc_view first[REF_MAX_INPUTS];
+    cc_view first[REF_MAX_INPUTS], moved[REF_MAX_INPUTS]; /* calls 1 and 2 (run_forward) */
     int data[REF_MAX_INPUTS] = {0}; /* the inputs that have a gradient */
     char what[REF_MAX_INPUTS][32];
     sampled_ref sr;
     memset(grad, 0, sizeof grad);
     memset(first, 0, sizeof first);
+    memset(moved, 0, sizeof moved);
     memset(&sr, 0, sizeof sr);
-    int fail = 0;
+    int fail = 0, any_moved = 0;
     for (int i = 0; i < c->n_in; i++) {
         grad[i].shape = c->shape[i];
         cc_text_join(what[i], sizeof what[i], "grad:", cc_input_name(op, i));
@@ -547,8 +611,9 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
         if (grad[i].v)
             ref_mag_complete(&gmag[i], ref_numel(&c->shape[i]));
     cc_bound_model bm = case_bound(c, cr->cu, op->c_vjp, cr->o->accumulation);
-    for (int k = 0; k < cr->repeats && r->status == CC_RES_PASS; k++) {
-        if (place_for_call(cr, k, "vjp"))
+    int calls = cr->repeats;
+    for (int k = 0; k < calls && r->status == CC_RES_PASS; k++) {
+        if (place_for_call(cr, k, calls, "vjp"))
             break;
         cc_view got[REF_MAX_INPUTS];
         memset(got, 0, sizeof got);
@@ -580,8 +645,11 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
                 }
                 judge(cr, k, what[i], &c->shape[i], &got[i], &ev, &bm, op->c_vjp, 1,
                       &r->vjp_ratio);
-                if (k > 0)
-                    note_difference(cr, k, what[i], &first[i], &got[i]);
+                if (k > 0 && compare_call(cr, k, what[i], &c->shape[i], &first[i], &moved[i],
+                                          &got[i])) {
+                    got[i].data = NULL; /* kept as moved[i] */
+                    any_moved = 1;
+                }
             }
         }
         for (int i = 0; i < c->n_in; i++) {
@@ -590,13 +658,16 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
             else
                 cc_guard_free(&in->mem, got[i].data);
         }
+        calls = calls_to_make(cr, calls, any_moved);
     }
+    cr->calls = cr->calls > calls ? cr->calls : calls;
 done:
     sampled_ref_free(&sr);
     for (int i = 0; i < REF_MAX_INPUTS; i++) {
         free(grad[i].v);
         ref_mag_free(&gmag[i]);
         cc_guard_free(&in->mem, first[i].data);
+        cc_guard_free(&in->mem, moved[i].data);
     }
 }
 
@@ -690,7 +761,7 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
     cr.params = &params;
     cr.sampled = cc_sampling_chosen(c, o->ref, &in);
     cr.threads = threads;
-    cr.repeats = o->repeat > 1 ? o->repeat : 1;
+    cr.repeats = cr.calls = o->repeat > 1 ? o->repeat : 1;
     r->repeat = cr.repeats;
     cr.must_agree = c->device == CC_CPU || o->deterministic;
     cr.probe = probe;
@@ -735,12 +806,18 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
         }
         if (cr.differs && (r->status == CC_RES_PASS || r->status == CC_RES_FAIL)) {
             r->status = CC_RES_NONDETERMINISTIC;
+            r->placement_sensitive = 0; /* a race, whatever the placements also did */
             snprintf(r->message, sizeof r->message,
-                     "%s[%lld] differs between call 1 and call %d of %d on the same inputs: "
-                     "%.9g then %.9g (repeats must agree bit for bit %s); worst bound ratio %.3g",
-                     cr.differs_what, (long long)cr.differs_index, cr.differs_call + 1,
-                     cr.repeats, cr.differs_first, cr.differs_now,
+                     "%s[%lld] differs between call %d and call %d of %d on the same inputs: "
+                     "%.9g then %.9g (repeats must agree bit for bit %s%s); worst bound ratio "
+                     "%.3g",
+                     cr.differs_what, (long long)cr.differs_index, cr.differs_base + 1,
+                     cr.differs_call + 1, cr.calls, cr.differs_first, cr.differs_now,
                      c->device == CC_CPU ? "on cpu" : "with deterministic algorithms on",
+                     cr.calls > cr.repeats ? "; call 2, at the other buffer placement, "
+                                             "differed from call 1, so each placement was "
+                                             "called twice"
+                                           : "",
                      r->worst_ratio);
         } else if (r->status == CC_RES_PASS && cr.zt[0]) {
             r->status = CC_RES_FAIL;
@@ -752,9 +829,9 @@ void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_opt
                      r->worst_output, r->worst_index, r->expected, r->got, r->bound,
                      r->worst_ratio);
         }
-        if (r->status == CC_RES_FAIL && cr.repeats > 1)
+        if (r->status == CC_RES_FAIL && cr.calls > 1)
             snprintf(r->message + strlen(r->message), sizeof r->message - strlen(r->message),
-                     " (worst of %d calls)", cr.repeats);
+                     " (worst of %d calls)", cr.calls);
         if (vjp_said[0] && r->status == CC_RES_FAIL) {
             size_t used = strlen(r->message);
             snprintf(r->message + used, sizeof r->message - used, "; and the VJP was %s (%s)",

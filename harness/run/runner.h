@@ -131,6 +131,14 @@ typedef struct {
     cc_power power;
     int64_t elements; /* output elements */
     int repeat;       /* provider calls per check (--repeat); 0 or 1: one, and not recorded */
+    /* --repeat: call 2, at the other buffer placement, gave other bits than call 1 while every
+     * call at each placement gave that placement's bits again (cc_run_case_probed): a kernel
+     * whose bits depend on where its buffers sit, not a race. The first element that moved: its
+     * output ("y", "grad:x"), multi-index, and its values at the two placements */
+    int placement_sensitive;
+    char placement_output[32];
+    char placement_index[96];
+    double placement_first, placement_moved;
     double seconds;
     /* a sampled check (harness/run/sample.h): the share of the output and gradient elements whose
      * reference was computed (0 < fraction < 1), and the window every bug must exceed to be
@@ -192,10 +200,16 @@ void cc_run_case(const cc_provider *p, const cc_case *c, cc_result *r);
  * (NULL: none) under the op's error model of this run (cc_element_ratio with compare_with in
  * place of the expected value).
  * With o->repeat = N > 1 each provider call runs N times on the same inputs, every second time
- * with the buffers at the other placement (harness/guard.h); each output is judged against its
- * bound, and where repeats must agree (every CPU case; CUDA cases under o->deterministic) an
- * output that differs from the first call's bits (any NaN equals any NaN, as TorchLean's
- * AgreeUpToNaN) makes the case `nondeterministic`. */
+ * with the buffers at the other placement (core/guard.h); each output is judged against its
+ * bound. Where repeats must agree (every CPU case; CUDA cases under o->deterministic) calls at
+ * one placement must give the same bits (any NaN equals any NaN, as TorchLean's AgreeUpToNaN):
+ * a call that differs from an earlier one at its placement makes the case `nondeterministic`
+ * (a race). Calls at the two placements may differ: when call 2 (at the other placement)
+ * differs from call 1, at least 4 calls are made (N < 4: one or two more), two at each
+ * placement; if every call gives its placement's first bits, the kernel depends on where its
+ * buffers sit (MKL without Conditional Numerical Reproducibility), and the case keeps its
+ * status with r->placement_sensitive set; else it is `nondeterministic`.
+ * Unguarded buffers (o->unguarded) are never moved: every call is at the first placement. */
 void cc_run_case_probed(const cc_provider *p, const cc_case *c, const cc_run_options *o,
                         cc_probe *probe, cc_result *r);
 /* Keep freed memory in this process (glibc hands large blocks back to the kernel, and the next

@@ -129,6 +129,10 @@ int cc_run_info_write(const char *dir, const cc_run_info *ri, char *msg, size_t 
         fputs(",\n  \"cpu_capability\": ", f);
         cc_json_write_string(f, ri->cpu_levels);
     }
+    if (ri->aten_threads[0]) {
+        fputs(",\n  \"aten_threads\": ", f);
+        cc_json_write_string(f, ri->aten_threads);
+    }
     if (ri->n_platforms) {
         fputs(",\n  \"platforms\": ", f);
         cc_platforms_write_json(f, ri->platforms, ri->n_platforms);
@@ -193,6 +197,8 @@ int cc_run_info_read(const char *dir, cc_run_info *ri, char *msg, size_t msg_len
         cc_repro_from_json(cc_json_get(o, "repro"), &ri->repro);
         if (!cc_json_string(o, "cpu_capability", &s))
             snprintf(ri->cpu_levels, sizeof ri->cpu_levels, "%s", s);
+        if (!cc_json_string(o, "aten_threads", &s))
+            snprintf(ri->aten_threads, sizeof ri->aten_threads, "%s", s);
         const cc_json *pl = cc_json_get(o, "platforms");
         char pwhy[256];
         if (pl && cc_platforms_from_json(pl, ri->platforms, CC_MAX_PLATFORMS, &ri->n_platforms,

@@ -5,11 +5,14 @@
  *                       "provider":..., "provider_description":..., "case_files":...,
  *                       "base_seed":..., "command":..., "judging":"strict"
  *                       [, "witnesses":"openblas,reference"]
- *                       [, "cpu_capability":"avx2,default"][, "platforms":[...]]}
+ *                       [, "cpu_capability":"avx2,default"][, "aten_threads":"1,2"]
+ *                       [, "platforms":[...]]}
  *                      judging: the accumulation mode, ", power" added for --power (a run.json
  *                      without it is a strict run of a capcheck that had no other).
  *                      With --cpu-capability, the run is every case once per level, level by
- *                      level: record index = level position x cases + case index. "platforms"
+ *                      level: record index = level position x cases + case index; with
+ *                      --aten-threads once per level and thread count (a pass), the counts
+ *                      inner: pass = level position x counts + count position. "platforms"
  *                      (harness/run/platform.h) grows as each level's workers report theirs, so a
  *                      resume knows the platform of a level it does not run again.
  *                      The hash is FNV-1a 64 over the canonical line of every case of the run,
@@ -63,6 +66,7 @@ typedef struct {
                             run.json) for a run without witnesses */
     char judging[32];    /* "strict", "relaxed", "strict, power", ... (cc_judging_describe) */
     char cpu_levels[128]; /* --cpu-capability, the levels in run order ("" without it) */
+    char aten_threads[64]; /* --aten-threads, the counts in run order ("" without it) */
     int n_platforms;      /* the platforms the run's workers reported, in level order */
     cc_platform platforms[CC_MAX_PLATFORMS];
     cc_repro repro;      /* what reruns one of its cases (harness/repro.h); "repro" in run.json */

@@ -34,8 +34,9 @@ typedef struct {
     const cc_repro *repro; /* the run's (run.json's on a resume) */
     cc_journal *journal;
     size_t done, total, passed;
-    size_t level_done, level_passed; /* of the level running */
+    size_t level_done, level_passed; /* of the pass running (a level at a thread count) */
     const char *level;               /* its name when --cpu-capability gave levels, else NULL */
+    int aten_threads;                /* its --aten-threads count, else 0 */
     double started, last_progress;
     int failed; /* the journal could not be written */
     char msg[512];
@@ -56,14 +57,15 @@ static void format_duration(double s, char *buf, size_t n)
         snprintf(buf, n, "%ld h %02ld min", t / 3600, t / 60 % 60);
 }
 
-/* The command that reruns r as this run ran it (harness/report/repro.h), at its level. */
+/* The command that reruns r as this run ran it (harness/report/repro.h), at its pass. */
 static void repro_of(const run_state *s, const cc_result *r, char *cmd, size_t n)
 {
     cc_repro_command(s->repro, r->line, cmd, n);
-    if (s->level) {
-        size_t used = strlen(cmd);
-        snprintf(cmd + used, n - used, " --cpu-capability %s", s->level);
-    }
+    size_t used = strlen(cmd);
+    if (s->level)
+        used += (size_t)snprintf(cmd + used, n - used, " --cpu-capability %s", s->level);
+    if (s->aten_threads && used < n)
+        snprintf(cmd + used, n - used, " --aten-threads %d", s->aten_threads);
 }
 
 /* The line of a case that does not pass (with --expect: whose outcome is news) and the
@@ -102,7 +104,7 @@ static void print_case_line(run_state *s, const cc_result *r)
         fprintf(log, "%s: %s%s\n  %s\n", cc_expect_outcome_name(judged), said, twice, cmd);
         return;
     }
-    if (s->level)
+    if (s->level || s->aten_threads)
         fprintf(log, "%s on %s: %s%s\n  %s\n", cc_result_status_name(r->status), r->platform,
                 r->message, twice, cmd);
     else
@@ -185,6 +187,24 @@ static void level_names(const cc_session_opts *o, char *buf, size_t n)
                                  cc_level_name(o->cpu_levels[k]));
 }
 
+/* The thread counts, comma-separated (run.json's "aten_threads"; "" without them). */
+static void thread_counts(const cc_session_opts *o, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int k = 0; k < o->n_aten_threads && used < n; k++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%d", k ? "," : "", o->aten_threads[k]);
+}
+
+/* A pass for people: "level avx2", "level avx2 at 2 ATen threads", "1 ATen thread". */
+static void pass_name(const char *level, const char *aten_threads, char *buf, size_t n)
+{
+    int threads = aten_threads && aten_threads[0];
+    snprintf(buf, n, "%s%s%s%s%s", level ? "level " : "", level ? level : "",
+             level && threads ? " at " : "", threads ? aten_threads : "",
+             !threads ? "" : strcmp(aten_threads, "1") ? " ATen threads" : " ATen thread");
+}
+
 /* run.json's `was` and this command's `now` of one field must agree for a resume: 0, or -1 with
  * msg "DIR/run.json is a run <ran> 'was'; this command <asks> 'now': resume with the same
  * <same>, or start a new run without --resume" ("" shown as "(none)"). */
@@ -214,9 +234,10 @@ static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint
                  (unsigned long long)was->case_hash, o->n_cases, (unsigned long long)hash);
         return -1;
     }
-    char witnesses[256], levels[256];
+    char witnesses[256], levels[256], threads[64];
     witness_names(o, witnesses, sizeof witnesses);
     level_names(o, levels, sizeof levels);
+    thread_counts(o, threads, sizeof threads);
     if (refuse_other(o, "on provider", was->provider, "asks for", o->provider->name, "provider",
                      msg, len) ||
         refuse_other(o, "judged", was->judging, "judges",
@@ -225,7 +246,9 @@ static int check_same_run(const cc_session_opts *o, const cc_run_info *was, uint
         refuse_other(o, "with witnesses", was->witnesses, "names", witnesses, "--witness", msg,
                      len) ||
         refuse_other(o, "at --cpu-capability", was->cpu_levels, "asks for", levels, "levels",
-                     msg, len))
+                     msg, len) ||
+        refuse_other(o, "at --aten-threads", was->aten_threads, "asks for", threads,
+                     "thread counts", msg, len))
         return -1;
     return 0;
 }
@@ -278,12 +301,12 @@ static void interrupts_close(interrupts *in)
     in->fd = -1;
 }
 
-/* The platforms a level's pool reports go into the run's list: a platform of this level and
- * device the run recorded before must be the same one (a resume on a changed machine or
- * environment is refused), and no other level may have given the same key. Returns 1 when the
- * list grew, 0 when it did not, -1 with msg. */
+/* The platforms a pass's pool reports go into the run's list: a platform of this pass (level
+ * and thread count) and device the run recorded before must be the same one (a resume on a
+ * changed machine or environment is refused), and no other pass may have given the same key.
+ * Returns 1 when the list grew, 0 when it did not, -1 with msg. */
 static int note_platforms(const cc_session_opts *o, const cc_pool *pool, unsigned devices,
-                          const char *level, cc_run_info *info, char *msg, size_t len)
+                          cc_run_info *info, char *msg, size_t len)
 {
     int grew = 0;
     for (int d = 0; d < CC_DEVICE_COUNT; d++) {
@@ -295,23 +318,27 @@ static int note_platforms(const cc_session_opts *o, const cc_pool *pool, unsigne
             const cc_platform *q = &info->platforms[i];
             if (strcmp(q->device, p->device) != 0)
                 continue;
-            int same_level = strcmp(q->level, p->level) == 0;
-            if (same_level && strcmp(q->key, p->key) != 0) {
+            int same_pass = strcmp(q->level, p->level) == 0 &&
+                            strcmp(q->aten_threads, p->aten_threads) == 0;
+            char was[96], now[96];
+            pass_name(q->level, q->aten_threads, was, sizeof was);
+            pass_name(p->level, p->aten_threads, now, sizeof now);
+            if (same_pass && strcmp(q->key, p->key) != 0) {
                 snprintf(msg, len,
-                         "%s/run.json: level %s gave platform %s when the run started; its "
+                         "%s/run.json: %s gave platform %s when the run started; its "
                          "workers now report %s (the machine or the dispatch environment "
                          "changed): resume where it started, or start a new run",
-                         o->out_dir, level, q->key, p->key);
+                         o->out_dir, now, q->key, p->key);
                 return -1;
             }
-            if (!same_level && strcmp(q->key, p->key) == 0) {
+            if (!same_pass && strcmp(q->key, p->key) == 0) {
                 snprintf(msg, len,
-                         "--cpu-capability: levels %s and %s both give platform %s on %s (%s "
-                         "does not dispatch on them): run one of them",
-                         q->level, level, p->key, p->device, o->provider->name);
+                         "%s and %s both give platform %s on %s (%s does not dispatch on "
+                         "them): run one of them",
+                         was, now, p->key, p->device, o->provider->name);
                 return -1;
             }
-            known |= same_level;
+            known |= same_pass;
         }
         if (known)
             continue;
@@ -329,7 +356,7 @@ static int note_platforms(const cc_session_opts *o, const cc_pool *pool, unsigne
  * again go (the damaged file stays beside it), and it is read again; what was found is said
  * on the log. Nothing to do for a fresh run. 0, or -1 with msg. */
 static int salvage_journal(const cc_session_opts *o, cc_journal_scan *scan, size_t total,
-                           int n_levels, char *msg, size_t len)
+                           int n_passes, char *msg, size_t len)
 {
     if (!o->resume)
         return 0;
@@ -341,7 +368,7 @@ static int salvage_journal(const cc_session_opts *o, cc_journal_scan *scan, size
         if (cc_journal_compact(o->out_dir, scan, msg, len))
             return -1;
         cc_journal_scan_free(scan);
-        if (cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)n_levels, scan, msg,
+        if (cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)n_passes, scan, msg,
                                 len))
             return -1;
     }
@@ -371,14 +398,14 @@ typedef struct {
     double t0;
     char msg[2048]; /* room for two provider descriptions (a resume refused) */
     uint64_t hash;  /* of the case list */
-    int n_levels;
-    size_t total;      /* results the run holds when complete: cases x levels */
+    int n_passes;      /* levels x ATen thread counts (1 without either) */
+    size_t total;      /* results the run holds when complete: cases x passes */
     size_t total_todo; /* of those, the ones this session runs */
     cc_run_info info;  /* run.json: read on a resume, written when it grows */
     cc_journal_scan scan;
-    cc_pool *pool;       /* the level running */
+    cc_pool *pool;       /* the pass running */
     cc_journal *journal;
-    size_t *todo, n_todo; /* the level's case indexes to run */
+    size_t *todo, n_todo; /* the pass's case indexes to run */
     int started;          /* the folder, the journal and run.json are there */
     int workers_failed;   /* the provider did not initialise, the device is absent */
     interrupts intr;
@@ -397,7 +424,7 @@ static int open_session(session *s)
                      "nothing to resume in %s: it has no run.json (start the run with --out %s)",
                      o->out_dir, o->out_dir);
         if (got || check_same_run(o, &s->info, s->hash, s->msg, sizeof s->msg) ||
-            cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)s->n_levels, &s->scan,
+            cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)s->n_passes, &s->scan,
                                 s->msg, sizeof s->msg))
             return -1;
     } else if (check_fresh_folder(o, s->msg, sizeof s->msg))
@@ -444,14 +471,15 @@ static unsigned level_todo(session *s, int k)
     return devices;
 }
 
-/* The level's workers (they initialise the provider, so a provider that cannot run leaves the
+/* The pass's workers (they initialise the provider, so a provider that cannot run leaves the
  * folder as it was), which must describe the provider as the run's earlier workers did; their
  * platforms join run.json's. Returns 1 when the platforms grew, 0 when not, -1 with msg. */
-static int start_level_pool(session *s, int level, unsigned devices)
+static int start_level_pool(session *s, int level, int aten_threads, unsigned devices)
 {
     const cc_session_opts *o = s->o;
     cc_pool_config pc = {o->provider, o->workers, devices, o->timeout_base, o->timeout_base,
-                         o->in_process, o->witnesses, o->n_witnesses, level, o->run, s->intr.fd};
+                         o->in_process, o->witnesses, o->n_witnesses, level, o->run, s->intr.fd,
+                         aten_threads};
     if (pc.workers <= 0)
         pc.workers = cc_online_cpus();
     if ((size_t)pc.workers > (s->n_todo ? s->n_todo : 1))
@@ -465,18 +493,20 @@ static int start_level_pool(session *s, int level, unsigned devices)
     char desc[512];
     cc_describe_without_platform(cc_pool_description(s->pool), desc, sizeof desc);
     if ((o->resume || s->started) && strcmp(desc, s->info.provider_description) != 0) {
+        char threads[16] = "", pass[96];
+        if (aten_threads)
+            snprintf(threads, sizeof threads, "%d", aten_threads);
+        pass_name(o->n_cpu_levels ? cc_level_name(level) : NULL, threads, pass, sizeof pass);
         snprintf(s->msg, sizeof s->msg,
                  "%s/run.json was started with provider %s described as '%.400s'; the "
-                 "workers of %s%s say '%.400s': resume on the same set-up, or start a new "
+                 "workers of %s say '%.400s': resume on the same set-up, or start a new "
                  "run without --resume",
                  o->out_dir, s->info.provider, s->info.provider_description,
-                 o->n_cpu_levels ? "level " : "this session",
-                 o->n_cpu_levels ? cc_level_name(level) : "", desc);
+                 pass[0] ? pass : "this session", desc);
         return -1;
     }
     snprintf(s->info.provider_description, sizeof s->info.provider_description, "%s", desc);
-    return note_platforms(o, s->pool, devices, cc_level_name(level), &s->info, s->msg,
-                          sizeof s->msg);
+    return note_platforms(o, s->pool, devices, &s->info, s->msg, sizeof s->msg);
 }
 
 /* Once the first workers stand: the folder, its journal (a resumed one salvaged), no report of
@@ -491,7 +521,7 @@ static int start_journal(session *s)
                  strerror(errno));
         return -1;
     }
-    if (salvage_journal(o, &s->scan, s->total, s->n_levels, s->msg, sizeof s->msg))
+    if (salvage_journal(o, &s->scan, s->total, s->n_passes, s->msg, sizeof s->msg))
         return -1;
     if (cc_journal_open(o->out_dir, o->resume ? s->scan.valid_end : -1, &s->journal, s->msg,
                         sizeof s->msg))
@@ -516,6 +546,7 @@ static int start_journal(session *s)
     snprintf(info->judging, sizeof info->judging, "%s",
              cc_judging_describe(o->run.accumulation, o->run.power));
     level_names(o, info->cpu_levels, sizeof info->cpu_levels);
+    thread_counts(o, info->aten_threads, sizeof info->aten_threads);
     return 0;
 }
 
@@ -548,16 +579,19 @@ static int feed_level(session *s, size_t first)
     return 0;
 }
 
-/* One level (k-th of --cpu-capability's, or the machine as it is): the cases the journal
- * lacks, in a pool of its own. 0, -1 with msg, or SESSION_POOL_LOST. */
+/* One pass (k-th of the levels of --cpu-capability, or the machine as it is, each at every
+ * count of --aten-threads): the cases the journal lacks, in a pool of its own. 0, -1 with msg,
+ * or SESSION_POOL_LOST. */
 static int run_level(session *s, int k)
 {
     const cc_session_opts *o = s->o;
-    int level = o->n_cpu_levels > 0 ? o->cpu_levels[k] : 0;
+    int counts = o->n_aten_threads > 0 ? o->n_aten_threads : 1;
+    int level = o->n_cpu_levels > 0 ? o->cpu_levels[k / counts] : 0;
+    int threads = o->n_aten_threads > 0 ? o->aten_threads[k % counts] : 0;
     unsigned devices = level_todo(s, k);
     if (!devices)
-        return 0; /* this level is complete in the journal */
-    int grew = start_level_pool(s, level, devices);
+        return 0; /* this pass is complete in the journal */
+    int grew = start_level_pool(s, level, threads, devices);
     if (grew < 0)
         return -1;
     if (!s->started) {
@@ -568,29 +602,33 @@ static int run_level(session *s, int k)
     if (grew && cc_run_info_write(o->out_dir, &s->info, s->msg, sizeof s->msg))
         return -1;
     s->st.level = o->n_cpu_levels ? cc_level_name(level) : NULL;
+    s->st.aten_threads = threads;
     s->st.level_done = s->st.level_passed = 0;
     int fed = feed_level(s, (size_t)k * o->n_cases);
     if (fed)
         return fed;
     if (o->tty && s->n_todo && o->log)
         fprintf(s->log, "\n");
-    if (s->st.level && s->n_todo && o->verbosity >= 0) {
+    if ((s->st.level || threads) && s->n_todo && o->verbosity >= 0) {
         const cc_platform *p = cc_pool_platform(s->pool, o->cases[s->todo[0]].device);
-        printf("capcheck: level %s (platform %s): %zu cases, %zu passed\n", s->st.level,
-               p ? p->key : "?", s->st.level_done, s->st.level_passed);
+        char pass[96];
+        pass_name(s->st.level ? s->st.level : cc_level_name(0), p ? p->aten_threads : "", pass,
+                  sizeof pass);
+        printf("capcheck: %s (platform %s): %zu cases, %zu passed\n", pass, p ? p->key : "?",
+               s->st.level_done, s->st.level_passed);
     }
     cc_pool_close(s->pool);
     s->pool = NULL;
     return 0;
 }
 
-/* Every level; then the journal is closed (opened first when nothing ran: a resume of a
+/* Every pass; then the journal is closed (opened first when nothing ran: a resume of a
  * complete run rebuilds its report) and read back whole. 0, -1 with msg, or
  * SESSION_POOL_LOST. */
-static int run_levels(session *s)
+static int run_passes(session *s)
 {
     const cc_session_opts *o = s->o;
-    for (int k = 0; k < s->n_levels && !s->st.failed; k++) {
+    for (int k = 0; k < s->n_passes && !s->st.failed; k++) {
         int ran = run_level(s, k);
         if (ran)
             return ran;
@@ -612,7 +650,7 @@ static int run_levels(session *s)
     }
     /* the report reads the whole journal in case-index order */
     cc_journal_scan_free(&s->scan);
-    if (cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)s->n_levels, &s->scan,
+    if (cc_journal_scan_dir(o->out_dir, o->cases, o->n_cases, (size_t)s->n_passes, &s->scan,
                             s->msg, sizeof s->msg))
         return -1;
     if (s->scan.n_done != s->total) {
@@ -802,13 +840,14 @@ int cc_session_run(const cc_session_opts *o)
     s.log = o->log ? o->log : stderr;
     s.t0 = cc_monotonic_seconds();
     s.hash = cc_case_list_hash(o->cases, o->n_cases);
-    s.n_levels = o->n_cpu_levels > 0 ? o->n_cpu_levels : 1;
-    s.total = o->n_cases * (size_t)s.n_levels;
+    s.n_passes = (o->n_cpu_levels > 0 ? o->n_cpu_levels : 1) *
+                 (o->n_aten_threads > 0 ? o->n_aten_threads : 1); /* the passes */
+    s.total = o->n_cases * (size_t)s.n_passes;
     interrupts_open(&s.intr);
 
     int rc = 2;
     if (open_session(&s) == 0) {
-        int ran = run_levels(&s);
+        int ran = run_passes(&s);
         if (ran == SESSION_POOL_LOST)
             rc = stop_lost_run(&s);
         else if (ran == 0)
@@ -841,11 +880,11 @@ void cc_session_print_closing(const cc_session_tally *t, const char *dir, FILE *
 
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          int cpu_level, const cc_run_options *run, cc_result *r, char *msg,
-                          size_t msg_len)
+                          int cpu_level, int aten_threads, const cc_run_options *run,
+                          cc_result *r, char *msg, size_t msg_len)
 {
     cc_pool_config pc = {p, 1, 1u << c->device, timeout_base, timeout_base, in_process, witnesses,
-                         n_witnesses, cpu_level, {0}, -1};
+                         n_witnesses, cpu_level, {0}, -1, aten_threads};
     if (run)
         pc.run = *run;
     if (pc.run.threads <= 0) /* one case: the reference on every CPU */

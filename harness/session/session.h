@@ -22,7 +22,9 @@
  * initialise the provider. Each level's workers report their platform; two levels that give
  * the same platform key are refused (the second would only repeat the first). run.json records
  * the levels and the platforms, and a resume must name the same levels and find the same
- * platforms. The report lists the platforms and has rows per platform.
+ * platforms. The report lists the platforms and has rows per platform. ATen thread counts
+ * (--aten-threads) multiply the levels: a pass is a level at a count, in a pool of its own whose
+ * workers set the count before init; run.json records the counts too.
  *
  * Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the run between results: what is recorded stays,
  * and the log says the command that finishes it (exit 128 + the signal).
@@ -82,6 +84,8 @@ typedef struct {
     int n_witnesses;
     const int *cpu_levels; /* --cpu-capability (harness/run/platform.h levels), in run order */
     int n_cpu_levels;      /* 0: the machine as it is (one pass, no level set) */
+    const int *aten_threads; /* --aten-threads counts, in run order: every level at each */
+    int n_aten_threads;      /* 0: the provider's own count (no count set) */
     /* --expect: judge every result against the case files' "#! seen" directives
      * (harness/report/expect.h): the log names what is news, report.md lists the outcomes, and the
      * exit code is 1 only for a broken expectation, a crash or an unexpected result */
@@ -116,14 +120,15 @@ int cc_session_run(const cc_session_opts *o);
  * DIR/results.jsonl". */
 void cc_session_print_closing(const cc_session_tally *t, const char *dir, FILE *out);
 
-/* One case in a worker of its own (or in this process when in_process), for repro: a crash or
- * hang is a result, not the end of capcheck; with witnesses (n_witnesses > 0) they run on it
+/* One case in a worker of its own (or in this process when in_process), at a dispatch level
+ * and an ATen thread count (0: none set), for repro: a crash or hang is a result, not the end
+ * of capcheck; with witnesses (n_witnesses > 0) they run on it
  * too when it does not pass; run (NULL: defaults) with threads <= 0 gives the reference every
  * CPU. Returns 0, or -1 with msg when the provider cannot run (init) or no worker can be
  * started. */
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,
                           int in_process, const cc_provider *const *witnesses, int n_witnesses,
-                          int cpu_level, const cc_run_options *run, cc_result *r, char *msg,
-                          size_t msg_len);
+                          int cpu_level, int aten_threads, const cc_run_options *run,
+                          cc_result *r, char *msg, size_t msg_len);
 
 #endif

@@ -479,7 +479,7 @@ int cc_shrink(const cc_provider *p, const cc_case *c, const cc_shrink_opts *o,
     /* every run in a worker of the pool: init there too, under the same limit, so a provider
      * that hangs, crashes or exits in init or in a call is a sentence or a result */
     cc_pool_config pc = {p,    1,    1u << c->device, opt.timeout_s, opt.timeout_s, 0,
-                         NULL, 0,    0,               {0}, -1};
+                         NULL, 0,    0,               {0}, -1, 0};
     cc_pool *pool;
     if (cc_pool_start(&pc, &pool, msg, msg_len))
         return -1;

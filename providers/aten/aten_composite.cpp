@@ -368,8 +368,14 @@ void attn_vjp(const Args &a, const at::Tensor &g, const bool *want, at::Tensor *
         dS = at::masked_fill(dS, at::logical_or(at::logical_not(t.allowed), t.empty_row), 0.0);
     double r = t.split ? std::sqrt(t.s) : t.s;
     at::Tensor Kf = t.split ? at::mul(t.K, r) : t.K, Qf = t.split ? at::mul(t.Q, r) : t.Q;
-    if (want[0]) // dQ = s dS K
-        grad[0] = at::mul(at::bmm(dS, Kf), r).reshape(a.in[0].sizes());
+    if (t.empty_row.defined()) // a fully blocked row's Q adds nothing to dK (0 * NaN is NaN)
+        Qf = at::masked_fill(Qf, t.empty_row, 0.0);
+    if (want[0]) { // dQ = s dS K, zero on fully blocked rows whatever K holds
+        at::Tensor dQ = at::mul(at::bmm(dS, Kf), r);
+        if (t.empty_row.defined())
+            dQ = at::masked_fill(dQ, t.empty_row, 0.0);
+        grad[0] = dQ.reshape(a.in[0].sizes());
+    }
     if (want[1]) // dK = s dS^T Q
         grad[1] = at::mul(at::bmm(dS.transpose(1, 2), Qf), r).reshape(a.in[1].sizes());
 }
@@ -383,7 +389,7 @@ const OpEntry kOps[] = {
      "coefficients summed in reverse time; f16/bf16 run in float32, rounded once"},
     {"attention", "attention", 3, 4, attn_fwd, attn_vjp, VJP_TAPE,
      "bmm + TorchLean's hard-masked softmax + bmm (no SDPA), sqrt(s) split on Q and K when "
-     "s < 1; fully blocked rows -> 0; VJP via _softmax_backward_data"},
+     "s < 1; fully blocked rows -> 0 (output and gradients); VJP via _softmax_backward_data"},
 };
 
 } // namespace

@@ -1577,8 +1577,13 @@ def attn_vjp(a, g, want):
     r = math.sqrt(t["s"]) if t["split"] else t["s"]
     Kf = mul_s(t["K"], r) if t["split"] else t["K"]
     Qf = mul_s(t["Q"], r) if t["split"] else t["Q"]
-    if want[0]:
-        grads[0] = mul_s(aten.bmm(dS, Kf), r).reshape(a.inp[0].shape)
+    if t["empty_row"] is not None:  # a fully blocked row's Q adds nothing to dK (0 * NaN is NaN)
+        Qf = aten.masked_fill.Scalar(Qf, t["empty_row"], 0.0)
+    if want[0]:  # dQ = s dS K, zero on fully blocked rows whatever K holds
+        dQ = mul_s(aten.bmm(dS, Kf), r)
+        if t["empty_row"] is not None:
+            dQ = aten.masked_fill.Scalar(dQ, t["empty_row"], 0.0)
+        grads[0] = dQ.reshape(a.inp[0].shape)
     if want[1]:
         grads[1] = mul_s(aten.bmm(dS.transpose(1, 2), Qf), r).reshape(a.inp[1].shape)
     return grads

@@ -34,6 +34,10 @@
 //                               only "composed" (or unset) is accepted; any other name fails
 //                               init with CC_UNSUPPORTED. describe says "attention composed
 //                               (no SDPA)".
+//   CAPCHECK_ATEN_THREADS=N     ATen's intra-op threads (at::set_num_threads; 1 to 256),
+//                               default 1; a worker of `capcheck run --aten-threads` sets it.
+//                               describe says "threads N", which joins the platform key when
+//                               N > 1 (harness/run/platform.h).
 // Always: cuDNN benchmark (autotuning) off; cuBLAS fp16/bf16 reduced-precision reductions off.
 #include "providers/aten/aten_common.h"
 #include "providers/aten/aten_device.h"
@@ -380,8 +384,17 @@ cc_status aten_init(void *, cc_device device, char *msg, size_t len) {
     if (device == CC_CUDA)
         return say(msg, len, CC_UNSUPPORTED, "%s", kNoCuda);
 #endif
+    const char *threads = std::getenv("CAPCHECK_ATEN_THREADS");
+    long n_threads = 1;
+    if (threads && *threads) {
+        char *end;
+        n_threads = std::strtol(threads, &end, 10);
+        if (*end || n_threads < 1 || n_threads > 256)
+            return say(msg, len, CC_FAILED,
+                       "CAPCHECK_ATEN_THREADS=%s is not a thread count (1 to 256)", threads);
+    }
     try {
-        at::set_num_threads(1);
+        at::set_num_threads((int)n_threads);
         cc_status st = set_math_modes(msg, len);
         if (st != CC_OK)
             return st;

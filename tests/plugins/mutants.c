@@ -8,8 +8,9 @@
  * tensor, a softmax that overflows without its max subtraction (caught by edge=huge/inf); and
  * the classes of issue 14: softplus's threshold at moderate x, a one-pass variance on large-mean
  * rows, an f64 parameter rounded to float32, a rank-3 kernel given rank 4, one layout assumed
- * for every input, reads and writes one element outside a buffer (the guard pages), a kernel
- * wrong on every third call and one whose bits vary from call to call (--repeat).
+ * for every input, reads and writes one element outside a buffer (the guard pages), kernels
+ * wrong on every third and every 30th call and one whose bits vary from call to call
+ * (--repeat).
  *
  * Beside the mutants, a hold for the tests that kill a run part way (tests/cli_util.h,
  * cc_t_run_and_kill): with MUTANTS_HOLD_FILE=<path> and MUTANTS_HOLD_AFTER=<n>, the first n
@@ -21,6 +22,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -611,33 +613,32 @@ static cc_status softplus_threshold_fwd(const cc_call *call, cc_view *out, char 
     return st;
 }
 
-/* layerNorm with a one-pass variance, E[x^2] - E[x]^2, accumulated as the kernel's registers
- * would: in the case dtype (float32 for f16/bf16, as the accumulation contract says). Exact on
- * centred data; cancels on rows with a large mean and a small spread. */
-static cc_status layernorm_one_pass_var_fwd(const cc_call *call, cc_view *out, char *msg,
-                                            size_t len)
+/* The compute type of a kernel that follows the accumulation contract: float32 for f16/bf16. */
+static cc_dtype compute_type(cc_dtype t)
 {
-    (void)msg;
-    (void)len;
+    return t == CC_F64 ? CC_F64 : CC_F32;
+}
+
+/* layerNorm over the rows of x (the axes from `axis` on), each row's mean and variance from
+ * `stats` in the case dtype t; y = (x - mean) / sqrt(max(var, 0) + eps) * gamma + beta. */
+typedef void (*row_stats_fn)(const double *row, int64_t n, cc_dtype t, double *mean,
+                             double *var);
+
+static cc_status layernorm_rows(const cc_call *call, cc_view *out, row_stats_fn stats)
+{
     const cc_view *xv = &call->in[0];
     int ax = ref_norm_axis(call->params->axis, xv->rank);
     int64_t R = 1, N = 1;
     for (int a = 0; a < xv->rank; a++)
         *(a < ax ? &R : &N) *= xv->shape[a];
-    cc_dtype acc = call->dtype == CC_F64 ? CC_F64 : CC_F32;
     double *x = dense(xv), *gm = dense(&call->in[1]), *bt = dense(&call->in[2]);
     double *y = calloc((size_t)(R * N > 0 ? R * N : 1), sizeof(double));
     cc_status st = CC_FAILED;
     if (x && gm && bt && y) {
         for (int64_t r = 0; r < R; r++) {
             const double *row = x + r * N;
-            double s = 0, s2 = 0;
-            for (int64_t j = 0; j < N; j++) {
-                s = cc_round_to(acc, s + row[j]);
-                s2 = cc_round_to(acc, s2 + cc_round_to(acc, row[j] * row[j]));
-            }
-            double mu = cc_round_to(acc, s / (double)N);
-            double var = cc_round_to(acc, s2 / (double)N - mu * mu);
+            double mu, var;
+            stats(row, N, call->dtype, &mu, &var);
             double sd = sqrt((var > 0 ? var : 0) + call->params->eps);
             for (int64_t j = 0; j < N; j++)
                 y[r * N + j] = (row[j] - mu) / sd * gm[j] + bt[j];
@@ -645,11 +646,30 @@ static cc_status layernorm_one_pass_var_fwd(const cc_call *call, cc_view *out, c
         store_all(out, y);
         st = CC_OK;
     }
-    free(x);
-    free(gm);
-    free(bt);
-    free(y);
+    free(x), free(gm), free(bt), free(y);
     return st;
+}
+
+/* A one-pass variance, E[x^2] - E[x]^2, accumulated as the kernel's registers would: in the case
+ * dtype (float32 for f16/bf16, as the accumulation contract says). Exact on centred data;
+ * cancels on rows with a large mean and a small spread. */
+static void one_pass_stats(const double *row, int64_t n, cc_dtype t, double *mean, double *var)
+{
+    cc_dtype acc = compute_type(t);
+    double s = 0, s2 = 0;
+    for (int64_t j = 0; j < n; j++) {
+        s = cc_round_to(acc, s + row[j]);
+        s2 = cc_round_to(acc, s2 + cc_round_to(acc, row[j] * row[j]));
+    }
+    *mean = cc_round_to(acc, s / (double)n);
+    *var = cc_round_to(acc, s2 / (double)n - *mean * *mean);
+}
+
+static cc_status layernorm_one_pass_var_fwd(const cc_call *call, cc_view *out, char *msg,
+                                            size_t len)
+{
+    (void)msg, (void)len;
+    return layernorm_rows(call, out, one_pass_stats);
 }
 
 /* scale with its constant rounded to float32 on the way in (TorchLean's CUDA ABI rounds host
@@ -775,49 +795,349 @@ static cc_status exp_write_before_start_fwd(const cc_call *call, cc_view *out, c
     return st;
 }
 
-/* exp wrong on every third call of the process (a race that loses one call in three): a run
- * fails a varying set of cases, and repro of one of them passes unless it repeats. */
-static cc_status exp_every_third_call_fwd(const cc_call *call, cc_view *out, char *msg,
-                                          size_t len)
+/* exp wrong on every period-th call counted by *calls (a race that loses one call in period):
+ * a run fails a varying set of cases, and repro of one of them passes unless it repeats. */
+static cc_status exp_wrong_every(const cc_call *call, cc_view *out, char *msg, size_t len,
+                                 unsigned long *calls, unsigned long period)
 {
-    static unsigned long calls; /* this planted bug's state: one counter per worker process */
     cc_status st = ref()->forward(NULL, call, out, msg, len);
-    if (st == CC_OK && ++calls % 3 == 0)
+    if (st == CC_OK && ++*calls % period == 0)
         for (int64_t i = 0, n = view_numel(out); i < n; i++)
             cc_store(out->dtype, out->data, i, 2.0 * cc_load(out->dtype, out->data, i) + 1.0);
     return st;
 }
 
-/* reduceSum summing in a different order on every other call (atomics finishing in another
- * order): every result within its bound, the bits not reproducible; only --repeat sees it. */
-static cc_status reducesum_order_varies_fwd(const cc_call *call, cc_view *out, char *msg,
-                                            size_t len)
+static cc_status exp_every_third_call_fwd(const cc_call *call, cc_view *out, char *msg,
+                                          size_t len)
 {
     static unsigned long calls; /* this planted bug's state: one counter per worker process */
+    return exp_wrong_every(call, out, msg, len, &calls, 3);
+}
+
+/* One call in 30: the rare race --repeat is for (docs/reliability.md: N calls catch a race of
+ * frequency p with probability 1 - (1 - p)^N). */
+static cc_status exp_once_in_30_calls_fwd(const cc_call *call, cc_view *out, char *msg,
+                                          size_t len)
+{
+    static unsigned long calls; /* this planted bug's state: one counter per worker process */
+    return exp_wrong_every(call, out, msg, len, &calls, 30);
+}
+
+/* reduceSum along its axis in float32, the elements in one of three orders: forward,
+ * backward, or the even positions then the odd ones. */
+static cc_status reducesum_in_order(const cc_call *call, cc_view *out, int order)
+{
     const cc_view *xv = &call->in[0];
     int ax = ref_norm_axis(call->params->axis, xv->rank);
-    if (ax < 0 || call->dtype == CC_F64)
-        return ref()->forward(NULL, call, out, msg, len);
-    int backwards = (int)(++calls % 2);
     int64_t outer, L, inner;
     split_axis(xv, ax, &outer, &L, &inner);
     double *x = dense(xv);
     if (!x)
         return CC_FAILED;
-    cc_dtype acc = CC_F32;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             double s = 0;
             for (int64_t k = 0; k < L; k++) {
-                int64_t j = backwards ? L - 1 - k : k;
-                s = cc_round_to(acc, s + x[(o * L + j) * inner + i]);
+                int64_t half = (L + 1) / 2;
+                int64_t j = order == 0 ? k : order == 1 ? L - 1 - k
+                                       : k < half  ? 2 * k
+                                                   : 2 * (k - half) + 1;
+                s = cc_round_to(CC_F32, s + x[(o * L + j) * inner + i]);
             }
             cc_store(out->dtype, out->data, o * inner + i, s);
         }
     free(x);
-    (void)msg;
-    (void)len;
     return CC_OK;
+}
+
+/* reduceSum summing in another order on each call, three in turn (atomics finishing in
+ * another order): every result within its bound, the bits not reproducible at any buffer
+ * placement; only --repeat sees it (a race: nondeterministic, docs/reliability.md). Any two of
+ * three calls in a row differ, so the call --repeat 2 adds at the first call's placement
+ * differs from it too. */
+static cc_status reducesum_order_varies_fwd(const cc_call *call, cc_view *out, char *msg,
+                                            size_t len)
+{
+    static unsigned long calls; /* this planted bug's state: one counter per worker process */
+    if (ref_norm_axis(call->params->axis, call->in[0].rank) < 0 || call->dtype == CC_F64)
+        return ref()->forward(NULL, call, out, msg, len);
+    return reducesum_in_order(call, out, (int)(calls++ % 3));
+}
+
+/* reduceSum summing backward on one call in 7, the 2nd, 9th, ... of its process (a rare race
+ * within the bound: a thread pool's first parallel use, say): in a fresh worker --repeat 2's
+ * call 2 is spoiled alone, which differs from call 1 at the other placement just as an
+ * alignment-dependent kernel does; only a second call at that placement (call 4, the forward
+ * order again) tells it for a race. */
+static cc_status reducesum_reordered_once_in_7_fwd(const cc_call *call, cc_view *out,
+                                                    char *msg, size_t len)
+{
+    static unsigned long calls; /* this planted bug's state: one counter per worker process */
+    if (ref_norm_axis(call->params->axis, call->in[0].rank) < 0 || call->dtype == CC_F64)
+        return ref()->forward(NULL, call, out, msg, len);
+    return reducesum_in_order(call, out, ++calls % 7 == 2);
+}
+
+/* reduceSum whose order depends only on its input's alignment, as MKL's kernels do without
+ * Conditional Numerical Reproducibility: a 64-byte aligned input sums forward (the vector
+ * path), any other backward (a peeled loop). Every call on the same buffer gives the same bits;
+ * --repeat's moved buffers give others, and the same again back at the first placement:
+ * placement-sensitive, never nondeterministic. A correct kernel (each order within the bound). */
+static cc_status reducesum_alignment_order_fwd(const cc_call *call, cc_view *out, char *msg,
+                                               size_t len)
+{
+    if (ref_norm_axis(call->params->axis, call->in[0].rank) < 0 || call->dtype == CC_F64)
+        return ref()->forward(NULL, call, out, msg, len);
+    return reducesum_in_order(call, out, (uintptr_t)call->in[0].data % 64 != 0);
+}
+
+/* ---- kernels whose intermediates leave the dtype's range (edge=wide) ---------------------- */
+
+/* A two-pass variance whose squares (x - mean)^2 are rounded to the dtype t before they are
+ * summed in the compute type: past 65504 in f16 the variance is inf and the output beta. */
+static void square_in_dtype_stats(const double *row, int64_t n, cc_dtype t, double *mean,
+                                  double *var)
+{
+    cc_dtype acc = compute_type(t);
+    double s = 0, s2 = 0;
+    for (int64_t j = 0; j < n; j++)
+        s = cc_round_to(acc, s + row[j]);
+    *mean = cc_round_to(acc, s / (double)n);
+    for (int64_t j = 0; j < n; j++)
+        s2 = cc_round_to(acc, s2 + cc_round_to(t, (row[j] - *mean) * (row[j] - *mean)));
+    *var = cc_round_to(acc, s2 / (double)n);
+}
+
+/* An f16 layerNorm that squares in f16 (other dtypes: the reference). */
+static cc_status layernorm_square_in_dtype_fwd(const cc_call *call, cc_view *out, char *msg,
+                                               size_t len)
+{
+    if (call->dtype != CC_F16)
+        return ref()->forward(NULL, call, out, msg, len);
+    return layernorm_rows(call, out, square_in_dtype_stats);
+}
+
+/* mseLoss whose squared differences are a tensor of the case dtype (then averaged in the
+ * compute type): one square past 65504 in f16 makes the mean inf. */
+static cc_status mseloss_square_in_dtype_fwd(const cc_call *call, cc_view *out, char *msg,
+                                             size_t len)
+{
+    (void)msg, (void)len;
+    int64_t n = view_numel(&call->in[0]);
+    double *a = dense(&call->in[0]), *b = dense(&call->in[1]);
+    cc_status st = CC_FAILED;
+    if (a && b) {
+        cc_dtype t = call->dtype, acc = compute_type(t);
+        double s = 0;
+        for (int64_t j = 0; j < n; j++)
+            s = cc_round_to(acc, s + cc_round_to(t, (a[j] - b[j]) * (a[j] - b[j])));
+        cc_store(out->dtype, out->data, 0, s / (double)(n > 0 ? n : 1));
+        st = CC_OK;
+    }
+    free(a), free(b);
+    return st;
+}
+
+/* softplus as log(1 + exp(x)) with exp in the compute type: inf past x = 88.7 (709.8 in f64),
+ * where softplus(x) is x. */
+static cc_status softplus_naive_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    (void)msg, (void)len;
+    int64_t n = view_numel(out);
+    double *x = dense(&call->in[0]);
+    if (!x)
+        return CC_FAILED;
+    cc_dtype acc = compute_type(call->dtype);
+    for (int64_t j = 0; j < n; j++)
+        cc_store(out->dtype, out->data, j, log1p(cc_round_to(acc, exp(x[j]))));
+    free(x);
+    return CC_OK;
+}
+
+/* ---- a flash-style attention ---------------------------------------------------------------- */
+
+/* attention as FlashAttention computes it: per query row one pass over the keys in blocks of 2
+ * with a running maximum m, a running sum l and an accumulator rescaled by exp(m_old - m_new);
+ * blocked keys weigh exactly 0 (0 * V joins the accumulator, as the composed bmm's 0 * V does);
+ * a row with no allowed key is written as 0 (FlashAttention's l = 0 guard; ops.md) when
+ * `guard`, else as acc / l = 0/0. The VJP recomputes P from the row's final m and l and uses
+ * FlashAttention's D = rowsum(dO * O); a fully blocked row adds no gradient term. In float64,
+ * stored once to the dtype. Shapes as ops.md: Q [..., nQ, d], K [..., nK, d], V [..., nK, dv],
+ * mask [nQ, nK] (true = allowed), causal blocks key j > query i. */
+typedef struct {
+    int64_t B, nQ, nK, d, dv;
+    double scale;
+    double *q, *k, *v, *mask; /* dense float64 copies; mask NULL without one */
+    int causal;
+    cc_dtype qk; /* the unscaled q.k rounded to it before the scale (CC_F64: kept exact) */
+} flash_geom;
+
+static int flash_open(const cc_call *call, flash_geom *f)
+{
+    const cc_view *q = &call->in[0], *k = &call->in[1], *v = &call->in[2];
+    int R = q->rank;
+    f->nQ = q->shape[R - 2], f->d = q->shape[R - 1], f->nK = k->shape[R - 2];
+    f->dv = v->shape[R - 1];
+    f->B = 1;
+    for (int a = 0; a + 2 < R; a++)
+        f->B *= q->shape[a];
+    f->scale = f->d > 0 ? 1.0 / sqrt((double)f->d) : 1.0;
+    f->causal = call->params->causal != 0;
+    f->qk = CC_F64;
+    f->q = dense(q), f->k = dense(k), f->v = dense(v);
+    f->mask = call->n_in > 3 ? dense(&call->in[3]) : NULL;
+    return f->q && f->k && f->v && (call->n_in < 4 || f->mask) ? 0 : -1;
+}
+
+static void flash_close(flash_geom *f)
+{
+    free(f->q), free(f->k), free(f->v), free(f->mask);
+}
+
+static int flash_allowed(const flash_geom *f, int64_t i, int64_t j)
+{
+    return (!f->mask || f->mask[i * f->nK + j] != 0.0) && (!f->causal || j <= i);
+}
+
+static double flash_score(const flash_geom *f, int64_t b, int64_t i, int64_t j)
+{
+    double s = 0;
+    for (int64_t l = 0; l < f->d; l++)
+        s += f->q[(b * f->nQ + i) * f->d + l] * f->k[(b * f->nK + j) * f->d + l];
+    return cc_round_to(f->qk, s) * f->scale;
+}
+
+/* Row (b, i): its output into o[dv] (or 0 when fully blocked and guarded), its final m and l;
+ * returns whether the row has an allowed key. */
+static int flash_row(const flash_geom *f, int64_t b, int64_t i, int guard, double *o, double *m,
+                     double *l)
+{
+    int any = 0;
+    *m = -INFINITY, *l = 0;
+    for (int64_t c = 0; c < f->dv; c++)
+        o[c] = 0;
+    for (int64_t j0 = 0; j0 < f->nK; j0 += 2) {
+        int64_t j1 = j0 + 2 < f->nK ? j0 + 2 : f->nK;
+        double m_new = *m, s[2];
+        for (int64_t j = j0; j < j1; j++) {
+            int ok = flash_allowed(f, i, j);
+            any |= ok;
+            s[j - j0] = ok ? flash_score(f, b, i, j) : -INFINITY;
+            m_new = fmax(m_new, s[j - j0]);
+        }
+        double at = m_new == -INFINITY ? 0.0 : m_new; /* exp(-inf - -inf) would be NaN */
+        double alpha = exp(*m - at);
+        *l *= alpha;
+        for (int64_t c = 0; c < f->dv; c++)
+            o[c] *= alpha;
+        for (int64_t j = j0; j < j1; j++) {
+            double p = flash_allowed(f, i, j) ? exp(s[j - j0] - at) : 0.0;
+            *l += p;
+            for (int64_t c = 0; c < f->dv; c++)
+                o[c] += p * f->v[(b * f->nK + j) * f->dv + c];
+        }
+        *m = m_new;
+    }
+    for (int64_t c = 0; c < f->dv; c++)
+        o[c] = !any && guard ? 0.0 : o[c] / *l;
+    return any;
+}
+
+static cc_status flash_fwd(const cc_call *call, cc_view *out, int guard, cc_dtype qk)
+{
+    flash_geom f;
+    double *y = calloc((size_t)(view_numel(out) > 0 ? view_numel(out) : 1), sizeof(double));
+    cc_status st = CC_FAILED;
+    if (flash_open(call, &f) == 0 && y) {
+        f.qk = qk;
+        for (int64_t b = 0; b < f.B; b++)
+            for (int64_t i = 0; i < f.nQ; i++) {
+                double m, l;
+                flash_row(&f, b, i, guard, y + (b * f.nQ + i) * f.dv, &m, &l);
+            }
+        store_all(out, y);
+        st = CC_OK;
+    }
+    flash_close(&f);
+    free(y);
+    return st;
+}
+
+static cc_status attention_flash_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    (void)msg, (void)len;
+    return flash_fwd(call, out, 1, CC_F64);
+}
+
+/* attention that forms the unscaled q.k in the case dtype and scales it after (the scale not
+ * folded in first, as TorchLean's sqrt(s) split does): past 65504 in f16 while s q.k fits. */
+static cc_status attention_qk_in_dtype_fwd(const cc_call *call, cc_view *out, char *msg,
+                                           size_t len)
+{
+    (void)msg, (void)len;
+    return flash_fwd(call, out, 1, call->dtype);
+}
+
+static cc_status attention_flash_no_guard_fwd(const cc_call *call, cc_view *out, char *msg,
+                                              size_t len)
+{
+    (void)msg, (void)len;
+    return flash_fwd(call, out, 0, CC_F64);
+}
+
+/* One row's gradient terms: P from the final m and l, dP = g V^T, D = rowsum(g * O),
+ * dS = P (dP - D); dQ += s dS K, dK += s dS^T Q, dV += P^T g. */
+static void flash_row_vjp(const flash_geom *f, int64_t b, int64_t i, const double *g,
+                          double *o, double *dq, double *dk, double *dv)
+{
+    double m, l;
+    if (!flash_row(f, b, i, 1, o, &m, &l))
+        return; /* fully blocked: no gradient term */
+    const double *gi = g + (b * f->nQ + i) * f->dv;
+    double D = 0, at = m == -INFINITY ? 0.0 : m;
+    for (int64_t c = 0; c < f->dv; c++)
+        D += gi[c] * o[c];
+    for (int64_t j = 0; j < f->nK; j++) {
+        /* a blocked key's 0 is divided too: 0 / l is NaN in a row whose l is (ops.md) */
+        double p = (flash_allowed(f, i, j) ? exp(flash_score(f, b, i, j) - at) : 0.0) / l;
+        double dp = 0;
+        for (int64_t c = 0; c < f->dv; c++) {
+            dp += gi[c] * f->v[(b * f->nK + j) * f->dv + c];
+            dv[(b * f->nK + j) * f->dv + c] += p * gi[c];
+        }
+        double ds = p * (dp - D) * f->scale;
+        for (int64_t t = 0; t < f->d; t++) {
+            dq[(b * f->nQ + i) * f->d + t] += ds * f->k[(b * f->nK + j) * f->d + t];
+            dk[(b * f->nK + j) * f->d + t] += ds * f->q[(b * f->nQ + i) * f->d + t];
+        }
+    }
+}
+
+static cc_status attention_flash_vjp(const cc_call *call, const cc_view *g, cc_view *grads,
+                                     char *msg, size_t len)
+{
+    (void)msg, (void)len;
+    flash_geom f;
+    double *gd = dense(g), *d[3] = {NULL, NULL, NULL}, *o = NULL;
+    cc_status st = CC_FAILED;
+    int ok = flash_open(call, &f) == 0 && gd;
+    for (int t = 0; t < 3 && ok; t++)
+        ok = (d[t] = calloc((size_t)(view_numel(&call->in[t]) + 1), sizeof(double))) != NULL;
+    ok = ok && (o = calloc((size_t)f.dv + 1, sizeof(double))) != NULL;
+    if (ok) {
+        for (int64_t b = 0; b < f.B; b++)
+            for (int64_t i = 0; i < f.nQ; i++)
+                flash_row_vjp(&f, b, i, gd, o, d[0], d[1], d[2]);
+        for (int t = 0; t < 3; t++)
+            if (grads[t].data)
+                store_all(&grads[t], d[t]);
+        st = CC_OK;
+    }
+    flash_close(&f);
+    free(gd), free(o);
+    for (int t = 0; t < 3; t++)
+        free(d[t]);
+    return st;
 }
 
 typedef struct {
@@ -860,26 +1180,74 @@ static const mutant mutants[] = {
     {"exp_write_before_start", "exp", exp_write_before_start_fwd, NULL, 0},
     {"exp_read_before_start", "exp", exp_read_before_start_fwd, NULL, 2},
     {"exp_every_third_call", "exp", exp_every_third_call_fwd, NULL, 0},
+    {"exp_once_in_30_calls", "exp", exp_once_in_30_calls_fwd, NULL, 0},
     {"reducesum_order_varies", "reduceSum", reducesum_order_varies_fwd, NULL, 2},
+    {"reducesum_reordered_once_in_7", "reduceSum", reducesum_reordered_once_in_7_fwd, NULL, 2},
     {"reducesum_dtype_accum", "reduceSum", reducesum_dtype_accum_fwd, NULL, 0},
+    {"attention_flash_no_guard", "attention", attention_flash_no_guard_fwd, attention_flash_vjp,
+     0},
+    {"layernorm_square_in_dtype", "layerNorm", layernorm_square_in_dtype_fwd, NULL, 0},
+    {"attention_qk_in_dtype", "attention", attention_qk_in_dtype_fwd, NULL, 0},
+    {"mseloss_square_in_dtype", "mseLoss", mseloss_square_in_dtype_fwd, NULL, 0},
+    {"softplus_naive", "softplus", softplus_naive_fwd, NULL, 0},
 };
 #define N_MUTANTS (int)(sizeof mutants / sizeof mutants[0])
 
+/* Correct alternative implementations, selected by the same variable: each must pass every
+ * case of its op (tests/test_mutants.c), as the reference does, at its repeat (the
+ * alignment-dependent reduceSum at --repeat 2: placement-sensitive, never nondeterministic). */
+static const mutant variants[] = {
+    {"attention_flash", "attention", attention_flash_fwd, attention_flash_vjp, 0},
+    {"reducesum_alignment_order", "reduceSum", reducesum_alignment_order_fwd, NULL, 2},
+};
+#define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
+
+/* Entry i of a table of n (NULL past it), and the provider calls per check it asks for. */
+static const mutant *entry(const mutant *table, int n, int i)
+{
+    return i >= 0 && i < n ? &table[i] : NULL;
+}
+
+static int calls_per_check(const mutant *m)
+{
+    return m && m->repeat > 1 ? m->repeat : 1;
+}
+
+EXPORT const char *capcheck_variant_name(int i)
+{
+    const mutant *m = entry(variants, N_VARIANTS, i);
+    return m ? m->name : NULL;
+}
+
+EXPORT const char *capcheck_variant_op(int i)
+{
+    const mutant *m = entry(variants, N_VARIANTS, i);
+    return m ? m->op : NULL;
+}
+
+/* The provider calls per check (--repeat) variant i must pass at: 1 for most. */
+EXPORT int capcheck_variant_repeat(int i)
+{
+    return calls_per_check(entry(variants, N_VARIANTS, i));
+}
+
 EXPORT const char *capcheck_mutant_name(int i)
 {
-    return i >= 0 && i < N_MUTANTS ? mutants[i].name : NULL;
+    const mutant *m = entry(mutants, N_MUTANTS, i);
+    return m ? m->name : NULL;
 }
 
 /* The op mutant i plants its bug in (NULL: every op). */
 EXPORT const char *capcheck_mutant_op(int i)
 {
-    return i >= 0 && i < N_MUTANTS ? mutants[i].op : NULL;
+    const mutant *m = entry(mutants, N_MUTANTS, i);
+    return m ? m->op : NULL;
 }
 
 /* The provider calls per check (--repeat) the suite needs to catch mutant i: 1 for most. */
 EXPORT int capcheck_mutant_repeat(int i)
 {
-    return i >= 0 && i < N_MUTANTS && mutants[i].repeat > 1 ? mutants[i].repeat : 1;
+    return calls_per_check(entry(mutants, N_MUTANTS, i));
 }
 
 /* The active mutant: NULL for none; *unknown set when CC_MUTANT_ENV names no mutant. */
@@ -892,6 +1260,9 @@ static const mutant *active(int *unknown)
     for (int i = 0; i < N_MUTANTS; i++)
         if (strcmp(mutants[i].name, name) == 0)
             return &mutants[i];
+    for (int i = 0; i < N_VARIANTS; i++)
+        if (strcmp(variants[i].name, name) == 0)
+            return &variants[i];
     *unknown = 1;
     return NULL;
 }
