@@ -113,6 +113,10 @@ typedef struct {
      * may use (0 or 1: this one). Ops that use them split their outer loops over threads
      * (ref_parallel.h); every element is computed by the same steps whatever the count. */
     int threads;
+    /* Not a parameter of the op either: 1 evaluates every compensated sum (ref_sum,
+     * ref_families.h) as the plain left fold it carries, the simple reference that tests hold
+     * the compensated one to (tests/test_ref_compensated.c). 0: compensated. */
+    int plain_sums;
 } ref_params;
 
 enum {

@@ -1,8 +1,10 @@
 /* The planted-bug suite: the smoke cases and tests/mutants.cases through the mutants plugin
- * (tests/plugins/mutants.c), once with no mutant (every case must pass: no false alarms) and
- * once per mutant (each must be caught: at least one case fails, errs or crashes). Each mutant
- * runs in a child process, so a mutant that crashes is caught as a crash. Prints the kill rate
- * "mutants killed: K/N"; every mutant must be killed. */
+ * (tests/plugins/mutants.c), once with no mutant (every case must pass: no false alarms), once
+ * per correct variant (each must pass every case of its op too), and once per mutant (each must
+ * be caught: at least one case fails, errs or crashes). Each mutant runs in a child process, so
+ * a mutant that crashes is caught as a crash. Prints the kill rate "mutants killed: K/N"; every
+ * mutant must be killed. A mutant only the probabilistic bound or the rounding-bias test sees
+ * also runs judged by the worst-case bound alone (as before them), where it must pass. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,6 +34,7 @@
 typedef const char *(*catalogue_fn)(int);
 typedef int (*repeat_fn)(int);
 typedef const char *(*op_fn)(int);
+typedef const char *(*seen_by_fn)(int);
 
 typedef struct {
     long counts[CC_RES_COUNT];
@@ -50,11 +53,13 @@ static cc_case_list load_cases(void)
     return l;
 }
 
-static void run_all(const cc_provider *p, const cc_case_list *l, int repeat, tally *t)
+static void run_all(const cc_provider *p, const cc_case_list *l, int repeat,
+                    int worst_case_only, tally *t)
 {
     memset(t, 0, sizeof *t);
     cc_guard_cache cache = {0}; /* kept from case to case, as a worker keeps its mappings */
-    cc_run_options o = {.repeat = repeat, .guard_cache = &cache};
+    cc_run_options o = {.repeat = repeat, .guard_cache = &cache,
+                        .worst_case_only = worst_case_only};
     for (size_t i = 0; i < l->n; i++) {
         cc_result r;
         cc_run_case_probed(p, &l->v[i], &o, NULL, &r);
@@ -70,7 +75,7 @@ static void run_all(const cc_provider *p, const cc_case_list *l, int repeat, tal
  * check. Returns 0 with *t, or the signal that ended the child (a guard page's fault, in this
  * process without the pool's handler, ends it with SIGSEGV). */
 static int run_mutant(const cc_provider *p, const cc_case_list *l, const char *name, int repeat,
-                      tally *t)
+                      int worst_case_only, tally *t)
 {
     int fd[2];
     assert_int_equal(pipe(fd), 0);
@@ -93,7 +98,7 @@ static int run_mutant(const cc_provider *p, const cc_case_list *l, const char *n
             _exit(3);
         }
         tally res;
-        run_all(p, l, repeat, &res);
+        run_all(p, l, repeat, worst_case_only, &res);
         ssize_t w = write(fd[1], &res, sizeof res);
         _exit(w == (ssize_t)sizeof res ? 0 : 4);
     }
@@ -126,8 +131,17 @@ typedef struct {
     catalogue_fn name;
     repeat_fn repeat;
     op_fn op;
+    seen_by_fn seen_by;
+    catalogue_fn variant;
+    op_fn variant_op;
     cc_case_list cases;
 } fixture;
+
+/* A catalogue function of the plugin, or NULL. */
+static void *symbol(void *dl, const char *name)
+{
+    return dlsym(dl, name);
+}
 
 static int setup(void **state)
 {
@@ -153,6 +167,13 @@ static int setup(void **state)
     if (!c)
         return -1;
     memcpy(&fx.op, &c, sizeof c);
+    void *sb = symbol(fx.dl, "capcheck_mutant_seen_by"), *vn = symbol(fx.dl, "capcheck_variant_name"),
+         *vo = symbol(fx.dl, "capcheck_variant_op");
+    if (!sb || !vn || !vo)
+        return -1;
+    memcpy(&fx.seen_by, &sb, sizeof sb);
+    memcpy(&fx.variant, &vn, sizeof vn);
+    memcpy(&fx.variant_op, &vo, sizeof vo);
     fx.cases = load_cases();
     *state = &fx;
     return 0;
@@ -171,11 +192,43 @@ static void test_no_false_alarms(void **state)
 {
     fixture *fx = *state;
     tally t;
-    assert_int_equal(run_mutant(cc_plugin_provider(fx->plugin), &fx->cases, NULL, 1, &t), 0);
+    assert_int_equal(run_mutant(cc_plugin_provider(fx->plugin), &fx->cases, NULL, 1, 0, &t), 0);
     printf("unmutated: %ld of %zu cases passed\n", t.counts[CC_RES_PASS], fx->cases.n);
     if (t.first[0])
         printf("  first not passing: %s\n  %s\n", t.first, t.first_msg);
     assert_int_equal(t.counts[CC_RES_PASS], (long)fx->cases.n);
+}
+
+/* The cases of l whose op is `op` (every case: op NULL) into *mine. */
+static void cases_of(const cc_case_list *l, const char *op, cc_case_list *mine)
+{
+    memset(mine, 0, sizeof *mine);
+    for (size_t i = 0; i < l->n; i++)
+        if ((!op || strcmp(l->v[i].op->name, op) == 0) && cc_case_list_push(mine, &l->v[i]))
+            fail_msg("out of memory");
+}
+
+/* A correct kernel written otherwise than the reference (a float32 fold, a blocked sum, a
+ * float32 matmul rounded once) passes every case of its op: the probabilistic bound and the
+ * rounding-bias test make no false alarm on it. */
+static void test_correct_variants_pass(void **state)
+{
+    fixture *fx = *state;
+    const cc_provider *p = cc_plugin_provider(fx->plugin);
+    int n = 0;
+    for (const char *name; (name = fx->variant(n)) != NULL; n++) {
+        cc_case_list mine;
+        cases_of(&fx->cases, fx->variant_op(n), &mine);
+        tally t;
+        assert_int_equal(run_mutant(p, &mine, name, 1, 0, &t), 0);
+        printf("variant  %-24s %ld of %zu cases passed%s%s\n", name, t.counts[CC_RES_PASS],
+               mine.n, t.first[0] ? "; first not passing: " : "", t.first);
+        if (t.first[0])
+            printf("  %s\n", t.first_msg);
+        assert_int_equal(t.counts[CC_RES_PASS], (long)mine.n);
+        cc_case_list_free(&mine);
+    }
+    assert_true(n >= 3);
 }
 
 static void test_every_mutant_is_killed(void **state)
@@ -192,12 +245,20 @@ static void test_every_mutant_is_killed(void **state)
          * unmutated plugin's, which pass (test_no_false_alarms), so only its op's cases run */
         const char *op = fx->op(n);
         cc_case_list mine = {0};
-        for (size_t i = 0; op && i < fx->cases.n; i++)
-            if (strcmp(fx->cases.v[i].op->name, op) == 0 &&
-                cc_case_list_push(&mine, &fx->cases.v[i]))
-                fail_msg("out of memory");
+        if (op)
+            cases_of(&fx->cases, op, &mine);
         size_t ran = op ? mine.n : fx->cases.n;
-        int sig = run_mutant(p, op ? &mine : &fx->cases, name, repeat, &t);
+        int sig = run_mutant(p, op ? &mine : &fx->cases, name, repeat, 0, &t);
+        const char *seen_by = fx->seen_by(n);
+        if (seen_by[0]) { /* judged by the worst-case bound alone, as before: it passes */
+            tally before;
+            assert_int_equal(run_mutant(p, op ? &mine : &fx->cases, name, repeat, 1, &before), 0);
+            printf("         %-24s judged by the worst-case bound alone: %ld of %zu pass (only "
+                   "%s sees it)\n", name, before.counts[CC_RES_PASS], ran, seen_by);
+            if (before.first[0])
+                printf("  first not passing: %s\n  %s\n", before.first, before.first_msg);
+            assert_int_equal(before.counts[CC_RES_PASS], (long)ran);
+        }
         cc_case_list_free(&mine);
         long caught = t.counts[CC_RES_FAIL] + cc_count_errors(t.counts);
         int dead = sig != 0 || caught > 0;
@@ -223,6 +284,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_false_alarms),
+        cmocka_unit_test(test_correct_variants_pass),
         cmocka_unit_test(test_every_mutant_is_killed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

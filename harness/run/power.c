@@ -22,6 +22,7 @@ typedef struct {
     const int64_t *at; /* element i is got's at[i] (a sampled check); NULL: got's i */
     int ulps;    /* perturb by k ulps, else scale the error by k */
     int suspect; /* judge against min(bound, suspect bound) */
+    double own_max; /* the output's own magnitude (cc_output_own_max: the expected values') */
 } perturbation;
 
 /* Does the perturbation k of every finite element (its error scaled by k, or k more ulps away
@@ -36,7 +37,7 @@ static int rejected(const perturbation *pt, double k)
             g = cc_round_to(t, pt->ulps ? g + (g < e ? -step : step) : e + k * (g - e));
         }
         cc_element_mag em = cc_element_mag_at(pt->mag, i);
-        double b = cc_element_bound(pt->m, em);
+        double b = cc_element_judging_bound(pt->m, em, e, pt->own_max, t, NULL);
         if (pt->suspect)
             b = fmin(b, cc_element_suspect_bound(pt->m, em));
         if (cc_element_ratio_of(e, g, b, t, pt->m) > 1.0)
@@ -99,7 +100,8 @@ void cc_power_of_check_at(const double *expected, const ref_mag *mag, const int6
         double g = cc_load(got->dtype, got->data, at ? at[i] : i);
         erred = isfinite(g) && isfinite(expected[i]) && g != expected[i];
     }
-    perturbation pt = {expected, mag, got, m, n, at, 1, 0};
+    perturbation pt = {expected, mag, got, m, n, at, 1, 0,
+                       cc_output_own_max(expected, mag->worst, n, m)};
     for (pt.suspect = 0; pt.suspect <= 1; pt.suspect++)
         cc_power_keep_smaller(pt.suspect ? &pw->ulp_suspect : &pw->ulp_fail, smallest_rejected(&pt));
     if (!erred)

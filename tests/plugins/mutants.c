@@ -9,7 +9,11 @@
  * the classes of issue 14: softplus's threshold at moderate x, a one-pass variance on large-mean
  * rows, an f64 parameter rounded to float32, a rank-3 kernel given rank 4, one layout assumed
  * for every input, reads and writes one element outside a buffer (the guard pages), a kernel
- * wrong on every third call and one whose bits vary from call to call (--repeat).
+ * wrong on every third call and one whose bits vary from call to call (--repeat); and what the
+ * worst-case bound cannot see: a long blocked sum that loses a block, adds it twice or sums it
+ * in float16 (the probabilistic bound), a matmul that truncates its float32 result to f16/bf16
+ * (the rounding-bias test). Beside the mutants, correct variants (a float32 left fold, a
+ * blocked sum, a float32 matmul rounded once) that must pass everything.
  *
  * Beside the mutants, a hold for the tests that kill a run part way (tests/cli_util.h,
  * cc_t_run_and_kill): with MUTANTS_HOLD_FILE=<path> and MUTANTS_HOLD_AFTER=<n>, the first n
@@ -820,6 +824,126 @@ static cc_status reducesum_order_varies_fwd(const cc_call *call, cc_view *out, c
     return CC_OK;
 }
 
+/* ---- long sums and the final rounding: what only the probabilistic bound and the
+ * rounding-bias test see (harness/run/compare.h) ---------------------------------------------- */
+
+/* How a blocked reduceSum goes wrong: one block's partial sum lost, added twice, or accumulated
+ * in float16; or nothing (a correct blocked kernel). */
+typedef enum { BLOCK_RIGHT, BLOCK_DROPPED, BLOCK_TWICE, BLOCK_IN_F16 } block_bug;
+
+/* A sum of n values x[j stride] the way a parallel kernel splits it: from 2^16 terms on, blocks
+ * of 2^14 (a thread's share), each summed alone, their partial sums added at the end; below, one
+ * block. The bug strikes the last full block. */
+static double blocked_sum(const double *x, int64_t n, int64_t stride, block_bug bug)
+{
+    const int64_t block = n >= (1 << 16) ? 1 << 14 : n;
+    int64_t last_full = block > 0 ? (n / block - 1) * block : -1;
+    double total = 0.0;
+    for (int64_t lo = 0; lo < n; lo += block) {
+        int hit = lo == last_full && block < n;
+        double part = 0.0;
+        for (int64_t j = lo; j < lo + block && j < n; j++)
+            part = hit && bug == BLOCK_IN_F16 ? cc_round_to(CC_F16, part + x[j * stride])
+                                              : part + x[j * stride];
+        total += !hit || bug == BLOCK_RIGHT || bug == BLOCK_IN_F16 ? part
+                 : bug == BLOCK_TWICE                             ? 2.0 * part
+                                                                  : 0.0;
+    }
+    return total;
+}
+
+static cc_status blocked_reducesum(const cc_call *call, cc_view *out, char *msg, size_t len,
+                                   block_bug bug)
+{
+    const cc_view *xv = &call->in[0];
+    int ax = ref_norm_axis(call->params->axis, xv->rank);
+    if (ax < 0)
+        return ref()->forward(NULL, call, out, msg, len);
+    int64_t outer, L, inner;
+    split_axis(xv, ax, &outer, &L, &inner);
+    double *x = dense(xv);
+    if (!x)
+        return CC_FAILED;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++)
+            cc_store(out->dtype, out->data, o * inner + i,
+                     blocked_sum(x + o * L * inner + i, L, inner, bug));
+    free(x);
+    return CC_OK;
+}
+
+static cc_status reducesum_drop_block_fwd(const cc_call *call, cc_view *out, char *msg,
+                                          size_t len)
+{
+    return blocked_reducesum(call, out, msg, len, BLOCK_DROPPED);
+}
+
+static cc_status reducesum_block_twice_fwd(const cc_call *call, cc_view *out, char *msg,
+                                           size_t len)
+{
+    return blocked_reducesum(call, out, msg, len, BLOCK_TWICE);
+}
+
+static cc_status reducesum_block_in_f16_fwd(const cc_call *call, cc_view *out, char *msg,
+                                            size_t len)
+{
+    return blocked_reducesum(call, out, msg, len, BLOCK_IN_F16);
+}
+
+/* Correct: the blocked sum without its bug. */
+static cc_status reducesum_blocked_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    return blocked_reducesum(call, out, msg, len, BLOCK_RIGHT);
+}
+
+/* Correct: reduceSum folded left to right in float32 (TorchLean's fixed-left fold, a GPU
+ * thread's serial loop), the result rounded to the dtype once: the order the worst case must
+ * admit, judged by the probabilistic bound on long sums. */
+static cc_status reducesum_f32_fold_fwd(const cc_call *call, cc_view *out, char *msg,
+                                        size_t len)
+{
+    if (call->dtype == CC_F64)
+        return ref()->forward(NULL, call, out, msg, len);
+    return folded_reducesum(call, out, msg, len, CC_F32);
+}
+
+/* matmul accumulated in float32, left to right (f16/bf16 products are exact there), the result
+ * converted to the dtype toward zero (truncated, the cheap conversion) or to nearest. */
+static cc_status matmul_f32_then(const cc_call *call, cc_view *out, char *msg, size_t len,
+                                 int truncate)
+{
+    const cc_view *av = &call->in[0], *bv = &call->in[1];
+    if ((call->dtype != CC_F16 && call->dtype != CC_BF16) || av->rank != 2 || bv->rank != 2)
+        return ref()->forward(NULL, call, out, msg, len);
+    double *a = dense(av), *b = dense(bv);
+    cc_status st = a && b ? CC_OK : CC_FAILED;
+    int64_t M = av->shape[0], K = av->shape[1], N = bv->shape[1];
+    for (int64_t i = 0; st == CC_OK && i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < K; k++)
+                acc = cc_round_to(CC_F32, acc + a[i * K + k] * b[k * N + j]);
+            double y = cc_round_to(call->dtype, acc);
+            if (truncate && fabs(y) > fabs(acc))
+                y -= copysign(cc_ulp(call->dtype, acc), acc);
+            cc_store(out->dtype, out->data, i * N + j, y);
+        }
+    free(a);
+    free(b);
+    return st;
+}
+
+static cc_status matmul_truncate_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    return matmul_f32_then(call, out, msg, len, 1);
+}
+
+static cc_status matmul_f32_round_once_fwd(const cc_call *call, cc_view *out, char *msg,
+                                           size_t len)
+{
+    return matmul_f32_then(call, out, msg, len, 0);
+}
+
 typedef struct {
     const char *name, *op; /* op NULL: every op */
     fwd_fn fwd;            /* NULL: the reference */
@@ -862,8 +986,52 @@ static const mutant mutants[] = {
     {"exp_every_third_call", "exp", exp_every_third_call_fwd, NULL, 0},
     {"reducesum_order_varies", "reduceSum", reducesum_order_varies_fwd, NULL, 2},
     {"reducesum_dtype_accum", "reduceSum", reducesum_dtype_accum_fwd, NULL, 0},
+    {"reducesum_drop_block", "reduceSum", reducesum_drop_block_fwd, NULL, 0},
+    {"reducesum_block_twice", "reduceSum", reducesum_block_twice_fwd, NULL, 0},
+    {"reducesum_block_in_f16", "reduceSum", reducesum_block_in_f16_fwd, NULL, 0},
+    {"matmul_truncate", "matmul", matmul_truncate_fwd, NULL, 0},
+};
+
+/* The mutants only one judgement sees: a run judged by the worst-case bound alone passes them
+ * (tests/test_mutants.c checks both ways). */
+static const struct {
+    const char *mutant, *seen_by;
+} seen_only_by[] = {
+    {"reducesum_drop_block", "the probabilistic bound"},
+    {"reducesum_block_twice", "the probabilistic bound"},
+    {"reducesum_block_in_f16", "the probabilistic bound"},
+    {"matmul_truncate", "the rounding-bias test"},
 };
 #define N_MUTANTS (int)(sizeof mutants / sizeof mutants[0])
+
+/* Correct kernels written otherwise than the reference: each must pass every case
+ * (tests/test_mutants.c). CAPCHECK_MUTANT names them as it names a mutant. */
+static const mutant variants[] = {
+    {"reducesum_f32_fold", "reduceSum", reducesum_f32_fold_fwd, NULL, 0},
+    {"reducesum_blocked", "reduceSum", reducesum_blocked_fwd, NULL, 0},
+    {"matmul_f32_round_once", "matmul", matmul_f32_round_once_fwd, NULL, 0},
+};
+#define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
+
+EXPORT const char *capcheck_variant_name(int i)
+{
+    return i >= 0 && i < N_VARIANTS ? variants[i].name : NULL;
+}
+
+EXPORT const char *capcheck_variant_op(int i)
+{
+    return i >= 0 && i < N_VARIANTS ? variants[i].op : NULL;
+}
+
+/* "" for a mutant the worst-case bound catches; else the judgement that alone sees it. */
+EXPORT const char *capcheck_mutant_seen_by(int i)
+{
+    for (size_t k = 0; i >= 0 && i < N_MUTANTS && k < sizeof seen_only_by / sizeof *seen_only_by;
+         k++)
+        if (strcmp(seen_only_by[k].mutant, mutants[i].name) == 0)
+            return seen_only_by[k].seen_by;
+    return "";
+}
 
 EXPORT const char *capcheck_mutant_name(int i)
 {
@@ -892,6 +1060,9 @@ static const mutant *active(int *unknown)
     for (int i = 0; i < N_MUTANTS; i++)
         if (strcmp(mutants[i].name, name) == 0)
             return &mutants[i];
+    for (int i = 0; i < N_VARIANTS; i++)
+        if (strcmp(variants[i].name, name) == 0)
+            return &variants[i];
     *unknown = 1;
     return NULL;
 }
