@@ -119,6 +119,8 @@ typedef struct {
     int plain_sums;
 } ref_params;
 
+enum { REF_COMPENSATED_FWD = 1u << 0, REF_COMPENSATED_VJP = 1u << 1 };
+
 enum {
     REF_P_AXIS = 1u << 0,
     REF_P_EPS = 1u << 1,
@@ -219,6 +221,11 @@ typedef struct ref_op {
     unsigned params;      /* REF_P_* bits this op reads */
     int requires_vjp;     /* TorchLean's requiresVJP (topKMask: ours, false) */
     double c_fwd, c_vjp;  /* error-model constants; see each op's comment */
+    /* REF_COMPENSATED_FWD, _VJP: that direction's oracle rounds only where its dtype share
+     * counts a rounding (the final one, the intermediates a strict kernel stores in the dtype),
+     * its sums being compensated (ref_sum): it errs by at most 2^-53 (dtype_i + 2^-20 m_i), not
+     * 2^-53 m_i, and the harness bounds its own share so (harness/run/compare.h). */
+    unsigned compensated;
     const char *note;     /* one line: where this op's contract differs from ATen, if anywhere */
 
     void (*set_defaults)(ref_params *p); /* optional */

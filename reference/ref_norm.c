@@ -69,29 +69,23 @@ typedef struct {
     double mu, sigma, mean_abs_x, mean_abs_c, var;
 } ln_stats;
 
-static ln_stats ln_row_stats(const double *x, int64_t N, double eps)
+static ln_stats ln_row_stats(const double *x, int64_t N, double eps, int plain)
 {
     ln_stats s = {0};
-    double sum = 0.0, abs_sum = 0.0;
-    for (int64_t j = 0; j < N; j++) {
-        sum += x[j];
-        abs_sum += fabs(x[j]);
-    }
-    s.mu = sum / (double)N;
-    s.mean_abs_x = abs_sum / (double)N;
-    double cmean = 0.0;
-    for (int64_t j = 0; j < N; j++) {
-        cmean += x[j] - s.mu;
-        s.mean_abs_c += fabs(x[j] - s.mu);
-    }
-    cmean /= (double)N;
-    s.mean_abs_c /= (double)N;
-    double var = 0.0;
+    ref_sum sum = {0}, centred = {0}, squares = {0}; /* compensated (ref_sum) */
+    for (int64_t j = 0; j < N; j++)
+        ref_sum_add(&sum, x[j]);
+    s.mu = ref_sum_value(&sum, plain) / (double)N;
+    s.mean_abs_x = sum.abs / (double)N;
+    for (int64_t j = 0; j < N; j++)
+        ref_sum_add(&centred, x[j] - s.mu);
+    double cmean = ref_sum_value(&centred, plain) / (double)N;
+    s.mean_abs_c = centred.abs / (double)N;
     for (int64_t j = 0; j < N; j++) {
         double d = (x[j] - s.mu) - cmean;
-        var += d * d;
+        ref_sum_add_prod(&squares, d, d);
     }
-    var /= (double)N;
+    double var = ref_sum_value(&squares, plain) / (double)N;
     s.var = var <= 0 ? 0.0 : var;
     s.sigma = sqrt(s.var + eps);
     return s;
@@ -189,7 +183,7 @@ static ref_status layer_norm_fwd(const ref_params *p, int n, const ref_tensor *i
     const double *gamma = in[1].v, *beta = in[2].v;
     for (int64_t r = 0; r < R; r++) {
         const double *x = in[0].v + r * N;
-        ln_stats s = ln_row_stats(x, N, p->eps);
+        ln_stats s = ln_row_stats(x, N, p->eps, p->plain_sums);
         for (int64_t j = 0; j < N; j++) {
             double c = x[j] - s.mu, xhat = c / s.sigma;
             double y = xhat * gamma[j] + beta[j];
@@ -235,7 +229,7 @@ static ref_status layer_norm_vjp(const ref_params *p, int n, const ref_tensor *i
     double lenR = (double)R, lenR_p = sqrt(lenR), len_p = sqrt((double)N);
     for (int64_t r = 0; r < R; r++) {
         const double *x = in[0].v + r * N, *gr = g->v + r * N;
-        ln_stats s = ln_row_stats(x, N, p->eps);
+        ln_stats s = ln_row_stats(x, N, p->eps, p->plain_sums);
         ln_means mm = ln_row_means(&s, N, x, gr, gamma, 1);
         for (int64_t j = 0; j < N; j++) {
             double c = x[j] - s.mu, xhat = c / s.sigma, a = gr[j] * gamma[j], ag = fabs(gr[j]);
@@ -376,7 +370,7 @@ static ref_status batch_norm_fwd(const ref_params *p, int n, const ref_tensor *i
         const double *x = in[0].v + c * N;
         double *y = out->v + c * N;
         if (p->training) {
-            ln_stats s = ln_row_stats(x, N, p->eps);
+            ln_stats s = ln_row_stats(x, N, p->eps, p->plain_sums);
             for (int64_t j = 0; j < N; j++) {
                 double d = x[j] - s.mu, xhat = d / s.sigma;
                 y[j] = xhat * gamma[c] + beta[c];
@@ -426,7 +420,7 @@ static ref_status batch_norm_vjp(const ref_params *p, int n, const ref_tensor *i
         double dgamma = 0.0, dbeta = 0.0, abs_g = 0.0, m_dbeta = 0.0;
         double gw = 0.0, gd = 0.0, gp = 0.0; /* dgamma's worst, dtype share and prob */
         if (p->training) {
-            ln_stats s = ln_row_stats(x, N, p->eps);
+            ln_stats s = ln_row_stats(x, N, p->eps, p->plain_sums);
             ln_means mm = ln_row_means(&s, N, x, gc, &gamma[c], 0);
             for (int64_t j = 0; j < N; j++) {
                 double d = x[j] - s.mu, xhat = d / s.sigma, a = gc[j] * gamma[c];

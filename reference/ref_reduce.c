@@ -12,8 +12,9 @@
  * dtype_i = |y|. prob: the sum's probabilistic magnitude P (ref_sum_prob: sqrt(n) sum|x|, or
  * the smaller exchangeable form), and P / n + 2|y| for the mean. The VJPs are pointwise (no
  * split).
- * The sums are compensated (ref_sum): the oracle's own error is 2^-53 |y| (and the mean's
- * division another 2^-53 |y|), not the (n - 1) 2^-53 sum|x| of a plain fold. */
+ * The sums are compensated (ref_sum): the oracle's own error is 2^-53 |y| + gamma_n^2 sum|x|
+ * (REF_COMPENSATED_FWD), not the (n - 1) 2^-53 sum|x| of a plain fold; the mean's division adds
+ * another 2^-53 |y|, within the 2^-53 sum|x| / n >= 2^-53 |y| its m_i leaves spare. */
 #include "ref_families.h"
 
 #include <math.h>
@@ -143,10 +144,12 @@ static ref_status reduce_mean_vjp(const ref_params *p, int n, const ref_tensor *
 const ref_op ref_family_reduce[] = {
     {.name = "reduceSum", .report_name = "reduce_sum", .min_inputs = 1, .max_inputs = 1,
      .input_names = {"x"}, .params = REF_P_AXIS, .requires_vjp = 1, .c_fwd = 1, .c_vjp = 1,
-     .shape = reduce_shape, .forward = reduce_sum_fwd, .vjp = reduce_sum_vjp,
+     .compensated = REF_COMPENSATED_FWD, .shape = reduce_shape, .forward = reduce_sum_fwd,
+     .vjp = reduce_sum_vjp,
      .sample = sample_reduce},
     {.name = "reduceMean", .report_name = "reduce_mean", .min_inputs = 1, .max_inputs = 1,
      .input_names = {"x"}, .params = REF_P_AXIS, .requires_vjp = 1, .c_fwd = 1, .c_vjp = 2,
+     .compensated = REF_COMPENSATED_FWD,
      .note = "the axis must be nonempty (ATen's mean of an empty axis is NaN); TorchLean divides "
              "by n, its LibTorch capsule multiplies by float32 1/n",
      .shape = reduce_shape, .forward = reduce_mean_fwd, .vjp = reduce_mean_vjp,

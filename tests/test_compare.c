@@ -119,7 +119,25 @@ static void test_bounds_are_the_formulas(void **state)
     assert_true(cc_element_bound(&f32, (cc_element_mag){NAN, NAN, NAN}) == 0x1p-126);
     assert_true(cc_element_bound(&f32, (cc_element_mag){INFINITY, 1, 1}) == INFINITY);
     cc_bound_model f64 = cc_bound_for(CC_F64, 1.0);
-    assert_true(f64.u == 2 * oracle && f64.floor == 0x1p-1022);
+    assert_true(f64.u == 2 * oracle && f64.floor == 0x1p-1022 && f64.oracle_dtype == 0.0);
+    /* an oracle whose sums are compensated: its share c_op 2^-53 (dtype_i + 2^-20 m_i) in
+     * place of the 2^-53 in u and u_acc */
+    cc_bound_model comp = cc_bound_for(CC_F64, 2.0);
+    cc_bound_oracle_compensated(&comp);
+    assert_true(comp.u == oracle && comp.u_acc == oracle && comp.oracle_dtype == oracle);
+    assert_true(cc_element_bound(&comp, mag) ==
+                2.0 * oracle * 10.0 + 2.0 * oracle * (4.0 + 0x1p-20 * 10.0) + 0x1p-1022);
+    assert_true(cc_element_suspect_bound(&comp, mag) ==
+                2.0 * oracle * (6.0 * 2.5) + 2.0 * oracle * (4.0 + 0x1p-20 * (6.0 * 2.5)) +
+                    0x1p-1022);
+    cc_bound_oracle_compensated(&comp); /* once is all */
+    assert_true(comp.u == oracle && comp.oracle_dtype == oracle);
+    cc_bound_model comp16 = cc_bound_for(CC_F16, 2.0);
+    cc_bound_oracle_compensated(&comp16);
+    assert_true(comp16.u == 0x1p-11 && comp16.u_acc == 0x1p-24 && comp16.prob_judges);
+    assert_true(cc_element_bound(&comp16, mag) ==
+                2.0 * (0x1p-24 * 10.0 + 0x1p-11 * 4.0) + 2.0 * oracle * (4.0 + 0x1p-20 * 10.0) +
+                    0x1p-14);
 }
 
 /* The ratio of an error of k units of the bound is k, exactly where k is; one bound passes

@@ -230,7 +230,7 @@ typedef struct {
     long nan_expected, nan_got, inf_expected, inf_got, overflow_accepted;
     long over_bound, exactly_one, vacuous_outputs, vacuous_elements, suspect_outputs;
     long nonfinite_alike, split_planes, worst_after_first_chunk;
-    long prob_elements, prob_worst, bias_tests, biased, bias_repeats;
+    long prob_elements, prob_worst, bias_tests, biased, bias_repeats, compensated;
     long by_clone[REF_ISA_COUNT]; /* comparisons each clone made */
     char first[768];
 } coverage;
@@ -305,6 +305,7 @@ static void check_one(coverage *cv, const double *expected, const ref_mag *mag,
     cv->suspect_outputs += spec.worst_ratio <= 1.0 && spec.suspect_ratio > 1.0;
     cv->nonfinite_alike += m->nonfinite_alike;
     cv->split_planes += m->u_acc < m->u && mag->dtype != NULL;
+    cv->compensated += m->oracle_dtype > 0;
     cv->worst_after_first_chunk += spec.worst_index >= 256 && !at;
     cv->over_bound += spec.n_over;
     cv->prob_elements += spec.n_prob;
@@ -517,6 +518,8 @@ static void test_adversarial_chunks(void **state)
                     cc_bound_for_judging(t, compute_u[trial % 3], c_ops[(trial + li) % 4],
                                          (trial + ti) % 2 ? CC_ACC_RELAXED : CC_ACC_STRICT);
                 m.nonfinite_alike = trial % 5 == 4;
+                if ((li + trial) % 5 == 3) /* an oracle whose sums are compensated */
+                    cc_bound_oracle_compensated(&m);
                 cc_view v = cc_t_vector_view(t, got, total);
                 char what[128];
                 snprintf(what, sizeof what, "%s, %lld elements%s, trial %d", cc_dtype_name(t),
@@ -542,7 +545,7 @@ static void test_adversarial_chunks(void **state)
                 cv.inf_got > 100);
     assert_true(cv.overflow_accepted > 0 && cv.over_bound > 1000 && cv.vacuous_elements > 100);
     assert_true(cv.multi_chunk > 50 && cv.sampled > 100 && cv.empty > 0);
-    assert_true(cv.nonfinite_alike > 20 && cv.split_planes > 20);
+    assert_true(cv.nonfinite_alike > 20 && cv.split_planes > 20 && cv.compensated > 20);
     assert_true(cv.worst_after_first_chunk > 0);
     printf("probabilistic bound: %ld elements judged by it (%ld outputs' worst); rounding-bias "
            "test: %ld outputs, %ld biased, %ld with repeated values\n",
@@ -672,7 +675,8 @@ static void test_smoke_and_nightly_slice(void **state)
     printf("probabilistic bound: %ld elements judged by it; rounding-bias test: %ld outputs, "
            "%ld biased, %ld with repeated values\n",
            cv.prob_elements, cv.bias_tests, cv.biased, cv.bias_repeats);
-    assert_true(cv.prob_elements > 0 && cv.bias_tests > 100 && cv.bias_repeats > 0);
+    assert_true(cv.prob_elements > 0 && cv.bias_tests > 100 && cv.bias_repeats > 0 &&
+                cv.compensated > 100);
 }
 
 int main(void)

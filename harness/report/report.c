@@ -100,6 +100,10 @@ void cc_result_put_json_members(cc_strbuf *b, const cc_result *r)
         put_number_member(b, ",\"k_suspect\":", r->power.k_suspect);
         put_number_member(b, ",\"ulp\":", r->power.ulp_fail);
         put_number_member(b, ",\"ulp_suspect\":", r->power.ulp_suspect);
+        if (!isnan(r->power.trunc)) { /* where the rounding-bias test reached a value */
+            put_number_member(b, ",\"trunc_bound\":", r->power.trunc_bound);
+            put_number_member(b, ",\"trunc\":", r->power.trunc);
+        }
         cc_strbuf_putc(b, '}');
     }
     if (r->worst_output[0]) {

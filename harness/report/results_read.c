@@ -194,7 +194,9 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         if (pw->type != CC_JSON_OBJECT || get_num(pw, "k", &r->power.k_fail, msg, len) ||
             get_num(pw, "k_suspect", &r->power.k_suspect, msg, len) ||
             get_num(pw, "ulp", &r->power.ulp_fail, msg, len) ||
-            get_num(pw, "ulp_suspect", &r->power.ulp_suspect, msg, len)) {
+            get_num(pw, "ulp_suspect", &r->power.ulp_suspect, msg, len) ||
+            get_num(pw, "trunc_bound", &r->power.trunc_bound, msg, len) ||
+            get_num(pw, "trunc", &r->power.trunc, msg, len)) {
             if (pw->type != CC_JSON_OBJECT)
                 snprintf(msg, len, "\"power\" is not an object");
             return -1;

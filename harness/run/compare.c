@@ -59,7 +59,7 @@ cc_bound_model cc_bound_for_judging(cc_dtype t, double compute_u, double c_op,
     if (acc == CC_ACC_STRICT && (t == CC_F16 || t == CC_BF16))
         u_acc = fmax(compute_u, cc_unit_roundoff(CC_F32));
     cc_bound_model m = {c_op, u + oracle, cc_smallest_normal(t), u_acc + oracle,
-                        CC_SUSPECT_LAMBDA, 0, 0, 0};
+                        CC_SUSPECT_LAMBDA, 0, 0, 0, 0.0};
     /* the probabilistic model holds for an accumulation that rounds to nearest in float32 or
      * finer; a fold in the dtype (relaxed f16/bf16) or a declared coarser arithmetic (TF32 on
      * tensor cores, whose accumulators may truncate) is outside it: a bf16 fold stagnates
@@ -67,6 +67,16 @@ cc_bound_model cc_bound_for_judging(cc_dtype t, double compute_u, double c_op,
     m.prob_judges = m.u_acc <= cc_unit_roundoff(CC_F32) + oracle;
     m.bias_test = t == CC_F16 || t == CC_BF16;
     return m;
+}
+
+void cc_bound_oracle_compensated(cc_bound_model *m)
+{
+    double oracle = cc_unit_roundoff(CC_F64);
+    if (m->oracle_dtype > 0)
+        return;
+    m->u -= oracle; /* exact: u(dtype) + 2^-53 - 2^-53 */
+    m->u_acc -= oracle;
+    m->oracle_dtype = oracle;
 }
 
 double cc_bias_z_threshold(void)
@@ -83,8 +93,11 @@ int cc_compute_roundoff_valid(double compute_u)
  * dtype's own (a is m_i for the bound, lambda * prob_i for the suspect bound). */
 static inline double split_bound(const cc_bound_model *m, double a, double dtype)
 {
-    double b = m->u_acc < m->u ? m->c_op * (m->u_acc * a + m->u * dtype) + m->floor
-                               : m->c_op * m->u * a + m->floor;
+    double b = m->u_acc < m->u ? m->c_op * (m->u_acc * a + m->u * dtype)
+                               : m->c_op * m->u * a;
+    /* a compensated oracle's own share (0 otherwise, and adding 0 changes no bit) */
+    double o = m->oracle_dtype > 0 ? m->c_op * m->oracle_dtype * (dtype + 0x1p-20 * a) : 0.0;
+    b = b + o + m->floor;
     return isnan(b) ? m->floor : b; /* a magnitude that is not a number: hold it to the floor */
 }
 

@@ -2,6 +2,8 @@
  *   element i passes when |got_i - expected_i| <= bound_i,
  *   bound_i = c_op * u * m_i + floor                          (f64, f32, relaxed f16/bf16)
  *   bound_i = c_op * (u_acc * m_i + u * dtype_i) + floor      (strict f16/bf16, u_acc = 2^-24)
+ * (u and u_acc include the float64 oracle's 2^-53, or, where the oracle's sums are compensated,
+ * c_op 2^-53 (dtype_i + 2^-20 m_i) is added instead: cc_bound_oracle_compensated)
  * (ref.h: m_i every rounding, dtype_i the share a correct kernel makes in the dtype itself),
  * NaN positions must match, and +-Inf must match in sign (or be the dtype's overflow of a
  * finite expected value beyond the largest finite number). The figure kept is the worst bound
@@ -84,6 +86,9 @@ typedef struct {
     /* 1: the rounding-bias test runs (f16/bf16; the runner clears it where the case's values
      * repeat or are few: the bcast layout, edge=ties) */
     int bias_test;
+    /* 0, or 2^-53 for an op whose oracle sums with compensation (cc_bound_oracle_compensated):
+     * the oracle's own share is then c_op 2^-53 (dtype_i + 2^-20 m_i), not in u and u_acc */
+    double oracle_dtype;
 } cc_bound_model;
 
 /* One element's magnitudes (ref_mag's planes at one index). */
@@ -129,6 +134,12 @@ cc_bound_model cc_bound_for(cc_dtype t, double c_op);
 cc_bound_model cc_bound_for_compute(cc_dtype t, double compute_u, double c_op);
 cc_bound_model cc_bound_for_judging(cc_dtype t, double compute_u, double c_op,
                                     cc_accumulation acc);
+/* The model of a check whose oracle rounds only where its dtype share counts (reference/ref.h,
+ * ref_op.compensated: its sums compensated, within 2^-53 |s| + gamma_n^2 sum|t| of the exact
+ * sum s; gamma_n^2 <= 2^-20 n 2^-53 for n <= 2^33 terms): u and u_acc lose the oracle's 2^-53
+ * and the bound gains c_op 2^-53 (dtype_i + 2^-20 m_i) in its place. For an f64 case that
+ * halves the bound of a sum; for f32 and narrower it changes the last bits. */
+void cc_bound_oracle_compensated(cc_bound_model *m);
 /* The coarsest compute roundoff a provider may declare: bf16's 2^-8. */
 #define CC_MAX_COMPUTE_ROUNDOFF 0x1p-8
 /* 1 when a declared compute roundoff is usable: 0 (none) up to CC_MAX_COMPUTE_ROUNDOFF; NaN,

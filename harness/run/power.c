@@ -1,6 +1,7 @@
 #include "harness/run/power.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "core/dtype.h"
 
@@ -70,6 +71,43 @@ void cc_power_init(cc_power *pw)
 {
     pw->k_fail = pw->k_suspect = NAN;
     pw->ulp_fail = pw->ulp_suspect = INFINITY;
+    pw->trunc_bound = pw->trunc = NAN;
+}
+
+void cc_power_keep_larger(double *slot, double v)
+{
+    if (!isnan(v) && (isnan(*slot) || v > *slot))
+        *slot = v;
+}
+
+/* A kernel that rounds the exact result toward zero (truncates it) in place of the provider:
+ * rejected by the bound alone, and with the rounding-bias test (power.h). Nothing is measured
+ * where the test reaches no value, or there is no room for the perturbed copy. */
+static void truncation_rejected(const double *expected, const ref_mag *mag, int64_t n,
+                                const cc_view *got, const int64_t *at, const cc_bound_model *m,
+                                cc_power *pw)
+{
+    cc_dtype t = got->dtype;
+    size_t size = cc_dtype_size(t);
+    void *buf = m->bias_test ? malloc(size * (size_t)(n + 1)) : NULL;
+    if (!buf)
+        return;
+    for (int64_t i = 0; i < n; i++) {
+        double g = cc_load(t, got->data, at ? at[i] : i), e = expected[i];
+        if (isfinite(e) && isfinite(g)) {
+            double r = cc_round_to(t, e);
+            g = fabs(r) > fabs(e) ? r - copysign(cc_ulp(t, e), e) : r;
+        }
+        cc_store(t, buf, i, g);
+    }
+    cc_view v = {t, 1, {n}, {1}, buf};
+    cc_comparison c;
+    cc_compare_at(expected, mag, NULL, 0, &v, m, &c);
+    if (c.bias.n > 0) {
+        cc_power_keep_larger(&pw->trunc_bound, c.worst_ratio > 1.0 ? 1.0 : 0.0);
+        cc_power_keep_larger(&pw->trunc, c.worst_ratio > 1.0 || c.bias.biased ? 1.0 : 0.0);
+    }
+    free(buf);
 }
 
 void cc_power_keep_smaller(double *slot, double v)
@@ -100,6 +138,7 @@ void cc_power_of_check_at(const double *expected, const ref_mag *mag, const int6
         double g = cc_load(got->dtype, got->data, at ? at[i] : i);
         erred = isfinite(g) && isfinite(expected[i]) && g != expected[i];
     }
+    truncation_rejected(expected, mag, n, got, at, m, pw);
     perturbation pt = {expected, mag, got, m, n, at, 1, 0,
                        cc_output_own_max(expected, mag->worst, n, m)};
     for (pt.suspect = 0; pt.suspect <= 1; pt.suspect++)

@@ -158,14 +158,16 @@ static int values_round_alike(const cc_case *c)
     return 0;
 }
 
-/* The case's bound model: its dtype, compute roundoff and accumulation mode, the non-finite
- * rule of the NaN and Inf edge classes, and the rounding-bias test, off where values round
- * alike (compare.h). With worst_case_only, neither the probabilistic bound's verdict nor the
+/* The case's bound model: its dtype, compute roundoff and accumulation mode, the oracle's share
+ * where its sums are compensated, the non-finite rule of the NaN and Inf edge classes, and the
+ * rounding-bias test, off where values round alike (compare.h). With worst_case_only, neither the probabilistic bound's verdict nor the
  * rounding-bias test runs. */
 static cc_bound_model case_bound(const cc_case *c, double compute_u, double c_op,
-                                 cc_accumulation acc, int worst_case_only)
+                                 cc_accumulation acc, int worst_case_only, int compensated)
 {
     cc_bound_model bm = cc_bound_for_judging(c->dtype, compute_u, c_op, acc);
+    if (compensated)
+        cc_bound_oracle_compensated(&bm);
     bm.nonfinite_alike = (c->edges & (1u << CC_EDGE_NAN | 1u << CC_EDGE_INF)) != 0;
     if (worst_case_only)
         bm.prob_judges = 0;
@@ -511,8 +513,9 @@ static void run_forward(case_run *cr, const ref_tensor *y, const ref_mag *mag)
     sampled_ref sr;
     memset(&sr, 0, sizeof sr);
     char what[1][32] = {"y"};
-    cc_bound_model bm =
-        case_bound(c, cr->cu, c->op->c_fwd, cr->o->accumulation, cr->o->worst_case_only);
+    cc_bound_model bm = case_bound(c, cr->cu, c->op->c_fwd, cr->o->accumulation,
+                                   cr->o->worst_case_only,
+                                   (c->op->compensated & REF_COMPENSATED_FWD) != 0);
     for (int k = 0; k < cr->repeats && r->status == CC_RES_PASS; k++) {
         if (place_for_call(cr, k, "forward"))
             break;
@@ -595,8 +598,9 @@ static void run_vjp(case_run *cr, const ref_tensor *y)
     for (int i = 0; i < c->n_in; i++)
         if (grad[i].v)
             ref_mag_complete(&gmag[i], ref_numel(&c->shape[i]));
-    cc_bound_model bm =
-        case_bound(c, cr->cu, op->c_vjp, cr->o->accumulation, cr->o->worst_case_only);
+    cc_bound_model bm = case_bound(c, cr->cu, op->c_vjp, cr->o->accumulation,
+                                   cr->o->worst_case_only,
+                                   (op->compensated & REF_COMPENSATED_VJP) != 0);
     for (int k = 0; k < cr->repeats && r->status == CC_RES_PASS; k++) {
         if (place_for_call(cr, k, "vjp"))
             break;
