@@ -6,8 +6,10 @@
  * log-softmax inside crossEntropy and distill reuses the softmax family's bound (ref_softmax.c):
  *   E_j = 2 (d_j + rel_s + |log s| + |ls_j| + 1),  rel_s = (n - 1) + sum_l p_l (d_l + 2),
  * d_j = |z_j - max z|, ls_j = log-softmax, p = softmax; when the logits are first divided by a
- * temperature in the provider's dtype (distill), that rounding (u|z_j/T|) moves ls_j by at most
- * u (|z_j/T| + sum_l p_l |z_l/T|), which is added to E_j. Softmax values are taken as
+ * temperature in the provider's dtype (distill), that rounding (u|z_j/T|) moves ls_j = zt_j -
+ * logsumexp(zt) by (1 - p_j) d zt_j - sum_{l != j} p_l d zt_l: at most u times the smaller of
+ * |z_j/T| + sum_l p_l |z_l/T| and (1 - p_j)(|z_j/T| + max_l |z_l/T|) (0 for a p_j of 1: huge
+ * logits far apart), which is added to E_j. Softmax values are taken as
  * p_j (E_j + 4) (this dominates both exp(ls_j) and the direct softmax route).
  *
  * Strict f16/bf16 (ref.h): every sum (the softmax denominators, the loss sums) runs in float32,
@@ -51,13 +53,14 @@ static void lsm_slice(const double *z, int64_t len, int64_t stride, double T, in
     for (int64_t j = 0; j < len; j++)
         ref_sum_add(&den, exp(z[j * stride] / T - m));
     double sum = ref_sum_value(&den, plain);
-    double lsum = log(sum), spread = 0.0, zspread = 0.0;
+    double lsum = log(sum), spread = 0.0, zspread = 0.0, zmax = 0.0;
     for (int64_t j = 0; j < len; j++) {
         double zt = z[j * stride] / T;
         ls[j] = (zt - m) - lsum; /* computed directly, never log(softmax) */
         p[j] = exp(zt - m) / sum;
         spread += ref_mag_prod(p[j], fabs(zt - m) + 2.0);
         zspread += ref_mag_prod(p[j], fabs(zt));
+        zmax = fmax(zmax, fabs(zt));
     }
     double rel_s = (double)(len - 1) + spread, rel_sp = sqrt((double)(len - 1)) + spread;
     for (int64_t j = 0; j < len; j++) {
@@ -65,10 +68,12 @@ static void lsm_slice(const double *z, int64_t len, int64_t stride, double T, in
         E[j] = 2.0 * (fabs(zt - m) + rel_s + fabs(lsum) + fabs(ls[j]) + 1.0);
         E0[j] = 2.0 * (fabs(zt - m) + spread + fabs(m + lsum) + fabs(lsum) + fabs(ls[j]) + 1.0);
         Ep[j] = 2.0 * (fabs(zt - m) + rel_sp + fabs(lsum) + fabs(ls[j]) + 1.0);
-        if (scaled) {
-            E[j] += fabs(zt) + zspread;
-            E0[j] += fabs(zt) + zspread;
-            Ep[j] += fabs(zt) + zspread;
+        if (scaled) { /* d ls_j = (1 - p_j) d zt_j - sum_{l != j} p_l d zt_l */
+            double any = fabs(zt) + zspread, others = ref_mag_prod(1.0 - p[j], fabs(zt) + zmax);
+            double shift = others < any ? others : any;
+            E[j] += shift;
+            E0[j] += shift;
+            Ep[j] += shift;
         }
     }
 }

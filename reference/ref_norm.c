@@ -399,7 +399,14 @@ static ref_status batch_norm_fwd(const ref_params *p, int n, const ref_tensor *i
 /* Training VJP per channel, a = g gamma_c:
  *   dx = (1/sigma) (a - mean(a) - xhat mean(a xhat));  dgamma_c = sum_j g xhat;  dbeta_c = sum_j g.
  * Magnitudes: dx as layerNorm's; dgamma/dbeta are length-N sums: N sum|g xhat| plus the
- * propagated xhat error sum |g| d_xhat; N sum|g|.
+ * propagated xhat error; N sum|g|. xhat_j's error has its own part (c_j's rounding and the
+ * division: |c_j| / sigma + |xhat_j|) and the part the channel's mean and sigma share, the same
+ * at every j: -d_mu / sigma - xhat_j d_sigma / sigma, which sums to -(d_mu / sigma) sum g -
+ * (d_sigma / sigma) sum g xhat, not sum |g| times them (on a large-mean channel the shared part
+ * is 4096 times the spread, and summed in absolute value it admitted every dgamma):
+ *   m(dgamma) = sum_j |g_j| (N |xhat_j| + |c_j| / sigma + |xhat_j|) + |sum g| N mean|x| / sigma
+ *               + |dgamma| d_sigma / sigma   (ln_xhat_err's terms, d_sigma / sigma =
+ *               ln_rel_sigma), the dtype share |sum g| |mu| / sigma + sum |g xhat|.
  * Eval VJP: dx = g gamma / sigma (m = 4 |dx|: invstd 5u and two products, with c = 2);
  * dgamma_c = sum_j g xhat (m = sum_j |g| (N |xhat| + 4 (|x| + |mu|) / sigma));
  * dbeta_c = sum_j g (m = N sum|g|). */
@@ -428,13 +435,20 @@ static ref_status batch_norm_vjp(const ref_params *p, int n, const ref_tensor *i
                 if (grad[0].v)
                     grad[0].v[c * N + j] = dx;
                 dgamma += gc[j] * xhat;
-                gw += fabs(gc[j]) * (len * fabs(xhat) + ln_xhat_err(&s, len, d, xhat));
-                gd += fabs(gc[j]) * ln_xhat_stored(&s, xhat);
-                gp += fabs(gc[j]) * (len_p * fabs(xhat) + ln_xhat_err(&s, len_p, d, xhat));
+                double own = fabs(d) / s.sigma + fabs(xhat);
+                gw += fabs(gc[j]) * (len * fabs(xhat) + own);
+                gd += fabs(gc[j] * xhat);
+                gp += fabs(gc[j]) * (len_p * fabs(xhat) + own);
                 dbeta += gc[j];
                 abs_g += fabs(gc[j]);
                 m_dbeta += len * fabs(gc[j]);
             }
+            /* the shared part of xhat's error, summed with the signs of g (above) */
+            gw += fabs(dbeta) * len * s.mean_abs_x / s.sigma +
+                  fabs(dgamma) * ln_rel_sigma(&s, len);
+            gp += fabs(dbeta) * len_p * s.mean_abs_x / s.sigma +
+                  fabs(dgamma) * ln_rel_sigma(&s, len_p);
+            gd += fabs(dbeta) * fabs(s.mu) / s.sigma;
         } else {
             double mu = in[3].v[c], sigma = bn_eval_sigma(in, c, p->eps);
             for (int64_t j = 0; j < N; j++) {
