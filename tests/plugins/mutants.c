@@ -481,9 +481,13 @@ static cc_status softmax_vjp_no_sum_vjp(const cc_call *call, const cc_view *g, c
     return st;
 }
 
-/* reduceSum folded left with every partial sum rounded to `fold`. */
-static cc_status folded_reducesum(const cc_call *call, cc_view *out, char *msg, size_t len,
-                                  cc_dtype fold)
+/* The sum of n values x[j stride] as a kernel forms it; `how` says which way (its own enum). */
+typedef double (*lane_sum_fn)(const double *x, int64_t n, int64_t stride, int how);
+
+/* reduceSum with every lane (the values along the axis at one outer and inner index) summed by
+ * `sum`. */
+static cc_status reducesum_by_lanes(const cc_call *call, cc_view *out, char *msg, size_t len,
+                                    lane_sum_fn sum, int how)
 {
     const cc_view *xv = &call->in[0];
     int ax = ref_norm_axis(call->params->axis, xv->rank);
@@ -495,14 +499,26 @@ static cc_status folded_reducesum(const cc_call *call, cc_view *out, char *msg, 
     if (!x)
         return CC_FAILED;
     for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
-            double acc = 0;
-            for (int64_t j = 0; j < L; j++)
-                acc = cc_round_to(fold, acc + x[(o * L + j) * inner + i]);
-            cc_store(out->dtype, out->data, o * inner + i, acc);
-        }
+        for (int64_t i = 0; i < inner; i++)
+            cc_store(out->dtype, out->data, o * inner + i, sum(x + o * L * inner + i, L, inner, how));
     free(x);
     return CC_OK;
+}
+
+/* Folded left with every partial sum rounded to dtype `fold`. */
+static double folded_sum(const double *x, int64_t n, int64_t stride, int fold)
+{
+    double acc = 0;
+    for (int64_t j = 0; j < n; j++)
+        acc = cc_round_to((cc_dtype)fold, acc + x[j * stride]);
+    return acc;
+}
+
+/* reduceSum folded left with every partial sum rounded to `fold`. */
+static cc_status folded_reducesum(const cc_call *call, cc_view *out, char *msg, size_t len,
+                                  cc_dtype fold)
+{
+    return reducesum_by_lanes(call, out, msg, len, folded_sum, (int)fold);
 }
 
 /* float32 reduceSum accumulating in a bfloat16 register. */
@@ -833,8 +849,8 @@ typedef enum { BLOCK_RIGHT, BLOCK_DROPPED, BLOCK_TWICE, BLOCK_IN_F16 } block_bug
 
 /* A sum of n values x[j stride] the way a parallel kernel splits it: from 2^16 terms on, blocks
  * of 2^14 (a thread's share), each summed alone, their partial sums added at the end; below, one
- * block. The bug strikes the last full block. */
-static double blocked_sum(const double *x, int64_t n, int64_t stride, block_bug bug)
+ * block. The bug (a block_bug) strikes the last full block. */
+static double blocked_sum(const double *x, int64_t n, int64_t stride, int bug)
 {
     const int64_t block = n >= (1 << 16) ? 1 << 14 : n;
     int64_t last_full = block > 0 ? (n / block - 1) * block : -1;
@@ -855,21 +871,7 @@ static double blocked_sum(const double *x, int64_t n, int64_t stride, block_bug 
 static cc_status blocked_reducesum(const cc_call *call, cc_view *out, char *msg, size_t len,
                                    block_bug bug)
 {
-    const cc_view *xv = &call->in[0];
-    int ax = ref_norm_axis(call->params->axis, xv->rank);
-    if (ax < 0)
-        return ref()->forward(NULL, call, out, msg, len);
-    int64_t outer, L, inner;
-    split_axis(xv, ax, &outer, &L, &inner);
-    double *x = dense(xv);
-    if (!x)
-        return CC_FAILED;
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++)
-            cc_store(out->dtype, out->data, o * inner + i,
-                     blocked_sum(x + o * L * inner + i, L, inner, bug));
-    free(x);
-    return CC_OK;
+    return reducesum_by_lanes(call, out, msg, len, blocked_sum, (int)bug);
 }
 
 static cc_status reducesum_drop_block_fwd(const cc_call *call, cc_view *out, char *msg,
