@@ -11,9 +11,12 @@
 #                                               (one sealed run per subfolder, names sorting by date)
 #
 # Environment: CAPCHECK (default build/capcheck), CAPCHECK_POLICY (default reports/policy.conf),
-# CAPCHECK_BASELINE, CAPCHECK_NIGHTS. Exit: 2 when a step refused its input (a shard missing,
-# an unsealed report, ...); else 1 when the gate holds a required capsule back or the diff finds
-# a regression or a new failure; else 0.
+# CAPCHECK_BASELINE, CAPCHECK_NIGHTS; CAPCHECK_ALLOWED_SIGNERS, the keys trusted (git's
+# allowedSignersFile format: merge checks each signed shard against them; gate, diff and history
+# verify with them), and CAPCHECK_SIGN_KEY, the OpenSSH key OUT is signed with (docs/ci.md,
+# "Signing the nightly"). Exit: 2 when a step refused its input (a shard missing, an unsealed
+# report, a signature that does not verify, ...); else 1 when the gate holds a required capsule
+# back or the diff finds a regression or a new failure; else 0.
 set -uo pipefail
 
 if [[ $# -ne 2 ]]; then
@@ -32,13 +35,23 @@ if ((${#parts[@]} == 0)); then
     exit 2
 fi
 
+trust=() sign=()
+if [[ -n "${CAPCHECK_ALLOWED_SIGNERS:-}" ]]; then
+    trust=(--allowed-signers "$CAPCHECK_ALLOWED_SIGNERS")
+fi
+if [[ -n "${CAPCHECK_SIGN_KEY:-}" ]]; then
+    sign=(--sign "$CAPCHECK_SIGN_KEY")
+fi
+
 rc=0
-"$capcheck" merge "${parts[@]}" --out "$out" --policy "$policy" || rc=$?
+"$capcheck" merge "${parts[@]}" --out "$out" --policy "$policy" ${trust[@]+"${trust[@]}"} \
+    ${sign[@]+"${sign[@]}"} || rc=$?
 if ((rc >= 2)); then
     exit "$rc"
 fi
 rc=0
-"$capcheck" gate "$out" --policy "$policy" --evidence "$out/evidence" >"$out/gate.txt" || rc=$?
+"$capcheck" gate "$out" --policy "$policy" --evidence "$out/evidence" ${trust[@]+"${trust[@]}"} \
+    >"$out/gate.txt" || rc=$?
 tail -n 1 "$out/gate.txt"
 if ((rc >= 2)); then
     exit "$rc"
@@ -46,7 +59,8 @@ fi
 
 if [[ -n "${CAPCHECK_BASELINE:-}" ]]; then
     drc=0
-    "$capcheck" diff "$CAPCHECK_BASELINE" "$out" >"$out/diff.txt" || drc=$?
+    "$capcheck" diff "$CAPCHECK_BASELINE" "$out" ${trust[@]+"${trust[@]}"} >"$out/diff.txt" ||
+        drc=$?
     tail -n 1 "$out/diff.txt"
     if ((drc >= 2)); then
         exit "$drc"
@@ -58,7 +72,8 @@ fi
 
 if [[ -n "${CAPCHECK_NIGHTS:-}" ]]; then
     nights=("$CAPCHECK_NIGHTS"/*/)
-    "$capcheck" history "${nights[@]}" "$out" --out "$out/history" || exit 2
+    "$capcheck" history "${nights[@]}" "$out" --out "$out/history" ${trust[@]+"${trust[@]}"} ||
+        exit 2
 else
     say "no CAPCHECK_NIGHTS: history skipped"
 fi

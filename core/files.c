@@ -84,3 +84,25 @@ int cc_write_fully(int fd, const void *buf, size_t n)
     }
     return 0;
 }
+
+int cc_stdout_divert(void)
+{
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    if (saved < 0)
+        return -1;
+    if (dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        close(saved);
+        return -1;
+    }
+    return saved;
+}
+
+void cc_stdout_restore(int saved)
+{
+    if (saved < 0)
+        return;
+    fflush(stdout);
+    dup2(saved, STDOUT_FILENO);
+    close(saved);
+}

@@ -41,4 +41,14 @@ char *cc_read_file(const char *path, size_t *len);
  * short write: 0, or the errno of the write that failed (EIO when one wrote nothing). */
 int cc_write_fully(int fd, const void *buf, size_t n);
 
+/* A provider's stdout is not capcheck's (whose stdout carries its own lines, or a Python
+ * reproducer): while provider code runs in a process, what it writes to descriptor 1, printf
+ * included, goes to stderr. cc_stdout_divert flushes stdout and points descriptor 1 at
+ * descriptor 2, returning the descriptor that holds the real stdout (-1: nothing diverted);
+ * cc_stdout_restore flushes what the provider left in stdout's buffer (to stderr) and puts the
+ * real stdout back (nothing for -1). A worker process diverts for good and closes the saved
+ * descriptor. */
+int cc_stdout_divert(void);
+void cc_stdout_restore(int saved);
+
 #endif

@@ -79,3 +79,10 @@ void cc_text_join(char *dst, size_t cap, const char *a, const char *b)
     }
     dst[used] = 0;
 }
+
+uint64_t cc_text_fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}

@@ -23,4 +23,7 @@ void cc_text_clean(char *buf, size_t cap);
  * every case of a run. */
 void cc_text_join(char *dst, size_t cap, const char *a, const char *b);
 
+/* FNV-1a 64 of s, continuing from h (0xcbf29ce484222325 to start). */
+uint64_t cc_text_fnv1a(uint64_t h, const char *s);
+
 #endif

@@ -11,7 +11,8 @@ int cc_evidence_command(int argc, char **argv);
 
 /* dir/report.html (harness/report_html.h) for capcheck run, merge and report, with the gate's
  * verdicts under `policy` (NULL: the built-in policy); one line saying where
- * and how big on out, or one sentence on err prefixed with `who`. Returns 0, or -1. */
+ * and how big on out (NULL: none), or one sentence on err prefixed with `who`. Returns 0, or
+ * -1. */
 int cc_write_report_html(const char *dir, const char *policy, const char *who, FILE *out,
                          FILE *err);
 

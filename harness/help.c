@@ -3,6 +3,11 @@
 
 #include <string.h>
 
+#include "harness/session/session.h"
+
+#define CC_STR_(x) #x
+#define CC_STR(x) CC_STR_(x) /* a number #defined, as text */
+
 #define PROVIDERS                                                                                \
     "Providers (--provider NAME):\n"                                                             \
     "  aten         ATen through libtorch, CPU and (built with CAPCHECK_ATEN_CUDA) CUDA; the\n" \
@@ -40,6 +45,14 @@
     "  --device cpu|cuda    the device of lines that name none (default cpu; gpu, TorchLean's\n" \
     "                       alias, is cuda; TorchLean's other devices: one sentence)\n"
 
+#define ALLOWED_SIGNERS                                                                          \
+    "  --allowed-signers FILE  trust runs signed by these keys (git's allowedSignersFile format:\n" \
+    "                   'principal keytype base64key' a line): a signed run is verified (the\n"    \
+    "                   signature, then every file it lists) and the evidence names its signer;\n" \
+    "                   a bad signature, another key, a changed file is refused (exit 2); an\n"  \
+    "                   unsigned run is judged as before, unless the policy says\n"              \
+    "                   require_signature yes\n"
+
 static const struct {
     const char *name, *summary, *text;
 } HELP[] = {
@@ -54,7 +67,7 @@ static const struct {
      "  --force          start over in a folder that holds an earlier run (it is discarded)\n"
      "  --resume DIR     with the same arguments: run only what DIR's journal lacks (damaged\n"
      "                   lines and crashes of workers killed from outside run again) and\n"
-     "                   write the report an uninterrupted run writes\n"
+     "                   write the report an uninterrupted run writes, in DIR (no --out)\n"
      "  --baseline DIR   report.md says what changed since that run (capcheck diff)\n"
      "  --op NAME        only the cases of op NAME (refused when none is left)\n"
      "  --seed N         the base seed of generator lines without seed= (default 0)\n"
@@ -65,6 +78,9 @@ static const struct {
      "                   --shard auto: I and N from GitLab parallel, a Kubernetes Indexed Job,\n"
      "                   a Slurm array, Buildkite or CAPCHECK_SHARD_INDEX/COUNT\n"
      "  --policy F       report.html's gate verdicts under F (default: the built-in policy)\n"
+     "  --sign KEY       sign the finished run: DIR/manifest (the sha256 of its files) and\n"
+     "                   DIR/manifest.sig (ssh-keygen -Y sign with the OpenSSH key KEY, or its\n"
+     "                   .pub when ssh-agent holds it); KEY is tried before the run starts\n"
      "  --cpu-capability LEVEL[,LEVEL...]|all\n"
      "                   every case once per CPU dispatch level (native, amx-fp16, amx,\n"
      "                   avx512-fp16, avx512-bf16, avx512, avx2, default; all: every level this\n"
@@ -92,11 +108,53 @@ static const struct {
      "  --power          also measure how large an error each case rejects (capcheck power)\n"
      "  --witness P[,P]  each case that does not pass runs again on up to 4 other providers\n"
      "                   (names, or plugin paths with a '/'): who is wrong\n"
-     "  --no-fork        run in this process (for a debugger; no crash isolation)\n" MATH_MODES
+     "  --no-fork        run in this process (for a debugger; no crash isolation)\n"
+     "  -v, --verbose    print the line of every case that does not pass\n"
+     "  -q, --quiet      print only the closing line (errors still say themselves)\n" MATH_MODES
      "A crash or hang of a provider is that case's result; a worker killed from outside (the\n"
-     "OOM killer) runs its case once more (\"retried\": true). Every failure prints the\n"
-     "command that reruns it. Ctrl-C stops the run and prints the command that finishes it.\n"
+     "OOM killer) runs its case once more (\"retried\": true). Each case that does not pass\n"
+     "(with --expect: each result that is news) prints its line and the command that reruns\n"
+     "it, unless the run is large: more than " CC_STR(CC_LARGE_RUN) " cases (then from its start), or more\n"
+     "than " CC_STR(CC_CASE_LINES_SHOWN) " cases that do not pass (then from the next). A large run's case lines\n"
+     "give way (-v: all) to progress (not on a terminal: a line per tenth of the run, at most\n"
+     "every " CC_STR(CC_PROGRESS_SECONDS) " s), and it ends with each op x dtype row that did not pass and the\n"
+     "command that reruns its worst case, then a closing line: the counts and where\n"
+     "report.md, report.html and results.jsonl are. Ctrl-C stops the run and prints the\n"
+     "command that finishes it.\n"
      EXIT_RUN PROVIDERS},
+    {"certify", "run the evidence suite, then gate, evidence.json and the Lean module",
+     "usage: capcheck certify [options]\n"
+     "From a provider to checked capsules in one command: run the evidence suite built into\n"
+     "capcheck (cases/nightly.cases and cases/edge/*.cases: what checks capsules), then judge\n"
+     "it under the policy and write, in the run's folder: report.html (with the verdicts),\n"
+     "gate.txt (capcheck gate --all), evidence/<capsule>/evidence.json and Evidence.lean (the\n"
+     "TorchLean module of the capsules it upgrades). It ends with one summary: how many\n"
+     "capsule x dtype x platform are checked of how many, each required one that is not with\n"
+     "its first reason, and where the files are. The same verdicts as capcheck run of those\n"
+     "files, then gate, evidence and emit-lean.\n"
+     "Options:\n" PROVIDER_OPTS
+     "  --out DIR        the run's folder (default out/certify); one holding an earlier run is\n"
+     "                   refused: --resume DIR finishes it, --force starts over\n"
+     "  --force          start over in a folder that holds an earlier run\n"
+     "  --resume DIR     with the same arguments: run only what DIR's journal lacks, then judge\n"
+     "  --op NAME        only the suite's cases of op NAME (one capsule's evidence; the other\n"
+     "                   required capsules are then held back: no case in the report)\n"
+     "  --cpu-capability LEVEL[,LEVEL...]|all\n"
+     "                   the suite once per CPU dispatch level: verdicts per platform\n"
+     "  --policy F       the gate's policy (default: the built-in reports/policy.conf)\n"
+     "  --catalog F      the capsule catalog (default: the built-in providers/capsules.tsv)\n"
+     "  --torchlean C    the TorchLean commit the module targets (default: the newest)\n"
+     "  --sign KEY       sign the run (DIR/manifest, as run --sign) and what certify wrote\n"
+     "                   (DIR/evidence.manifest); evidence.json and the module name the signer\n"
+     "  -j N             worker processes (default one per CPU)\n"
+     "  --timeout S      a case's limit, as for run\n" MATH_MODES
+     "Progress: a live line on a terminal, a line every 10 s otherwise; a failing case is in\n"
+     "report.md and report.html, not on the terminal. Ctrl-C stops it and prints the command\n"
+     "that finishes it.\n"
+     "Exit codes: 0 every required capsule x dtype (x platform) is checked; 1 one is not; 2\n"
+     "bad input or environment (a policy, catalog or TorchLean commit that cannot be read, a\n"
+     "provider that cannot run, a folder holding an earlier run); 128+N after signal N.\n"
+     PROVIDERS},
     {"repro", "rerun one case line alone and show its worst element",
      "usage: capcheck repro 'CASE LINE' [options]\n"
      "Rerun one case in a worker process (a crash or hang is its result) and print its status,\n"
@@ -173,6 +231,7 @@ static const struct {
      "Exit codes: 0 listed; 2 bad input.\n"},
     {"gate", "per capsule x dtype: checked, or trustedExternal with what is missing",
      "usage: capcheck gate REPORT... [--policy F] [--evidence DIR] [--catalog F] [--all]\n"
+     "                     [--allowed-signers FILE]\n"
      "REPORT is a run folder or its report.json, or every shard folder of a sharded run. The\n"
      "gate refuses evidence it cannot trust (unsealed or altered reports, results not matching,\n"
      "results naming another provider than the report's provenance, another libtorch, a lone\n"
@@ -180,18 +239,25 @@ static const struct {
      "(default: the policy built into capcheck, reports/policy.conf).\n"
      "It prints its summary first, then what holds a required capsule back (every capsule\n"
      "that is not checked when the policy requires none); --all lists every capsule.\n"
+     "Each case counts once however often it ran (a file given twice, a case in two shards):\n"
+     "the gate says how many repeated case lines it counted once, and a case whose repeats\n"
+     "disagree is nondeterministic. Passing cases count once per inputs (check= and ref= do\n"
+     "not make more); min_distinct_shapes asks for distinct input shapes among them.\n"
      "  --evidence DIR   also write DIR/<capsule>/evidence.json\n"
      "  --catalog F      the capsule catalog (default: the built-in providers/capsules.tsv)\n"
+     ALLOWED_SIGNERS
      "Exit codes: 0 every required capsule x dtype is checked; 1 one is not; 2 the evidence or\n"
      "the policy is refused.\n"},
     {"evidence", "write evidence.json per capsule in TorchLean's vocabulary",
      "usage: capcheck evidence REPORT... --out DIR [--policy F] [--catalog F]\n"
+     "                         [--allowed-signers FILE]\n"
      "DIR/<capsule>/evidence.json for every capsule (reports/evidence.schema.json), with the\n"
      "provider that ran; the capsule name made one safe folder name (other bytes as %XX).\n"
+     ALLOWED_SIGNERS
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
     {"emit-lean", "print a TorchLean module of the capsules the gate upgrades",
      "usage: capcheck emit-lean REPORT... [--policy F] [--catalog F] [--torchlean COMMIT]\n"
-     "                          [--package DIR | --in-torchlean]\n"
+     "                          [--package DIR | --in-torchlean] [--allowed-signers FILE]\n"
      "Print a TorchLean module, Capcheck.Evidence.Report_<sha16>: a KernelCapsule\n"
      "(capcheck.<capsule>, trustLevel .checked, the VJP mode the results state, evidence the\n"
      "sealed report's sha256) per capsule the gate upgrades, a CapsuleModule of them, the\n"
@@ -208,20 +274,32 @@ static const struct {
      "  --in-torchlean      the module for TorchLean's own tree: NN.Tests.Capcheck.Evidence.<..>,\n"
      "                      the file NN/Tests/Capcheck/Evidence/Report_<sha16>.lean, with the\n"
      "                      copyright header TorchLean's lint asks of every file under NN/\n"
+     ALLOWED_SIGNERS
      "Exit codes: 0 written; 1 nothing to emit (no upgraded capsule is a TorchLean capsule: one\n"
      "sentence says why); 2 refused (the evidence, the policy, or a TorchLean commit without\n"
      "data).\n"},
     {"diff", "what changed between two reports",
-     "usage: capcheck diff BASE NEW [--drift F] [--fail-on-drift]\n"
+     "usage: capcheck diff BASE NEW [--drift F] [--fail-on-drift] [--allowed-signers FILE]\n"
      "Regressions, fixes, new failures and bound-ratio drift beyond F (default 4) per capsule x\n"
-     "dtype between two run folders or report.json files.\n"
+     "dtype between two run folders or report.json files: the rows of each report.json. A run\n"
+     "folder (results.jsonl, run.json, report.html or report.junit.xml beside the report) must\n"
+     "hold its results.jsonl, matching the report's digest; a report kept alone (report.json\n"
+     "and its seal, as reports/baseline) is read as it is; a shard of a run is refused.\n"
+     "  --allowed-signers FILE  verify each signed run (a bad signature is refused) and say\n"
+     "                   which are unsigned\n"
      "Exit codes: 0 nothing regressed; 1 a regression or a new failure (or drift, with\n"
      "--fail-on-drift); 2 unusable input.\n"},
     {"merge", "join the folders of a --shard I/N run into one report",
-     "usage: capcheck merge DIR... --out OUT [--force] [--policy F]\n"
+     "usage: capcheck merge DIR... --out OUT [--force] [--policy F] [--sign KEY]\n"
+     "                      [--allowed-signers FILE]\n"
      "Checks the shard set (one run, every shard once, every case once) and writes OUT as the\n"
      "unsharded run would (report.html's gate under F, default the built-in policy). OUT may\n"
      "not be one of the shards; a folder holding a run is refused unless --force.\n"
+     "A signed shard's signature is checked (by the key it carries; with --allowed-signers, by\n"
+     "a key the file allows) with its files, and its manifest and signature are copied to\n"
+     "OUT/shards/I-of-N.manifest(.sig).\n"
+     "  --sign KEY       sign OUT: its manifest lists each shard's manifest sha256 and signer\n"
+     "                   (without it, OUT is unsigned, and merge says so when shards were not)\n"
      "Exit codes: 0 merged, every case passed; 1 merged, some case did not pass; 2 refused.\n"},
     {"report", "write a run folder's report.html again",
      "usage: capcheck report DIR [--policy F]\n"
@@ -230,15 +308,28 @@ static const struct {
      "built-in policy), provenance. capcheck run and merge write it already.\n"
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
     {"history", "the trend over a series of sealed runs",
-     "usage: capcheck history DIR... --out OUT [--drift F]\n"
+     "usage: capcheck history DIR... --out OUT [--drift F] [--allowed-signers FILE]\n"
      "Over runs given oldest first (nightlies): per capsule x dtype the worst and median bound\n"
      "ratio per night, the night each failure first appeared, drift beyond F (default 4) from\n"
-     "the first night, where the stack changed; OUT/history.html and OUT/history.json.\n"
+     "the first night, where the stack changed; OUT/history.html and OUT/history.json. A night\n"
+     "whose case set differs from the night before's is marked, and a series whose cases\n"
+     "changed breaks there: a failure before is not called fixed after, drift is measured\n"
+     "afresh. A folder (or a copy of a run) given twice is refused.\n"
+     "  --allowed-signers FILE  verify each signed run (a bad signature is refused) and say\n"
+     "                   which are unsigned\n"
      "Exit codes: 0 written; 2 refused or unwritable.\n"},
+    {"sign", "sign a finished run that nobody signed yet",
+     "usage: capcheck sign DIR --key KEY\n"
+     "Write DIR/manifest (capcheck's version and commit, the platform keys, the sha256 of\n"
+     "report.json, its seal, results.jsonl and run.json) and sign it with the OpenSSH key KEY\n"
+     "(ssh-keygen -Y sign, namespace capcheck-run@capcheck): DIR/manifest.sig. What run --sign\n"
+     "does at the end of a run. A folder signed already is refused: its signer's signature\n"
+     "would be replaced.\n"
+     "Exit codes: 0 signed; 2 not a sealed run, already signed, or the key cannot sign.\n"},
     {"validate", "check a JSON file against a JSON Schema",
-     "usage: capcheck validate FILE [--schema F]\n"
-     "Default schema: the report schema built into capcheck (reports/schema.json). Text that\n"
-     "is not UTF-8 is refused.\n"
+     "usage: capcheck validate FILE|DIR [--schema F]\n"
+     "Default schema: the report schema built into capcheck (reports/schema.json). A run\n"
+     "folder DIR: its report.json. Text that is not UTF-8 is refused.\n"
      "Exit codes: 0 it conforms; 1 it does not; 2 unreadable.\n"},
     {"help", "this help, or one command's",
      "usage: capcheck help [COMMAND]    (or: capcheck COMMAND --help)\n"},

@@ -18,6 +18,7 @@
 
 #include "harness/tools/bench.h"
 #include "harness/case/case.h"
+#include "harness/certify.h"
 #include "harness/commands.h"
 #include "core/dtype.h"
 #include "core/torchlean.h"
@@ -29,6 +30,7 @@
 #include "harness/run/pool.h"
 #include "harness/evidence/report_html.h"
 #include "harness/evidence/shard_auto.h"
+#include "harness/evidence/signature.h"
 #include "harness/help.h"
 #include "harness/report/provenance.h"
 #include "harness/report/report.h"
@@ -44,6 +46,10 @@
 #include "reference/ref_families.h"
 
 extern const char cc_embedded_smoke_cases[]; /* cases/smoke.cases, embedded at build time */
+
+/* What run, list and bench take without a file: the smoke suite (certify: cc_evidence_suite). */
+static const cc_suite_file SMOKE_SUITE[] = {{"smoke.cases", cc_embedded_smoke_cases}, {0, 0}};
+#define MAX_SUITE_FILES 16
 
 typedef struct {
     const char *provider, *device, *out, *op_filter;
@@ -78,14 +84,22 @@ typedef struct {
     int repeat;         /* --repeat N: provider calls per check on the same inputs */
     int no_guard;       /* --no-guard: plain heap buffers for the provider */
     int expect;         /* --expect: judge results by the files' "#! seen" directives */
+    int verbose, quiet; /* run -v: every case's line; -q: the closing line alone */
     const char *files[64];
     int n_files;
     const char *line;
+    int certify;                   /* capcheck certify: run the evidence suite, then judge it */
+    const cc_suite_file *embedded; /* the cases without a file: SMOKE_SUITE, cc_evidence_suite */
+    const char *torchlean, *catalog; /* certify: --torchlean, --catalog (NULL: built in) */
+    const char *sign; /* --sign KEY: the finished run signed (harness/evidence/signature.h) */
 } options;
 
 /* The commands of this file, as bits: which options each takes. */
-enum { C_RUN = 1, C_REPRO = 2, C_SHRINK = 4, C_BENCH = 8, C_LIST = 16, C_PLATFORMS = 32 };
+enum { C_RUN = 1, C_REPRO = 2, C_SHRINK = 4, C_BENCH = 8, C_LIST = 16, C_PLATFORMS = 32,
+       C_CERTIFY = 64 };
 #define C_PROVIDER (C_RUN | C_REPRO | C_SHRINK | C_BENCH)
+/* the options of a run that certify takes too (its cases are the suite's: no --op, --seed...) */
+#define C_SUITE (C_RUN | C_CERTIFY)
 
 typedef enum { V_TEXT, V_FLAG, V_JOBS, V_SECONDS, V_SEED, V_REPEAT, V_REF, V_THREADS } value_kind;
 
@@ -98,22 +112,25 @@ typedef struct {
 
 #define OPT(name, cmds, kind, field) {name, cmds, kind, offsetof(options, field)}
 static const option_spec OPTIONS[] = {
-    OPT("--provider", C_PROVIDER | C_PLATFORMS, V_TEXT, provider),
-    OPT("--provider-lib", C_PROVIDER | C_PLATFORMS, V_TEXT, provider_lib),
-    OPT("--device", C_PROVIDER | C_LIST | C_PLATFORMS, V_TEXT, device),
-    OPT("--out", C_RUN, V_TEXT, out),
-    OPT("--op", C_RUN | C_BENCH | C_LIST, V_TEXT, op_filter),
+    OPT("--provider", C_PROVIDER | C_PLATFORMS | C_CERTIFY, V_TEXT, provider),
+    OPT("--provider-lib", C_PROVIDER | C_PLATFORMS | C_CERTIFY, V_TEXT, provider_lib),
+    OPT("--device", C_PROVIDER | C_LIST | C_PLATFORMS | C_CERTIFY, V_TEXT, device),
+    OPT("--out", C_SUITE, V_TEXT, out),
+    OPT("--op", C_SUITE | C_BENCH | C_LIST, V_TEXT, op_filter),
     OPT("--script", C_SHRINK, V_TEXT, script),
-    OPT("--resume", C_RUN, V_TEXT, resume),
+    OPT("--resume", C_SUITE, V_TEXT, resume),
     OPT("--shard", C_RUN, V_TEXT, shard),
     OPT("--baseline", C_RUN, V_TEXT, baseline),
-    OPT("--force", C_RUN, V_FLAG, force),
-    OPT("--tf32", C_PROVIDER, V_TEXT, tf32),
-    OPT("--deterministic", C_PROVIDER, V_TEXT, deterministic),
-    OPT("--attention", C_PROVIDER, V_TEXT, attention),
+    OPT("--force", C_SUITE, V_FLAG, force),
+    OPT("--tf32", C_PROVIDER | C_CERTIFY, V_TEXT, tf32),
+    OPT("--deterministic", C_PROVIDER | C_CERTIFY, V_TEXT, deterministic),
+    OPT("--attention", C_PROVIDER | C_CERTIFY, V_TEXT, attention),
     OPT("--witness", C_RUN | C_REPRO, V_TEXT, witness),
-    OPT("--policy", C_RUN, V_TEXT, policy),
-    OPT("--cpu-capability", C_RUN | C_REPRO, V_TEXT, cpu_capability),
+    OPT("--policy", C_SUITE, V_TEXT, policy),
+    OPT("--sign", C_SUITE, V_TEXT, sign),
+    OPT("--torchlean", C_CERTIFY, V_TEXT, torchlean),
+    OPT("--catalog", C_CERTIFY, V_TEXT, catalog),
+    OPT("--cpu-capability", C_SUITE | C_REPRO, V_TEXT, cpu_capability),
     OPT("--expect", C_RUN, V_FLAG, expect),
     OPT("--repeat", C_RUN | C_REPRO, V_REPEAT, repeat),
     OPT("--no-guard", C_RUN | C_REPRO, V_FLAG, no_guard),
@@ -127,12 +144,25 @@ static const option_spec OPTIONS[] = {
     OPT("--ref", C_RUN | C_REPRO | C_BENCH, V_REF, ref),
     OPT("--ref-threads", C_RUN | C_REPRO | C_BENCH, V_THREADS, ref_threads),
     OPT("--no-fork", C_RUN | C_REPRO | C_PLATFORMS, V_FLAG, no_fork),
-    OPT("-j", C_RUN, V_JOBS, jobs),
-    OPT("--jobs", C_RUN, V_JOBS, jobs),
-    OPT("--timeout", C_PROVIDER, V_SECONDS, timeout),
+    OPT("-v", C_SUITE, V_FLAG, verbose),
+    OPT("--verbose", C_SUITE, V_FLAG, verbose),
+    OPT("-q", C_SUITE, V_FLAG, quiet),
+    OPT("--quiet", C_SUITE, V_FLAG, quiet),
+    OPT("-j", C_SUITE, V_JOBS, jobs),
+    OPT("--jobs", C_SUITE, V_JOBS, jobs),
+    OPT("--timeout", C_PROVIDER | C_CERTIFY, V_SECONDS, timeout),
     OPT("--seed", C_PROVIDER | C_LIST, V_SEED, seed),
 };
 #undef OPT
+
+/* Whether option `name` was given (seen[] as parse_options fills it). */
+static int seen_option(const char *const *seen, const char *name)
+{
+    for (size_t k = 0; k < sizeof OPTIONS / sizeof OPTIONS[0]; k++)
+        if (seen[k] && strcmp(OPTIONS[k].name, name) == 0)
+            return 1;
+    return 0;
+}
 
 /* Options after the command (argv[first...]); `command` is the command's bit and `name` its
  * name. Every option once, and only where it applies: nothing is accepted with no effect. */
@@ -142,7 +172,9 @@ static int parse_options(int argc, char **argv, int first, unsigned command, con
     memset(o, 0, sizeof *o);
     o->provider = "aten";
     o->device = "cpu";
-    o->out = "out";
+    o->out = command == C_CERTIFY ? "out/certify" : "out";
+    o->certify = command == C_CERTIFY;
+    o->embedded = command == C_CERTIFY ? cc_evidence_suite : SMOKE_SUITE;
     const char *seen[sizeof OPTIONS / sizeof OPTIONS[0]] = {0};
     for (int i = first; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -156,6 +188,13 @@ static int parse_options(int argc, char **argv, int first, unsigned command, con
             if (a[0] == '-' && a[1]) { /* a file whose name starts with '-': write ./-name */
                 fprintf(stderr, "capcheck %s: unknown option %s (capcheck help %s lists them)\n",
                         name, a, name);
+                return -1;
+            }
+            if (command == C_CERTIFY) {
+                fprintf(stderr, "capcheck certify: '%s': certify runs the evidence suite built "
+                                "into capcheck and takes no case file (capcheck run FILE... "
+                                "runs files)\n",
+                        a);
                 return -1;
             }
             if (o->n_files >= 64) {
@@ -245,6 +284,18 @@ static int parse_options(int argc, char **argv, int first, unsigned command, con
     }
     if (o->force && o->resume) {
         fprintf(stderr, "capcheck %s: --force starts over and --resume finishes: give one\n",
+                name);
+        return -1;
+    }
+    if (o->resume && seen_option(seen, "--out")) {
+        fprintf(stderr, "capcheck %s: --resume %s finishes the run in %s and writes its report "
+                        "there, so --out does not apply: give --resume alone\n",
+                name, o->resume, o->resume);
+        return -1;
+    }
+    if (o->verbose && o->quiet) {
+        fprintf(stderr, "capcheck %s: -v prints every case's line and -q only the last line: "
+                        "give one\n",
                 name);
         return -1;
     }
@@ -418,13 +469,16 @@ static int load_cases(const options *o, cc_device *device, cc_case_list *cases, 
     cc_case_defaults def = {*device, o->seed};
     cc_parse_error err;
     memset(&err, 0, sizeof err);
-    if (o->n_files == 0) {
-        snprintf(files, files_len, "embedded:smoke.cases");
-        if (cc_cases_parse_text(cc_embedded_smoke_cases, "embedded:smoke.cases", &def, cases,
-                                &err)) {
+    for (int i = 0; o->n_files == 0 && o->embedded[i].name; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "embedded:%s", o->embedded[i].name);
+        if (cc_cases_parse_text(o->embedded[i].text, name, &def, cases, &err)) {
             print_parse_error(&err);
+            cc_case_list_free(cases);
             return -1;
         }
+        size_t used = strlen(files);
+        snprintf(files + used, files_len - used, "%s%s", used ? " " : "", name);
     }
     for (int i = 0; i < o->n_files; i++) {
         size_t before = cases->n;
@@ -538,6 +592,51 @@ static char *diff_with_baseline(const char *baseline, const char *dir, char *sum
     return text;
 }
 
+/* The run's provenance: the case files (or the embedded suite) and their hashes, this build,
+ * this machine, the provider's identity; and with --shard, the shard (cases keeps its cases).
+ * 0, or -1 after one sentence. */
+static int run_provenance(const options *o, const cc_provider *named, cc_case_list *cases,
+                          cc_provenance *prov)
+{
+    char msg[512], names[MAX_SUITE_FILES][160];
+    const char *paths[MAX_SUITE_FILES], *texts[MAX_SUITE_FILES];
+    int n = 0;
+    for (; !o->n_files && n < MAX_SUITE_FILES && o->embedded[n].name; n++) {
+        snprintf(names[n], sizeof names[n], "embedded:%s", o->embedded[n].name);
+        paths[n] = names[n];
+        texts[n] = o->embedded[n].text;
+    }
+    if (cc_provenance_collect(prov, o->n_files ? o->n_files : n, o->n_files ? o->files : paths,
+                              o->n_files ? NULL : texts, msg, sizeof msg) ||
+        cc_provider_identity_set(&prov->provider, named->name,
+                                 o->plugin ? cc_plugin_path(o->plugin) : NULL, msg, sizeof msg) ||
+        (o->shard && (shard_of(o->shard, &prov->shard.index, &prov->shard.count, msg,
+                               sizeof msg) ||
+                      cc_shard_select(cases, prov->shard.index, prov->shard.count, &prov->shard,
+                                      msg, sizeof msg)))) {
+        fprintf(stderr, "capcheck: %s\n", msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* --sign KEY: the finished run's manifest signed (harness/evidence/signature.h); certify's own
+ * summary names it. 0, or -1 after one sentence. */
+static int sign_run(const options *o, const char *dir)
+{
+    char msg[2048], who[400];
+    cc_run_signature s;
+    if (cc_run_sign(dir, o->sign, NULL, 0, &s, msg, sizeof msg)) {
+        fprintf(stderr, "capcheck: the run in %s is complete but unsigned: %s\n", dir, msg);
+        return -1;
+    }
+    cc_run_signer_name(&s, who, sizeof who);
+    if (!o->quiet && !o->certify)
+        printf("capcheck: signed by %s: %s/%s and %s/%s\n", who, dir, CC_MANIFEST_FILE, dir,
+               CC_MANIFEST_SIG_FILE);
+    return 0;
+}
+
 static int cmd_run(const options *o, int argc, char **argv)
 {
     cc_device device;
@@ -547,10 +646,15 @@ static int cmd_run(const options *o, int argc, char **argv)
         fprintf(stderr, "capcheck: --policy %s: %s\n", o->policy, strerror(errno));
         return 2;
     }
+    char fp[64], msg[2048];
+    if (o->sign && cc_sign_probe(o->sign, fp, msg, sizeof msg)) { /* not after an hour's run */
+        fprintf(stderr, "capcheck: --sign %s: %s\n", o->sign, msg);
+        return 2;
+    }
     if (o->baseline) { /* a baseline that cannot be read is refused before anything runs */
         cc_run base;
         char why[1024];
-        if (cc_run_load(o->baseline, 0, &base, why, sizeof why)) {
+        if (cc_diff_load(o->baseline, &base, why, sizeof why)) {
             fprintf(stderr, "capcheck: --baseline: %s\n", why);
             return 2;
         }
@@ -572,23 +676,8 @@ static int cmd_run(const options *o, int argc, char **argv)
                 before - cases.n, before);
     /* provenance: the case files' hashes, this build, this machine; and the shard */
     cc_provenance prov;
-    char msg[512];
-    const char *embedded_path = "embedded:smoke.cases", *embedded_text = cc_embedded_smoke_cases;
     const cc_provider *named = select_provider(o);
-    if (!named) {
-        cc_case_list_free(&cases);
-        return 2;
-    }
-    if (cc_provenance_collect(&prov, o->n_files ? o->n_files : 1,
-                              o->n_files ? o->files : &embedded_path,
-                              o->n_files ? NULL : &embedded_text, msg, sizeof msg) ||
-        cc_provider_identity_set(&prov.provider, named->name,
-                                 o->plugin ? cc_plugin_path(o->plugin) : NULL, msg, sizeof msg) ||
-        (o->shard && (shard_of(o->shard, &prov.shard.index, &prov.shard.count, msg,
-                               sizeof msg) ||
-                      cc_shard_select(&cases, prov.shard.index, prov.shard.count, &prov.shard,
-                                      msg, sizeof msg)))) {
-        fprintf(stderr, "capcheck: %s\n", msg);
+    if (!named || run_provenance(o, named, &cases, &prov)) {
         cc_case_list_free(&cases);
         return 2;
     }
@@ -599,8 +688,9 @@ static int cmd_run(const options *o, int argc, char **argv)
      * --force changes no result */
     char command[512] = "";
     for (int i = 0, used = 0; i < argc && used < (int)sizeof command - 1; i++) {
-        if (strcmp(argv[i], "--shard") == 0 || strcmp(argv[i], "--force") == 0) {
-            i += argv[i][2] == 's';
+        int value = strcmp(argv[i], "--shard") == 0 || strcmp(argv[i], "--sign") == 0;
+        if (value || strcmp(argv[i], "--force") == 0) {
+            i += value;
             continue;
         }
         used += snprintf(command + used, sizeof command - (size_t)used, "%s%s", used ? " " : "",
@@ -623,6 +713,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_shell_quote(dir, word, sizeof word);
     size_t used = strlen(resume);
     snprintf(resume + used, sizeof resume - used, " --resume %s", word);
+    cc_session_tally tally = {0};
     cc_session_opts so = {.provider = p,
                           .cases = cases.v,
                           .n_cases = cases.n,
@@ -647,7 +738,11 @@ static int cmd_run(const options *o, int argc, char **argv)
                           .baseline = o->baseline,
                           .since_baseline = o->baseline ? diff_with_baseline : NULL,
                           .resume_command = resume,
+                          .verbosity = o->quiet ? -1 : o->verbose,
+                          .tally = &tally,
                           .run = run_options(o)};
+    if (o->quiet)
+        so.log = NULL; /* errors still say themselves (cc_session_run) */
     cc_expectations expect = {0};
     cc_case_defaults def = {device, o->seed};
     for (int i = 0; o->expect && i < o->n_files; i++) {
@@ -663,13 +758,30 @@ static int cmd_run(const options *o, int argc, char **argv)
     if (o->expect)
         so.expect = &expect;
     int rc = cc_session_run(&so);
+    if ((rc == 0 || rc == 1) && o->sign && sign_run(o, so.out_dir))
+        rc = 2;
     cc_expect_free(&expect);
     cc_case_list_free(&cases);
     free(prov.shard.global);
-    if ((rc == 0 || rc == 1) &&
-        cc_write_report_html(so.out_dir, o->policy, "capcheck", stdout, stderr))
+    /* certify writes report.html with its verdicts, and its own summary says where all is */
+    if ((rc == 0 || rc == 1) && !o->certify &&
+        cc_write_report_html(so.out_dir, o->policy, "capcheck", o->quiet ? NULL : stdout, stderr))
         rc = 2;
+    if ((rc == 0 || rc == 1) && !o->certify && tally.written && (tally.large || o->quiet))
+        cc_session_print_closing(&tally, so.out_dir, stdout);
     return rc;
+}
+
+/* capcheck certify (harness/certify.h): what it reads is checked first, then the evidence suite
+ * runs as capcheck run runs it, then it is judged. */
+static int cmd_certify(const options *o, int argc, char **argv)
+{
+    cc_certify_opts co = {o->resume ? o->resume : o->out, o->policy, o->catalog, o->torchlean,
+                          o->sign};
+    if (cc_certify_check(&co, stderr))
+        return 2;
+    int rc = cmd_run(o, argc, argv);
+    return rc == 0 || rc == 1 ? cc_certify_finish(&co, stdout, stderr) : rc;
 }
 
 /* The one case line that repro and shrink take; 0, or -1 after one sentence on stderr. */
@@ -1037,8 +1149,10 @@ int main(int argc, char **argv)
         return 2;
     }
     int is_run = strcmp(argv[1], "run") == 0, is_repro = strcmp(argv[1], "repro") == 0,
-        is_shrink = strcmp(argv[1], "shrink") == 0, is_bench = strcmp(argv[1], "bench") == 0;
-    unsigned command = is_run      ? C_RUN
+        is_shrink = strcmp(argv[1], "shrink") == 0, is_bench = strcmp(argv[1], "bench") == 0,
+        is_certify = strcmp(argv[1], "certify") == 0;
+    unsigned command = is_certify  ? C_CERTIFY
+                       : is_run    ? C_RUN
                        : is_repro  ? C_REPRO
                        : is_shrink ? C_SHRINK
                        : is_bench  ? C_BENCH
@@ -1048,7 +1162,7 @@ int main(int argc, char **argv)
     if (parse_options(argc, argv, is_list_cases || is_list_platforms ? 3 : 2, command, argv[1], &o) ||
         apply_math_modes(&o))
         return 2;
-    if (resolve_levels(&o, is_run))
+    if (resolve_levels(&o, is_run || is_certify))
         return 2;
     if (o.provider_lib) { /* --provider-lib replaces --provider */
         char msg[1024];
@@ -1076,7 +1190,10 @@ int main(int argc, char **argv)
     else if (is_bench)
         rc = cmd_bench(&o);
     else if (open_witnesses(&o) == 0)
-        rc = is_run ? cmd_run(&o, argc, argv) : is_repro ? cmd_repro(&o) : cmd_shrink(&o);
+        rc = is_certify ? cmd_certify(&o, argc, argv)
+             : is_run   ? cmd_run(&o, argc, argv)
+             : is_repro ? cmd_repro(&o)
+                        : cmd_shrink(&o);
     for (int k = 0; k < CC_MAX_WITNESSES; k++)
         cc_plugin_close(o.witness_plugins[k]);
     cc_plugin_close(o.plugin);

@@ -10,23 +10,25 @@ closure of its public imports); that the module's name, its file and its namespa
 that every line passes TorchLean's own lint (tests/lean_lint.py). On top it checks what
 TorchLean's planner would check (KernelCapsule.contractsAligned: each contract's claim matches
 its field, op and vjpMode) and what capcheck promises: trustLevel .checked; value and VJP
-evidence naming the report in the header; runtimeGuard names TorchLean has for that provider,
-device, op and field; unique names; capsuleModule holding every capsule once; profiles named
-"<TorchLean's name>+capcheck"; and, with --results, each capsule's vjpMode equal to the mode the
-results state for its op (or .none when no VJP check passed).
+evidence naming the report in the header (a signed run's: the signer and the manifest the header
+names); runtimeGuard names TorchLean has for that provider, device, op and field; unique names;
+capsuleModule holding every capsule once; profiles named "<TorchLean's name>+capcheck"; and,
+with --results, each capsule's vjpMode equal to the mode the results state for its op (or .none
+when no VJP check passed).
 
   check_lean_module.py TSV MODULE.lean [--results results.jsonl] [--self-test]
   check_lean_module.py --package DIR TSVDIR        (a folder emit-lean --package wrote)
   check_lean_module.py --goldens tests/golden providers/torchlean     (what CTest runs)
 
---self-test plants one fault at a time into the module and fails unless each is rejected for
-its own reason (PLANTED below: an unknown constructor, field, namespace, import or op, a missing
-argument, a stray "-/" in a comment, a capsule left out of the module, another report's hash, a
-field given twice, a line over the width, a missing import, a constructor absent at that commit,
-a wrong module path, a trailing space, a quoted path, DocGen math, an em-dash, a VJP mode other
-than the one that ran). --goldens checks every golden module DIR/<run>.<commit7>.lean against
-TSVDIR/<commit>.tsv and DIR/<run>/results.jsonl, self-tests each, and requires a golden of every
-run for every TorchLean commit. Exit 0 when all is well, 1 with one line per problem.
+--self-test plants one fault at a time into the module and fails unless each is rejected for its
+own reason (PLANTED below: an unknown constructor, field, namespace, import or op, a missing
+argument, a stray "-/" in a comment, a capsule left out of the module, another report's hash (a
+signed run's module: another signer), a field given twice, a line over the width, a missing
+import, a constructor absent at that commit, a wrong module path, a trailing space, a quoted
+path, DocGen math, an em-dash, a VJP mode other than the one that ran). --goldens checks every
+golden module DIR/<run>.<commit7>.lean against TSVDIR/<commit>.tsv and DIR/<run>/results.jsonl,
+self-tests each, and requires a golden of every run for every TorchLean commit. Exit 0 when all
+is well, 1 with one line per problem.
 """
 import glob
 import json
@@ -422,6 +424,11 @@ class Checker:
         self.report = m.group(1) if m else None
         if not m:
             self.bad("the header names no report sha256")
+        # a signed run's module names who vouched for it: the key and the manifest it signed
+        m = re.search(r"Signed:\s+by\s+the\s+key\s+(SHA256:[A-Za-z0-9+/]{43});\s+its\s+manifest"
+                      r"\s+sha256:([0-9a-f]{64})", self.text)
+        self.suite = (f"capcheck run signed by {m.group(1)} manifest sha256:{m.group(2)}" if m else
+                      f"capcheck report sha256:{self.report}")
         m = re.search(r"Module:\s+([A-Za-z0-9_.]+), the file\s+(\S+)", self.text)
         self.module_name, self.module_file = (m.group(1), m.group(2)) if m else (None, None)
         self.rel_path = self.module_file if self.module_name and \
@@ -503,7 +510,7 @@ class Checker:
                 if not ev:
                     continue
                 kind, args = ev
-                if kind == "testSuite" and args[0] != f"capcheck report sha256:{self.report}":
+                if kind == "testSuite" and args[0] != self.suite:
                     self.bad(f"{ident}: {k} names another suite: {args[0]}")
                 if kind == "runtimeGuard":
                     field = {"shapeContract": "shape", "layoutContract": "layout"}.get(k)
@@ -634,7 +641,7 @@ def other_ctor(sig, all_sigs):
     return others[0] if others else "scaledDotProductAttention"
 
 
-def planted(sig, all_sigs):
+def planted(sig, all_sigs, signed=False):
     """(what, pattern, replacement, a words of the reason it must be rejected for)."""
     c7 = sig.commit[:7]
     return [
@@ -652,7 +659,9 @@ def planted(sig, all_sigs):
         ("a capsule outside capsuleModule", r"capsules := #\[cap_\w+,?\s*", "capsules := #[",
          "does not hold every capsule"),
         ("another report's hash", r'"capcheck report sha256:[0-9a-f]',
-         '"capcheck report sha256:g', "names another suite"),
+         '"capcheck report sha256:g', "names another suite") if not signed else
+        ("another signer", r'(\.testSuite "capcheck run signed by (?:\\\n\s*)?SHA256:)',
+         "\\1Z", "names another suite"),
         ("a field given twice", r"(  supportsForward := true\n)", "\\1\\1", "given twice"),
         ("a line over the width", r"/-- The capsules this report upgrades",
          "/-- The capsules (this line is far too long for the hundred columns TorchLean's lint "
@@ -679,7 +688,7 @@ def self_test(sig, text, results, all_sigs):
     if found:
         return ["the unplanted module does not pass: " + "; ".join(found)]
     failures = []
-    for what, pattern, repl, reason in planted(sig, all_sigs):
+    for what, pattern, repl, reason in planted(sig, all_sigs, "\nSigned:    by the key " in text):
         text2, n = re.subn(pattern, repl, text, count=1)
         found = check(sig, text2, results) if n else []
         if n == 0:

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "core/json.h"
+
 /* Run `sh -c "<prefix> capcheck <args>"`; returns the exit code, with stdout and stderr
  * together in out. prefix may set a folder or environment ("cd X && ", "VAR=1 "). */
 static __attribute__((unused)) int cc_t_run(const char *prefix, const char *args, char *out, size_t n)
@@ -55,6 +57,21 @@ static __attribute__((unused)) char *cc_t_slurp(const char *path, size_t *len)
     if (len)
         *len = n;
     return b;
+}
+
+/* The JSON file at path, parsed; fails the test when it cannot be read or parsed. */
+static __attribute__((unused)) cc_json *cc_t_json_file(const char *path)
+{
+    char msg[256];
+    size_t n;
+    char *text = cc_t_slurp(path, &n);
+    if (!text)
+        fail_msg("cannot read %s", path);
+    cc_json *j = cc_json_parse(text, n, msg, sizeof msg);
+    free(text);
+    if (!j)
+        fail_msg("%s: %s", path, msg);
+    return j;
 }
 
 static __attribute__((unused)) void cc_t_write(const char *path, const char *text)

@@ -6,9 +6,11 @@ html_browser):
       renders with no console error, no exception and no request but the file itself; the
       verdict names the failures; the failures section lists every planted failing op x dtype,
       each with min(3, failing) repro lines that are failing cases of results.jsonl; the heat
-      map has exactly one cell per op x dtype of report.json's rows (and of results.jsonl); the
-      page prints (a PDF)
-  report.html of an all-pass run: no failures section, an all-passed verdict
+      map has exactly one cell per op x dtype of report.json's rows (and of results.jsonl), the
+      failing ones red and every other one white to green; the page prints (a PDF)
+  report.html of an all-pass run: no failures section, an all-passed verdict, every heat cell
+      white to green (never a warning colour), the legend's passing classes white to green and
+      deeper with the ratio
   history.html over the synthetic nights of test_history (CAPCHECK_HISTORY_KEEP): renders clean;
       the drift table holds the two planted drifts (softmax f32 at n4 with the stack change,
       add f64 at n3), the failures table linear f32 from n3 (still failing) and exp f32 from n2
@@ -56,6 +58,52 @@ def clean(page, path):
     others = [u for u in page.requests if u != url]
     if others:
         fail("%s made requests beyond itself: %s" % (path, others))
+
+
+def rgb(css):
+    m = re.match(r"rgba?\((\d+), (\d+), (\d+)", css)
+    if not m:
+        fail("not a colour: %s" % css)
+    return tuple(int(x) for x in m.groups())
+
+
+def passing_colour(c):
+    """White or a green: green the largest channel (no yellow, orange or red)."""
+    r, g, b = c
+    return g >= r and g >= b
+
+
+def heat_cells(page):
+    """[op, dtype, class, background rgb] of every cell of the heat map."""
+    cells = page.eval("""Array.from(document.querySelectorAll('#heatmap td.cell')).map(
+        td => [td.dataset.op, td.dataset.dtype, td.className, getComputedStyle(td).backgroundColor])""")
+    return [(op, dt, cls, rgb(bg)) for op, dt, cls, bg in cells]
+
+
+def check_heat_colours(cells, what):
+    """Failing cells red, the others (passing, nothing compared) white to green."""
+    for op, dt, cls, c in cells:
+        if "hx" in cls.split():
+            if not (c[0] >= 150 and c[1] < 100 and c[2] < 100):
+                fail("%s: failing heat cell %s %s is not red: rgb%s" % (what, op, dt, c))
+        elif "hu" not in cls.split() and not passing_colour(c):
+            fail("%s: passing heat cell %s %s (%s) is not white to green: rgb%s"
+                 % (what, op, dt, cls, c))
+
+
+def check_legend(page):
+    """The passing classes h0..h6 from white to green, each deeper than the one before."""
+    legend = page.eval("""Array.from(document.querySelectorAll('.legend span')).map(
+        s => [s.className, getComputedStyle(s).backgroundColor])""")
+    shades = [(cls, rgb(bg)) for cls, bg in legend if re.fullmatch(r"h[0-6]", cls)]
+    if [cls for cls, _ in shades] != ["h%d" % k for k in range(7)]:
+        fail("the legend's passing classes are %s" % [cls for cls, _ in shades])
+    if shades[0][1] != (255, 255, 255):
+        fail("the legend's exact class is not white: rgb%s" % (shades[0][1],))
+    light = [sum(c) for _, c in shades]
+    for (cls, c), before, now in zip(shades[1:], light, light[1:]):
+        if not passing_colour(c) or now >= before:
+            fail("legend class %s rgb%s is not a green deeper than the one before" % (cls, c))
 
 
 def results_of(run_dir):
@@ -110,6 +158,7 @@ def check_failing_report(b, args, tmp):
     red = {(op, dt) for op, dt, cls in heat if "hx" in cls.split()}
     if red != set(failing):
         fail("red heat cells %s are not the failing ones %s" % (sorted(red), sorted(failing)))
+    check_heat_colours(heat_cells(page), "planted")
     pdf = page.pdf()
     if not pdf.startswith(b"%PDF") or len(pdf) < 10000:
         fail("printing report.html gave no PDF")
@@ -128,7 +177,14 @@ def check_passing_report(b, args, tmp):
         fail("an all-pass report.html has a failures section")
     if "passed" not in page.eval("document.getElementById('verdict').textContent"):
         fail("an all-pass report.html does not say so")
-    return "all-pass: no failures section"
+    cells = heat_cells(page)
+    if not cells:
+        fail("an all-pass report.html has no heat map")
+    check_heat_colours(cells, "all-pass")
+    if any("hx" in cls.split() for _, _, cls, _ in cells):
+        fail("an all-pass report.html has a red heat cell")
+    check_legend(page)
+    return "all-pass: no failures section; %d heat cells white to green" % len(cells)
 
 
 def check_history(b, args, tmp):

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_readme_examples: scripts/readme-examples has teeth. Scratch pages whose shown output is
-right must pass; a wrong count, a changed line, a missing line, an extra line, a refused command,
-a wrong `exit N`, a loose rule stretched too far and a broken link must each fail (exit 1) naming
+right must pass (a hash matching another of its length); a wrong count, a changed line, a missing
+line, an extra line, a refused command, a wrong `exit N`, a loose rule stretched too far and a
+broken link must each fail (exit 1) naming
 the page, the block's line and what differs.
 
     tests/readme_examples_check.py --build BUILD_DIR     (needs BUILD_DIR/capcheck)
@@ -97,6 +98,16 @@ vjp:      worst bound ratio %s
         results.append(check(build, page(d, "ratio.md", RATIOS % "1"), 0))
         results.append(check(build, page(d, "ratio-fail.md", RATIOS % "1.5"), 1, ["line 2"]))
         results.append(check(build, page(d, "ratio-big.md", RATIOS % "2.3e+06"), 1, ["line 2"]))
+        # a hash matches any hash of its length, also after an underscore (a module's name), and
+        # only of its length
+        HASH = "```sh\necho Report_0123abcd4567ef89.lean\n```\n```text\nReport_%s.lean\n```\n"
+        results.append(check(build, page(d, "hash.md", HASH % "fedcba9876543210"), 0))
+        results.append(check(build, page(d, "hash-length.md", HASH % "fedcba98765432"), 1, ["line 1"]))
+        # an SSH key's fingerprint matches any fingerprint (each example makes its key), not any text
+        FP = "```sh\necho 'signed by SHA256:%s.'\n```\n```text\nsigned by SHA256:%s.\n```\n"
+        results.append(check(build, page(d, "fingerprint.md", FP % ("a+/" * 14 + "b", "Zz9" * 14 + "y")), 0))
+        results.append(check(build, page(d, "fingerprint-short.md", FP % ("a+/" * 14 + "b", "Zz9" * 14)),
+                             1, ["line 1"]))
         # a refused command fails its block
         results.append(check(build, page(d, "refused.md", "```sh\nbuild/capcheck repro 'relu dtype=f33'\n```\n"), 1,
                              ["refused.md:7: the block's command exited 2"]))

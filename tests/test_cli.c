@@ -1,7 +1,11 @@
 /* The command line as a user meets it: bad input gives one sentence naming file, line and
  * column with exit code 2; a run writes its three outputs; repro reruns one line; list ops
- * names the whole vocabulary; list cases prints the lines a run runs; bench measures. */
+ * names the whole vocabulary; list cases prints the lines a run runs; bench measures; a message
+ * names the real problem (count= in one case line, a rank-9 shape, a file's byte-order mark,
+ * validate given a folder). */
 #include "cli_util.h"
+
+#include <sys/stat.h>
 
 static char tmpdir[256];
 
@@ -240,6 +244,54 @@ static void test_ref_options(void **state)
     assert_non_null(strstr(out, "capcheck: 1 cases on reference"));
 }
 
+/* Messages that name the real problem (each once named the wrong one). */
+static void test_messages_name_the_real_problem(void **state)
+{
+    (void)state;
+    char out[8192], args[1024], path[512];
+    /* count= is a generator key: valid in a file, not in the one line repro takes */
+    assert_int_equal(cc_t_run(NULL, "repro 'relu count=3' --provider reference", out, sizeof out),
+                     2);
+    assert_non_null(strstr(out, "case line:1:6: 'count' is for generator lines in case files; "
+                                "one case line (repro, shrink) gives its shapes with in=[...]"));
+    assert_null(strstr(out, "unknown key"));
+    /* a rank-9 shape is over the rank limit, not over the inputs' */
+    assert_int_equal(cc_t_run(NULL, "repro 'relu in=[1,1,1,1,1,1,1,1,1]' --provider reference",
+                              out, sizeof out),
+                     2);
+    assert_non_null(strstr(out, "shape list '[1,1,1,1,1,1,1,1,1]': input 1 has 9 dimensions; a "
+                                "tensor has at most 8"));
+    assert_null(strstr(out, "inputs"));
+    assert_int_equal(cc_t_run(NULL, "repro 'concat in=[1],[1],[1],[1],[1],[1],[1],[1],[1]' "
+                                    "--provider reference",
+                              out, sizeof out),
+                     2);
+    assert_non_null(strstr(out, "it gives 9 shapes; an op takes at most 8 inputs"));
+    /* a file an editor saved with a UTF-8 byte-order mark */
+    write_file("bom.cases", "\xef\xbb\xbfrelu in=[3] seed=1\nrelu in=[2] seed=2\n", path,
+               sizeof path);
+    snprintf(args, sizeof args, "run %s --provider reference --out %s/bom", path, tmpdir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "2 cases on reference"));
+    snprintf(args, sizeof args, "list cases %s", path);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    assert_int_equal(strncmp(out, "relu dtype=f32 device=cpu in=[3] ", 33), 0);
+    /* validate given a run folder reads its report.json; a folder without one is said so */
+    snprintf(args, sizeof args, "validate %s/bom", tmpdir);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    char want[700];
+    snprintf(want, sizeof want, "capcheck validate: %s/bom/report.json conforms to ", tmpdir);
+    assert_non_null(strstr(out, want));
+    snprintf(path, sizeof path, "%s/empty", tmpdir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(args, sizeof args, "validate %s", path);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 2);
+    snprintf(want, sizeof want, "capcheck validate: %s is a folder, not a JSON file, and holds no "
+                                "report.json", path);
+    assert_non_null(strstr(out, want));
+    assert_null(strstr(out, "is not JSON"));
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/capcheck-cli-XXXXXX");
@@ -255,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_only_aten_runs_load_the_shim),
         cmocka_unit_test(test_only_cuda_runs_load_the_cuda_providers),
         cmocka_unit_test(test_ref_options),
+        cmocka_unit_test(test_messages_name_the_real_problem),
     };
     int rc = cmocka_run_group_tests_name("cli", tests, NULL, NULL);
     if (cc_t_remove_dir(tmpdir) != 0)

@@ -105,8 +105,8 @@ static void test_upgrades_exactly_what_the_policy_allows(void **state)
     assert_int_equal(cc_t_count(out, "\nchecked "), 2);
     expect_in(out, "checked          capcheck.oracle.add f32 (required): 15 passing of 15, VJP 15");
     expect_in(out, "checked          capcheck.oracle.add f64 (required): 15 passing of 15, VJP 15");
-    expect_in(out, "; edges nan; seed 0; report sha256:");
-    expect_in(out, "seed 0; report sha256:");
+    expect_in(out, "; edges nan; distinct: ");
+    expect_in(out, " layouts, 1 edge classes; seed 0; report sha256:");
     expect_in(out, "trustedExternal  capcheck.oracle.softmax f32 (catalog: trustedExternal):\n"
                    "  - layout classes not covered by a passing case: transpose, bcast\n");
     expect_in(out, "trustedExternal  capcheck.oracle.matmul f64 (catalog: trustedExternal):\n"
@@ -252,7 +252,11 @@ static void test_refuses_another_libtorch(void **state)
     char dir[512], path[700], p[512];
     policy("pv.conf", "libtorch_version 2.15.0\n", p, sizeof p);
     assert_int_equal(gate(p, run_dir), 2);
-    expect_in(out, "names no libtorch version (provider: capcheck float64 reference");
+    /* which provider, and which rule of the policy */
+    expect_in(out, "names no libtorch version: its provider is reference (capcheck float64 "
+                   "reference");
+    expect_in(out, "(libtorch_version: a policy with libtorch_version any, given with --policy, "
+                   "judges this run)");
     expect_in(out, "requires libtorch 2.15.0");
     /* a report from another libtorch, sealed as capcheck would have sealed it; one that does
      * not record who ran (an older capcheck), since a built-in reference's or a plugin's
@@ -387,7 +391,8 @@ static void test_evidence_binds_to_the_provider_that_ran(void **state)
     free(rep);
     policy("pv_odd.conf", "libtorch_version 2.15.0\n", p, sizeof p);
     assert_int_equal(gate(p, dir), 2);
-    expect_in(out, "names no libtorch version (provider: libtorch 2.15.0; cuda 12.1;");
+    expect_in(out, "names no libtorch version: its provider is the plugin 2fast-/a_b (libtorch "
+                   "2.15.0; cuda 12.1;");
     /* ... and no built-in's capsules: its own */
     policy("pv_any.conf", "", p, sizeof p);
     assert_int_equal(gate(p, dir), 1); /* its add checked, its softmax not */

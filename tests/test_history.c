@@ -129,15 +129,9 @@ static int history(const char *to, const char *extra)
 
 static cc_json *history_json(const char *to)
 {
-    char path[700], msg[256];
+    char path[700];
     snprintf(path, sizeof path, "%s/%s/history.json", tmp, to);
-    size_t n;
-    char *text = cc_t_slurp(path, &n);
-    assert_non_null(text);
-    cc_json *j = cc_json_parse(text, n, msg, sizeof msg);
-    free(text);
-    if (!j)
-        fail_msg("%s: %s", path, msg);
+    cc_json *j = cc_t_json_file(path);
     const char *schema;
     assert_int_equal(cc_json_string(j, "schema", &schema), 0);
     assert_string_equal(schema, "capcheck-history/1");

@@ -57,7 +57,12 @@ static void test_page_of_a_failing_run(void **state)
 {
     (void)state;
     assert_non_null(strstr(out, "capcheck: report.html in "));
-    assert_non_null(strstr(out, "gate: 3 of 5 capsule x dtype checked under"));
+    /* the gate's line says why: failures, not thin evidence (so no command to gather more) */
+    expect_in(out, "capcheck: gate: 3 of 5 capsule x dtype x platform checked under ");
+    expect_in(out, ": 2 of the 2 held back have a case that did not pass (the first, "
+                   "plugin.mutants.cpu.softmax f32 on cpu:");
+    expect_in(out, "4 of 8 cases did not pass");
+    assert_null(strstr(out, "certify"));
     char *html = page_of(planted);
     /* self-contained */
     assert_non_null(strstr(html, "Content-Security-Policy\" content=\"default-src 'none'"));
@@ -99,8 +104,10 @@ static void test_page_of_a_failing_run(void **state)
     /* the verdict, the gate's verdicts: softmax held back by its failures */
     assert_non_null(strstr(html, "cases did not pass, in 2 op \xc3\x97 dtype cells"));
     assert_non_null(strstr(html, "id=\"gate-summary\""));
-    assert_non_null(strstr(html, "<b>3 of 5</b> capsule \xc3\x97 dtype checked"));
+    assert_non_null(strstr(html, "<b>3 of 5</b> capsule \xc3\x97 dtype \xc3\x97 platform checked"));
     assert_int_equal(cc_t_count(html, "mutants.cpu.softmax</td>"), 2);
+    /* what each verdict's evidence spans: linear f64 has 3 passing cases */
+    expect_in(html, "<td>3 passing inputs; 3 shapes, 1 layouts, 0 edge classes</td>");
     free(html);
 }
 

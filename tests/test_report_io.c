@@ -299,7 +299,7 @@ static void test_diff_catches_a_planted_regression(void **state)
     free(t);
     snprintf(args, sizeof args, "diff %s %s", good, edited);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
-    expect_in(out, "(unsealed, 17 cases)");
+    expect_in(out, "(unsealed, 17 cases; a report kept alone, no results)");
     expect_row(out, "regression   plugin.mutants.cpu.softmax f32", key,
                ": passing (8/8) -> failing (2 of 8 did not pass)");
     expect_in(out, "1 regressions, 0 fixed, 0 new failures");
@@ -387,8 +387,9 @@ static void golden(const char *args, int want_rc, const char *file)
 /* The golden TorchLean modules, one per run and TorchLean commit targeted (tests/golden/regenerate
  * writes them; tests/check_lean_module.py checks their names against TorchLean's and their lines
  * against its lint): a checked ATen run, a partly checked run of a plugin pinned to TorchLean's
- * reference capsules, and a run with names hard on Lean text. A run of the oracle has nothing to
- * emit: one sentence, exit 1. */
+ * reference capsules, and a run with names hard on Lean text; the checked run is signed, and its
+ * modules name the signer (tests/golden/allowed_signers allows its key). A run of the oracle has
+ * nothing to emit: one sentence, exit 1. */
 static void test_golden_gate_and_lean(void **state)
 {
     (void)state;
@@ -396,7 +397,7 @@ static void test_golden_gate_and_lean(void **state)
                                           "996dda06ed8af8842d6126a8e403d16221e700ca"};
     const char *g = "tests/golden";
     char args[1024], file[64];
-    static const char *const runs[][2] = {{"checked", ""},
+    static const char *const runs[][2] = {{"checked", "--allowed-signers tests/golden/allowed_signers"},
                                           {"partly", "--catalog tests/golden/partly.catalog.tsv"},
                                           {"unusual", "--catalog tests/golden/unusual.catalog.tsv"}};
     for (int c = 0; c < 2; c++) {

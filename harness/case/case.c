@@ -209,6 +209,38 @@ static int parse_shape_list(const char *s, ref_shape *shapes, int max, int *n)
     return *n > 0 ? 0 : -1;
 }
 
+/* Why a shape list that parse_shape_list refused is wrong, when it is a limit rather than its
+ * writing: more inputs than `max`, or an input of more than REF_MAX_RANK dimensions. 0 when it
+ * is neither (then it is malformed). */
+static int shape_list_limit(const char *s, int max, char *why, size_t n)
+{
+    int inputs = 0, dims = 0, in_shape = 0;
+    for (; *s; s++) {
+        if (*s == '[') {
+            in_shape = 1;
+            dims = 0;
+            inputs++;
+        } else if (*s == ']') {
+            in_shape = 0;
+            if (dims > REF_MAX_RANK) {
+                if (max == 1)
+                    snprintf(why, n, "it has %d dimensions; a tensor has at most %d", dims,
+                             REF_MAX_RANK);
+                else
+                    snprintf(why, n, "input %d has %d dimensions; a tensor has at most %d",
+                             inputs, dims, REF_MAX_RANK);
+                return 1;
+            }
+        } else if (in_shape && (dims == 0 || s[-1] == ','))
+            dims += *s != ']';
+    }
+    if (inputs > max) {
+        snprintf(why, n, "it gives %d shapes; an op takes at most %d inputs", inputs, max);
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- tokens -------------------------------------------------------------------------------- */
 
 #define MAX_TOKENS 48
@@ -332,10 +364,13 @@ static int set_param(const ref_op *op, const param_spec *ps, const char *val, in
     }
     case PK_SHAPE: {
         int n;
+        char why[128];
         if (parse_shape_list(val, (ref_shape *)field, 1, &n))
-            return fail(err, col,
-                        "'%s' wants one shape like [2,3] (at most 2^48 elements), got '%s'",
-                        ps->key, val);
+            return shape_list_limit(val, 1, why, sizeof why)
+                       ? fail(err, col, "'%s' wants one shape like [2,3]: %s", ps->key, why)
+                       : fail(err, col,
+                              "'%s' wants one shape like [2,3] (at most 2^48 elements), got '%s'",
+                              ps->key, val);
         return 0;
     }
     case PK_NAME:
@@ -594,6 +629,16 @@ static int parse_layout_value(const char *v, int col, cc_case *c, cc_parse_error
 
 /* ---- explicit case lines ------------------------------------------------------------------- */
 
+/* The keys only a generator line (count=N ...) takes. */
+static int is_generator_key(const char *k)
+{
+    static const char *const KEYS[] = {"count", "size", "rank", "zero", "params", "except"};
+    for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++)
+        if (strcmp(k, KEYS[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c,
                         cc_parse_error *err)
 {
@@ -625,11 +670,14 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
                 return fail(err, col, "%s", why);
             }
         } else if (strcmp(k, "in") == 0) {
+            char why[128];
             if (parse_shape_list(v, c->shape, REF_MAX_INPUTS, &c->n_in))
-                return fail(err, col,
-                            "malformed shape list '%s' (write in=[2,3],[3]; at most %d inputs, "
-                            "extents >= 0, at most 2^48 elements each)",
-                            v, REF_MAX_INPUTS);
+                return shape_list_limit(v, REF_MAX_INPUTS, why, sizeof why)
+                           ? fail(err, col, "shape list '%s': %s", v, why)
+                           : fail(err, col,
+                                  "malformed shape list '%s' (write in=[2,3],[3]; at most %d "
+                                  "inputs, extents >= 0, at most 2^48 elements each)",
+                                  v, REF_MAX_INPUTS);
             have_in = 1;
             in_col = col;
         } else if (strcmp(k, "layout") == 0) {
@@ -657,6 +705,12 @@ static int parse_tokens(const tokens *t, const cc_case_defaults *def, cc_case *c
                 return -1;
         } else {
             const param_spec *ps = find_param(k);
+            if (!ps && is_generator_key(k))
+                return fail(err, t->col[i],
+                            "'%s' is for generator lines in case files; one case line (repro, "
+                            "shrink) gives its shapes with in=[...] (capcheck list cases FILE "
+                            "prints the lines a generator line expands to)",
+                            k);
             if (!ps)
                 return fail(err, t->col[i], "unknown key '%s'", k);
             if (set_param(c->op, ps, v, t->col[i], col, &c->params, &spatial_seen, err))
@@ -1333,12 +1387,16 @@ static int expand_generator(const tokens *t, const cc_case_defaults *def, cc_cas
     return 0;
 }
 
-/* The lines of text[0..len): a NUL byte is an error (the rest of its line would be lost). */
+/* The lines of text[0..len): a NUL byte is an error (the rest of its line would be lost). A
+ * UTF-8 byte-order mark that an editor put at the start of the file is not part of its first
+ * line. */
 static int parse_lines(const char *text, size_t len, const char *name,
                        const cc_case_defaults *def, cc_case_list *out, cc_parse_error *err)
 {
     int line_no = 0;
     const char *p = text, *stop = text + len;
+    if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0)
+        p += 3;
     while (p < stop) {
         line_no++;
         const char *eol = memchr(p, '\n', (size_t)(stop - p));

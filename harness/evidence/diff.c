@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/dtype.h"
 #include "harness/evidence/merge.h"
@@ -139,6 +140,45 @@ static void describe(char *buf, size_t n, const diff_row *r)
         snprintf(buf, n, "unsupported (%ld of %ld)", r->unsupported, r->cases);
 }
 
+/* What a run or merge leaves beside its report; scripts/baseline keeps none of it. */
+static int is_run_folder(const char *dir)
+{
+    static const char *const LEFT[] = {"results.jsonl", "run.json", "report.html",
+                                       "report.junit.xml"};
+    for (size_t i = 0; i < sizeof LEFT / sizeof LEFT[0]; i++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/%s", dir, LEFT[i]);
+        if (access(path, F_OK) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int cc_diff_load(const char *path, cc_run *run, char *msg, size_t len)
+{
+    if (cc_run_load(path, 0, run, msg, len))
+        return -1;
+    if (run->prov.shard.present) {
+        snprintf(msg, len, "%s is shard %d/%d of a run: diff the report capcheck merge makes of "
+                           "its %d shard folders",
+                 run->report_path, run->prov.shard.index, run->prov.shard.count,
+                 run->prov.shard.count);
+        cc_run_free(run);
+        return -1;
+    }
+    if (!is_run_folder(run->dir))
+        return 0; /* a report kept alone: its rows */
+    cc_run_free(run);
+    return cc_run_load(path, CC_LOAD_RESULTS, run, msg, len);
+}
+
+/* "sealed, 8842 cases; its results.jsonl matches": what was read of one side. */
+static void side_said(const cc_run *r, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s, %ld cases; %s", r->sealed ? "sealed" : "unsealed", r->cases,
+             r->n_results ? "its results.jsonl matches" : "a report kept alone, no results");
+}
+
 int cc_diff_command(const char *base_path, const char *new_path, double drift, int fail_on_drift,
                     const cc_catalog *cat, FILE *out, FILE *err)
 {
@@ -146,11 +186,11 @@ int cc_diff_command(const char *base_path, const char *new_path, double drift, i
     cc_run base, neu;
     diff_row *br = NULL, *nr = NULL;
     size_t nb = 0, nn = 0;
-    if (cc_run_load(base_path, 0, &base, msg, sizeof msg)) {
+    if (cc_diff_load(base_path, &base, msg, sizeof msg)) {
         fprintf(err, "capcheck diff: %s\n", msg);
         return 2;
     }
-    if (cc_run_load(new_path, 0, &neu, msg, sizeof msg)) {
+    if (cc_diff_load(new_path, &neu, msg, sizeof msg)) {
         fprintf(err, "capcheck diff: %s\n", msg);
         cc_run_free(&base);
         return 2;
@@ -163,10 +203,11 @@ int cc_diff_command(const char *base_path, const char *new_path, double drift, i
         cc_run_free(&neu);
         return 2;
     }
-    fprintf(out, "capcheck diff: base %s (%s, %ld cases)\n", base.report_path,
-            base.sealed ? "sealed" : "unsealed", base.cases);
-    fprintf(out, "capcheck diff: new  %s (%s, %ld cases)\n", neu.report_path,
-            neu.sealed ? "sealed" : "unsealed", neu.cases);
+    char said[160];
+    side_said(&base, said, sizeof said);
+    fprintf(out, "capcheck diff: base %s (%s)\n", base.report_path, said);
+    side_said(&neu, said, sizeof said);
+    fprintf(out, "capcheck diff: new  %s (%s)\n", neu.report_path, said);
     if (strcmp(base.provider_description, neu.provider_description) != 0)
         fprintf(out, "capcheck diff: the provider changed: '%s' -> '%s'\n",
                 base.provider_description, neu.provider_description);

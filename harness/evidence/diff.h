@@ -16,18 +16,28 @@
  *                4, --drift F) either way; ratios below 0.01 count as 0.01 (a change among
  *                near-exact results is noise, not drift);
  *   new          a row NEW has and BASE had not, passing.
+ * What it reads: the rows of each side's report.json. A side that is a run (its folder holds
+ * what capcheck run or merge leaves beside the report: results.jsonl, run.json, report.html or
+ * report.junit.xml) must hold its results.jsonl, matching the report's results digest; a report
+ * kept alone (report.json and its seal, as scripts/baseline keeps reports/baseline) is read as
+ * it is. The first two lines say which each side was.
  * Exit code: 1 when there is a regression or a new failure (or drift, with --fail-on-drift),
- * 0 otherwise, 2 for unusable input (unreadable, not a report, a broken .sha256 seal; a report
- * without a seal is read, and said to be unsealed). */
+ * 0 otherwise, 2 for unusable input (unreadable, not a report, a broken .sha256 seal, a run
+ * whose results.jsonl is missing or does not match, a shard of a run; a report without a seal
+ * is read, and said to be unsealed). */
 #ifndef CAPCHECK_DIFF_H
 #define CAPCHECK_DIFF_H
 
 #include <stdio.h>
 
+#include "harness/evidence/merge.h"
 #include "harness/report/capsules.h"
 
 #define CC_DIFF_DEFAULT_DRIFT 4.0
 #define CC_DIFF_RATIO_FLOOR 0.01
+
+/* One side of a diff (a folder or its report.json) as described above. 0, or -1 with msg. */
+int cc_diff_load(const char *path, cc_run *run, char *msg, size_t len);
 
 int cc_diff_command(const char *base, const char *new_path, double drift, int fail_on_drift,
                     const cc_catalog *cat, FILE *out, FILE *err);

@@ -16,6 +16,13 @@
  * A passing case whose bound was vacuous (compare.h) proves nothing: it is counted as vacuous
  * and in no other evidence (checks, classes); a suspect one is counted as such and as evidence.
  *
+ * Every case counts once however often it ran (harness/report/identity.h): a repeat is counted
+ * in `repeats` only, and a case whose repeats disagree counts as nondeterministic. Passing
+ * evidence counts inputs: a case checked under several check= or reference modes is one passing
+ * case (the VJP counts where one of them checked it). Diversity: the distinct input-shape tuples
+ * (the output's shape for ops without inputs) and layouts among the passing inputs, and the edge
+ * classes they cover.
+ *
  * Written out as evidence.json per capsule in TorchLean's vocabulary (ContractClaim,
  * ContractEvidence; ops.md section 1), and as a Lean file for the capsules the gate upgrades. */
 #ifndef CAPCHECK_EVIDENCE_H
@@ -40,8 +47,12 @@ typedef struct {
     char platform[48];   /* the platform the results ran on ("" when they name none) */
     char vjp_mode[24];   /* the mode the results state (what the provider ran), "mixed" when
                             they disagree; the capsule's own is the catalog's */
-    long cases, counts[CC_RES_COUNT];
-    long fwd_passing, vjp_passing; /* passing cases that checked the forward / the VJP */
+    long cases, counts[CC_RES_COUNT]; /* distinct cases, by status (each case once) */
+    long repeats;                  /* records that repeated one of its cases (counted once) */
+    long passing;                  /* distinct inputs a passing, non-vacuous case checked */
+    long passing_checks;           /* passing, non-vacuous cases (several per inputs: check=) */
+    long fwd_passing, vjp_passing; /* distinct passing inputs whose forward / VJP was checked */
+    long distinct_shapes, distinct_layouts; /* among the passing inputs */
     long sampled_left_out;         /* passing sampled checks the policy does not count */
     long vacuous, suspect;         /* passing cases with a vacuous bound; suspect ones */
     long relaxed;                  /* cases judged with relaxed accumulation (compare.h) */
@@ -59,12 +70,16 @@ typedef struct {
 typedef struct {
     cc_capsule_stats *v; /* in order of first appearance in the run */
     size_t n, cap;
+    long distinct, repeats, disagreeing; /* of the whole run (harness/report/identity.h) */
 } cc_evidence;
 
 /* ", "-separated lists (platform keys, dtypes): the next item of *p into buf (0 at the end), and
  * adding each item of `items` to `list` once. */
 int cc_list_next(const char **p, char *buf, size_t n);
 void cc_list_add(char *list, size_t n, const char *items);
+
+/* The distinct edge classes a capsule's passing inputs cover. */
+int cc_evidence_edge_classes(const cc_capsule_stats *s);
 
 /* count_sampled: whether a passing sampled check (harness/run/sample.h) is evidence; when not,
  * it is counted in `cases` and `sampled_left_out` only (one that did not pass counts as usual). */

@@ -6,7 +6,8 @@
  * A capsule is upgraded when at least one dtype is checked (on some platform: evidence is per
  * capsule x dtype x platform); its testSuite evidence names the report (sha256) and lists
  * exactly the checked dtypes and, per dtype, the platforms it was checked on, with their case
- * counts, seed and worst bound ratio. A capsule with no checked dtype keeps trustedBoundary
+ * counts, seed and worst bound ratio, and for a run whose signature was verified, the signer's
+ * key fingerprint and the signed manifest's sha256 (the name says them too). A capsule with no checked dtype keeps trustedBoundary
  * evidence whose reason is the gate's list of what is missing. The capsule's vjp_mode is the mode
  * the results state (what the provider ran); the catalog's is kept as catalog_vjp_mode. */
 #define _POSIX_C_SOURCE 200809L
@@ -21,6 +22,7 @@
 #include "core/dtype.h"
 #include "core/files.h"
 #include "core/json.h"
+#include "harness/evidence/signature.h"
 #include "harness/report/report_out.h"
 
 #define SHAPES cc_shape_class_names
@@ -73,7 +75,7 @@ static void write_evidence_value(FILE *f, const cc_gate *g, const cc_capsule *c,
         fputs("}}", f);
         return;
     }
-    char name[160];
+    char name[CC_GATE_SUITE_NAME_MAX];
     suite_name(g, c, name, sizeof name);
     fputs("{\"testSuite\": {\"name\": ", f);
     cc_json_write_string(f, name);
@@ -112,7 +114,11 @@ static void write_evidence_value(FILE *f, const cc_gate *g, const cc_capsule *c,
         fprintf(f, ", \"vjp_passing\": %ld", vjp_passing);
     fprintf(f, ", \"seed\": %llu, \"worst_bound_ratio\": ", g->run.base_seed);
     cc_json_write_number(f, worst);
-    fprintf(f, ", \"report_sha256\": \"%s\"}}", g->report_sha256);
+    fprintf(f, ", \"report_sha256\": \"%s\"", g->report_sha256);
+    if (g->signer[0]) /* who vouched for the run: its key, and the manifest it signed */
+        fprintf(f, ", \"signer\": \"%s\", \"manifest_sha256\": \"%s\"", g->signer,
+                g->manifest_sha256);
+    fputs("}}", f);
 }
 
 /* "capsule": the capsule as the catalog names it, with the VJP mode its results state (ran). */
@@ -171,6 +177,10 @@ static void write_dtype_rows(FILE *f, const cc_verdict **v, size_t nv)
         class_counts(f, s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
         fputs(", \"edge_classes\": ", f);
         class_counts(f, s->edge_n, CC_EDGE_COUNT, EDGES);
+        fprintf(f, ",\n     \"distinct\": {\"passing_inputs\": %ld, \"shapes\": %ld, "
+                   "\"layouts\": %ld, \"edge_classes\": %d, \"repeated_case_lines\": %ld}",
+                s->passing, s->distinct_shapes, s->distinct_layouts, cc_evidence_edge_classes(s),
+                s->repeats);
         fputs(",\n     \"missing\": [", f);
         for (int k = 0; k < v[i]->n_reasons; k++) {
             if (k)
@@ -239,6 +249,10 @@ static void write_sources(FILE *f, const cc_gate *g, const cc_policy *pol)
     cc_json_write_string(f, g->run.case_files);
     fputs(", \"provider_description\": ", f);
     cc_json_write_string(f, g->run.provider_description);
+    if (g->signer[0])
+        fprintf(f, ",\n    \"signature\": {\"signer\": \"%s\", \"manifest_sha256\": \"%s\", "
+                   "\"namespace\": \"%s\"}",
+                g->signer, g->manifest_sha256, CC_SIGN_NAMESPACE);
     fputs("},\n  \"provenance\": {\"capcheck_version\": ", f);
     const cc_provenance *p = &g->run.prov;
     cc_json_write_string(f, p->capcheck_version);

@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/grow.h"
+#include "harness/report/identity.h"
 
 /* ---- the policy file ----------------------------------------------------------------------- */
 
@@ -103,6 +104,7 @@ static void policy_start(cc_policy *p, const char *name)
     p->defaults.min_passing = 100;
     p->defaults.min_vjp_passing = 100;
     p->defaults.min_repeat = 1;
+    p->defaults.min_distinct_shapes = -1; /* half of min_passing */
     p->defaults.shapes = (1u << CC_SHAPE_COUNT) - 1;
     /* the classes a policy asks for when it names none: the four layouts and seven edge
      * classes of the first policies (the later ones are asked for by name) */
@@ -209,15 +211,15 @@ static int parse_require(cc_policy *p, char **tok, int nt, const policy_where *w
 }
 
 /* The keys of the whole policy, before its first section (format, libtorch_version,
- * sampled_checks, platforms, require). 1 when tok[0] is one of them and was read, 0 when it
- * is not one of them, -1 with msg. */
+ * sampled_checks, require_signature, platforms, require). 1 when tok[0] is one of them and was
+ * read, 0 when it is not one of them, -1 with msg. */
 static int parse_policy_key(cc_policy *p, const cc_policy_section *sec, char **tok, int nt,
                             int *have_format, const policy_where *w)
 {
     const char *key = tok[0];
     int global = strcmp(key, "format") == 0 || strcmp(key, "libtorch_version") == 0 ||
                  strcmp(key, "require") == 0 || strcmp(key, "platforms") == 0 ||
-                 strcmp(key, "sampled_checks") == 0;
+                 strcmp(key, "sampled_checks") == 0 || strcmp(key, "require_signature") == 0;
     if (!global)
         return 0;
     if (sec)
@@ -235,6 +237,9 @@ static int parse_policy_key(cc_policy *p, const cc_policy_section *sec, char **t
         if (nt != 2 || (strcmp(tok[1], "count") && strcmp(tok[1], "ignore")))
             return policy_refuse(w, "sampled_checks is count or ignore");
         p->sampled_checks = strcmp(tok[1], "count") == 0;
+    } else if (strcmp(key, "require_signature") == 0) {
+        if (two_words(tok, nt, "yes", "no", &p->require_signature))
+            return policy_refuse(w, "require_signature is yes or no");
     } else if (strcmp(key, "platforms") == 0) {
         if (parse_platforms(p, tok, nt, w))
             return -1;
@@ -244,8 +249,8 @@ static int parse_policy_key(cc_policy *p, const cc_policy_section *sec, char **t
     return 1;
 }
 
-/* A count key (min_repeat 1..1000, min_passing, min_vjp_passing >= 0) into req; *bit says
- * which requirement it set. */
+/* A count key (min_repeat 1..1000, min_passing, min_vjp_passing, min_distinct_shapes >= 0)
+ * into req; *bit says which requirement it set. */
 static int parse_count_key(cc_requirements *req, char **tok, int nt, unsigned *bit,
                            const policy_where *w)
 {
@@ -261,7 +266,10 @@ static int parse_count_key(cc_requirements *req, char **tok, int nt, unsigned *b
     }
     if (nt != 2 || *end || v < 0)
         return policy_refuse(w, "%s wants a count", key);
-    if (key[4] == 'p') {
+    if (strcmp(key, "min_distinct_shapes") == 0) {
+        req->min_distinct_shapes = v;
+        *bit = CC_REQ_DISTINCT_SHAPES;
+    } else if (key[4] == 'p') {
         req->min_passing = v;
         *bit = CC_REQ_MIN;
     } else {
@@ -279,7 +287,7 @@ static int parse_requirement(cc_requirements *req, char **tok, int nt, unsigned 
     int is_class = 1;
     int rc = 0;
     if (strcmp(key, "min_repeat") == 0 || strcmp(key, "min_passing") == 0 ||
-        strcmp(key, "min_vjp_passing") == 0)
+        strcmp(key, "min_vjp_passing") == 0 || strcmp(key, "min_distinct_shapes") == 0)
         return parse_count_key(req, tok, nt, bit, w);
     if (strcmp(key, "shape_classes") == 0) {
         *bit = CC_REQ_SHAPES;
@@ -305,7 +313,9 @@ static int parse_requirement(cc_requirements *req, char **tok, int nt, unsigned 
             rc = two_words(tok, nt, "fail", "allow", &req->suspect_fails);
         } else {
             return policy_refuse(w, "unknown key '%s' (format, libtorch_version, platforms, "
-                                    "require, min_passing, min_vjp_passing, shape_classes, "
+                                    "require, require_signature, min_passing, "
+                                    "min_vjp_passing, "
+                                    "min_distinct_shapes, shape_classes, "
                                     "layout_classes, edge_classes, allow_unsupported, "
                                     "min_repeat, suspect, accumulation)",
                                  key);
@@ -421,18 +431,25 @@ void cc_policy_requirements(const cc_policy *p, const cc_capsule *c, cc_dtype dt
             out->suspect_fails = s->req.suspect_fails;
         if (s->set & CC_REQ_ACCUMULATION)
             out->allow_relaxed = s->req.allow_relaxed;
+        if (s->set & CC_REQ_DISTINCT_SHAPES)
+            out->min_distinct_shapes = s->req.min_distinct_shapes;
     }
+    if (out->min_distinct_shapes < 0) /* not set anywhere: half the passing cases asked for */
+        out->min_distinct_shapes = (out->min_passing + 1) / 2;
 }
 
 /* ---- judging ------------------------------------------------------------------------------- */
 
-static void reason(cc_verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void reason(cc_verdict *v, const char *fmt, ...)
+static void reason(cc_verdict *v, int kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reason(cc_verdict *v, int kind, const char *fmt, ...)
 {
+    v->why |= 1u << kind;
     if (v->n_reasons == CC_GATE_MAX_REASONS)
         return;
     va_list ap;
     va_start(ap, fmt);
+    v->reason_kind[v->n_reasons] = (unsigned char)kind;
     vsnprintf(v->reasons[v->n_reasons++], sizeof v->reasons[0], fmt, ap);
     va_end(ap);
 }
@@ -447,7 +464,55 @@ static void missing_classes(cc_verdict *v, const char *what, unsigned want, cons
             snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", names[k]);
         }
     if (list[0])
-        reason(v, "%s not covered by a passing case: %s", what, list);
+        reason(v, CC_WHY_CLASSES, "%s not covered by a passing case: %s", what, list);
+}
+
+/* Passing checks of inputs already counted (one case under another check= or reference
+ * mode): " (...)", or "" when there are none. Repeats are said once, in the gate's header. */
+static void folded_note(const cc_capsule_stats *s, char *buf, size_t n)
+{
+    long more = s->passing_checks - s->passing;
+    if (!more)
+        snprintf(buf, n, "%s", "");
+    else
+        snprintf(buf, n, " (%ld more passing check%s of inputs already counted: one case under "
+                         "another check= or reference mode)",
+                 more, more == 1 ? "" : "s");
+}
+
+/* The counts a policy asks for: passing inputs, VJP checks, distinct shapes. */
+static void judge_counts(const cc_requirements *q, const cc_capsule_stats *s, cc_verdict *v)
+{
+    char note[400];
+    folded_note(s, note, sizeof note);
+    if (s->passing < q->min_passing && (s->vacuous || s->sampled_left_out))
+        reason(v, CC_WHY_TOO_FEW,
+               "%ld passing cases with a bound that rejects something%s (%ld more passed with a "
+               "vacuous bound, never evidence; %ld passing sampled checks this policy does not "
+               "count: sampled_checks ignore); the policy wants at least %ld",
+               s->passing, note, s->vacuous, s->sampled_left_out, q->min_passing);
+    else if (s->passing < q->min_passing)
+        reason(v, CC_WHY_TOO_FEW, "%ld passing cases%s; the policy wants at least %ld",
+               s->passing, note, q->min_passing);
+    const ref_op *op = ref_op_find(v->capsule.op);
+    if (op && op->requires_vjp) {
+        /* the mode the provider ran (the results say), not the one the catalog states */
+        const char *mode = s->vjp_mode;
+        if (strcmp(mode, "mixed") == 0)
+            reason(v, CC_WHY_VJP, "the results state different VJP modes for one capsule");
+        else if (strcmp(mode, "torchLeanTape") != 0 && strcmp(mode, "backendVJP") != 0)
+            reason(v, CC_WHY_VJP, "the op requires a VJP but the provider states vjpMode %s",
+                   mode[0] ? mode : "(none given)");
+        else if (s->vjp_passing < q->min_vjp_passing)
+            reason(v, CC_WHY_VJP, "%ld passing cases checked the VJP; the policy wants at least "
+                                  "%ld",
+                   s->vjp_passing, q->min_vjp_passing);
+    }
+    if (s->distinct_shapes < q->min_distinct_shapes)
+        reason(v, CC_WHY_SHAPES,
+               "%ld distinct input shapes among the passing cases; the policy wants at least %ld "
+               "(min_distinct_shapes: many seeds of one shape are not many shapes)",
+               s->distinct_shapes, q->min_distinct_shapes);
 }
 
 static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
@@ -457,9 +522,9 @@ static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
     const cc_capsule_stats *s = v->stats;
     if (!s) {
         if (v->platform[0])
-            reason(v, "no case on platform %s in the report", v->platform);
+            reason(v, CC_WHY_NO_CASE, "no case on platform %s in the report", v->platform);
         else
-            reason(v, "no case in the report");
+            reason(v, CC_WHY_NO_CASE, "no case in the report");
         return;
     }
     long bad = s->counts[CC_RES_FAIL] + cc_count_errors(s->counts);
@@ -467,48 +532,33 @@ static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
         char cmd[2600];
         cc_repro_command_on(&run->repro, s->first_failure, v->platform, run->prov.platforms,
                             run->prov.n_platforms, cmd, sizeof cmd);
-        reason(v, "%ld of %ld cases did not pass (%ld failed, %ld errors, %ld crashed, %ld timed "
-                  "out, %ld out-of-bounds, %ld nondeterministic); first: %.600s",
+        reason(v, CC_WHY_NOT_PASSED,
+               "%ld of %ld cases did not pass (%ld failed, %ld errors, %ld crashed, %ld timed "
+               "out, %ld out-of-bounds, %ld nondeterministic); first: %.600s",
                bad, s->cases, s->counts[CC_RES_FAIL], s->counts[CC_RES_ERROR],
                s->counts[CC_RES_CRASH], s->counts[CC_RES_TIMEOUT],
                s->counts[CC_RES_OUT_OF_BOUNDS], s->counts[CC_RES_NONDETERMINISTIC], cmd);
     }
     if (q->min_repeat > 1 && s->least_repeat && s->least_repeat < q->min_repeat)
-        reason(v, "passing cases ran %d provider call%s per check; the policy wants %ld "
-                  "(capcheck run --repeat %ld)",
+        reason(v, CC_WHY_REPEAT,
+               "passing cases ran %d provider call%s per check; the policy wants %ld (capcheck "
+               "run --repeat %ld)",
                s->least_repeat, s->least_repeat == 1 ? "" : "s", q->min_repeat, q->min_repeat);
     if (s->counts[CC_RES_UNSUPPORTED] && !q->allow_unsupported)
-        reason(v, "%ld cases unsupported by the provider (the policy has allow_unsupported no)",
+        reason(v, CC_WHY_UNSUPPORTED,
+               "%ld cases unsupported by the provider (the policy has allow_unsupported no)",
                s->counts[CC_RES_UNSUPPORTED]);
     if (s->relaxed && !q->allow_relaxed && (v->dtype == CC_F16 || v->dtype == CC_BF16))
-        reason(v, "%ld cases were judged with relaxed accumulation (f16/bf16 sums folded in "
-                  "the dtype); the policy wants strict",
+        reason(v, CC_WHY_RELAXED,
+               "%ld cases were judged with relaxed accumulation (f16/bf16 sums folded in the "
+               "dtype); the policy wants strict",
                s->relaxed);
     if (s->suspect && q->suspect_fails)
-        reason(v, "%ld passing cases are suspect (over the probabilistic bound; the policy has "
-                  "suspect fail); first: capcheck repro '%.300s'",
+        reason(v, CC_WHY_SUSPECT,
+               "%ld passing cases are suspect (over the probabilistic bound; the policy has "
+               "suspect fail); first: capcheck repro '%.300s'",
                s->suspect, s->first_suspect);
-    long passing = s->counts[CC_RES_PASS] - s->vacuous;
-    if (passing < q->min_passing && (s->vacuous || s->sampled_left_out))
-        reason(v, "%ld passing cases with a bound that rejects something (%ld more passed with "
-                  "a vacuous bound, never evidence; %ld passing sampled checks this policy does "
-                  "not count: sampled_checks ignore); the policy wants at least %ld",
-               passing, s->vacuous, s->sampled_left_out, q->min_passing);
-    else if (passing < q->min_passing)
-        reason(v, "%ld passing cases; the policy wants at least %ld", passing, q->min_passing);
-    const ref_op *op = ref_op_find(v->capsule.op);
-    if (op && op->requires_vjp) {
-        /* the mode the provider ran (the results say), not the one the catalog states */
-        const char *mode = s->vjp_mode;
-        if (strcmp(mode, "mixed") == 0)
-            reason(v, "the results state different VJP modes for one capsule");
-        else if (strcmp(mode, "torchLeanTape") != 0 && strcmp(mode, "backendVJP") != 0)
-            reason(v, "the op requires a VJP but the provider states vjpMode %s",
-                   mode[0] ? mode : "(none given)");
-        else if (s->vjp_passing < q->min_vjp_passing)
-            reason(v, "%ld passing cases checked the VJP; the policy wants at least %ld",
-                   s->vjp_passing, q->min_vjp_passing);
-    }
+    judge_counts(q, s, v);
     missing_classes(v, "shape classes", q->shapes, s->shape_n, CC_SHAPE_COUNT, SHAPES);
     missing_classes(v, "layout classes", q->layouts, s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
     missing_classes(v, "edge classes", q->edges, s->edge_n, CC_EDGE_COUNT, EDGES);
@@ -554,6 +604,54 @@ static int have_verdict(const cc_gate *g, const char *capsule, cc_dtype dtype,
         if (g->v[i].dtype == dtype && strcmp(g->v[i].capsule.name, capsule) == 0 &&
             (!platform || strcmp(g->v[i].platform, platform) == 0))
             return 1;
+    return 0;
+}
+
+/* A verdict for every capsule x dtype (x platform) the policy requires and the report has no
+ * case of, in catalog order; one for a require line that names no capsule. 0, or -1 out of
+ * memory. */
+static int add_required_missing(const cc_policy *pol, const cc_catalog *cat, cc_gate *g,
+                                size_t *cap)
+{
+    /* required capsules the report has no case of, in catalog order */
+    for (int r = 0; r < pol->n_req; r++) {
+        int matched = 0;
+        for (size_t i = 0; i < g->n; i++)
+            matched |= fnmatch(pol->req[r].glob, g->v[i].capsule.name, 0) == 0;
+        for (size_t c = 0; c < cat->n; c++) {
+            if (fnmatch(pol->req[r].glob, cat->v[c].name, 0) != 0)
+                continue;
+            matched = 1;
+            for (int d = 0; d < CC_DTYPE_COUNT; d++) {
+                if (!(pol->req[r].dtypes >> d & 1))
+                    continue;
+                /* each required platform, or (with none named) any platform at all */
+                for (int k = 0; k < (pol->n_platforms ? pol->n_platforms : 1); k++) {
+                    const char *pl = pol->n_platforms ? pol->platforms[k] : NULL;
+                    if (have_verdict(g, cat->v[c].name, (cc_dtype)d, pl))
+                        continue;
+                    cc_verdict *v = add_verdict(g, cap);
+                    if (!v)
+                        return -1;
+                    v->capsule = cat->v[c];
+                    v->dtype = (cc_dtype)d;
+                    snprintf(v->platform, sizeof v->platform, "%s", pl ? pl : "");
+                    v->required = 1;
+                }
+            }
+        }
+        if (!matched) {
+            cc_verdict *v = add_verdict(g, cap);
+            if (!v)
+                return -1;
+            snprintf(v->capsule.name, sizeof v->capsule.name, "%s", pol->req[r].glob);
+            v->dtype = CC_DTYPE_COUNT;
+            v->required = 1;
+            reason(v, CC_WHY_REQUIRE, "%s:%d: require names no capsule of the catalog or the "
+                                      "report",
+                   pol->name, pol->req[r].line);
+        }
+    }
     return 0;
 }
 
@@ -624,9 +722,15 @@ int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *
                      g->source, have, pol->name, pol->libtorch_version);
         else
             snprintf(msg, len,
-                     "%s names no libtorch version (provider: %s); the policy %s requires "
-                     "libtorch %s",
-                     g->source, g->run.provider_description, pol->name, pol->libtorch_version);
+                     "%s names no libtorch version: its provider is %s%s (%s), and only the "
+                     "built-in aten provider states the libtorch it loaded; the policy %s "
+                     "requires libtorch %s (libtorch_version: a policy with libtorch_version "
+                     "any, given with --policy, judges this run)",
+                     g->source, id->kind[0] && strcmp(id->kind, "builtin") ? "the plugin " : "",
+                     id->kind[0] ? id->name
+                                 : g->run.n_results ? g->run.results[0].provider : "not named",
+                     g->run.provider_description, pol->name,
+                     pol->libtorch_version);
         cc_gate_free(g);
         return -1;
     }
@@ -645,44 +749,8 @@ int cc_gate_run(const cc_policy *pol, const cc_catalog *cat, int n, const char *
         v->stats = &g->ev.v[i];
         v->required = required_by(pol, v->capsule.name, v->dtype, v->platform);
     }
-    /* required capsules the report has no case of, in catalog order */
-    for (int r = 0; r < pol->n_req; r++) {
-        int matched = 0;
-        for (size_t i = 0; i < g->n; i++)
-            matched |= fnmatch(pol->req[r].glob, g->v[i].capsule.name, 0) == 0;
-        for (size_t c = 0; c < cat->n; c++) {
-            if (fnmatch(pol->req[r].glob, cat->v[c].name, 0) != 0)
-                continue;
-            matched = 1;
-            for (int d = 0; d < CC_DTYPE_COUNT; d++) {
-                if (!(pol->req[r].dtypes >> d & 1))
-                    continue;
-                /* each required platform, or (with none named) any platform at all */
-                for (int k = 0; k < (pol->n_platforms ? pol->n_platforms : 1); k++) {
-                    const char *pl = pol->n_platforms ? pol->platforms[k] : NULL;
-                    if (have_verdict(g, cat->v[c].name, (cc_dtype)d, pl))
-                        continue;
-                    cc_verdict *v = add_verdict(g, &cap);
-                    if (!v)
-                        goto oom;
-                    v->capsule = cat->v[c];
-                    v->dtype = (cc_dtype)d;
-                    snprintf(v->platform, sizeof v->platform, "%s", pl ? pl : "");
-                    v->required = 1;
-                }
-            }
-        }
-        if (!matched) {
-            cc_verdict *v = add_verdict(g, &cap);
-            if (!v)
-                goto oom;
-            snprintf(v->capsule.name, sizeof v->capsule.name, "%s", pol->req[r].glob);
-            v->dtype = CC_DTYPE_COUNT;
-            v->required = 1;
-            reason(v, "%s:%d: require names no capsule of the catalog or the report", pol->name,
-                   pol->req[r].line);
-        }
-    }
+    if (add_required_missing(pol, cat, g, &cap))
+        goto oom;
     for (size_t i = 0; i < g->n; i++) {
         cc_verdict *v = &g->v[i];
         if (v->dtype != CC_DTYPE_COUNT)
@@ -719,7 +787,11 @@ size_t cc_gate_capsule(const cc_gate *g, size_t i, const cc_verdict **out, size_
 
 void cc_gate_suite_name(const cc_gate *g, char *buf, size_t n)
 {
-    snprintf(buf, n, "capcheck report sha256:%s", g->report_sha256);
+    if (g->signer[0])
+        snprintf(buf, n, "capcheck run signed by %s manifest sha256:%s", g->signer,
+                 g->manifest_sha256);
+    else
+        snprintf(buf, n, "capcheck report sha256:%s", g->report_sha256);
 }
 
 /* ---- printing ------------------------------------------------------------------------------ */
@@ -763,13 +835,22 @@ static void print_verdict(const cc_gate *g, const cc_verdict *v, FILE *f)
         class_summary(f, "layouts", s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
         fputs("; ", f);
         class_summary(f, "edges", s->edge_n, CC_EDGE_COUNT, EDGES);
-        fprintf(f, "; seed %llu; report sha256:%.16s\n", g->run.base_seed, g->report_sha256);
+        fprintf(f, "; distinct: %ld shapes, %ld layouts, %d edge classes; seed %llu; report "
+                   "sha256:%.16s\n",
+                s->distinct_shapes, s->distinct_layouts, cc_evidence_edge_classes(s),
+                g->run.base_seed, g->report_sha256);
         return;
     }
     fprintf(f, "trustedExternal  %s %s%s (catalog: %s):\n", v->capsule.name, dt,
             v->required ? " (required)" : "", v->capsule.trust[0] ? v->capsule.trust : "-");
     for (int k = 0; k < v->n_reasons; k++)
         fprintf(f, "  - %s\n", v->reasons[k]);
+    const cc_capsule_stats *s = v->stats;
+    if (s)
+        fprintf(f, "  evidence: %ld passing of %ld cases; distinct: %ld shapes, %ld layouts, %d "
+                   "edge classes\n",
+                s->passing, s->cases, s->distinct_shapes, s->distinct_layouts,
+                cc_evidence_edge_classes(s));
 }
 
 void cc_gate_print(const cc_gate *g, const cc_policy *pol, int all, FILE *f)
@@ -787,6 +868,18 @@ void cc_gate_print(const cc_gate *g, const cc_policy *pol, int all, FILE *f)
                 g->n_checked, g->n, g->exit_code);
     fprintf(f, "capcheck gate: %s: sha256 %s, %ld cases, results digest matches\n", g->source,
             g->report_sha256, r->cases);
+    for (const char *s = g->signature_note; *s;) { /* who signed it, or that no one did */
+        size_t k = strcspn(s, "\n");
+        fprintf(f, "capcheck gate: %.*s\n", (int)k, s);
+        s += k + (s[k] == '\n');
+    }
+    if (g->ev.repeats) {
+        char said[64];
+        cc_repeats_sentence(g->ev.repeats, said, sizeof said);
+        fprintf(f, "capcheck gate: %s: %ld distinct cases, each counted once; %ld disagreed "
+                   "with their first run (nondeterministic)\n",
+                said, g->ev.distinct, g->ev.disagreeing);
+    }
     fprintf(f, "capcheck gate: provider %s\n", r->provider_description);
     fprintf(f, "capcheck gate: capcheck %s commit %s; libtorch %s; cuda %s; cudnn %s; gpu %s; "
                "cpu %s; tf32 %s; deterministic %s; base seed %llu\n",
@@ -818,4 +911,73 @@ void cc_gate_print(const cc_gate *g, const cc_policy *pol, int all, FILE *f)
         fprintf(f, "capcheck gate: %zu more capsule x dtype x platform (%s) not listed: --all "
                    "lists every one\n",
                 left_out, pol->n_req ? "checked, or not required" : "checked");
+}
+
+const char *cc_gate_unit(const cc_gate *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (g->v[i].platform[0])
+            return "capsule x dtype x platform";
+    return "capsule x dtype";
+}
+
+/* How a kind of reason reads after "N of the M held back ...". */
+static const char *const WHY_SAYS[CC_WHY_COUNT] = {
+    [CC_WHY_NO_CASE] = "have no case in the report",
+    [CC_WHY_NOT_PASSED] = "have a case that did not pass",
+    [CC_WHY_REPEAT] = "ran fewer provider calls per check than the policy's min_repeat",
+    [CC_WHY_UNSUPPORTED] = "have cases the provider does not support",
+    [CC_WHY_RELAXED] = "were judged with relaxed accumulation",
+    [CC_WHY_SUSPECT] = "have suspect passing cases (suspect fail)",
+    [CC_WHY_TOO_FEW] = "have fewer passing cases than the policy's min_passing",
+    [CC_WHY_VJP] = "lack the VJP evidence the policy wants",
+    [CC_WHY_SHAPES] = "have fewer distinct shapes than the policy's min_distinct_shapes",
+    [CC_WHY_CLASSES] = "leave shape, layout or edge classes uncovered",
+    [CC_WHY_REQUIRE] = "are require lines that name no capsule",
+};
+
+int cc_gate_line(const cc_gate *g, const cc_policy *pol, char *buf, size_t n)
+{
+    int used = snprintf(buf, n, "gate: %d of %zu %s checked under %s", g->n_checked, g->n,
+                        cc_gate_unit(g), pol->name);
+    if (pol->n_req)
+        used += snprintf(buf + used, n > (size_t)used ? n - (size_t)used : 0,
+                         " (%d of the %d required)", g->n_required_checked, g->n_required);
+    /* the verdicts that hold the exit code back, and the commonest kind of reason among them */
+    long held = 0, of_kind[CC_WHY_COUNT] = {0};
+    const cc_verdict *first[CC_WHY_COUNT] = {0};
+    for (size_t i = 0; i < g->n; i++) {
+        const cc_verdict *v = &g->v[i];
+        if (v->checked || (pol->n_req && !v->required))
+            continue;
+        held++;
+        for (int k = 0; k < CC_WHY_COUNT; k++)
+            if (v->why >> k & 1) {
+                of_kind[k]++;
+                first[k] = first[k] ? first[k] : v;
+            }
+    }
+    int top = 0;
+    for (int k = 1; k < CC_WHY_COUNT; k++)
+        if (of_kind[k] > of_kind[top])
+            top = k;
+    if (!held || !first[top] || (size_t)used >= n)
+        return -1;
+    const cc_verdict *v = first[top];
+    const char *reason = "";
+    for (int k = 0; k < v->n_reasons && !reason[0]; k++) /* its reason of that kind */
+        if (v->reason_kind[k] == top)
+            reason = v->reasons[k];
+    snprintf(buf + used, n - (size_t)used, ": %ld of the %ld held back %s (the first, %s %s%s%s: "
+                                           "%.700s)",
+             of_kind[top], held, WHY_SAYS[top], v->capsule.name,
+             v->dtype == CC_DTYPE_COUNT ? "*" : cc_dtype_name(v->dtype),
+             v->platform[0] ? " on " : "", v->platform, reason);
+    return top;
+}
+
+int cc_gate_why_is_thin(int kind)
+{
+    return kind == CC_WHY_NO_CASE || kind == CC_WHY_TOO_FEW || kind == CC_WHY_VJP ||
+           kind == CC_WHY_SHAPES || kind == CC_WHY_CLASSES;
 }

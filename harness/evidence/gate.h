@@ -6,7 +6,10 @@
  * (exit 2): a report without its .sha256 seal or whose bytes no longer match it, results that
  * do not match the report's digest, a report without provenance, a report naming another
  * libtorch version than the policy (or none), a lone shard, and a shard set with a shard
- * missing or given twice, or shards of different runs.
+ * missing or given twice, or shards of different runs. Signatures (who vouched for the run, and
+ * that nothing changed since) are checked before it, by the caller, with
+ * harness/evidence/signature.h: the policy's require_signature says whether an unsigned run is
+ * refused.
  *
  * Evidence is per capsule x dtype x platform (harness/run/platform.h): a run at several dispatch
  * levels has a verdict for each. With `platforms KEY...` in the policy, a required capsule x
@@ -52,6 +55,8 @@
 
 typedef struct {
     long min_passing, min_vjp_passing;
+    long min_distinct_shapes; /* distinct input-shape tuples among the passing inputs; -1 (not
+                                 set): half of min_passing, rounded up */
     unsigned shapes, layouts, edges; /* bit masks of required classes */
     int allow_unsupported;
     long min_repeat; /* every passing case ran at least this many provider calls (--repeat) */
@@ -61,7 +66,12 @@ typedef struct {
 
 enum { CC_REQ_MIN = 1, CC_REQ_MIN_VJP = 2, CC_REQ_SHAPES = 4, CC_REQ_LAYOUTS = 8,
        CC_REQ_EDGES = 16, CC_REQ_UNSUPPORTED = 32, CC_REQ_REPEAT = 64, CC_REQ_SUSPECT = 128,
-       CC_REQ_ACCUMULATION = 256 };
+       CC_REQ_ACCUMULATION = 256, CC_REQ_DISTINCT_SHAPES = 512 };
+
+/* What holds a verdict back, by kind (cc_verdict.why: a bit per kind of its reasons). */
+enum { CC_WHY_NO_CASE, CC_WHY_NOT_PASSED, CC_WHY_REPEAT, CC_WHY_UNSUPPORTED, CC_WHY_RELAXED,
+       CC_WHY_SUSPECT, CC_WHY_TOO_FEW, CC_WHY_VJP, CC_WHY_SHAPES, CC_WHY_CLASSES,
+       CC_WHY_REQUIRE, CC_WHY_COUNT };
 
 typedef struct {
     int is_op; /* [op NAME...] rather than [capsule GLOB...] */
@@ -87,6 +97,9 @@ typedef struct {
     int n_platforms;
     char platforms[CC_POLICY_MAX_PLATFORMS][48];
     int sampled_checks; /* sampled_checks count|ignore: 1 = count (harness/run/sample.h) */
+    /* require_signature yes|no: 1 = a run must be signed by a key --allowed-signers allows
+     * (harness/evidence/signature.h) */
+    int require_signature;
     cc_requirements defaults;
     int n_sec, n_req;
     cc_policy_section sec[CC_POLICY_MAX_SECTIONS];
@@ -113,6 +126,8 @@ typedef struct {
     cc_requirements req;
     int n_reasons;
     char reasons[CC_GATE_MAX_REASONS][1024];
+    unsigned char reason_kind[CC_GATE_MAX_REASONS]; /* CC_WHY_* of each reason */
+    unsigned why; /* bit CC_WHY_* per kind of its reasons */
 } cc_verdict;
 
 typedef struct {
@@ -124,6 +139,11 @@ typedef struct {
     size_t n;
     int n_required, n_required_checked, n_checked;
     int exit_code; /* 0 or 1 (see above) */
+    /* the run's signature, set by the caller after cc_gate_run (harness/evidence/signature.h):
+     * the signing key's fingerprint and the signed manifest's sha256 when it was verified
+     * against allowed signers ("" otherwise); the header's lines about it ("" for none) */
+    char signer[64], manifest_sha256[65];
+    char signature_note[2048];
 } cc_gate;
 
 /* Load, check and judge. Returns 0, or -1 with the refusal in msg (exit 2). */
@@ -134,11 +154,24 @@ void cc_gate_free(cc_gate *g);
  * capsule x dtype that hold the gate back: required ones not checked (every one not checked
  * when the policy requires none); all != 0 lists every capsule x dtype. */
 void cc_gate_print(const cc_gate *g, const cc_policy *pol, int all, FILE *f);
+/* What a verdict counts: "capsule x dtype x platform" when the results name their platforms
+ * (verdicts are then per platform), else "capsule x dtype". */
+const char *cc_gate_unit(const cc_gate *g);
+/* One line for a run's closing summary: "gate: C of N <unit> checked under POLICY", and when
+ * a required one (any one, without require lines) is held back, why: the commonest kind of
+ * reason among them, how many it holds back, and the first of them with its reason. Returns
+ * that kind (CC_WHY_*), or -1 when nothing is held back. */
+int cc_gate_line(const cc_gate *g, const cc_policy *pol, char *buf, size_t n);
+/* Whether a kind of reason is thin evidence (too few cases, shapes, classes, VJP checks, or
+ * none): what a larger suite (capcheck certify) would supply, unlike a failure. */
+int cc_gate_why_is_thin(int kind);
 /* The verdicts (with results) of the capsule of g->v[i], one per dtype in report order, when i
  * is that capsule's first verdict; else 0. */
 size_t cc_gate_capsule(const cc_gate *g, size_t i, const cc_verdict **out, size_t max);
-/* The testSuite name of every capsule's evidence from this run: the sealed report itself,
- * "capcheck report sha256:<64 hex>". */
+/* The testSuite name of every capsule's evidence from this run: who vouched for it, "capcheck
+ * run signed by SHA256:<key fingerprint> manifest sha256:<64 hex>" when its signature was
+ * verified, else the sealed report itself, "capcheck report sha256:<64 hex>". */
+#define CC_GATE_SUITE_NAME_MAX 256 /* room for either name */
 void cc_gate_suite_name(const cc_gate *g, char *buf, size_t n);
 
 /* DIR/<capsule>/evidence.json for every capsule of the report, the capsule name made one safe

@@ -1,7 +1,8 @@
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "harness/evidence/history.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,9 @@
 #include "core/grow.h"
 #include "harness/report/capsules.h"
 #include "harness/report/html.h"
+#include "harness/report/identity.h"
 #include "core/json.h"
+#include "core/text.h"
 #include "harness/evidence/merge.h"
 #include "harness/report/report_out.h"
 #include "harness/report/result_extras.h"
@@ -28,6 +31,8 @@ typedef struct {
     char change[600]; /* "libtorch 2.15.0 -> 2.16.0; ..." ("" on the first night, or none) */
     long cases, passed, bad;
     cc_repro repro; /* what reruns one of its cases (harness/report/repro.h) */
+    uint64_t set;    /* its case set: the sum of a hash of each result's line and platform */
+    int set_changed; /* not the case set of the night before */
 } night;
 
 /* compared, worst and median: over the passing cases that compared a value (a failure is a
@@ -35,6 +40,8 @@ typedef struct {
 typedef struct {
     long cases, passed, bad, compared;
     double worst, median;
+    uint64_t set;    /* the series' case set that night (as night.set) */
+    int set_changed; /* not the series' case set of the night before: the series breaks */
 } point;
 
 typedef struct {
@@ -159,8 +166,16 @@ static int add_night(history *h, int k, const char *dir, const cc_catalog *cat, 
     }
     size_t n_samples = 0;
     int last = -1;
+    cc_folded fold; /* each case once (harness/report/identity.h) */
+    if (cc_fold_run(run.results, run.n_results, run.prov.deterministic, &fold)) {
+        snprintf(msg, len, "out of memory");
+        goto out;
+    }
     for (size_t i = 0; i < run.n_results; i++) {
         const cc_result *r = &run.results[i];
+        if (fold.first[i] != i)
+            continue;
+        cc_result_status status = cc_folded_status(&fold, run.results, i);
         const char *platform = cc_result_extras_platform(&x, i);
         const char *where = platform ? platform : cc_device_name(r->device);
         cc_capsule adhoc;
@@ -173,18 +188,22 @@ static int add_night(history *h, int k, const char *dir, const cc_catalog *cat, 
                      : series_index(h, cap->name, r->dtype, where, r->op);
         if (si < 0) {
             snprintf(msg, len, "out of memory");
+            cc_folded_free(&fold);
             goto out;
         }
         last = si;
         series *e = &h->s[si];
         point *pt = &e->pts[k];
+        uint64_t id = cc_text_fnv1a(cc_text_fnv1a(0xcbf29ce484222325ULL, r->line), where);
+        pt->set += id;
+        nt->set += id;
         pt->cases++;
         nt->cases++;
-        if (r->status == CC_RES_PASS) {
+        if (status == CC_RES_PASS) {
             pt->passed++;
             nt->passed++;
         }
-        if (is_bad(r->status)) {
+        if (is_bad(status)) {
             pt->bad++;
             nt->bad++;
             if (e->first_failing < 0 || e->first_failing == k) {
@@ -193,9 +212,10 @@ static int add_night(history *h, int k, const char *dir, const cc_catalog *cat, 
                 e->first_failing = k;
             }
         }
-        if (r->status == CC_RES_PASS && (r->checked_fwd || r->checked_vjp))
+        if (status == CC_RES_PASS && (r->checked_fwd || r->checked_vjp))
             v[n_samples++] = (sample){si, r->worst_ratio};
     }
+    cc_folded_free(&fold);
     /* worst and median per series, from its samples in order */
     qsort(v, n_samples, sizeof *v, sample_cmp);
     for (size_t a = 0; a < n_samples;) {
@@ -234,6 +254,36 @@ out:
     return rc;
 }
 
+/* A night whose case set is not the night before's, and each series whose own cases changed
+ * (present one night and not the next, or other cases): the series breaks there. A failure
+ * before a break is not "fixed" after it, and drift is measured from the first night after
+ * the last break. */
+static void mark_case_set_changes(history *h)
+{
+    for (int k = 1; k < h->n_nights; k++)
+        h->nights[k].set_changed = h->nights[k].cases != h->nights[k - 1].cases ||
+                                   h->nights[k].set != h->nights[k - 1].set;
+    for (size_t q = 0; q < h->n_series; q++) {
+        series *e = &h->s[q];
+        for (int k = 1; k < h->n_nights; k++) {
+            const point *a = &e->pts[k - 1];
+            point *b = &e->pts[k];
+            b->set_changed = a->cases != b->cases || a->set != b->set;
+        }
+    }
+}
+
+/* Where a series that failed stands on the last night: NULL when it never failed; "passing"
+ * only when the night after its last failure ran the same cases and they passed. */
+static const char *failure_now(const history *h, const series *e)
+{
+    if (e->first_failing < 0)
+        return NULL;
+    if (e->last_failing == h->n_nights - 1)
+        return "failing";
+    return e->pts[e->last_failing + 1].set_changed ? "case set changed" : "passing";
+}
+
 static double floored(double r)
 {
     return isnan(r) ? INFINITY : r < CC_HISTORY_RATIO_FLOOR ? CC_HISTORY_RATIO_FLOOR : r;
@@ -246,6 +296,8 @@ static void find_drift(history *h, series *e)
     int base = -1;
     for (int k = 0; k < h->n_nights; k++) {
         const point *pt = &e->pts[k];
+        if (pt->set_changed)
+            base = -1; /* other cases: measured afresh */
         if (!pt->compared)
             continue;
         if (base < 0) {
@@ -301,8 +353,9 @@ static void write_json(FILE *f, const void *ctx)
                 *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
             json_key_string(f, key, nt->stack[s], ", ");
         }
-        fprintf(f, "\"cases\": %ld, \"passed\": %ld, \"not_passed\": %ld, ", nt->cases, nt->passed,
-                nt->bad);
+        fprintf(f, "\"cases\": %ld, \"passed\": %ld, \"not_passed\": %ld, "
+                   "\"case_set_changed\": %s, ",
+                nt->cases, nt->passed, nt->bad, nt->set_changed ? "true" : "false");
         json_key_string(f, "stack_change", nt->change, "}");
         fprintf(f, "%s\n", k + 1 < h->n_nights ? "," : "");
     }
@@ -338,8 +391,16 @@ static void write_json(FILE *f, const void *ctx)
         json_key_string(f, "first_failure", e->first_failing >= 0 ? e->first_failure : NULL, ", ");
         json_key_string(f, "last_failing_night",
                         e->last_failing >= 0 ? h->nights[e->last_failing].label : NULL, ", ");
-        fprintf(f, "\"failing_last_night\": %s, \"drift\": ",
+        fprintf(f, "\"failing_last_night\": %s, ",
                 e->last_failing == h->n_nights - 1 && e->last_failing >= 0 ? "true" : "false");
+        json_key_string(f, "failure_now", failure_now(h, e), ", ");
+        fputs("\"case_set_changed_on\": [", f);
+        for (int k = 1, n = 0; k < h->n_nights; k++)
+            if (e->pts[k].set_changed) {
+                fputs(n++ ? ", " : "", f);
+                cc_json_write_string(f, h->nights[k].label);
+            }
+        fputs("], \"drift\": ", f);
         if (e->drift_night < 0)
             fputs("null", f);
         else {
@@ -455,7 +516,7 @@ static void write_nights(FILE *f, const history *h)
           f);
     for (int k = 0; k < h->n_nights; k++) {
         const night *nt = &h->nights[k];
-        fprintf(f, "<tr%s><td>", nt->change[0] ? " class=\"changed\"" : "");
+        fprintf(f, "<tr%s><td>", nt->change[0] || nt->set_changed ? " class=\"changed\"" : "");
         cc_html_text(f, nt->label);
         fprintf(f, "</td><td>%ld</td><td>%ld</td><td%s>%ld</td><td>", nt->cases, nt->passed,
                 nt->bad ? " class=\"hx\"" : "", nt->bad);
@@ -465,6 +526,10 @@ static void write_nights(FILE *f, const history *h)
         fputs("</td><td class=\"mono\">", f);
         cc_html_text(f, nt->stack[ST_CAPCHECK]);
         fputs("</td><td>", f);
+        if (nt->set_changed)
+            fprintf(f, "<span class=\"st warn case-set\">case set changed</span> %ld \xe2\x86\x92 "
+                       "%ld cases%s",
+                    h->nights[k - 1].cases, nt->cases, nt->change[0] ? "; " : "");
         cc_html_text(f, nt->change);
         fputs("</td></tr>\n", f);
     }
@@ -485,7 +550,7 @@ static void write_failures(FILE *f, const history *h)
                       "<th>dtype</th><th>platform</th><th>first failing night</th><th>nights "
                       "failing</th><th>last night</th><th>first failing case</th></tr>\n",
                       f);
-            int now = e->last_failing == h->n_nights - 1;
+            const char *now = failure_now(h, e);
             fputs("<tr class=\"failure\">", f);
             series_name(f, e);
             fputs("<td class=\"first-night\">", f);
@@ -494,8 +559,11 @@ static void write_failures(FILE *f, const history *h)
                 fputs(" <span class=\"st warn\">stack changed</span>", f);
             fprintf(f, "</td><td>%d</td><td>%s</td><td><code class=\"repro\">",
                     e->nights_failing,
-                    now ? "<span class=\"st bad\">still failing</span>"
-                        : "<span class=\"st ok\">passing</span>");
+                    !strcmp(now, "failing") ? "<span class=\"st bad\">still failing</span>"
+                    : !strcmp(now, "passing")
+                        ? "<span class=\"st ok\">passing</span>"
+                        : "<span class=\"st warn\" title=\"its cases changed after it failed: "
+                          "not comparable\">case set changed</span>");
             char cmd[2600];
             cc_repro_command(&h->nights[k].repro, e->first_failure, cmd, sizeof cmd);
             cc_html_text(f, cmd);
@@ -585,17 +653,27 @@ static void write_html(FILE *f, const void *ctx)
     fputs("<nav><a href=\"#failures\">failures</a> \xc2\xb7 <a href=\"#drift\">drift</a> \xc2\xb7 "
           "<a href=\"#nights\">nights</a> \xc2\xb7 <a href=\"#all\">every capsule</a></nav>\n",
           f);
-    long failing = 0, drifted = 0, changes = 0;
+    long failing = 0, drifted = 0, changes = 0, set_changes = 0, unknown = 0;
     for (size_t q = 0; q < h->n_series; q++) {
-        failing += h->s[q].last_failing == h->n_nights - 1 && h->s[q].last_failing >= 0;
+        const char *now = failure_now(h, &h->s[q]);
+        failing += now && !strcmp(now, "failing");
+        unknown += now && !strcmp(now, "case set changed");
         drifted += h->s[q].drift_night >= 0;
     }
-    for (int k = 1; k < h->n_nights; k++)
+    for (int k = 1; k < h->n_nights; k++) {
         changes += h->nights[k].change[0] != 0;
+        set_changes += h->nights[k].set_changed;
+    }
     fprintf(f, "<div class=\"banner %s\" id=\"verdict\">On the last night %ld capsule \xc3\x97 "
                "dtype series fail; %ld drifted beyond %g\xc3\x97; the stack changed on %ld of %d "
-               "nights.</div>\n",
-            failing || drifted ? "bad" : "ok", failing, drifted, h->drift, changes, h->n_nights);
+               "nights",
+            failing || drifted ? "bad" : set_changes ? "warn" : "ok", failing, drifted, h->drift,
+            changes, h->n_nights);
+    if (set_changes)
+        fprintf(f, "; the case set changed on %ld: %ld series that failed before their cases "
+                   "changed are not called fixed",
+                set_changes, unknown);
+    fputs(".</div>\n", f);
     write_failures(f, h);
     write_drift(f, h);
     write_nights(f, h);
@@ -604,6 +682,82 @@ static void write_html(FILE *f, const void *ctx)
 }
 
 /* ---- the command ---------------------------------------------------------------------------- */
+
+/* The run folder a history argument names (DIR, or DIR/report.json), resolved; "" when it
+ * cannot be (add_night then says why). */
+static void night_folder(const char *arg, char *buf, size_t n)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", arg);
+    size_t len = strlen(path);
+    if (!strcmp(path, "report.json"))
+        snprintf(path, sizeof path, ".");
+    else if (len > 12 && !strcmp(path + len - 12, "/report.json"))
+        path[len - 12] = 0;
+    char real[PATH_MAX];
+    if (!realpath(path, real))
+        real[0] = 0;
+    snprintf(buf, n, "%s", real);
+}
+
+/* A folder given twice would count one night as two. */
+static int refuse_twice(int n, const char *const *dirs, char *msg, size_t len)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    for (int i = 0; i < n; i++) {
+        night_folder(dirs[i], a, sizeof a);
+        for (int j = i + 1; a[0] && j < n; j++) {
+            night_folder(dirs[j], b, sizeof b);
+            if (!strcmp(a, b)) {
+                snprintf(msg, len, "%.600s and %.600s are the same run folder (%.700s): give "
+                                   "each night once",
+                         dirs[i], dirs[j], a);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Two folders holding one sealed report (a copy of a night) would count it twice too. */
+static int refuse_same_run(const history *h, char *msg, size_t len)
+{
+    for (int i = 0; i < h->n_nights; i++)
+        for (int j = i + 1; j < h->n_nights; j++)
+            if (!strcmp(h->nights[i].sha256, h->nights[j].sha256)) {
+                snprintf(msg, len, "%s and %s hold the same run (report sha256 %.12s...): give "
+                                   "each night once",
+                         h->nights[i].dir, h->nights[j].dir, h->nights[i].sha256);
+                return -1;
+            }
+    return 0;
+}
+
+/* The command's line: the series, their failures (those whose case set changed after they
+ * failed apart: not fixed, not comparable), drift, the case-set changes, where the files are. */
+static void print_summary(const history *h, const char *out_dir, long bytes, FILE *out)
+{
+    long failing = 0, ever = 0, drifted = 0, unknown = 0;
+    for (size_t q = 0; q < h->n_series; q++) {
+        const char *now = failure_now(h, &h->s[q]);
+        ever += now != NULL;
+        failing += now && !strcmp(now, "failing");
+        unknown += now && !strcmp(now, "case set changed");
+        drifted += h->s[q].drift_night >= 0;
+    }
+    fprintf(out, "capcheck history: %d nights, %zu capsule x dtype series: %ld failed on some "
+                 "night (%ld on the last",
+            h->n_nights, h->n_series, ever, failing);
+    if (unknown)
+        fprintf(out, "; %ld whose cases changed after they failed, not called fixed", unknown);
+    fprintf(out, "), %ld drifted beyond %gx", drifted, h->drift);
+    for (int k = 1; k < h->n_nights; k++)
+        if (h->nights[k].set_changed)
+            fprintf(out, "; the case set changed on %s (%ld -> %ld cases)", h->nights[k].label,
+                    h->nights[k - 1].cases, h->nights[k].cases);
+    fprintf(out, "; history.html (%ld KB) and history.json in %s\n", (bytes + 1023) / 1024,
+            out_dir);
+}
 
 int cc_history_command(int n, const char *const *dirs, const char *out_dir, double drift,
                        FILE *out, FILE *err)
@@ -627,9 +781,14 @@ int cc_history_command(int n, const char *const *dirs, const char *out_dir, doub
     }
     if (cc_catalog_load(NULL, &cat, msg, sizeof msg))
         goto out;
+    if (refuse_twice(n, dirs, msg, sizeof msg))
+        goto out;
     for (int k = 0; k < n; k++)
         if (add_night(&h, k, dirs[k], &cat, msg, sizeof msg))
             goto out;
+    if (refuse_same_run(&h, msg, sizeof msg))
+        goto out;
+    mark_case_set_changes(&h);
     for (size_t q = 0; q < h.n_series; q++)
         find_drift(&h, &h.s[q]);
     if (cc_make_dir(out_dir)) {
@@ -648,16 +807,7 @@ int cc_history_command(int n, const char *const *dirs, const char *out_dir, doub
         snprintf(msg, sizeof msg, "cannot write %s: %s", path, strerror(errno));
         goto out;
     }
-    long failing = 0, ever = 0, drifted = 0;
-    for (size_t q = 0; q < h.n_series; q++) {
-        ever += h.s[q].first_failing >= 0;
-        failing += h.s[q].first_failing >= 0 && h.s[q].last_failing == n - 1;
-        drifted += h.s[q].drift_night >= 0;
-    }
-    fprintf(out, "capcheck history: %d nights, %zu capsule x dtype series: %ld failed on some "
-                 "night (%ld on the last), %ld drifted beyond %gx; history.html (%ld KB) and "
-                 "history.json in %s\n",
-            n, h.n_series, ever, failing, drifted, drift, (bytes + 1023) / 1024, out_dir);
+    print_summary(&h, out_dir, bytes, out);
     rc = 0;
 out:
     if (rc)

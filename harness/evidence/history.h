@@ -12,8 +12,14 @@
  *   drift     a series drifted when, on some night, its median or its worst bound ratio is
  *             more than F times (default 4, as capcheck diff) above or below the same figure
  *             on its first night; ratios under 0.001 count as 0.001 (noise, not drift). The
- *             first such night is named, and whether the stack changed that night.
- * Exit 0 when written, 2 when a run is refused or OUT cannot be written. */
+ *             first such night is named, and whether the stack changed that night;
+ *   case set  a night whose cases (each result's line and platform) are not the night
+ *             before's is marked ("case_set_changed"), and a series whose own cases changed
+ *             breaks there: a failure before the break is not called fixed after it
+ *             ("failure_now": "case set changed"), and drift is measured from the first night
+ *             after its last break. The command's line names each change (123178 -> 8842).
+ * A folder given twice, or two folders holding one sealed report, is refused (one night would
+ * count twice). Exit 0 when written, 2 when a run is refused or OUT cannot be written. */
 #ifndef CAPCHECK_HISTORY_H
 #define CAPCHECK_HISTORY_H
 

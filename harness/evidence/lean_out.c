@@ -9,7 +9,9 @@
  *     names: trustLevel .checked; vjpMode the mode the provider ran (the results say; never the
  *     catalog's); shape and layout evidence TorchLean's own runtimeGuard where TorchLean's
  *     executor for that provider and device has one, else this report's testSuite; value and
- *     VJP evidence the testSuite "capcheck report sha256:<hex>" (the sealed report); summaries
+ *     VJP evidence the testSuite "capcheck report sha256:<hex>" (the sealed report; for a run
+ *     whose signature was verified, "capcheck run signed by SHA256:<key> manifest sha256:<hex>",
+ *     who vouched for it, and the header says so); summaries
  *     that state the dtypes, platforms, case counts and worst bound ratios. Its name is
  *     "capcheck." + the catalog name (TorchLean's maintained capsule keeps its own identity);
  *   - `capsuleModule`, the CapsuleModule of them, and per device a profile that admits them:
@@ -45,6 +47,7 @@
 #include "core/sha256.h"
 #include "core/strbuf.h"
 #include "core/text.h"
+#include "harness/evidence/signature.h"
 #include "harness/report/report_out.h"
 
 #define SHAPES cc_shape_class_names
@@ -580,7 +583,8 @@ static void emit_capsule(FILE *f, const cc_gate *g, const cc_torchlean *tl, cons
 {
     const cc_capsule *c = e->c;
     const ref_op *op = ref_op_find(c->op);
-    char suite[128], shapes[128], layouts[128], edges[160], cnt[1024], text[2048];
+    char suite[CC_GATE_SUITE_NAME_MAX], shapes[128], layouts[128], edges[160], cnt[1024],
+        text[2048];
     cc_gate_suite_name(g, suite, sizeof suite);
     covered(e, 's', shapes, sizeof shapes);
     covered(e, 'l', layouts, sizeof layouts);
@@ -716,6 +720,11 @@ static void header(FILE *f, const cc_gate *g, const cc_policy *pol, const cc_tor
                          nm->module, nm->path);
     cc_strbuf_printf(&b, "Report:    sha256:%s (%ld cases), %s\n", g->report_sha256,
                      g->run.cases, g->run.prov.shard.present ? "a shard" : "sealed");
+    if (g->signer[0]) /* who vouched for the run (harness/evidence/signature.h) */
+        cc_strbuf_printf(&b, "Signed:    by the key %s; its manifest sha256:%s lists the "
+                             "report's and the results' sha256 (ssh-keygen -Y verify, namespace "
+                             "%s)\n",
+                         g->signer, g->manifest_sha256, CC_SIGN_NAMESPACE);
     cc_strbuf_puts(&b, "Source:    ");
     comment_text(&b, g->source);
     cc_strbuf_puts(&b, "\nMade by:   capcheck ");
@@ -896,12 +905,15 @@ int cc_lean_write_module(const cc_gate *g, const cc_policy *pol, const cc_torchl
     cc_strbuf_printf(&b, "# capcheck evidence, report sha256:%.16s\n\n"
                          "`capsuleModule` holds a `KernelCapsule` (trustLevel .checked) for every "
                          "capsule this report upgrades whose op, provider and device TorchLean "
-                         "%.7s names; its value and VJP evidence is `.testSuite \"capcheck report "
-                         "sha256:...\"`, the sealed report, and its vjpMode the mode the provider "
+                         "%.7s names; its value and VJP evidence is `.testSuite \"capcheck %s\"`, "
+                         "%s, and its vjpMode the mode the provider "
                          "ran. To admit them, import this module and plan with one of the "
                          "profiles below (TorchLean's maintained profile with "
                          "`BackendProfile.withCapsuleModules #[capsuleModule]`)",
-                     g->report_sha256, tl->commit);
+                     g->report_sha256, tl->commit,
+                     g->signer[0] ? "run signed by SHA256:... manifest sha256:..." : "report sha256:...",
+                     g->signer[0] ? "who vouched for the run (the key that signed its manifest)"
+                                  : "the sealed report");
     if (example_profile[0])
         cc_strbuf_printf(&b, ", e.g. `%s.planReport #[.%s]` shows the capsule the planner picks",
                          example_profile, example_op);

@@ -11,6 +11,7 @@
 
 #include "harness/session/journal.h"
 #include "harness/run/pool.h"
+#include "harness/report/manifest.h"
 #include "harness/report/report_out.h"
 #include "harness/report/results_read.h"
 
@@ -462,6 +463,7 @@ bad:
 int cc_run_report(const cc_run *r, cc_report *rep, char *msg, size_t len)
 {
     cc_report_init(rep);
+    rep->provenance = r->prov; /* first: it says whether a repeated case's bits must agree */
     for (size_t i = 0; i < r->n_results; i++)
         if (cc_report_add(rep, &r->results[i])) {
             snprintf(msg, len, "out of memory");
@@ -499,7 +501,7 @@ int cc_report_json_sha256(const cc_report *rep, char hex[65])
     return 0;
 }
 
-int cc_run_write(const cc_run *r, const char *dir, long *passed, char *msg, size_t len)
+int cc_run_write(const cc_run *r, const char *dir, cc_run_counts *counts, char *msg, size_t len)
 {
     cc_report rep;
     cc_journal *j = NULL;
@@ -515,6 +517,7 @@ int cc_run_write(const cc_run *r, const char *dir, long *passed, char *msg, size
     char old_run[1100]; /* a replaced run's run.json would describe another run */
     snprintf(old_run, sizeof old_run, "%s/run.json", dir);
     remove(old_run);
+    cc_manifest_remove(dir); /* so would a signature of the run that was there */
     for (size_t i = 0; i < r->n_results; i++)
         if (cc_journal_append(j, i, &r->results[i], msg, len))
             goto out;
@@ -526,8 +529,9 @@ int cc_run_write(const cc_run *r, const char *dir, long *passed, char *msg, size
     }
     if (cc_report_write_outputs(&rep, dir, msg, len))
         goto out;
-    if (passed)
-        *passed = rep.counts[CC_RES_PASS];
+    if (counts)
+        *counts = (cc_run_counts){rep.distinct, rep.counts[CC_RES_PASS], rep.repeats,
+                                  rep.disagreeing};
     rc = 0;
 out:
     cc_journal_close(j);
@@ -575,7 +579,7 @@ int cc_merge_command(int n, const char *const *dirs, const char *out_dir, int fo
     cc_run *s = calloc((size_t)(n > 0 ? n : 1), sizeof *s);
     cc_run m;
     memset(&m, 0, sizeof m);
-    long passed = 0;
+    cc_run_counts counts = {0};
     if (!s) {
         snprintf(msg, sizeof msg, "out of memory");
         goto out;
@@ -587,11 +591,18 @@ int cc_merge_command(int n, const char *const *dirs, const char *out_dir, int fo
                         &s[loaded], msg, sizeof msg))
             goto out;
     if (cc_run_merge(s, n, &m, msg, sizeof msg) ||
-        cc_run_write(&m, out_dir, &passed, msg, sizeof msg))
+        cc_run_write(&m, out_dir, &counts, msg, sizeof msg))
         goto out;
     printf("capcheck merge: %d shards, %ld cases: %ld passed, %ld not; report in %s\n", n,
-           m.cases, passed, m.cases - passed, out_dir);
-    rc = m.cases == passed ? 0 : 1;
+           counts.distinct, counts.passed, counts.distinct - counts.passed, out_dir);
+    if (counts.repeats) {
+        char said[64];
+        cc_repeats_sentence(counts.repeats, said, sizeof said);
+        printf("capcheck merge: %s (%ld case lines ran); %ld disagreed with their first run "
+               "(nondeterministic)\n",
+               said, m.cases, counts.disagreeing);
+    }
+    rc = counts.distinct > counts.passed ? 1 : 0;
 out:
     if (rc == 2)
         fprintf(log, "capcheck merge: %s\n", msg);

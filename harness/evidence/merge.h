@@ -72,9 +72,14 @@ int cc_report_json_sha256(const cc_report *rep, char hex[65]);
 
 /* Write the run (results in case order) into dir as capcheck run does: results.jsonl,
  * report.json and its seal, report.md, report.junit.xml (a run.json of a run that was there is
- * removed: it would describe another run). *passed (may be NULL) receives the passing cases.
+ * removed: it would describe another run). counts (may be NULL) receives what the report
+ * counts (each case once, harness/report/identity.h).
  * Returns 0, or -1 with a sentence in msg. */
-int cc_run_write(const cc_run *r, const char *dir, long *passed, char *msg, size_t len);
+typedef struct {
+    long distinct, passed; /* cases, each counted once; of them passing */
+    long repeats, disagreeing; /* records folded into an earlier one; cases they disagreed with */
+} cc_run_counts;
+int cc_run_write(const cc_run *r, const char *dir, cc_run_counts *counts, char *msg, size_t len);
 
 /* capcheck merge: returns the exit code (0 merged, every case passed; 1 merged, some case did
  * not; 2 refused or unwritable: out_dir is one of the shards, or holds a run and !force). */

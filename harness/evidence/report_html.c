@@ -131,7 +131,8 @@ typedef struct {
     group groups[MAX_GROUPS];
     column cols[MAX_GROUPS * CC_DTYPE_COUNT];
     cell *cells;    /* n_ops x n_cols */
-    int *cell_of;   /* per result: its cell */
+    int *cell_of;   /* per result: its cell (-1: a repeat, folded into its case) */
+    cc_folded fold; /* each case once (harness/report/identity.h) */
     long totals[CC_RES_COUNT], flag_totals[CC_RESULT_FLAG_COUNT], bad_total, bad_cells;
 } page;
 
@@ -174,11 +175,25 @@ static int column_index(const page *p, int g, cc_dtype d)
     return -1;
 }
 
-/* Two passes: the ops, column groups and dtypes; then every result into its cell. */
+/* Whether result i is a case (the first record of its identity), not a repeat of one. */
+static int is_case(const page *p, size_t i)
+{
+    return p->fold.first[i] == i;
+}
+
+/* The status case i stands for (nondeterministic when its repeats disagreed). */
+static cc_result_status status_of(const page *p, size_t i)
+{
+    return cc_folded_status(&p->fold, p->run->results, i);
+}
+
+/* Two passes: the ops, column groups and dtypes; then every case into its cell. */
 static int build(page *p, const cc_catalog *cat)
 {
     const cc_run *run = p->run;
     size_t n = run->n_results;
+    if (cc_fold_run(run->results, n, run->prov.deterministic, &p->fold))
+        return -1;
     int *grp = malloc((n ? n : 1) * sizeof *grp), *opk = malloc((n ? n : 1) * sizeof *opk);
     p->cell_of = malloc((n ? n : 1) * sizeof *p->cell_of);
     if (!grp || !opk || !p->cell_of) {
@@ -212,7 +227,10 @@ static int build(page *p, const cc_catalog *cat)
         int c = column_index(p, grp[i], r->dtype);
         int at = opk[i] * p->n_cols + c;
         cell *e = &p->cells[at];
-        p->cell_of[i] = at;
+        p->cell_of[i] = is_case(p, i) ? at : -1;
+        if (!is_case(p, i))
+            continue;
+        cc_result_status status = status_of(p, i);
         if (!e->cases) {
             cc_capsule adhoc;
             const cc_capsule *cap =
@@ -221,9 +239,9 @@ static int build(page *p, const cc_catalog *cat)
             snprintf(e->capsule, sizeof e->capsule, "%s", cap->name);
         }
         e->cases++;
-        e->counts[r->status]++;
-        p->totals[r->status]++;
-        if (status_bad(r->status)) {
+        e->counts[status]++;
+        p->totals[status]++;
+        if (status_bad(status)) {
             p->bad_cells += e->bad == 0;
             e->bad++;
             p->bad_total++;
@@ -268,16 +286,22 @@ static void tile(FILE *f, const char *cls, long n, const char *label, const char
 static void write_summary(FILE *f, const page *p)
 {
     const cc_run *run = p->run;
+    long cases = p->fold.distinct;
     if (p->bad_total == 0)
         fprintf(f, "<div class=\"banner ok\" id=\"verdict\">All %ld cases passed or were "
                    "unsupported (%ld passed).</div>\n",
-                run->cases, p->totals[CC_RES_PASS]);
+                cases, p->totals[CC_RES_PASS]);
     else
         fprintf(f, "<div class=\"banner bad\" id=\"verdict\">%ld of %ld cases did not pass, in "
                    "%ld op \xc3\x97 dtype cells: they are listed first below.</div>\n",
-                p->bad_total, run->cases, p->bad_cells);
+                p->bad_total, cases, p->bad_cells);
     fputs("<div class=\"tiles\" id=\"totals\">", f);
-    tile(f, "", run->cases, "cases", "every case of the run");
+    tile(f, "", cases, "cases", "every case of the run, each counted once");
+    if (p->fold.repeats) {
+        char said[64];
+        cc_repeats_sentence(p->fold.repeats, said, sizeof said);
+        tile(f, p->fold.disagreeing ? "bad" : "warn", p->fold.repeats, "repeated", said);
+    }
     for (int s = 0; s < CC_RES_COUNT; s++) {
         int k = status_style((cc_result_status)s);
         /* pass, fail and unsupported always; the others when they happened */
@@ -331,7 +355,8 @@ static void write_worst_element(FILE *f, const cc_result *r)
 
 typedef struct {
     int cell;
-    int severity; /* not compared (crash, timeout, error...) before compared */
+    int severity;  /* not compared (crash, timeout, error...) before compared */
+    int nonfinite; /* a NaN/Inf pattern miss after a finite value missed (report.h's rank) */
     double ratio;
     size_t index;
 } failure;
@@ -343,12 +368,39 @@ static int failure_cmp(const void *pa, const void *pb)
         return a->cell < b->cell ? -1 : 1;
     if (a->severity != b->severity)
         return a->severity > b->severity ? -1 : 1;
+    if (a->nonfinite != b->nonfinite)
+        return a->nonfinite < b->nonfinite ? -1 : 1;
     int na = isnan(a->ratio) != 0, nb = isnan(b->ratio) != 0;
     if (na != nb)
         return na ? -1 : 1;
     if (!na && a->ratio != b->ratio)
         return a->ratio > b->ratio ? -1 : 1;
     return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* One failing case of the list: its status, worst element, message and repro line. */
+static void write_failure_item(FILE *f, const page *p, size_t index)
+{
+    const cc_run *run = p->run;
+    const cc_result *r = &run->results[index];
+    const char *why = cc_folded_why(&p->fold, index);
+    fputs("<li class=\"failure\">", f);
+    status_badge(f, status_of(p, index));
+    write_worst_element(f, r);
+    /* the message (or why a repeat made the case nondeterministic), unless it only restates
+     * the worst element */
+    if (why[0] ||
+        (r->message[0] && !(r->worst_output[0] && strstr(r->message, "exceeds its bound")))) {
+        fputs("<br><span class=\"mute\">", f);
+        cc_html_text(f, why[0] ? why : r->message);
+        fputs("</span>", f);
+    }
+    char cmd[2600];
+    cc_repro_command_on(&run->repro, r->line, r->platform, run->prov.platforms,
+                        run->prov.n_platforms, cmd, sizeof cmd);
+    fputs("<code class=\"repro\">", f);
+    cc_html_text(f, cmd);
+    fputs("</code></li>\n", f);
 }
 
 static void write_failures(FILE *f, const page *p)
@@ -362,8 +414,9 @@ static void write_failures(FILE *f, const page *p)
     size_t n = 0;
     for (size_t i = 0; i < run->n_results; i++) {
         const cc_result *r = &run->results[i];
-        if (status_bad(r->status))
-            v[n++] = (failure){p->cell_of[i], !compared(r), r->worst_ratio, i};
+        if (is_case(p, i) && status_bad(status_of(p, i)))
+            v[n++] = (failure){p->cell_of[i], !compared(r), cc_result_nonfinite_miss(r),
+                               r->worst_ratio, i};
     }
     qsort(v, n, sizeof *v, failure_cmp);
     fprintf(f, "<h2 id=\"failures\">Not passing: %ld cases</h2>\n<p class=\"note\">Per op "
@@ -388,9 +441,9 @@ static void write_failures(FILE *f, const page *p)
         int at = v[k].cell;
         const cell *e = &p->cells[at];
         const column *col = &p->cols[at % p->n_cols];
-        size_t end = k;
+        size_t end = k, nonfinite = 0;
         while (end < n && v[end].cell == at)
-            end++;
+            nonfinite += v[end++].nonfinite;
         fprintf(f, "<h3 class=\"failcell\" id=\"cell%d\" data-dtype=\"%s\" data-op=\"", at,
                 cc_dtype_name(col->dtype));
         cc_html_text(f, p->ops[at / p->n_cols]);
@@ -398,32 +451,24 @@ static void write_failures(FILE *f, const page *p)
         cc_html_text(f, p->ops[at / p->n_cols]);
         fprintf(f, " %s \xc2\xb7 ", cc_dtype_name(col->dtype));
         column_label(f, &col->g);
-        fprintf(f, ": %ld of %ld cases did not pass <span class=\"mute\">(", e->bad, e->cases);
+        fprintf(f, ": %ld of %ld cases did not pass", e->bad, e->cases);
+        if (nonfinite) /* counted apart, listed after the finite misses */
+            fprintf(f, ", %zu of them on a NaN/Inf pattern", nonfinite);
+        fputs(" <span class=\"mute\">(", f);
         cc_html_text(f, e->capsule);
         fputs(")</span></h3>\n<ul class=\"fails\">\n", f);
-        for (size_t j = k; j < end; j++) {
-            if (j - k >= MAX_FAILURES_PER_CELL)
-                break;
+        /* both kinds stay visible: when the cell's NaN/Inf pattern misses rank below its
+         * other failures' shown slots, the last slot shows the first of them */
+        size_t slots = end - k < MAX_FAILURES_PER_CELL ? end - k : MAX_FAILURES_PER_CELL;
+        for (size_t j = 0; j < slots; j++) {
             if (shown >= MAX_FAILURES_SHOWN) {
-                hidden += end - j;
+                hidden += end - k - j;
                 break;
             }
-            const cc_result *r = &run->results[v[j].index];
-            fputs("<li class=\"failure\">", f);
-            status_badge(f, r->status);
-            write_worst_element(f, r);
-            /* the message, unless it only restates the worst element */
-            if (r->message[0] && !(r->worst_output[0] && strstr(r->message, "exceeds its bound"))) {
-                fputs("<br><span class=\"mute\">", f);
-                cc_html_text(f, r->message);
-                fputs("</span>", f);
-            }
-            char cmd[2600];
-            cc_repro_command_on(&run->repro, r->line, r->platform, run->prov.platforms,
-                                run->prov.n_platforms, cmd, sizeof cmd);
-            fputs("<code class=\"repro\">", f);
-            cc_html_text(f, cmd);
-            fputs("</code></li>\n", f);
+            size_t at_j = k + j;
+            if (j + 1 == slots && nonfinite && at_j < end - nonfinite)
+                at_j = end - nonfinite;
+            write_failure_item(f, p, v[at_j].index);
             shown++;
         }
         if (end - k > MAX_FAILURES_PER_CELL && shown < MAX_FAILURES_SHOWN)
@@ -575,6 +620,24 @@ static void write_heat_map(FILE *f, const page *p)
     fputs("</tbody></table></div>\n", f);
 }
 
+/* What a capsule x dtype's passing evidence spans: distinct inputs, shapes, layouts and edge
+ * classes (harness/evidence/evidence.h). */
+static void diversity(FILE *f, const cc_capsule_stats *s)
+{
+    fprintf(f, "%ld passing inputs; %ld shapes, %ld layouts, %d edge classes", s->passing,
+            s->distinct_shapes, s->distinct_layouts, cc_evidence_edge_classes(s));
+}
+
+/* A verdict's dtype, and the platform it holds for when it names one. */
+static void dtype_on(FILE *f, const cc_verdict *v)
+{
+    fputs(v->dtype == CC_DTYPE_COUNT ? "*" : cc_dtype_name(v->dtype), f);
+    if (v->platform[0]) {
+        fputs(" on ", f);
+        cc_html_text(f, v->platform);
+    }
+}
+
 static void write_gate(FILE *f, const page *p)
 {
     fputs("<h2 id=\"gate\">The gate: which capsules this run checks</h2>\n", f);
@@ -587,18 +650,28 @@ static void write_gate(FILE *f, const page *p)
     }
     fputs("<p class=\"note\" id=\"gate-summary\">Policy <code>", f);
     cc_html_text(f, p->policy->name);
-    fprintf(f, "</code>: <b>%d of %zu</b> capsule \xc3\x97 dtype checked", g->n_checked, g->n);
+    fprintf(f, "</code>: <b>%d of %zu</b> %s checked", g->n_checked, g->n,
+            strcmp(cc_gate_unit(g), "capsule x dtype") ? "capsule \xc3\x97 dtype \xc3\x97 platform"
+                                                      : "capsule \xc3\x97 dtype");
     if (p->policy->n_req)
         fprintf(f, "; %d of the %d required checked", g->n_required_checked, g->n_required);
     fprintf(f, " (capcheck gate exits %d). A capsule moves from trustedExternal to checked only "
-               "when every requirement of the policy holds.</p>\n",
+               "when every requirement of the policy holds. Each case counts once however often "
+               "it ran",
             g->exit_code);
+    if (g->ev.repeats) {
+        char said[64];
+        cc_repeats_sentence(g->ev.repeats, said, sizeof said);
+        fprintf(f, " (here %s; %ld disagreed with their first run)", said, g->ev.disagreeing);
+    }
+    fputs(".</p>\n", f);
     long held = 0;
     for (size_t i = 0; i < g->n; i++)
         held += !g->v[i].checked;
     if (held) {
         fprintf(f, "<h3>Held back: %ld</h3>\n<table class=\"list\" id=\"gate-held\"><tr><th>capsule"
-                   "</th><th>dtype</th><th>required</th><th>what holds it back</th></tr>\n",
+                   "</th><th>dtype</th><th>required</th><th>what holds it back</th>"
+                   "<th>its evidence</th></tr>\n",
                 held);
         for (int pass = 0; pass < 2; pass++) /* required ones first */
             for (size_t i = 0; i < g->n; i++) {
@@ -607,22 +680,25 @@ static void write_gate(FILE *f, const page *p)
                     continue;
                 fputs("<tr><td class=\"mono\">", f);
                 cc_html_text(f, v->capsule.name);
-                fprintf(f, "</td><td>%s</td><td>%s</td><td><ul>",
-                        v->dtype == CC_DTYPE_COUNT ? "*" : cc_dtype_name(v->dtype),
-                        v->required ? "yes" : "");
+                fputs("</td><td>", f);
+                dtype_on(f, v);
+                fprintf(f, "</td><td>%s</td><td><ul>", v->required ? "yes" : "");
                 for (int k = 0; k < v->n_reasons; k++) {
                     fputs("<li>", f);
                     cc_html_text(f, v->reasons[k]);
                     fputs("</li>", f);
                 }
-                fputs("</ul></td></tr>\n", f);
+                fputs("</ul></td><td>", f);
+                if (v->stats)
+                    diversity(f, v->stats);
+                fputs("</td></tr>\n", f);
             }
         fputs("</table>\n", f);
     }
     if (g->n_checked) {
         fprintf(f, "<details><summary>Checked: %d</summary>\n<table class=\"list\" "
                    "id=\"gate-checked\"><tr><th>capsule</th><th>dtype</th><th>passing</th>"
-                   "<th>VJP checked</th><th>worst bound ratio</th></tr>\n",
+                   "<th>VJP checked</th><th>worst bound ratio</th><th>its evidence</th></tr>\n",
                 g->n_checked);
         for (size_t i = 0; i < g->n; i++) {
             const cc_verdict *v = &g->v[i];
@@ -632,9 +708,12 @@ static void write_gate(FILE *f, const page *p)
             cc_html_format_ratio(v->stats->worst_ratio, ratio, sizeof ratio);
             fputs("<tr><td class=\"mono\">", f);
             cc_html_text(f, v->capsule.name);
-            fprintf(f, "</td><td>%s</td><td>%ld of %ld</td><td>%ld</td><td>%s</td></tr>\n",
-                    cc_dtype_name(v->dtype), v->stats->counts[CC_RES_PASS], v->stats->cases,
-                    v->stats->vjp_passing, ratio);
+            fputs("</td><td>", f);
+            dtype_on(f, v);
+            fprintf(f, "</td><td>%ld of %ld</td><td>%ld</td><td>%s</td><td>",
+                    v->stats->counts[CC_RES_PASS], v->stats->cases, v->stats->vjp_passing, ratio);
+            diversity(f, v->stats);
+            fputs("</td></tr>\n", f);
         }
         fputs("</table></details>\n", f);
     }
@@ -719,6 +798,76 @@ static void write_page(FILE *f, const void *ctx)
 
 /* ---- loading and writing -------------------------------------------------------------------- */
 
+/* The gate's line (cc_gate_line) and, when thin evidence holds a capsule back, a second line
+ * with the one command that runs the evidence suite for this run's provider and device. */
+static void gate_summary(const cc_gate *g, const cc_policy *pol, char *buf, size_t n)
+{
+    int why = cc_gate_line(g, pol, buf, n);
+    if (!g->exit_code || !g->run.n_results || !cc_gate_why_is_thin(why))
+        return;
+    const cc_provider_identity *id = &g->run.prov.provider;
+    char provider[1200];
+    if (id->library[0])
+        cc_shell_quote(id->library, provider, sizeof provider);
+    /* the run's dispatch levels, when it ran at more than the machine's own */
+    char levels[256] = "";
+    const cc_provenance *pv = &g->run.prov;
+    for (int i = 0; i < pv->n_platforms && (pv->n_platforms > 1 || strcmp(pv->platforms[0].level,
+                                                                          "native")); i++)
+        if (pv->platforms[i].level[0])
+            snprintf(levels + strlen(levels), sizeof levels - strlen(levels), "%s%s",
+                     levels[0] ? "," : " --cpu-capability ", pv->platforms[i].level);
+    size_t used = strlen(buf);
+    snprintf(buf + used, n - used, "\ngate: capcheck certify %s%s --device %s%s runs the evidence "
+                                   "suite that checks capsules",
+             id->library[0] ? "--provider-lib " : "--provider ",
+             id->library[0] ? provider : id->name[0] ? id->name : g->run.results[0].provider,
+             cc_device_name(g->run.results[0].device), levels);
+}
+
+/* The page of p->run (with p->gate's verdicts, or p->gate_note) into its folder; the page's
+ * own parts freed. 0, or -1 with msg. */
+static int write_for(page *p, const cc_catalog *cat, long *bytes, char *msg, size_t len)
+{
+    int rc = -1;
+    char path[1100];
+    if (cc_result_extras_read(p->run->dir, p->run->n_results, &p->x, msg, len))
+        goto out;
+    if (build(p, cat)) {
+        snprintf(msg, len, "out of memory");
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/report.html", p->run->dir);
+    if (cc_write_file_with(path, write_page, p, bytes)) {
+        snprintf(msg, len, "cannot write %s: %s", path, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(p->cells);
+    free(p->cell_of);
+    cc_folded_free(&p->fold);
+    cc_result_extras_free(&p->x);
+    return rc;
+}
+
+int cc_report_html_write_gated(const cc_gate *g, const cc_policy *pol, const cc_catalog *cat,
+                               long *bytes, char *msg, size_t len)
+{
+    page *p = calloc(1, sizeof *p);
+    if (!p) {
+        snprintf(msg, len, "out of memory");
+        return -1;
+    }
+    p->dir = g->run.dir;
+    p->gate = g;
+    p->policy = pol;
+    p->run = &g->run;
+    int rc = write_for(p, cat, bytes, msg, len);
+    free(p);
+    return rc;
+}
+
 int cc_report_html_write(const char *dir, const char *policy_path, long *bytes, char *gate_line,
                          size_t gate_len, char *msg, size_t len)
 {
@@ -745,7 +894,8 @@ int cc_report_html_write(const char *dir, const char *policy_path, long *bytes, 
         p->policy = pol;
         p->run = &g->run;
     } else
-        snprintf(p->gate_note, sizeof p->gate_note, "The gate refused this run under %.300s: %.600s",
+        snprintf(p->gate_note, sizeof p->gate_note, "the gate refuses this run under %.300s: "
+                                                     "%.600s",
                  pol->name, why);
     if (!p->run) {
         if (cc_run_load(dir, CC_LOAD_RESULTS, plain, msg, len))
@@ -753,30 +903,14 @@ int cc_report_html_write(const char *dir, const char *policy_path, long *bytes, 
         have_plain = 1;
         p->run = plain;
     }
-    if (cc_result_extras_read(p->run->dir, p->run->n_results, &p->x, msg, len))
+    if (write_for(p, &cat, bytes, msg, len))
         goto out;
-    if (build(p, &cat)) {
-        snprintf(msg, len, "out of memory");
-        goto out;
-    }
-    char path[1100];
-    snprintf(path, sizeof path, "%s/report.html", p->run->dir);
-    if (cc_write_file_with(path, write_page, p, bytes)) {
-        snprintf(msg, len, "cannot write %s: %s", path, strerror(errno));
-        goto out;
-    }
     if (gate_line && have_gate)
-        snprintf(gate_line, gate_len, "gate: %d of %zu capsule x dtype checked under %s",
-                 g->n_checked, g->n, pol->name);
+        gate_summary(g, pol, gate_line, gate_len);
     else if (gate_line)
-        snprintf(gate_line, gate_len, "gate: no verdicts (refused)");
+        snprintf(gate_line, gate_len, "gate: no verdicts: %s", p->gate_note);
     rc = 0;
 out:
-    if (p) {
-        free(p->cells);
-        free(p->cell_of);
-        cc_result_extras_free(&p->x);
-    }
     if (have_gate)
         cc_gate_free(g);
     if (have_plain)

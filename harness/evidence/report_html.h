@@ -25,11 +25,20 @@
 
 #include <stddef.h>
 
+#include "harness/evidence/gate.h"
+
 /* Write dir/report.html for the run in dir. policy: the gate's policy file; NULL for the policy
  * built into capcheck (reports/policy.conf, harness/evidence/gate.h); one that cannot be read
- * is an error. Returns 0 with the page's size in *bytes and a one-line gate summary in gate
- * (may be NULL), or -1 with a sentence in msg. */
+ * is an error. Returns 0 with the page's size in *bytes and the gate's summary in gate (may be
+ * NULL): its line "gate: ..." (cc_gate_line, or why there are no verdicts), and when thin evidence
+ * holds a capsule back a second line naming the command that would check capsules; or -1 with a
+ * sentence in msg. */
 int cc_report_html_write(const char *dir, const char *policy, long *bytes,
                          char *gate, size_t gate_len, char *msg, size_t len);
+
+/* The same page for a run already gated (g under pol, with the catalog cat it used), written
+ * into g's folder without a summary line. Returns 0, or -1 with a sentence in msg. */
+int cc_report_html_write_gated(const cc_gate *g, const cc_policy *pol, const cc_catalog *cat,
+                               long *bytes, char *msg, size_t len);
 
 #endif

@@ -11,8 +11,9 @@
  * so on its console (tests/html_check.py fails on that). */
 #define CSP "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 
-/* Heat classes h0..h6, hx: light where the cases sit far inside their bound, warm towards it,
- * red beyond it. hu: nothing compared (unsupported only). */
+/* Heat classes h0..h6, hx: passing cells from white (exact, far inside the bound) to green,
+ * deeper as the worst ratio nears the bound (a clean run is all white and green, never a
+ * warning colour); red beyond it (a failing case). hu: nothing compared (unsupported only). */
 static const char STYLE[] =
     ":root{--ok:#1a7f37;--bad:#c62828;--mute:#6b7280;--line:#d9dde3}\n"
     "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif;"
@@ -39,8 +40,9 @@ static const char STYLE[] =
     "table.heat th.op,table.heat td.op{text-align:right;position:sticky;left:0;background:#fff;"
     "font-weight:400;min-width:0}\n"
     "table.heat td.op{font-family:'DejaVu Sans Mono',Menlo,monospace}\n"
-    ".h0{background:#f1f3f5}.h1{background:#e6f4ea}.h2{background:#ccebd4}.h3{background:#e8f1b0}"
-    ".h4{background:#fde8a4}.h5{background:#fcc57c}.h6{background:#f79c5a}"
+    ".h0{background:#ffffff;outline:1px solid #eef0f3;outline-offset:-1px}.h1{background:#f1f9f3}"
+    ".h2{background:#dff1e4}.h3{background:#c6e7cf}.h4{background:#a6d9b4}.h5{background:#80c794}"
+    ".h6{background:#57b270}"
     ".hx{background:#c62828;color:#fff;font-weight:700}"
     ".hu{background:repeating-linear-gradient(45deg,#eee,#eee 3px,#fff 3px,#fff 6px);"
     "color:var(--mute)}\n"

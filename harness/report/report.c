@@ -174,6 +174,7 @@ void cc_report_init(cc_report *rep)
 
 void cc_report_free(cc_report *rep)
 {
+    cc_fold_free(&rep->fold);
     free(rep->rows);
     free(rep->witnessed);
     free(rep->judged);
@@ -224,16 +225,58 @@ static int judge(cc_report *rep, const cc_result *r)
     return 0;
 }
 
-int cc_report_add(cc_report *rep, const cc_result *r)
+/* A case that failed, errored, crashed or timed out: the row's worst failure when it ranks
+ * before the one kept (cc_report_row), and the NaN/Inf pattern misses counted apart. */
+static void note_failure(cc_report_row *row, const cc_result *r)
 {
-    if (rep->expect && judge(rep, r))
-        return -1;
-    cc_report_row *row = find_row(rep, r);
-    if (!row)
-        return -1;
-    if (rep->cases == 0)
-        rep->accumulation = r->accumulation;
-    rep->mixed_accumulation |= r->accumulation != rep->accumulation;
+    int nonfinite = cc_result_nonfinite_miss(r);
+    if (nonfinite && !row->nonfinite++) {
+        snprintf(row->first_nonfinite, sizeof row->first_nonfinite, "%s", r->line);
+        snprintf(row->first_nonfinite_msg, sizeof row->first_nonfinite_msg, "%s", r->message);
+    }
+    int before = !row->worst_failure[0] || nonfinite < row->worst_failure_nonfinite ||
+                 (nonfinite == row->worst_failure_nonfinite &&
+                  r->worst_ratio > row->worst_failure_ratio);
+    if (!before)
+        return;
+    snprintf(row->worst_failure, sizeof row->worst_failure, "%s", r->line);
+    snprintf(row->worst_failure_msg, sizeof row->worst_failure_msg, "%s", r->message);
+    row->worst_failure_status = r->status;
+    row->worst_failure_ratio = r->worst_ratio;
+    row->worst_failure_verdict = r->n_witnesses ? r->verdict : CC_VERDICT_NONE;
+    row->worst_failure_nonfinite = nonfinite;
+}
+
+/* A repeat that disagrees with its case's first record: the case, counted under the first
+ * record's status, is now nondeterministic, and the row names it (seen: the fold's word). */
+static void count_nondeterministic(cc_report *rep, cc_report_row *row, const cc_result *r,
+                                   const cc_fold_seen *seen)
+{
+    row->counts[seen->first_status]--;
+    row->counts[CC_RES_NONDETERMINISTIC]++;
+    rep->counts[seen->first_status]--;
+    rep->counts[CC_RES_NONDETERMINISTIC]++;
+    rep->disagreeing++;
+    if (!row->first_failure[0] || seen->first_status == CC_RES_PASS ||
+        seen->first_status == CC_RES_UNSUPPORTED) {
+        snprintf(row->first_failure, sizeof row->first_failure, "%s", r->line);
+        snprintf(row->first_failure_msg, sizeof row->first_failure_msg, "%s", seen->why);
+    }
+    double ratio = r->worst_ratio > seen->first_ratio ? r->worst_ratio : seen->first_ratio;
+    if (!row->worst_failure[0] || row->worst_failure_nonfinite ||
+        ratio > row->worst_failure_ratio) {
+        snprintf(row->worst_failure, sizeof row->worst_failure, "%s", r->line);
+        snprintf(row->worst_failure_msg, sizeof row->worst_failure_msg, "%s", seen->why);
+        row->worst_failure_status = CC_RES_NONDETERMINISTIC;
+        row->worst_failure_ratio = ratio;
+        row->worst_failure_verdict = CC_VERDICT_NONE;
+        row->worst_failure_nonfinite = 0;
+    }
+}
+
+/* The first record of a case into its row and the totals. */
+static int count_case(cc_report *rep, cc_report_row *row, const cc_result *r)
+{
     row->cases++;
     row->counts[r->status]++;
     if (r->sampled) {
@@ -243,13 +286,10 @@ int cc_report_add(cc_report *rep, const cc_result *r)
     }
     row->vacuous += r->vacuous != 0;
     row->suspect += r->suspect != 0;
-    row->retried += r->retried != 0;
-    cc_results_digest_add(&rep->digest, r);
-    rep->cases++;
+    rep->distinct++;
     rep->counts[r->status]++;
     rep->vacuous += r->vacuous != 0;
     rep->suspect += r->suspect != 0;
-    rep->retried += r->retried != 0;
     if (!row->worst_line[0] || r->worst_ratio > row->worst_ratio) {
         row->worst_ratio = r->worst_ratio;
         snprintf(row->worst_line, sizeof row->worst_line, "%s", r->line);
@@ -258,14 +298,8 @@ int cc_report_add(cc_report *rep, const cc_result *r)
         snprintf(row->first_failure, sizeof row->first_failure, "%s", r->line);
         snprintf(row->first_failure_msg, sizeof row->first_failure_msg, "%s", r->message);
     }
-    if (r->status != CC_RES_PASS && r->status != CC_RES_UNSUPPORTED &&
-        (!row->worst_failure[0] || r->worst_ratio > row->worst_failure_ratio)) {
-        snprintf(row->worst_failure, sizeof row->worst_failure, "%s", r->line);
-        snprintf(row->worst_failure_msg, sizeof row->worst_failure_msg, "%s", r->message);
-        row->worst_failure_status = r->status;
-        row->worst_failure_ratio = r->worst_ratio;
-        row->worst_failure_verdict = r->n_witnesses ? r->verdict : CC_VERDICT_NONE;
-    }
+    if (r->status != CC_RES_PASS && r->status != CC_RES_UNSUPPORTED)
+        note_failure(row, r);
     if (r->n_witnesses > 0) {
         cc_result *grown =
             cc_grow(rep->witnessed, rep->n_witnessed, &rep->cap_witnessed, sizeof *grown, 8);
@@ -276,6 +310,35 @@ int cc_report_add(cc_report *rep, const cc_result *r)
         rep->verdicts[(unsigned)r->verdict < CC_VERDICT_COUNT ? r->verdict : CC_VERDICT_NONE]++;
     }
     return 0;
+}
+
+int cc_report_add(cc_report *rep, const cc_result *r)
+{
+    cc_fold_seen seen;
+    if (cc_fold_add(&rep->fold, r, (size_t)rep->cases,
+                    cc_repeat_bits_must_agree(r, rep->provenance.deterministic), &seen))
+        return -1;
+    if (seen.kind == CC_FOLD_FIRST && rep->expect && judge(rep, r))
+        return -1;
+    cc_report_row *row = find_row(rep, r);
+    if (!row)
+        return -1;
+    if (rep->cases == 0)
+        rep->accumulation = r->accumulation;
+    rep->mixed_accumulation |= r->accumulation != rep->accumulation;
+    cc_results_digest_add(&rep->digest, r);
+    rep->cases++;
+    rep->retried += r->retried != 0;
+    row->retried += r->retried != 0;
+    rep->repeats = rep->fold.repeats;
+    if (seen.kind == CC_FOLD_DISAGREES)
+        count_nondeterministic(rep, row, r, &seen);
+    return seen.kind == CC_FOLD_FIRST ? count_case(rep, row, r) : 0;
+}
+
+long cc_report_not_passed(const cc_report *rep)
+{
+    return rep->distinct - rep->counts[CC_RES_PASS];
 }
 
 /* ---- writers ------------------------------------------------------------------------------- */
@@ -362,6 +425,10 @@ static void write_json(const cc_report *rep, FILE *f)
     fprintf(f, "},\n  \"judgement\": {\"accumulation\": \"%s\", \"suspect_lambda\": %g, "
                "\"vacuous\": %ld, \"suspect\": %ld},\n",
             cc_report_accumulation(rep), CC_SUSPECT_LAMBDA, rep->vacuous, rep->suspect);
+    if (rep->repeats) /* only when it happened: other reports keep their bytes */
+        fprintf(f, "  \"repeated\": {\"case_lines\": %ld, \"distinct_cases\": %ld, "
+                   "\"disagreeing\": %ld},\n",
+                rep->repeats, rep->distinct, rep->disagreeing);
     if (rep->retried) /* only when it happened: other reports keep their bytes */
         fprintf(f, "  \"retried\": %ld,\n", rep->retried);
     fputs("  \"rows\": [\n", f);
@@ -409,6 +476,8 @@ static void write_json(const cc_report *rep, FILE *f)
                     cc_result_status_name(row->worst_failure_status));
             cc_json_write_string(f, row->worst_failure_msg);
         }
+        if (row->nonfinite) /* only rows that have one: other reports keep their bytes */
+            fprintf(f, ", \"nonfinite_failures\": %ld", row->nonfinite);
         if (op && op->note) {
             fputs(", \"contract_note\": ", f);
             cc_json_write_string(f, op->note);
@@ -524,9 +593,7 @@ int cc_report_row_failing(const cc_report_row *row)
     return row->counts[CC_RES_FAIL] + cc_count_errors(row->counts) > 0;
 }
 
-/* "3 fail, 1 crash": the counts of the statuses that are neither a pass nor unsupported, those
- * that occur. */
-static void not_passed_counts(const long *counts, char *buf, size_t n)
+void cc_report_not_passed_counts(const long *counts, char *buf, size_t n)
 {
     size_t used = 0;
     buf[0] = 0;
@@ -534,6 +601,69 @@ static void not_passed_counts(const long *counts, char *buf, size_t n)
         if (counts[s] && s != CC_RES_PASS && s != CC_RES_UNSUPPORTED)
             used += (size_t)snprintf(buf + used, n - used, "%s%ld %s", used ? ", " : "",
                                      counts[s], cc_result_status_name((cc_result_status)s));
+}
+
+void cc_report_row_not_passed(const cc_report_row *row, char *buf, size_t n)
+{
+    cc_report_not_passed_counts(row->counts, buf, n);
+    size_t used = strlen(buf);
+    if (!row->nonfinite || used >= n)
+        return;
+    if (row->nonfinite == row->counts[CC_RES_FAIL])
+        snprintf(buf + used, n - used, ", all on a NaN/Inf pattern");
+    else
+        snprintf(buf + used, n - used, "; %ld of the fails on a NaN/Inf pattern", row->nonfinite);
+}
+
+/* A failing row of report.md: its counts, its worst case (a finite value missed beyond its
+ * bound before a NaN/Inf pattern) and the command that reruns it; the NaN/Inf pattern misses
+ * counted apart, and the first of them shown too when the worst case is another kind. */
+static void write_failing_row(const cc_report *rep, const cc_report_row *row, FILE *f)
+{
+    char counts[200], cmd[2600];
+    cc_report_row_not_passed(row, counts, sizeof counts);
+    cc_repro_command_on(&rep->repro, row->worst_failure, row->platform,
+                        rep->provenance.platforms, rep->provenance.n_platforms, cmd, sizeof cmd);
+    fprintf(f, "- **%s %s %s**: %ld of %ld did not pass (%s); worst: %s: %s", row->op,
+            cc_dtype_name(row->dtype), row->platform[0] ? row->platform
+                                                        : cc_device_name(row->device),
+            row->cases - row->counts[CC_RES_PASS] - row->counts[CC_RES_UNSUPPORTED], row->cases,
+            counts, cc_result_status_name(row->worst_failure_status), row->worst_failure_msg);
+    if (row->worst_failure_verdict != CC_VERDICT_NONE)
+        fprintf(f, "; witnesses: **%s**", cc_verdict_name(row->worst_failure_verdict));
+    fprintf(f, "\n  `%s`\n", cmd);
+    if (!row->nonfinite || row->worst_failure_nonfinite)
+        return;
+    cc_repro_command_on(&rep->repro, row->first_nonfinite, row->platform,
+                        rep->provenance.platforms, rep->provenance.n_platforms, cmd, sizeof cmd);
+    fprintf(f, "  first NaN/Inf pattern miss: %s\n  `%s`\n", row->first_nonfinite_msg, cmd);
+}
+
+/* report.md's verdict line (bad: the cases that did not pass, counts: their statuses), and the
+ * repeated case lines it counted once. */
+static void write_verdict(const cc_report *rep, FILE *f, long bad, const char *counts,
+                          size_t failing_rows)
+{
+    if (bad)
+        fprintf(f, "**Verdict: %ld of %ld cases did not pass** (%s) in %zu of %zu rows%s; exit "
+                   "code 1.\n",
+                bad, rep->distinct, counts, failing_rows, rep->n,
+                rep->counts[CC_RES_UNSUPPORTED] ? "; some cases are unsupported (below)" : "");
+    else if (rep->counts[CC_RES_UNSUPPORTED])
+        fprintf(f, "**Verdict: no case failed, but %ld of %ld cases are unsupported by the "
+                   "provider** (never a pass); exit code 1.\n",
+                rep->counts[CC_RES_UNSUPPORTED], rep->distinct);
+    else
+        fprintf(f, "**Verdict: all %ld cases passed**; exit code 0.\n", rep->distinct);
+    if (rep->repeats) {
+        char said[64];
+        cc_repeats_sentence(rep->repeats, said, sizeof said);
+        fprintf(f, "\n%s: %ld case lines ran, %ld distinct cases; every count here is of "
+                   "distinct cases. %ld case%s disagreed with its first run (counted "
+                   "nondeterministic).\n",
+                said, rep->cases, rep->distinct, rep->disagreeing,
+                rep->disagreeing == 1 ? "" : "s");
+    }
 }
 
 /* The report opens with what a reader came for: the verdict, then every failing row with its
@@ -553,45 +683,19 @@ static void write_markdown(const cc_report *rep, FILE *f)
                             rep->rows[i].counts[CC_RES_UNSUPPORTED] > 0;
     }
     char counts[160];
-    not_passed_counts(rep->counts, counts, sizeof counts);
+    cc_report_not_passed_counts(rep->counts, counts, sizeof counts);
     fprintf(f, "# capcheck report\n\n");
-    if (bad)
-        fprintf(f, "**Verdict: %ld of %ld cases did not pass** (%s) in %zu of %zu rows%s; exit "
-                   "code 1.\n",
-                bad, rep->cases, counts, failing_rows, rep->n,
-                rep->counts[CC_RES_UNSUPPORTED] ? "; some cases are unsupported (below)" : "");
-    else if (rep->counts[CC_RES_UNSUPPORTED])
-        fprintf(f, "**Verdict: no case failed, but %ld of %ld cases are unsupported by the "
-                   "provider** (never a pass); exit code 1.\n",
-                rep->counts[CC_RES_UNSUPPORTED], rep->cases);
-    else
-        fprintf(f, "**Verdict: all %ld cases passed**; exit code 0.\n", rep->cases);
+    write_verdict(rep, f, bad, counts, failing_rows);
     if (rep->retried)
         fprintf(f, "\n%ld cases ran twice: their first worker was killed from outside (SIGKILL "
                    "or SIGTERM capcheck did not send, e.g. the OOM killer); their results are "
                    "the second run's (\"retried\": true in results.jsonl).\n",
                 rep->retried);
-    char cmd[2600];
     if (failing_rows) {
         fprintf(f, "\n## Failures (worst case of each row; the command reruns it)\n\n");
-        for (size_t k = 0; k < rep->n; k++) {
-            const cc_report_row *row = &rep->rows[order[k]];
-            if (!cc_report_row_failing(row))
-                continue;
-            not_passed_counts(row->counts, counts, sizeof counts);
-            cc_repro_command_on(&rep->repro, row->worst_failure, row->platform,
-                                rep->provenance.platforms, rep->provenance.n_platforms, cmd,
-                                sizeof cmd);
-            fprintf(f, "- **%s %s %s**: %ld of %ld did not pass (%s); worst: %s: %s", row->op,
-                    cc_dtype_name(row->dtype), row->platform[0] ? row->platform
-                                                                : cc_device_name(row->device),
-                    row->cases - row->counts[CC_RES_PASS] - row->counts[CC_RES_UNSUPPORTED],
-                    row->cases, counts, cc_result_status_name(row->worst_failure_status),
-                    row->worst_failure_msg);
-            if (row->worst_failure_verdict != CC_VERDICT_NONE)
-                fprintf(f, "; witnesses: **%s**", cc_verdict_name(row->worst_failure_verdict));
-            fprintf(f, "\n  `%s`\n", cmd);
-        }
+        for (size_t k = 0; k < rep->n; k++)
+            if (cc_report_row_failing(&rep->rows[order[k]]))
+                write_failing_row(rep, &rep->rows[order[k]], f);
     }
     if (rep->since_baseline)
         fprintf(f, "\n## Since the baseline\n\n```\n%s```\n", rep->since_baseline);
@@ -609,7 +713,11 @@ static void write_markdown(const cc_report *rep, FILE *f)
     }
     fprintf(f, "\n## The run\n\n");
     fprintf(f, "- capcheck %s; provider: %s\n- cases: %s; base seed %llu; %ld cases\n",
-            CC_VERSION, rep->provider_description, rep->case_files, rep->base_seed, rep->cases);
+            CC_VERSION, rep->provider_description, rep->case_files, rep->base_seed, rep->distinct);
+    if (rep->repeats)
+        fprintf(f, "- repeated: %ld case lines ran; %ld of them repeated an earlier one and are "
+                   "counted once; %ld disagreed\n",
+                rep->cases, rep->repeats, rep->disagreeing);
     fprintf(f, "- totals:");
     for (int s = 0; s < CC_RES_COUNT; s++)
         fprintf(f, " %s %ld%s", cc_result_status_name((cc_result_status)s), rep->counts[s],

@@ -11,6 +11,7 @@
 #include "core/sha256.h"
 #include "core/strbuf.h"
 #include "harness/report/expect.h"
+#include "harness/report/identity.h"
 #include "harness/report/provenance.h"
 #include "harness/report/repro.h"
 #include "harness/run/runner.h"
@@ -40,17 +41,30 @@ typedef struct {
     char first_failure_msg[384];
     long sampled;            /* cases checked on a sample of their elements (harness/run/sample.h) */
     double least_fraction;   /* the smallest share of elements one of them checked */
-    /* the worst case that failed, errored, crashed or timed out (largest bound ratio; the first
-     * of equals), what report.md, JUnit and the gate show; "" when none did */
+    /* the worst case that failed, errored, crashed or timed out, what report.md, JUnit, the gate
+     * and the run's closing summary show; "" when none did. Worst: a NaN/Inf pattern miss
+     * (cc_result_nonfinite_miss) only when the row has no other failure, then the largest
+     * bound ratio, the first of equals */
     char worst_failure[CC_CASE_LINE_MAX];
     char worst_failure_msg[384];
     cc_result_status worst_failure_status;
     double worst_failure_ratio;
     cc_three_way_verdict worst_failure_verdict;
+    int worst_failure_nonfinite;
+    /* the failures on a NaN/Inf pattern, counted apart, and the first of them */
+    long nonfinite;
+    char first_nonfinite[CC_CASE_LINE_MAX];
+    char first_nonfinite_msg[384];
 } cc_report_row;
 
 /* A row with a case that failed, errored, crashed or timed out. */
 int cc_report_row_failing(const cc_report_row *row);
+/* "3 fail, 1 crash": of per-status counts, those of the statuses that are neither a pass nor
+ * unsupported, the ones that occur. */
+void cc_report_not_passed_counts(const long *counts, char *buf, size_t n);
+/* The same for a row, its NaN/Inf pattern misses counted apart: "36 fail; 3 of the fails on a
+ * NaN/Inf pattern". */
+void cc_report_row_not_passed(const cc_report_row *row, char *buf, size_t n);
 
 /* One result judged against its expectation. */
 typedef struct {
@@ -63,7 +77,13 @@ typedef struct {
 typedef struct {
     cc_report_row *rows;
     size_t n, cap;
+    /* cases: the records added (results.jsonl's lines: every case line run). Rows, counts and
+     * every figure but the digest, accumulation and retried count each case once however often
+     * it ran (harness/report/identity.h): distinct cases, of which `repeats` more records were
+     * folded, and `disagreeing` cases whose repeats disagreed (counted nondeterministic) */
     long cases, counts[CC_RES_COUNT];
+    long distinct, repeats, disagreeing;
+    cc_fold fold;
     long vacuous, suspect;
     /* how the results were judged: the accumulation mode of the first, and whether another
      * result had the other one (written "mixed") */
@@ -103,7 +123,12 @@ void cc_report_init(cc_report *rep);
 /* "strict", "relaxed", or "mixed" when the results were judged in both modes. */
 const char *cc_report_accumulation(const cc_report *rep);
 void cc_report_free(cc_report *rep);
+/* Add the next record (in case order). A repeat of a case is folded into it (its provenance's
+ * deterministic mode decides whether bits must agree: set rep->provenance first). 0, or -1 when
+ * memory runs out. */
 int cc_report_add(cc_report *rep, const cc_result *r);
+/* The cases that did not pass, each case counted once. */
+long cc_report_not_passed(const cc_report *rep);
 void cc_report_write_json_stream(const cc_report *rep, FILE *f);
 /* Written to a temporary file beside `path`, then renamed: never half a report. The JSON
  * report is then sealed: PATH.sha256 holds its hash (cc_report_seal). */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/files.h"
 #include "harness/run/watch.h"
 
 
@@ -69,6 +70,7 @@ void cc_builtin_provider_list(char *buf, size_t n)
 static int load_in_child(cc_watch *w, void *file)
 {
     (void)w;
+    int real_stdout = cc_stdout_divert(); /* what the library prints goes to stderr */
     void *dl = dlopen(file, RTLD_NOW | RTLD_LOCAL);
     void *sym = dl ? dlsym(dl, CC_PLUGIN_ENTRY) : NULL;
     if (sym) {
@@ -76,6 +78,7 @@ static int load_in_child(cc_watch *w, void *file)
         memcpy(&entry, &sym, sizeof entry);
         (void)entry();
     }
+    cc_stdout_restore(real_stdout);
     return 0;
 }
 
@@ -131,13 +134,25 @@ cc_plugin *cc_plugin_open_within(const char *path, double limit_s, char *msg, si
     if (probe_load(pl->path, path, limit_s, msg, msg_len) != 0)
         goto fail;
     dlerror();
+    int real_stdout = cc_stdout_divert(); /* its constructors' and entry's prints: stderr */
     pl->dl = dlopen(pl->path, RTLD_NOW | RTLD_LOCAL);
+    const cc_provider *t = NULL;
+    void *sym = NULL;
+    if (pl->dl) {
+        dlerror();
+        sym = dlsym(pl->dl, CC_PLUGIN_ENTRY);
+    }
+    if (sym) {
+        cc_provider_entry_fn entry;
+        /* POSIX guarantees a data pointer from dlsym converts to a function pointer */
+        memcpy(&entry, &sym, sizeof entry);
+        t = entry();
+    }
+    cc_stdout_restore(real_stdout);
     if (!pl->dl) {
         snprintf(msg, msg_len, "cannot load the provider library %s: %s", path, dl_reason());
         goto fail;
     }
-    dlerror();
-    void *sym = dlsym(pl->dl, CC_PLUGIN_ENTRY);
     if (!sym) {
         snprintf(msg, msg_len,
                  "the provider library %s does not export %s (a plugin defines "
@@ -145,10 +160,6 @@ cc_plugin *cc_plugin_open_within(const char *path, double limit_s, char *msg, si
                  path, CC_PLUGIN_ENTRY, CC_PLUGIN_ENTRY);
         goto fail;
     }
-    cc_provider_entry_fn entry;
-    /* POSIX guarantees a data pointer from dlsym converts to a function pointer */
-    memcpy(&entry, &sym, sizeof entry);
-    const cc_provider *t = entry();
     if (!t) {
         snprintf(msg, msg_len, "the provider library %s: %s() returned NULL", path,
                  CC_PLUGIN_ENTRY);

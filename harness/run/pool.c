@@ -532,6 +532,12 @@ static int spawn(cc_pool *pool, int k)
         return -1;
     }
     if (pid == 0) {
+        /* the provider's prints go to stderr, a line at a time (a worker ends with _exit: a
+         * buffer would be lost) */
+        int real_stdout = cc_stdout_divert();
+        if (real_stdout >= 0)
+            close(real_stdout);
+        setvbuf(stdout, NULL, _IOLBF, BUFSIZ);
         /* only this worker may hold the write end of its result pipe: the parent sees EOF
          * exactly when the worker is gone */
         for (int i = 0; i < pool->n; i++)
@@ -993,11 +999,13 @@ int cc_pool_start(const cc_pool_config *cfg, cc_pool **out, char *msg, size_t ms
     if (pool->cfg.in_process) {
         cc_level_apply(pool->cfg.cpu_level); /* this process is the worker */
         cc_runner_keep_memory();
+        int real_stdout = cc_stdout_divert();
         for (int d = 0; d < CC_DEVICE_COUNT; d++) {
             if (!(pool->cfg.devices & (1u << d)))
                 continue;
             char why[384];
             if (cc_provider_init(p, (cc_device)d, why, sizeof why) != CC_OK) {
+                cc_stdout_restore(real_stdout);
                 snprintf(msg, msg_len, "provider %s cannot run on %s: %s", p->name,
                          cc_device_name((cc_device)d), why);
                 free(pool);
@@ -1007,6 +1015,7 @@ int cc_pool_start(const cc_pool_config *cfg, cc_pool **out, char *msg, size_t ms
         init_witnesses(&pool->cfg, &pool->ready);
         cc_provider_describe(p, pool->description, sizeof pool->description);
         detect_platforms(&pool->cfg, pool->description, pool->platform);
+        cc_stdout_restore(real_stdout);
         *out = pool;
         return 0;
     }
@@ -1076,6 +1085,7 @@ int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, siz
             return -1;
         }
         cc_result r;
+        int real_stdout = cc_stdout_divert();
         cc_run_case_probed(pool->cfg.provider, c, &pool->cfg.run, NULL, &r);
         snprintf(r.platform, sizeof r.platform, "%s",
                  (unsigned)r.device < CC_DEVICE_COUNT ? pool->platform[r.device].key : "");
@@ -1086,6 +1096,7 @@ int cc_pool_submit(cc_pool *pool, uint64_t tag, const cc_case *c, char *msg, siz
                 run_witness_job(&pool->cfg, &pool->ready, k, c, &probe, &r.witnesses[k]);
             finish_witnessed(&pool->cfg, &r);
         }
+        cc_stdout_restore(real_stdout);
         if (push_result(pool, tag, &r)) {
             snprintf(msg, msg_len, "%s", pool->fatal_msg);
             return -1;

@@ -31,6 +31,12 @@ long cc_count_errors(const long *counts)
            counts[CC_RES_OUT_OF_BOUNDS] + counts[CC_RES_NONDETERMINISTIC];
 }
 
+int cc_result_nonfinite_miss(const cc_result *r)
+{
+    return r->status == CC_RES_FAIL && r->worst_output[0] &&
+           (!isfinite(r->expected) || !isfinite(r->got));
+}
+
 const char *cc_result_status_name(cc_result_status s)
 {
     return s < CC_RES_COUNT ? status_names[s] : "?";

@@ -161,6 +161,12 @@ void cc_provider_describe(const cc_provider *p, char *buf, size_t len);
 /* Of per-status counts: the provider faults that are not a wrong value (error, crash, timeout,
  * out-of-bounds, nondeterministic), which reports count as "errors". */
 long cc_count_errors(const long *counts);
+/* 1 when r failed on a NaN/Inf pattern: its worst element expected NaN or an infinity and got a
+ * finite value, or the reverse (a NaN, or an Inf that is not the overflow of the expected
+ * value). Reports count these apart and rank them after a finite expected value missed beyond
+ * its bound, the mismatch that shows a wrong kernel (an edge=nan case fails on its NaNs under
+ * almost any bug). */
+int cc_result_nonfinite_miss(const cc_result *r);
 /* The identity part of a result (canonical line, op, dtype, device, layout, provider,
  * vjp_mode), everything else zero and status pass: what cc_run_case starts from, and what the
  * worker pool fills in for a case whose worker crashed or timed out. */

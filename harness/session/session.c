@@ -13,8 +13,10 @@
 #endif
 
 #include "core/clock.h"
+#include "harness/report/manifest.h"
 #include "harness/report/report.h"
 #include "harness/report/report_out.h"
+#include "harness/report/report_terminal.h"
 #include "harness/run/pool.h"
 #include "harness/run/witness.h"
 #include "harness/session/journal.h"
@@ -36,6 +38,9 @@ typedef struct {
     double started, last_progress;
     int failed; /* the journal could not be written */
     char msg[512];
+    size_t case_lines;    /* cases whose line was due (CC_CASE_LINES_SHOWN) */
+    int large;            /* the run is large (session.h): its case lines give way */
+    size_t progress_done; /* done at the last progress line not on a terminal */
 } run_state;
 
 /* "12 s", "3 min 20 s", "1 h 05 min": a duration for the progress line. */
@@ -60,54 +65,103 @@ static void repro_of(const run_state *s, const cc_result *r, char *cmd, size_t n
     }
 }
 
-static void on_result(run_state *s, size_t index, const cc_result *r)
+/* The line of a case that does not pass (with --expect: whose outcome is news) and the
+ * command that reruns it, on the log: every one with --verbose, else those of a run that is not
+ * large; the case that makes a run large says once that the rest give way (session.h). */
+static void print_case_line(run_state *s, const cc_result *r)
 {
     FILE *log = s->o->log;
+    char said[1024];
+    cc_expect_outcome judged = CC_EXPECT_NONE;
+    if (s->o->expect)
+        judged = cc_expect_judge(cc_expect_find(s->o->expect, r->line), r, said, sizeof said);
+    int news = s->o->expect ? judged != CC_EXPECT_NONE && judged != CC_EXPECT_REPRODUCED
+                            : r->status != CC_RES_PASS;
+    if (!news)
+        return;
+    if (++s->case_lines > CC_CASE_LINES_SHOWN && !s->large) {
+        s->large = 1;
+        if (s->o->verbosity <= 0) {
+            if (s->o->tty)
+                fprintf(log, "\r\033[K");
+            fprintf(log, "capcheck: more than %d cases to report: their lines stop here (-v "
+                         "prints every one); the run ends with the worst case of each op x "
+                         "dtype that did not pass\n",
+                    CC_CASE_LINES_SHOWN);
+        }
+    }
+    if (s->large && s->o->verbosity <= 0)
+        return;
+    char cmd[2700];
+    repro_of(s, r, cmd, sizeof cmd);
+    const char *twice = r->retried ? " (its first worker was killed from outside: ran twice)" : "";
+    if (s->o->tty)
+        fprintf(log, "\r\033[K");
+    if (s->o->expect) {
+        fprintf(log, "%s: %s%s\n  %s\n", cc_expect_outcome_name(judged), said, twice, cmd);
+        return;
+    }
+    if (s->level)
+        fprintf(log, "%s on %s: %s%s\n  %s\n", cc_result_status_name(r->status), r->platform,
+                r->message, twice, cmd);
+    else
+        fprintf(log, "%s: %s%s\n  %s\n", cc_result_status_name(r->status), r->message, twice,
+                cmd);
+    if (r->n_witnesses) {
+        cc_witness_summary(r, said, sizeof said);
+        fprintf(log, "  witnesses: %s\n", said);
+    }
+}
+
+/* On a terminal, the progress line, redrawn at most every 0.1 s; elsewhere, once the run is
+ * large, a line per tenth of the run at most every CC_PROGRESS_SECONDS. */
+static int progress_due(const run_state *s, double t)
+{
+    if (s->o->tty)
+        return t - s->last_progress > 0.1 || s->done == s->total;
+    double since = t - (s->last_progress > 0 ? s->last_progress : s->started);
+    return s->large && s->done < s->total &&
+           since >= CC_PROGRESS_SECONDS && (s->done - s->progress_done) * 10 >= s->total;
+}
+
+static void print_progress(run_state *s, const cc_result *r)
+{
+    FILE *log = s->o->log;
+    double t = cc_monotonic_seconds();
+    int tty = s->o->tty;
+    if (!progress_due(s, t))
+        return;
+    char elapsed[32], eta[32];
+    format_duration(t - s->started, elapsed, sizeof elapsed);
+    format_duration((t - s->started) / (double)s->done * (double)(s->total - s->done), eta,
+                    sizeof eta);
+    if (tty) {
+        fprintf(log, "\r\033[K[%zu/%zu] %s %s: %zu passed, %zu not; %s, ETA %s", s->done,
+                s->total, r->op, cc_dtype_name(r->dtype), s->passed, s->done - s->passed,
+                elapsed, eta);
+        fflush(log);
+        s->last_progress = t;
+        return;
+    }
+    fprintf(log, "capcheck: [%zu/%zu] %zu passed, %zu not; %s, ETA %s\n", s->done, s->total,
+            s->passed, s->done - s->passed, elapsed, eta);
+    fflush(log);
+    s->last_progress = t;
+    s->progress_done = s->done;
+}
+
+static void on_result(run_state *s, size_t index, const cc_result *r)
+{
     if (cc_journal_append(s->journal, index, r, s->msg, sizeof s->msg))
         s->failed = 1;
     s->done++;
     s->passed += r->status == CC_RES_PASS;
     s->level_done++;
     s->level_passed += r->status == CC_RES_PASS;
-    if (!log)
+    if (!s->o->log)
         return;
-    char said[1024];
-    cc_expect_outcome judged = CC_EXPECT_NONE;
-    if (s->o->expect)
-        judged = cc_expect_judge(cc_expect_find(s->o->expect, r->line), r, said, sizeof said);
-    char cmd[2700];
-    repro_of(s, r, cmd, sizeof cmd);
-    const char *twice = r->retried ? " (its first worker was killed from outside: ran twice)" : "";
-    if (s->o->expect && judged != CC_EXPECT_NONE && judged != CC_EXPECT_REPRODUCED) {
-        if (s->o->tty)
-            fprintf(log, "\r\033[K");
-        fprintf(log, "%s: %s%s\n  %s\n", cc_expect_outcome_name(judged), said, twice, cmd);
-    } else if (r->status != CC_RES_PASS && !s->o->expect) {
-        if (s->o->tty)
-            fprintf(log, "\r\033[K");
-        if (s->level)
-            fprintf(log, "%s on %s: %s%s\n  %s\n", cc_result_status_name(r->status),
-                    r->platform, r->message, twice, cmd);
-        else
-            fprintf(log, "%s: %s%s\n  %s\n", cc_result_status_name(r->status), r->message,
-                    twice, cmd);
-        if (r->n_witnesses) {
-            cc_witness_summary(r, said, sizeof said);
-            fprintf(log, "  witnesses: %s\n", said);
-        }
-    }
-    double t = cc_monotonic_seconds();
-    if (s->o->tty && (t - s->last_progress > 0.1 || s->done == s->total)) {
-        char elapsed[32], eta[32];
-        format_duration(t - s->started, elapsed, sizeof elapsed);
-        format_duration((t - s->started) / (double)s->done * (double)(s->total - s->done), eta,
-                        sizeof eta);
-        fprintf(log, "\r\033[K[%zu/%zu] %s %s: %zu passed, %zu not; %s, ETA %s", s->done,
-                s->total, r->op, cc_dtype_name(r->dtype), s->passed, s->done - s->passed,
-                elapsed, eta);
-        fflush(log);
-        s->last_progress = t;
-    }
+    print_case_line(s, r);
+    print_progress(s, r);
 }
 
 /* The witnesses' names, comma-separated (run.json's "witnesses"). */
@@ -357,9 +411,16 @@ static int open_session(session *s)
     s->total_todo = 0;
     for (size_t g = 0; g < s->total; g++)
         s->total_todo += !o->resume || s->scan.offset[g] < 0 || s->scan.rerun[g];
-    run_state st = {o, &s->info.repro, NULL, 0, s->total_todo, 0, 0, 0, NULL,
-                    cc_monotonic_seconds(), 0, 0, ""};
-    s->st = st;
+    s->st = (run_state){.o = o,
+                        .repro = &s->info.repro,
+                        .total = s->total_todo,
+                        .started = cc_monotonic_seconds(),
+                        .large = s->total > CC_LARGE_RUN};
+    if (s->st.large && o->log && o->verbosity == 0)
+        fprintf(o->log, "capcheck: %zu cases, more than %d: the lines of cases that do not pass "
+                        "give way to progress (-v prints them), and the run ends with the "
+                        "worst case of each op x dtype that did not pass\n",
+                s->total, CC_LARGE_RUN);
     return 0;
 }
 
@@ -437,6 +498,7 @@ static int start_journal(session *s)
     remove_in(o->out_dir, "report.md");
     remove_in(o->out_dir, "report.json.sha256");
     remove_in(o->out_dir, "report.junit.xml");
+    cc_manifest_remove(o->out_dir); /* nor the signature of one */
     if (o->resume)
         return 0;
     cc_run_info *info = &s->info;
@@ -508,7 +570,7 @@ static int run_level(session *s, int k)
         return fed;
     if (o->tty && s->n_todo && o->log)
         fprintf(s->log, "\n");
-    if (s->st.level && s->n_todo) {
+    if (s->st.level && s->n_todo && o->verbosity >= 0) {
         const cc_platform *p = cc_pool_platform(s->pool, o->cases[s->todo[0]].device);
         printf("capcheck: level %s (platform %s): %zu cases, %zu passed\n", s->st.level,
                p ? p->key : "?", s->st.level_done, s->st.level_passed);
@@ -565,6 +627,8 @@ static int build_report(session *s, cc_report *rep)
     const cc_session_opts *o = s->o;
     cc_report_init(rep);
     rep->expect = o->expect;
+    if (o->provenance) /* first: it says whether a repeated case's bits must agree */
+        rep->provenance = *o->provenance;
     if (cc_journal_report(o->out_dir, &s->scan, rep, s->msg, sizeof s->msg))
         return -1;
     snprintf(rep->provider_description, sizeof rep->provider_description, "%s",
@@ -573,8 +637,6 @@ static int build_report(session *s, cc_report *rep)
     snprintf(rep->command, sizeof rep->command, "%s", s->info.command);
     rep->repro = s->info.repro;
     rep->base_seed = s->info.base_seed;
-    if (o->provenance)
-        rep->provenance = *o->provenance;
     rep->provenance.n_platforms = s->info.n_platforms;
     memcpy(rep->provenance.platforms, s->info.platforms, sizeof s->info.platforms);
     rep->wall_seconds = cc_monotonic_seconds() - s->t0;
@@ -605,29 +667,38 @@ static int write_report(session *s, cc_report *rep, char *since, size_t since_le
 }
 
 /* The run's closing lines on stdout: the counts, expectations, retries, what changed since
- * the baseline, where the report is (when wrote). Returns the broken expectations. */
-static long print_run_summary(session *s, const cc_report *rep, const char *since, int wrote)
+ * the baseline, a large run's rows that did not pass, where the report is (when wrote). */
+static void print_run_summary(session *s, const cc_report *rep, const char *since, int wrote,
+                              int large)
 {
     const cc_session_opts *o = s->o;
-    /* the rate counts the cases this session ran (a resume runs only the missing ones) */
+    /* the rate counts the cases this session ran (a resume runs only the missing ones); the
+     * statuses count each case once (harness/report/identity.h) */
+    char distinct[96] = "";
+    if (rep->repeats)
+        snprintf(distinct, sizeof distinct, " of %ld distinct cases", rep->distinct);
     printf("capcheck: %ld cases on %s in %.2f s (%.0f cases/s): %ld passed, %ld failed, "
-           "%ld unsupported, %ld errors (%ld crashed, %ld timed out)\n",
+           "%ld unsupported, %ld errors (%ld crashed, %ld timed out)%s\n",
            rep->cases, s->info.provider, rep->wall_seconds,
            rep->wall_seconds > 0 ? (double)rep->session_cases / rep->wall_seconds : 0.0,
            rep->counts[CC_RES_PASS], rep->counts[CC_RES_FAIL], rep->counts[CC_RES_UNSUPPORTED],
            cc_count_errors(rep->counts), rep->counts[CC_RES_CRASH],
-           rep->counts[CC_RES_TIMEOUT]);
+           rep->counts[CC_RES_TIMEOUT], distinct);
+    if (rep->repeats) {
+        char said[64];
+        cc_repeats_sentence(rep->repeats, said, sizeof said);
+        printf("capcheck: %s (each ran; statuses, rows and the gate count the %ld distinct "
+               "cases once); %ld disagreed with their first run (nondeterministic)\n",
+               said, rep->distinct, rep->disagreeing);
+    }
     if (rep->counts[CC_RES_OUT_OF_BOUNDS] + rep->counts[CC_RES_NONDETERMINISTIC])
         printf("capcheck: of those errors %ld out-of-bounds, %ld nondeterministic\n",
                rep->counts[CC_RES_OUT_OF_BOUNDS], rep->counts[CC_RES_NONDETERMINISTIC]);
-    long broken = 0;
     if (o->expect) {
         printf("capcheck: expectations:");
-        for (int k = 1; k < CC_EXPECT_COUNT; k++) {
+        for (int k = 1; k < CC_EXPECT_COUNT; k++)
             printf(" %s %ld%s", cc_expect_outcome_name((cc_expect_outcome)k),
                    rep->expect_counts[k], k + 1 < CC_EXPECT_COUNT ? "," : "\n");
-            broken += cc_expect_is_failure((cc_expect_outcome)k) ? rep->expect_counts[k] : 0;
-        }
     }
     if (rep->retried)
         printf("capcheck: %ld cases ran twice: their first worker was killed from outside\n",
@@ -635,10 +706,32 @@ static long print_run_summary(session *s, const cc_report *rep, const char *sinc
     if (since[0])
         printf("capcheck: since the baseline %s: %s\n", o->baseline,
                strncmp(since, "capcheck diff: ", 15) == 0 ? since + 15 : since);
+    if (large)
+        cc_report_print_rows(rep, o->out_dir, stdout);
     if (wrote)
         printf("capcheck: report in %s (report.md, report.json, report.junit.xml, "
                "results.jsonl)\n",
                o->out_dir);
+}
+
+/* The results whose outcome is news: with --expect the broken or changed expectations, else
+ * the cases that did not pass (each one's line was due on the log). */
+static long news_of(const cc_session_opts *o, const cc_report *rep)
+{
+    if (!o->expect)
+        return rep->cases - rep->counts[CC_RES_PASS];
+    long news = 0;
+    for (int k = 0; k < CC_EXPECT_COUNT; k++)
+        news += k != CC_EXPECT_NONE && k != CC_EXPECT_REPRODUCED ? rep->expect_counts[k] : 0;
+    return news;
+}
+
+/* --expect's exit: the results whose expectation broke. */
+static long broken_of(const cc_report *rep)
+{
+    long broken = 0;
+    for (int k = 1; k < CC_EXPECT_COUNT; k++)
+        broken += cc_expect_is_failure((cc_expect_outcome)k) ? rep->expect_counts[k] : 0;
     return broken;
 }
 
@@ -655,8 +748,16 @@ static int report_run(session *s)
     char since[512] = "";
     char *diff_text = NULL;
     int wrote = write_report(s, &rep, since, sizeof since, &diff_text);
-    long not_passed = rep.cases - rep.counts[CC_RES_PASS];
-    long broken = print_run_summary(s, &rep, since, wrote);
+    long not_passed = cc_report_not_passed(&rep), broken = broken_of(&rep);
+    int large = s->total > CC_LARGE_RUN || news_of(o, &rep) > CC_CASE_LINES_SHOWN;
+    if (o->verbosity >= 0)
+        print_run_summary(s, &rep, since, wrote, large);
+    if (o->tally && wrote) {
+        o->tally->written = 1;
+        o->tally->large = large;
+        o->tally->cases = rep.distinct; /* the counts are of distinct cases */
+        memcpy(o->tally->counts, rep.counts, sizeof rep.counts);
+    }
     free(diff_text);
     cc_report_free(&rep);
     if (!wrote) {
@@ -725,6 +826,16 @@ int cc_session_run(const cc_session_opts *o)
     if (rc == 2)
         fprintf(s.log, "capcheck: %s\n", s.msg);
     return rc;
+}
+
+void cc_session_print_closing(const cc_session_tally *t, const char *dir, FILE *out)
+{
+    fprintf(out, "capcheck: %ld of %ld cases passed", t->counts[CC_RES_PASS], t->cases);
+    if (t->counts[CC_RES_PASS] < t->cases)
+        fprintf(out, " (%ld failed, %ld unsupported, %ld errors)", t->counts[CC_RES_FAIL],
+                t->counts[CC_RES_UNSUPPORTED], cc_count_errors(t->counts));
+    fprintf(out, "; read %s/report.md, %s/report.html; every case: %s/results.jsonl\n", dir, dir,
+            dir);
 }
 
 int cc_run_case_in_worker(const cc_provider *p, const cc_case *c, double timeout_base,

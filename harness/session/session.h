@@ -25,7 +25,19 @@
  * platforms. The report lists the platforms and has rows per platform.
  *
  * Ctrl-C (SIGINT), SIGTERM and SIGHUP stop the run between results: what is recorded stays,
- * and the log says the command that finishes it (exit 128 + the signal). */
+ * and the log says the command that finishes it (exit 128 + the signal).
+ *
+ * What a run prints: the line of each case that does not pass (with --expect: whose outcome is
+ * news) on the log as it finishes, with the command that reruns it, and on a terminal a
+ * progress line; at the end the counts and where the report is, on stdout. A run is large when
+ * it holds more than CC_LARGE_RUN results (cases x levels: a nightly; one line says so when it
+ * starts, and it prints no case line) or when more than CC_CASE_LINES_SHOWN of its cases do not
+ * pass (one line says so after that many). A large run's case lines give way (verbosity 1
+ * prints every one) to progress (not on a terminal: a line per tenth of the run, at most one
+ * each CC_PROGRESS_SECONDS), and its closing lines list each op x dtype row that did not pass
+ * with the command that reruns its worst case (harness/report/report_terminal.h); the caller
+ * then ends with the closing line (cc_session_print_closing). Verbosity -1 prints nothing but
+ * errors (and the interrupt's command): the caller prints the closing line alone. */
 #ifndef CAPCHECK_SESSION_H
 #define CAPCHECK_SESSION_H
 
@@ -36,6 +48,18 @@
 #include "harness/report/provenance.h"
 #include "harness/report/repro.h"
 #include "harness/run/runner.h"
+
+#define CC_LARGE_RUN 10000       /* results of a run large from its start (the smoke: 8842) */
+#define CC_CASE_LINES_SHOWN 200  /* case lines a run prints before it is large: every failing
+                                    case of one op's share of the smoke (about 200 cases) */
+#define CC_PROGRESS_SECONDS 30   /* at most one progress line this often, not on a terminal */
+
+/* What a run that wrote its report counted, for the closing line. */
+typedef struct {
+    int written; /* the run wrote its report (the other members are set) */
+    int large;   /* the run was large (see above) */
+    long cases, counts[CC_RES_COUNT];
+} cc_session_tally;
 
 typedef struct {
     const cc_provider *provider; /* selected, not initialised (the workers do that) */
@@ -70,6 +94,8 @@ typedef struct {
      * malloc'd text for report.md and its summary line, or NULL with why in summary */
     char *(*since_baseline)(const char *baseline, const char *dir, char *summary, size_t n);
     const char *resume_command; /* the command that finishes this run, for an interrupt */
+    int verbosity;              /* -1 --quiet, 0 the default, 1 --verbose (see above) */
+    cc_session_tally *tally;    /* out (NULL: not wanted): what the closing line says */
 } cc_session_opts;
 
 /* Exit code: 0 every case passed (with expect: every result met its expectation), 1 some case
@@ -77,6 +103,11 @@ typedef struct {
  * run.json or journal of another run, a folder holding an earlier run, an unwritable folder or
  * a full disk), 128 + N when signal N interrupted it. */
 int cc_session_run(const cc_session_opts *o);
+
+/* A large or quiet run's last line: "capcheck: 119602 of 123178 cases passed (1968 failed,
+ * 1608 unsupported, 0 errors); read DIR/report.md, DIR/report.html; every case:
+ * DIR/results.jsonl". */
+void cc_session_print_closing(const cc_session_tally *t, const char *dir, FILE *out);
 
 /* One case in a worker of its own (or in this process when in_process), for repro: a crash or
  * hang is a result, not the end of capcheck; with witnesses (n_witnesses > 0) they run on it

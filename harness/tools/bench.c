@@ -429,6 +429,16 @@ static int bench_in_child(cc_watch *w, void *arg)
     const cc_case *cases = a->cases;
     size_t n = a->n;
     FILE *out = a->out, *log = a->log;
+    /* the bench's lines keep the real stdout; the provider's prints go to stderr (this child
+     * exits after it: the copy is flushed then) */
+    if (out == stdout) {
+        int real_stdout = cc_stdout_divert();
+        FILE *own = real_stdout >= 0 ? fdopen(real_stdout, "w") : NULL;
+        if (own)
+            out = own;
+        else
+            cc_stdout_restore(real_stdout);
+    }
     char why[384];
     if (cc_provider_init(p, cases[0].device, why, sizeof why) != CC_OK) {
         fprintf(log, "capcheck bench: provider %s cannot run on %s: %s\n", p->name,

@@ -10,6 +10,9 @@ Module:    Capcheck.Evidence.Report_8d891ea28f051746, the file
            (capcheck emit-lean --package writes such a package)
 Report:    sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814 (56 cases),
            sealed
+Signed:    by the key SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s; its manifest
+           sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d lists the
+           report's and the results' sha256 (ssh-keygen -Y verify, namespace capcheck-run@capcheck)
 Source:    tests/golden/checked_run/report.json
 Made by:   capcheck 0.1.0, commit 52f2db8-dirty
 Provider:  built-in aten
@@ -35,11 +38,12 @@ public import NN.Backend.Report
 
 `capsuleModule` holds a `KernelCapsule` (trustLevel .checked) for every capsule this report upgrades
 whose op, provider and device TorchLean 996dda0 names; its value and VJP evidence is `.testSuite
-"capcheck report sha256:..."`, the sealed report, and its vjpMode the mode the provider ran. To
-admit them, import this module and plan with one of the profiles below (TorchLean's maintained
-profile with `BackendProfile.withCapsuleModules #[capsuleModule]`), e.g.
-`checkedCpuWithEvidence.planReport #[.add]` shows the capsule the planner picks. `notEmitted` lists
-the upgraded capsules that are not TorchLean capsules, with why.
+"capcheck run signed by SHA256:... manifest sha256:..."`, who vouched for the run (the key that
+signed its manifest), and its vjpMode the mode the provider ran. To admit them, import this module
+and plan with one of the profiles below (TorchLean's maintained profile with
+`BackendProfile.withCapsuleModules #[capsuleModule]`), e.g. `checkedCpuWithEvidence.planReport
+#[.add]` shows the capsule the planner picks. `notEmitted` lists the upgraded capsules that are not
+TorchLean capsules, with why.
 -/
 
 @[expose] public section
@@ -64,13 +68,15 @@ def cap_capcheck_2eaten__cpu_2eadd : KernelCapsule where
     { claim := .shapeSafety .add
       summary := "capcheck: outputs had the shapes the float64 reference's shape rule derives, \
         shape classes vector, matrix, high-rank (f32, f64)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   layoutContract :=
     { claim := .layoutCompatibility .add .flatRowMajor
       summary := "capcheck: inputs read as contig, transpose, stride2, bcast views (f32, f64)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   valueContract :=
     { claim := .valueRefinement .add
       summary := "capcheck: forward within the error model of the float64 reference (f32 on \
@@ -79,14 +85,16 @@ def cap_capcheck_2eaten__cpu_2eadd : KernelCapsule where
         classes none; platforms cpu:avx512-bf16; provider libtorch 2.15.0; libtorch_commit \
         d0f2af8b66b2; threads 1; device cpu; cuda none (torch_cpu only); tf32 off (no CUDA); \
         deterministic off; attention composed (no SDPA); onednn 3.13.3; blas mkl 2024.2"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   vjpContract :=
     { claim := .vjpRefinement .add .torchLeanTape
       summary := "capcheck: the VJP as the provider ran it (torchLeanTape: composed from forward \
         primitives) within the error model of the float64 reference, 16 passing VJP checks"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   numericalPolicy := { reduction := .notApplicable }
 
 /-- capcheck.aten_cpu.softmax (softmax, libTorch, cpu), checked for f32. Upgraded from
@@ -105,13 +113,15 @@ def cap_capcheck_2eaten__cpu_2esoftmax : KernelCapsule where
     { claim := .shapeSafety .softmax
       summary := "capcheck: outputs had the shapes the float64 reference's shape rule derives, \
         shape classes vector, high-rank (f32)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   layoutContract :=
     { claim := .layoutCompatibility .softmax .flatRowMajor
       summary := "capcheck: inputs read as contig, transpose, stride2, bcast views (f32)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   valueContract :=
     { claim := .valueRefinement .softmax
       summary := "capcheck: forward within the error model of the float64 reference (f32 on \
@@ -119,15 +129,17 @@ def cap_capcheck_2eaten__cpu_2esoftmax : KernelCapsule where
         classes none; platforms cpu:avx512-bf16; provider libtorch 2.15.0; libtorch_commit \
         d0f2af8b66b2; threads 1; device cpu; cuda none (torch_cpu only); tf32 off (no CUDA); \
         deterministic off; attention composed (no SDPA); onednn 3.13.3; blas mkl 2024.2"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   vjpContract :=
     { claim := .vjpRefinement .softmax .backendVJP
       summary := "capcheck: the VJP as the provider ran it (backendVJP: its own backward routine, \
         e.g. an ATen backward kernel) within the error model of the float64 reference, 8 passing \
         VJP checks"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   numericalPolicy := { reduction := .implementationDefined }
 
 /-- capcheck.aten_cpu.sigmoid (sigmoid, libTorch, cpu), checked for f32. Upgraded from
@@ -146,13 +158,15 @@ def cap_capcheck_2eaten__cpu_2esigmoid : KernelCapsule where
     { claim := .shapeSafety .sigmoid
       summary := "capcheck: outputs had the shapes the float64 reference's shape rule derives, \
         shape classes vector, matrix, high-rank (f32)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   layoutContract :=
     { claim := .layoutCompatibility .sigmoid .flatRowMajor
       summary := "capcheck: inputs read as contig, transpose, stride2, bcast views (f32)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   valueContract :=
     { claim := .valueRefinement .sigmoid
       summary := "capcheck: forward within the error model of the float64 reference (f32 on \
@@ -160,15 +174,17 @@ def cap_capcheck_2eaten__cpu_2esigmoid : KernelCapsule where
         classes none; platforms cpu:avx512-bf16; provider libtorch 2.15.0; libtorch_commit \
         d0f2af8b66b2; threads 1; device cpu; cuda none (torch_cpu only); tf32 off (no CUDA); \
         deterministic off; attention composed (no SDPA); onednn 3.13.3; blas mkl 2024.2"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   vjpContract :=
     { claim := .vjpRefinement .sigmoid .backendVJP
       summary := "capcheck: the VJP as the provider ran it (backendVJP: its own backward routine, \
         e.g. an ATen backward kernel) within the error model of the float64 reference, 8 passing \
         VJP checks"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   numericalPolicy := { reduction := .notApplicable }
 
 /-- capcheck.aten_cpu.div (div, libTorch, cpu), checked for f32. Upgraded from trustedExternal (the
@@ -187,13 +203,15 @@ def cap_capcheck_2eaten__cpu_2ediv : KernelCapsule where
     { claim := .shapeSafety .div
       summary := "capcheck: outputs had the shapes the float64 reference's shape rule derives, \
         shape classes vector, matrix, high-rank (f32)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   layoutContract :=
     { claim := .layoutCompatibility .div .flatRowMajor
       summary := "capcheck: inputs read as contig, transpose, stride2, bcast views (f32)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   valueContract :=
     { claim := .valueRefinement .div
       summary := "capcheck: forward within the error model of the float64 reference (f32 on \
@@ -201,14 +219,16 @@ def cap_capcheck_2eaten__cpu_2ediv : KernelCapsule where
         classes none; platforms cpu:avx512-bf16; provider libtorch 2.15.0; libtorch_commit \
         d0f2af8b66b2; threads 1; device cpu; cuda none (torch_cpu only); tf32 off (no CUDA); \
         deterministic off; attention composed (no SDPA); onednn 3.13.3; blas mkl 2024.2"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   vjpContract :=
     { claim := .vjpRefinement .div .torchLeanTape
       summary := "capcheck: the VJP as the provider ran it (torchLeanTape: composed from forward \
         primitives) within the error model of the float64 reference, 8 passing VJP checks"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   numericalPolicy := { reduction := .notApplicable }
 
 /-- capcheck.aten_cpu.neg (neg, libTorch, cpu), checked for f32. Upgraded from trustedExternal (the
@@ -227,13 +247,15 @@ def cap_capcheck_2eaten__cpu_2eneg : KernelCapsule where
     { claim := .shapeSafety .neg
       summary := "capcheck: outputs had the shapes the float64 reference's shape rule derives, \
         shape classes vector, matrix, high-rank (f32)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   layoutContract :=
     { claim := .layoutCompatibility .neg .flatRowMajor
       summary := "capcheck: inputs read as contig, transpose, stride2, bcast views (f32)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   valueContract :=
     { claim := .valueRefinement .neg
       summary := "capcheck: forward within the error model of the float64 reference (f32 on \
@@ -241,14 +263,16 @@ def cap_capcheck_2eaten__cpu_2eneg : KernelCapsule where
         classes none; platforms cpu:avx512-bf16; provider libtorch 2.15.0; libtorch_commit \
         d0f2af8b66b2; threads 1; device cpu; cuda none (torch_cpu only); tf32 off (no CUDA); \
         deterministic off; attention composed (no SDPA); onednn 3.13.3; blas mkl 2024.2"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   vjpContract :=
     { claim := .vjpRefinement .neg .torchLeanTape
       summary := "capcheck: the VJP as the provider ran it (torchLeanTape: composed from forward \
         primitives) within the error model of the float64 reference, 8 passing VJP checks"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   numericalPolicy := { reduction := .notApplicable }
 
 /-- capcheck.aten_cpu.rand_uniform (randUniform, libTorch, cpu), checked for f32. Upgraded from
@@ -267,13 +291,15 @@ def cap_capcheck_2eaten__cpu_2erand__uniform : KernelCapsule where
     { claim := .shapeSafety .randUniform
       summary := "capcheck: outputs had the shapes the float64 reference's shape rule derives, \
         shape classes vector, matrix, high-rank (f32)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   layoutContract :=
     { claim := .layoutCompatibility .randUniform .flatRowMajor
       summary := "capcheck: inputs read as contig views (f32)"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   valueContract :=
     { claim := .valueRefinement .randUniform
       summary := "capcheck: forward within the error model of the float64 reference (f32 on \
@@ -281,8 +307,9 @@ def cap_capcheck_2eaten__cpu_2erand__uniform : KernelCapsule where
         classes none; platforms cpu:avx512-bf16; provider libtorch 2.15.0; libtorch_commit \
         d0f2af8b66b2; threads 1; device cpu; cuda none (torch_cpu only); tf32 off (no CUDA); \
         deterministic off; attention composed (no SDPA); onednn 3.13.3; blas mkl 2024.2"
-      evidence := .testSuite
-        "capcheck report sha256:8d891ea28f05174688c8f8ce29fb606a0168e4d4c5f22024c87d6dfef6757814" }
+      evidence := .testSuite "capcheck run signed by \
+        SHA256:jxuOHpfSqv/B9xKQn+DtSuHOIKr6HLFn24GHqGzwS2s manifest \
+        sha256:ae0e7f374977cedc8e055f1967be4db9bff15158124b1a217a106e015d0f2c4d" }
   vjpContract :=
     { claim := .vjpUnavailable .randUniform
       summary := "no reverse rule: the op is not differentiated"

@@ -13,10 +13,19 @@
  *   wait-for-kill   the first forward call anywhere (CAPCHECK_MISBEHAVE_MARK names a file the
  *                   call creates, holding its pid) sleeps until something outside kills its
  *                   process; every later call is correct
+ *   stdout          prints "misbehave: stdout from WHERE" to its stdout in the constructor,
+ *                   the entry point, init, forward, vjp and describe, once through printf
+ *                   (left in stdio's buffer) and once with write(1, ...); its forward is
+ *                   correct up to 16 elements and one off beyond (something to shrink)
+ *   flaky-forward   forward calls are counted in CAPCHECK_MISBEHAVE_MARK (a byte each, in every
+ *                   process); every second one anywhere writes zeros (a case run twice: one
+ *                   pass, one fail)
+ *   ulp-forward     the same, every second call one ulp above the sum (both pass, in other bits)
  *
  * It depends on abi/capcheck_provider.h alone, like any plugin. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +53,13 @@ static void sleep_forever(void)
 /* What every fault mode does at `where` ("load", "entry", "init" or "forward"). */
 static void misbehave(const char *where)
 {
+    if (mode_is("stdout")) {
+        char line[80];
+        int n = snprintf(line, sizeof line, "misbehave: stdout from %s (write)\n", where);
+        printf("misbehave: stdout from %s (printf)\n", where);
+        if (write(STDOUT_FILENO, line, (size_t)n) != n)
+            _exit(9);
+    }
     char mode[32];
     snprintf(mode, sizeof mode, "hang-%s", where);
     if (mode_is(mode))
@@ -101,6 +117,21 @@ static void wait_for_kill_once(void)
     sleep_forever();
 }
 
+/* flaky-forward, ulp-forward: whether this is an even-numbered forward call anywhere (the mark
+ * file grows by a byte per call; its size after this call's byte is the count). */
+static int even_call(void)
+{
+    const char *mark = getenv("CAPCHECK_MISBEHAVE_MARK");
+    if (!mark || !(mode_is("flaky-forward") || mode_is("ulp-forward")))
+        return 0;
+    int fd = open(mark, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0)
+        return 0;
+    off_t size = write(fd, "x", 1) == 1 ? lseek(fd, 0, SEEK_END) : 1;
+    close(fd);
+    return size % 2 == 0;
+}
+
 static cc_status mb_forward(void *ctx, const cc_call *call, cc_view *out, char *msg, size_t len)
 {
     (void)ctx;
@@ -115,11 +146,17 @@ static cc_status mb_forward(void *ctx, const cc_call *call, cc_view *out, char *
     cc_status st = supported(call, msg, len);
     if (st != CC_OK)
         return st;
-    int zeros = mode_is("zeros-novjp");
-    for (int64_t i = 0, n = cc_plugin_numel(out); i < n; i++)
-        cc_plugin_store(out, i,
-                        zeros ? 0.0
-                              : cc_plugin_load(&call->in[0], i) + cc_plugin_load(&call->in[1], i));
+    int even = even_call(), zeros = mode_is("zeros-novjp") || (even && mode_is("flaky-forward")),
+        ulp = even && mode_is("ulp-forward");
+    int64_t n = cc_plugin_numel(out);
+    for (int64_t i = 0; i < n; i++) {
+        double y = cc_plugin_load(&call->in[0], i) + cc_plugin_load(&call->in[1], i);
+        if (ulp && call->dtype == CC_F64)
+            y = nextafter(y, INFINITY);
+        cc_plugin_store(out, i, zeros ? 0.0 : y);
+    }
+    if (mode_is("stdout") && n > 16)
+        cc_plugin_store(out, 0, cc_plugin_load(out, 0) + 1.0);
     return CC_OK;
 }
 
@@ -128,6 +165,7 @@ static cc_status mb_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
                         char *msg, size_t len)
 {
     (void)ctx;
+    misbehave("vjp");
     cc_status st = supported(call, msg, len);
     if (st != CC_OK)
         return st;
@@ -141,6 +179,7 @@ static cc_status mb_vjp(void *ctx, const cc_call *call, const cc_view *g, cc_vie
 static void mb_describe(void *ctx, char *buf, size_t len)
 {
     (void)ctx;
+    misbehave("describe");
     if (mode_is("unterminated"))
         fill_unterminated(buf, len);
     else /* the same words in every mode: a run resumed in another mode is the same set-up */
