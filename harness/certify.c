@@ -14,6 +14,7 @@
 #include "harness/evidence/report_html.h"
 #include "harness/evidence/signature.h"
 #include "harness/report/capsules.h"
+#include "harness/run/exit_code.h"
 
 #define SUMMARY_HELD_BACK 20 /* required capsules the summary names; gate.txt has every one */
 
@@ -186,11 +187,11 @@ int cc_certify_finish(const cc_certify_opts *o, FILE *out, FILE *err)
 {
     inputs in;
     if (load(o, &in, err))
-        return 2;
+        return CC_EXIT_USAGE;
     cc_gate *g = calloc(1, sizeof *g);
     char msg[2048], dir[1200];
     long bytes = 0;
-    int rc = 2;
+    int rc = CC_EXIT_UNJUDGED; /* memory, or a folder that would not take a file */
     snprintf(dir, sizeof dir, "%s/evidence", o->out_dir);
     if (!g)
         snprintf(msg, sizeof msg, "out of memory");
@@ -217,8 +218,9 @@ int cc_certify_finish(const cc_certify_opts *o, FILE *out, FILE *err)
     } else {
         fprintf(err, "capcheck certify: refused: %s\n", msg);
         msg[0] = 0;
+        rc = CC_EXIT_USAGE;
     }
-    if (rc == 2 && msg[0])
+    if (rc == CC_EXIT_UNJUDGED && msg[0])
         fprintf(err, "capcheck certify: %s\n", msg);
     free(g);
     unload(&in);

@@ -14,8 +14,12 @@
  *                      the run's signer and its manifest's sha256
  *
  * and ends with one summary: how many capsule x dtype x platform are checked of how many, each
- * required one that is not with its first reason, and the paths. Exit: the gate's (0 every
- * required capsule checked, 1 not), 2 for bad input. */
+ * required one that is not with its first reason, and the paths. Exit (harness/run/exit_code.h):
+ * the gate's (0 every required capsule checked, 1 not) once the run wrote its report, whatever
+ * its own exit (1: a case failed, 125: a case could not be judged); 2 for bad input (a policy,
+ * catalog or TorchLean commit that cannot be read, a malformed command line); 125 when nothing
+ * could be judged (the provider did not load or initialise, the device is absent, no case of
+ * the suite ran on the provider, a file that would not be written); 128 + N after signal N. */
 #ifndef CAPCHECK_CERTIFY_H
 #define CAPCHECK_CERTIFY_H
 
@@ -41,7 +45,8 @@ typedef struct {
 int cc_certify_check(const cc_certify_opts *o, FILE *err);
 
 /* After the run: the verdicts, the files above and the summary on out. Returns the exit code:
- * the gate's 0 or 1, or 2 (one sentence on err). */
+ * the gate's 0 or 1, 2 when the gate refused the run or an input did not load, 125 when memory
+ * ran out or a file would not be written (one sentence on err). */
 int cc_certify_finish(const cc_certify_opts *o, FILE *out, FILE *err);
 
 #endif

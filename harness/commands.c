@@ -468,7 +468,7 @@ int cc_evidence_command(int argc, char **argv)
 int cc_write_report_html(const char *dir, const char *policy, const char *who, FILE *out,
                          FILE *err)
 {
-    char msg[1024], gate[2048];
+    char msg[1024], gate[6144]; /* the gate line, and a certify command as long as a repro line */
     long bytes = 0;
     if (cc_report_html_write(dir, policy, &bytes, gate, sizeof gate, msg, sizeof msg)) {
         fprintf(err, "%s: report.html: %s\n", who, msg);

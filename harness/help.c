@@ -28,10 +28,18 @@
     "provider name (cuDNN: --provider cudnn; mps: none, load one with --provider-lib).\n"
 
 #define EXIT_RUN                                                                                 \
-    "Exit codes: 0 every case passed; 1 some case did not pass (failed, unsupported, error,\n"  \
-    "crash or timeout); 2 bad input or environment (a malformed line, a missing file, no case\n" \
-    "to run, a provider that cannot run on the device, a folder holding an earlier run, a full\n" \
-    "disk); 128+N when signal N (Ctrl-C: 130) interrupted the run.\n"
+    "Exit codes: (run, repro and shrink's reproducer alike; git bisect run reads 0 as good,\n" \
+    "125 as skip and 1 as bad)\n"                                                               \
+    "  0    every case passed\n"                                                               \
+    "  1    a case did not pass: failed, error, crash, timeout, out-of-bounds, nondeterministic\n"\
+    "  125  nothing could be judged: the provider or plugin did not load or initialise, the\n" \
+    "       device is absent, a case is unsupported by the provider, memory or disk ran out\n"  \
+    "  2    a malformed command line or case line, a missing case file, no case to run, a\n"    \
+    "       folder holding an earlier run\n"                                                    \
+    "  128+N  signal N (Ctrl-C: 130) interrupted the run\n"                                     \
+    "A run of many cases: 1 when any case did not pass, else 125 when any could not be judged\n"\
+    "(unsupported, out of memory), else 0. With --expect a result that meets its '#! seen'\n"  \
+    "line counts as passed (known unsupported cases: 0), one that breaks it as not passed.\n"
 
 #define MATH_MODES                                                                               \
     "  --tf32 on|off, --deterministic on|off, --attention composed|math|flash|efficient|cudnn\n" \
@@ -42,6 +50,9 @@
 
 #define PROVIDER_OPTS                                                                            \
     "  --provider NAME | --provider-lib PATH    what runs the cases (providers below)\n"         \
+    "  --libtorch DIR       ATen from the libtorch in DIR (the torch/lib of a wheel or of a\n"  \
+    "                       PyTorch build tree; CAPCHECK_LIBTORCH=DIR alike): its shim is\n"   \
+    "                       built on first use into ~/.cache/capcheck/aten-VERSION-COMMIT\n"    \
     "  --device cpu|cuda    the device of lines that name none (default cpu; gpu, TorchLean's\n" \
     "                       alias, is cuda; TorchLean's other devices: one sentence)\n"
 
@@ -87,7 +98,8 @@ static const struct {
      "                   CPU supports), set in the workers before ATen and oneDNN start; rows\n"
      "                   per platform key (capcheck list platforms shows this machine's)\n"
      "  --expect         judge each result by the files' '#! seen STATUS on KEY...' lines: exit\n"
-     "                   1 only for a broken expectation, a crash or an unexpected result\n"
+     "                   1 only for a broken expectation, a crash or an unexpected result (125\n"
+     "                   when that result is unsupported or out of memory)\n"
      "  --repeat N       N provider calls per check on the same inputs (1 to 1000): results\n"
      "                   that differ are `nondeterministic`\n"
      "  --no-guard       plain heap buffers (no guard pages or canaries: `out-of-bounds`)\n"
@@ -151,9 +163,12 @@ static const struct {
      "Progress: a live line on a terminal, a line every 10 s otherwise; a failing case is in\n"
      "report.md and report.html, not on the terminal. Ctrl-C stops it and prints the command\n"
      "that finishes it.\n"
-     "Exit codes: 0 every required capsule x dtype (x platform) is checked; 1 one is not; 2\n"
-     "bad input or environment (a policy, catalog or TorchLean commit that cannot be read, a\n"
-     "provider that cannot run, a folder holding an earlier run); 128+N after signal N.\n"
+     "Exit codes: 0 every required capsule x dtype (x platform) is checked; 1 one is not (the\n"
+     "run's failing or unsupported cases are the policy's to judge); 2 bad input (a policy,\n"
+     "catalog or TorchLean commit that cannot be read, a malformed option, a folder holding an\n"
+     "earlier run); 125 nothing could be judged (the provider did not load or initialise, the\n"
+     "device is absent, no case of the suite ran on the provider, a file that would not be\n"
+     "written); 128+N after signal N.\n"
      PROVIDERS},
     {"repro", "rerun one case line alone and show its worst element",
      "usage: capcheck repro 'CASE LINE' [options]\n"
@@ -167,20 +182,27 @@ static const struct {
      "  --repeat N, --no-guard, --ref MODE, --accumulation strict|relaxed   as for run\n"
      "  --ref-threads N  threads for drawing inputs and the reference (default: every CPU)\n"
      "  --seed N         seed of a line without seed=\n"
+     "  --script FILE    also write the case's standalone Python reproducer (ATen only: torch\n"
+     "                   alone, the shim's ATen calls, every element judged against capcheck's\n"
+     "                   bounds; exit codes as below; for another provider the repro line is\n"
+     "                   the reproducer and none is written)\n"
      "  --no-fork        run in this process\n" MATH_MODES
-     "Exit codes: 0 the case passed; 1 it did not; 2 bad input or a provider that cannot run.\n"
-     PROVIDERS},
+     EXIT_RUN PROVIDERS},
     {"shrink", "reduce a failing case while it keeps failing the same way",
      "usage: capcheck shrink 'FAILING LINE' [options]\n"
      "Reduce the case (axes, extents, layout, check, parameters, seed) while it fails the same\n"
-     "way; print the minimal line, the command that reruns it and a standalone Python/torch\n"
-     "reproducer. Every candidate runs in a worker process under the time limit.\n"
+     "way; print the minimal line, the command that reruns it and its reproducer: on ATen a\n"
+     "standalone Python script (torch alone: the ATen calls capcheck's shim makes, every element\n"
+     "judged against capcheck's bounds, shipped in it; exit 0 pass, 1 fail, 125 cannot judge),\n"
+     "on any other provider (a plugin) the repro line itself. Every candidate runs in a worker\n"
+     "process under the time limit.\n"
      "Options:\n" PROVIDER_OPTS
-     "  --script FILE    write the Python reproducer to FILE (default: stdout)\n"
+     "  --script FILE    write the Python reproducer to FILE, executable, and print the command\n"
+     "                   that runs it with the Python that has torch (default: stdout)\n"
      "  --timeout S      each candidate's limit (default 10 s + 1 us per element per input),\n"
      "                   also the provider init's (default 60 s)\n" MATH_MODES
-     "Exit codes: 0 a minimal failing case was printed; 1 the case does not fail; 2 bad input,\n"
-     "a provider that cannot run, or a script that cannot be written.\n" PROVIDERS},
+     "Exit codes: 0 a minimal failing case was printed; 1 the case does not fail; 125 a\n"
+     "provider that cannot run, or a script that cannot be written; 2 bad input.\n" PROVIDERS},
     {"bench", "time the provider's calls alone against capcheck's per-case path",
      "usage: capcheck bench [FILE...] [options]\n"
      "In one process (forked from capcheck, so a crash or hang is a sentence, not the end of\n"

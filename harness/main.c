@@ -1,12 +1,15 @@
 /* Room harness/ (top): only the CLI (main.c, commands.c, help.c): the command line,
  * calling into every room (docs/contributing/layout.md; scripts/check-layers). */
 /* capcheck command line: run, repro, shrink, bench, list, help (the evidence commands are in
- * commands.c; every command's help in help.c). Exit codes: 0 all passed, 1 some case did not
- * pass, 2 bad input or environment (unknown op, malformed line, missing file, no case to run,
- * absent device), 128 + N after signal N. */
-#define _POSIX_C_SOURCE 200809L
+ * commands.c; every command's help in help.c). Exit codes of run and repro
+ * (harness/run/exit_code.h, what git bisect run reads): 0 all passed, 1 some case did not pass,
+ * 2 a malformed command line or case (unknown op, malformed line, missing case file, no case to
+ * run), 125 nothing could be judged (a provider or plugin that does not load or initialise, an
+ * absent device, an unsupported case, memory or disk exhausted), 128 + N after signal N. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -35,12 +38,15 @@
 #include "harness/report/provenance.h"
 #include "harness/report/report.h"
 #include "harness/report/repro.h"
+#include "harness/run/exit_code.h"
 #include "harness/run/plugin.h"
 #include "harness/run/runner.h"
 #include "harness/run/witness.h"
 #include "harness/session/session.h"
+#include "harness/tools/reproducer.h"
 #include "harness/tools/shrink.h"
 #include "harness/tools/power_table.h"
+#include "providers/aten_build.h"
 #include "providers/cuda/cuda_providers.h"
 #include "providers/openblas/openblas_provider.h"
 #include "reference/ref_families.h"
@@ -54,7 +60,8 @@ static const cc_suite_file SMOKE_SUITE[] = {{"smoke.cases", cc_embedded_smoke_ca
 typedef struct {
     const char *provider, *device, *out, *op_filter;
     const char *provider_lib; /* --provider-lib: a plugin (harness/run/plugin.h), not --provider */
-    const char *script;       /* shrink --script: where the Python reproducer goes */
+    const char *libtorch;     /* --libtorch DIR: ATen from the libtorch in DIR (aten_build.h) */
+    const char *script;       /* shrink/repro --script: where the Python reproducer goes */
     cc_plugin *plugin;        /* loaded by main() from provider_lib, closed there */
     unsigned long long seed;
     int jobs;           /* -j: worker processes (0: one per CPU) */
@@ -115,9 +122,10 @@ static const option_spec OPTIONS[] = {
     OPT("--provider", C_PROVIDER | C_PLATFORMS | C_CERTIFY, V_TEXT, provider),
     OPT("--provider-lib", C_PROVIDER | C_PLATFORMS | C_CERTIFY, V_TEXT, provider_lib),
     OPT("--device", C_PROVIDER | C_LIST | C_PLATFORMS | C_CERTIFY, V_TEXT, device),
+    OPT("--libtorch", C_PROVIDER | C_PLATFORMS | C_CERTIFY, V_TEXT, libtorch),
     OPT("--out", C_SUITE, V_TEXT, out),
     OPT("--op", C_SUITE | C_BENCH | C_LIST, V_TEXT, op_filter),
-    OPT("--script", C_SHRINK, V_TEXT, script),
+    OPT("--script", C_SHRINK | C_REPRO, V_TEXT, script),
     OPT("--resume", C_SUITE, V_TEXT, resume),
     OPT("--shard", C_RUN, V_TEXT, shard),
     OPT("--baseline", C_RUN, V_TEXT, baseline),
@@ -372,6 +380,35 @@ static void print_parse_error(const cc_parse_error *e)
         fprintf(stderr, "%s: %s\n", e->file, e->msg);
 }
 
+/* --libtorch DIR, or CAPCHECK_LIBTORCH=DIR (a pasted repro line): ATen from the libtorch in DIR,
+ * its shim built into the cache on first use (providers/aten_build.h). CAPCHECK_LIBTORCH then
+ * holds DIR's absolute path: the workers' loader reads it, every repro line carries it. 0, or
+ * an exit code after one sentence (2: not for this provider; 125: no such libtorch, or its
+ * headers do not build the shim). */
+static int use_libtorch(const options *o)
+{
+    const char *dir = o->libtorch ? o->libtorch : getenv("CAPCHECK_LIBTORCH");
+    if (!dir || !*dir)
+        return 0;
+    if (o->provider_lib || (o->provider && strcmp(o->provider, "aten") != 0)) {
+        if (!o->libtorch)
+            return 0; /* the variable of another run: only ATen reads it */
+        fprintf(stderr, "capcheck: --libtorch applies to the ATen provider (--provider aten)\n");
+        return CC_EXIT_USAGE;
+    }
+    char abs[PATH_MAX], shim[PATH_MAX], msg[1024];
+    if (!realpath(dir, abs)) {
+        fprintf(stderr, "capcheck: --libtorch %s: %s\n", dir, strerror(errno));
+        return CC_EXIT_UNJUDGED;
+    }
+    if (setenv("CAPCHECK_LIBTORCH", abs, 1) || cc_aten_shim_for(abs, shim, sizeof shim, stderr, msg,
+                                                                 sizeof msg)) {
+        fprintf(stderr, "capcheck: %s\n", msg);
+        return CC_EXIT_UNJUDGED;
+    }
+    return 0;
+}
+
 /* Pick the provider (the plugin main() loaded, else --provider by name), not initialised;
  * NULL (after one clear sentence) when there is none. run and repro hand it to worker
  * processes, which initialise it themselves (harness/run/pool.h). */
@@ -400,16 +437,28 @@ static const cc_provider *select_provider(const options *o)
     return p;
 }
 
+/* The exit code when select_provider gave none: a name capcheck knows whose library did not
+ * load is the environment's (125: nothing could be judged); any other name is a mistake in the
+ * command line (2). */
+static int no_provider_code(const options *o)
+{
+    const char *name = o->provider;
+    return name && (cc_is_builtin_provider(name) || cc_cuda_provider_known(name))
+               ? CC_EXIT_UNJUDGED
+               : CC_EXIT_USAGE;
+}
+
 /* --witness a,b,...: each a provider name or a plugin path (anything with a '/'), none the
- * provider under test, none twice, at most CC_MAX_WITNESSES. Returns 0, or -1 after one
- * sentence. */
+ * provider under test, none twice, at most CC_MAX_WITNESSES. Returns 0, or an exit code after
+ * one sentence: 125 when a witness (or the provider) did not load, 2 for a malformed list. */
 static int open_witnesses(options *o)
 {
     if (!o->witness)
         return 0;
     const cc_provider *primary = select_provider(o);
     if (!primary)
-        return -1;
+        return no_provider_code(o);
+    int code = CC_EXIT_USAGE;
     char list[1024], msg[1024] = "";
     snprintf(list, sizeof list, "%s", o->witness);
     for (char *item = list, *next; item; item = next) {
@@ -426,8 +475,14 @@ static int open_witnesses(options *o)
             cc_plugin *pl = cc_plugin_open_within(item, o->timeout, msg, sizeof msg);
             o->witness_plugins[o->n_witnesses] = pl;
             w = pl ? cc_plugin_provider(pl) : NULL;
-        } else
+            code = CC_EXIT_UNJUDGED;
+        } else {
             w = provider_named(item, msg, sizeof msg);
+            if (cc_is_builtin_provider(item) || cc_cuda_provider_known(item))
+                code = CC_EXIT_UNJUDGED;
+        }
+        if (w)
+            code = CC_EXIT_USAGE;
         if (w && !strcmp(w->name, primary->name)) {
             snprintf(msg, sizeof msg, "--witness %.200s: that is the provider under test; a "
                                       "witness is another provider", item);
@@ -441,7 +496,7 @@ static int open_witnesses(options *o)
         if (!w) {
             fprintf(stderr, "capcheck: %s%s\n", strncmp(msg, "--witness", 9) ? "--witness: " : "",
                     msg);
-            return -1;
+            return code;
         }
         o->witnesses[o->n_witnesses++] = w;
     }
@@ -637,7 +692,9 @@ static int sign_run(const options *o, const char *dir)
     return 0;
 }
 
-static int cmd_run(const options *o, int argc, char **argv)
+/* capcheck run (and certify's run): its exit code (harness/run/exit_code.h); what the run
+ * counted into *tally (written: it wrote its report). */
+static int cmd_run(const options *o, int argc, char **argv, cc_session_tally *tally)
 {
     cc_device device;
     cc_case_list cases;
@@ -677,7 +734,11 @@ static int cmd_run(const options *o, int argc, char **argv)
     /* provenance: the case files' hashes, this build, this machine; and the shard */
     cc_provenance prov;
     const cc_provider *named = select_provider(o);
-    if (!named || run_provenance(o, named, &cases, &prov)) {
+    if (!named) {
+        cc_case_list_free(&cases);
+        return no_provider_code(o);
+    }
+    if (run_provenance(o, named, &cases, &prov)) {
         cc_case_list_free(&cases);
         return 2;
     }
@@ -713,7 +774,7 @@ static int cmd_run(const options *o, int argc, char **argv)
     cc_shell_quote(dir, word, sizeof word);
     size_t used = strlen(resume);
     snprintf(resume + used, sizeof resume - used, " --resume %s", word);
-    cc_session_tally tally = {0};
+    *tally = (cc_session_tally){0};
     cc_session_opts so = {.provider = p,
                           .cases = cases.v,
                           .n_cases = cases.n,
@@ -739,7 +800,7 @@ static int cmd_run(const options *o, int argc, char **argv)
                           .since_baseline = o->baseline ? diff_with_baseline : NULL,
                           .resume_command = resume,
                           .verbosity = o->quiet ? -1 : o->verbose,
-                          .tally = &tally,
+                          .tally = tally,
                           .run = run_options(o)};
     if (o->quiet)
         so.log = NULL; /* errors still say themselves (cc_session_run) */
@@ -758,17 +819,22 @@ static int cmd_run(const options *o, int argc, char **argv)
     if (o->expect)
         so.expect = &expect;
     int rc = cc_session_run(&so);
-    if ((rc == 0 || rc == 1) && o->sign && sign_run(o, so.out_dir))
-        rc = 2;
+    /* every run that wrote its report is signed: 0, 1, or 125 (a case could not be judged) */
+    if (tally->written && o->sign && sign_run(o, so.out_dir))
+        rc = CC_EXIT_USAGE;
     cc_expect_free(&expect);
     cc_case_list_free(&cases);
     free(prov.shard.global);
-    /* certify writes report.html with its verdicts, and its own summary says where all is */
-    if ((rc == 0 || rc == 1) && !o->certify &&
-        cc_write_report_html(so.out_dir, o->policy, "capcheck", o->quiet ? NULL : stdout, stderr))
-        rc = 2;
-    if ((rc == 0 || rc == 1) && !o->certify && tally.written && (tally.large || o->quiet))
-        cc_session_print_closing(&tally, so.out_dir, stdout);
+    /* a run that wrote its report (exit 0, 1, or 125 for an unjudged case) gets report.html;
+     * certify writes its own, with its verdicts, and its summary says where all is */
+    int page = tally->written && !o->certify;
+    if (page &&
+        cc_write_report_html(so.out_dir, o->policy, "capcheck", o->quiet ? NULL : stdout, stderr)) {
+        rc = CC_EXIT_UNJUDGED; /* the results are safe; the disk would not take the page */
+        page = 0;
+    }
+    if (page && (tally->large || o->quiet))
+        cc_session_print_closing(tally, so.out_dir, stdout);
     return rc;
 }
 
@@ -779,9 +845,21 @@ static int cmd_certify(const options *o, int argc, char **argv)
     cc_certify_opts co = {o->resume ? o->resume : o->out, o->policy, o->catalog, o->torchlean,
                           o->sign};
     if (cc_certify_check(&co, stderr))
-        return 2;
-    int rc = cmd_run(o, argc, argv);
-    return rc == 0 || rc == 1 ? cc_certify_finish(&co, stdout, stderr) : rc;
+        return CC_EXIT_USAGE;
+    cc_session_tally tally;
+    int rc = cmd_run(o, argc, argv, &tally);
+    if (!tally.written) /* the run stopped before its report: 2, 125 or 128 + N, said */
+        return rc;
+    /* the run's 1 or 125 (a case failed, or could not be judged) is for the policy to judge */
+    int verdict = cc_certify_finish(&co, stdout, stderr);
+    if (verdict <= CC_EXIT_NOT_PASSED && tally.cases > 0 && tally.unjudged == tally.cases) {
+        fprintf(stderr, "capcheck certify: nothing could be judged: none of the %ld cases ran "
+                        "on %s (unsupported, or memory ran out; %s/report.md lists them)\n",
+                tally.cases, o->provider_lib ? o->provider_lib : o->provider ? o->provider : "aten",
+                co.out_dir);
+        return CC_EXIT_UNJUDGED;
+    }
+    return verdict;
 }
 
 /* The one case line that repro and shrink take; 0, or -1 after one sentence on stderr. */
@@ -809,7 +887,7 @@ static int parse_case_argument(const options *o, const char *usage, cc_case *c)
 }
 
 static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
-                          int again);
+                          int again, cc_result *r);
 
 static int cmd_repro(const options *o)
 {
@@ -818,27 +896,37 @@ static int cmd_repro(const options *o)
         return 2;
     const cc_provider *p = select_provider(o);
     if (!p)
-        return 2;
-    int worst = 0; /* the exit code: 0 when every level passed */
+        return no_provider_code(o);
+    int failed = 0, unjudged = 0; /* over the levels */
+    cc_result r;
     for (int k = 0; k < (o->n_cpu_levels ? o->n_cpu_levels : 1); k++) {
-        int rc = repro_at_level(o, p, &c, o->n_cpu_levels ? o->cpu_levels[k] : 0, k > 0);
-        if (rc > worst)
-            worst = rc;
+        int rc = repro_at_level(o, p, &c, o->n_cpu_levels ? o->cpu_levels[k] : 0, k > 0, &r);
+        failed += rc == CC_EXIT_NOT_PASSED;
+        unjudged += rc == CC_EXIT_UNJUDGED;
     }
-    return worst;
+    if (o->script) { /* the case's standalone reproducer: for a bisect without capcheck */
+        char cmd[2700];
+        cc_repro_command(&o->repro, r.line[0] ? r.line : o->files[0], cmd, sizeof cmd);
+        if (cc_reproducer_hand_out(&c, p, r.line[0] ? &r : NULL, cmd, o->script, stdout,
+                                   stderr))
+            return CC_EXIT_UNJUDGED;
+    }
+    return cc_exit_code_of(failed, unjudged);
 }
 
-/* repro at one dispatch level (0: native); its exit code. */
+/* repro at one dispatch level (0: native); its exit code (125 when the provider could not
+ * start: init failed, the device is absent), its result in *out (line "" when none). */
 static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
-                          int again)
+                          int again, cc_result *out)
 {
     cc_result r;
     char msg[512];
+    out->line[0] = 0;
     cc_run_options run = run_options(o);
     if (cc_run_case_in_worker(p, c, o->timeout, o->no_fork, o->witnesses, o->n_witnesses, level,
                               &run, &r, msg, sizeof msg)) {
         fprintf(stderr, "capcheck: %s\n", msg);
-        return 2;
+        return CC_EXIT_UNJUDGED;
     }
     if (again)
         printf("\n");
@@ -890,7 +978,8 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
     if (r.n_witnesses)
         printf("verdict:  %s\n", cc_verdict_name(r.verdict));
     cc_result_write_json(stdout, &r);
-    return r.status == CC_RES_PASS ? 0 : 1;
+    *out = r;
+    return cc_result_exit_code(&r);
 }
 
 static int cmd_shrink(const options *o)
@@ -901,7 +990,7 @@ static int cmd_shrink(const options *o)
         return 2;
     const cc_provider *p = select_provider(o); /* initialised by the shrink's worker */
     if (!p)
-        return 2;
+        return no_provider_code(o);
     return cc_shrink_command(p, &c, o->script, o->timeout, &o->repro, stdout, stderr);
 }
 
@@ -1164,11 +1253,14 @@ int main(int argc, char **argv)
         return 2;
     if (resolve_levels(&o, is_run || is_certify))
         return 2;
+    int libtorch_rc = use_libtorch(&o);
+    if (libtorch_rc)
+        return libtorch_rc;
     if (o.provider_lib) { /* --provider-lib replaces --provider */
         char msg[1024];
         if (!(o.plugin = cc_plugin_open_within(o.provider_lib, o.timeout, msg, sizeof msg))) {
             fprintf(stderr, "capcheck: %s\n", msg);
-            return 2;
+            return is_bench || is_list_platforms ? CC_EXIT_USAGE : CC_EXIT_UNJUDGED;
         }
     }
     /* after the math modes: what the workers inherit is what a repro line names */
@@ -1189,9 +1281,9 @@ int main(int argc, char **argv)
         rc = cmd_list_platforms(&o);
     else if (is_bench)
         rc = cmd_bench(&o);
-    else if (open_witnesses(&o) == 0)
+    else if ((rc = open_witnesses(&o)) == 0)
         rc = is_certify ? cmd_certify(&o, argc, argv)
-             : is_run   ? cmd_run(&o, argc, argv)
+             : is_run   ? cmd_run(&o, argc, argv, &(cc_session_tally){0})
              : is_repro ? cmd_repro(&o)
                         : cmd_shrink(&o);
     for (int k = 0; k < CC_MAX_WITNESSES; k++)

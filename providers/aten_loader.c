@@ -6,11 +6,13 @@
  * context, and ATen's CPU dispatch level (ATEN_CPU_CAPABILITY) and oneDNN's ISA are read at
  * their first kernel call, in each worker, so a worker may still set its own before its init.
  *
- * Where: $CAPCHECK_ATEN_LIB when set (and then nowhere else), else libcapcheck_aten.so in the
- * folder of the running executable, else the build folder's (CAPCHECK_ATEN_MODULE). A build
- * without ATen has none. */
+ * Where: $CAPCHECK_ATEN_LIB when set (and then nowhere else), else, with $CAPCHECK_LIBTORCH
+ * (--libtorch DIR), the shim built for that libtorch in the cache (providers/aten_build.h: the
+ * CLI builds it first), else libcapcheck_aten.so in the folder of the running executable, else
+ * the build folder's (CAPCHECK_ATEN_MODULE). A build without ATen has none. */
 #define _GNU_SOURCE
 #include "abi/capcheck_provider.h"
+#include "providers/aten_build.h"
 #include "providers/module_path.h"
 
 #include <dlfcn.h>
@@ -37,6 +39,12 @@ typedef const cc_provider *(*aten_entry_fn)(void);
 #if CAPCHECK_HAVE_ATEN
 static int module_paths(char paths[3][PATH_MAX])
 {
+    const char *lib = getenv("CAPCHECK_ATEN_LIB"), *libtorch = getenv("CAPCHECK_LIBTORCH");
+    char folder[PATH_MAX], why[256];
+    if (!(lib && *lib) && libtorch && *libtorch &&
+        cc_aten_shim_paths(libtorch, folder, sizeof folder, paths[0], PATH_MAX, why,
+                           sizeof why) == 0)
+        return 1;
     return cc_module_paths("libcapcheck_aten.so", "CAPCHECK_ATEN_LIB", CAPCHECK_ATEN_MODULE, paths);
 }
 #endif

@@ -18,14 +18,16 @@
 
 #include <cmocka.h>
 
+/* A cc_t_run prefix that puts the binary's folder first on PATH: capcheck then prints its repro
+ * lines with a bare `capcheck` (harness/report/repro.h), as an installed capcheck does. */
+#define CC_T_ON_PATH "PATH=\"$(dirname '" CAPCHECK_BIN "'):$PATH\" "
 #include "core/json.h"
 
-/* Run `sh -c "<prefix> capcheck <args>"`; returns the exit code, with stdout and stderr
- * together in out. prefix may set a folder or environment ("cd X && ", "VAR=1 "). */
-static __attribute__((unused)) int cc_t_run(const char *prefix, const char *args, char *out, size_t n)
+/* Run `sh -c "<command> 2>&1"`; returns the exit code, with stdout and stderr together in out. */
+static __attribute__((unused)) int cc_t_sh(const char *command, char *out, size_t n)
 {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s%s %s 2>&1", prefix ? prefix : "", CAPCHECK_BIN, args);
+    char cmd[10000];
+    snprintf(cmd, sizeof cmd, "%s 2>&1", command);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     size_t got = 0, r;
@@ -37,6 +39,15 @@ static __attribute__((unused)) int cc_t_run(const char *prefix, const char *args
         ;
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Run `sh -c "<prefix> capcheck <args>"`; returns the exit code, with stdout and stderr
+ * together in out. prefix may set a folder or environment ("cd X && ", "VAR=1 "). */
+static __attribute__((unused)) int cc_t_run(const char *prefix, const char *args, char *out, size_t n)
+{
+    char cmd[9900];
+    snprintf(cmd, sizeof cmd, "%s%s %s", prefix ? prefix : "", CAPCHECK_BIN, args);
+    return cc_t_sh(cmd, out, n);
 }
 
 /* The whole file, NUL-terminated (NULL when it cannot be read). */

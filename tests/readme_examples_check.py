@@ -24,7 +24,7 @@ build/capcheck repro 'relu in=[2,3] seed=1' --provider reference | sed -n 1,3p
 ```
 ```text
 56 ops in the vocabulary, 56 implemented, 0 missing a forward or a required VJP
-case:     relu dtype=f32 device=cpu in=[2,3] layout=contig check=both seed=1
+case:     relu dtype=f32 device=cpu in=[2,3] stream=2 layout=contig check=both seed=1
 provider: reference (vjpMode torchLeanTape)
 platform: cpu:avx512-bf16
 ```
@@ -63,7 +63,7 @@ def main():
                              ["good.md:7: ok (2 commands, 4 lines shown)", "0 failed"]))
         # `...` stands for lines and for text
         results.append(check(build, page(d, "gaps.md", GOOD_OUTPUT.replace(
-            "case:     relu dtype=f32 device=cpu in=[2,3] layout=contig check=both seed=1\n"
+            "case:     relu dtype=f32 device=cpu in=[2,3] stream=2 layout=contig check=both seed=1\n"
             "provider: reference (vjpMode torchLeanTape)\n", "...\n").replace(
             "56 implemented,", "...,")), 0))
         # a wrong count fails, naming the block and both lines

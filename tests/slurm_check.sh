@@ -20,14 +20,15 @@ set -uo pipefail
 capcheck=$(realpath "${1:?usage: tests/slurm_check.sh path/to/capcheck}")
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 say() { printf 'slurm_check: %s\n' "$*"; }
-skip() { say "skipped: $*"; exit 77; }
+# "skipped: <why>" at the start of its line, as scripts/check-skips reads a skip's reason
+skip() { printf 'skipped: %s\n' "$*"; exit 77; }
 
 [[ $(id -u) -eq 0 ]] || skip "not root (slurmd starts jobs as their user; the test runs every daemon as root)"
 for tool in munged slurmctld slurmd sbatch squeue scontrol sinfo; do
     command -v "$tool" >/dev/null || skip "no $tool (Debian: slurm-wlm and munge; scripts/setup installs them)"
 done
 "$capcheck" list platforms --provider aten >/dev/null 2>&1 ||
-    skip "$capcheck cannot run the aten provider (built without ATen)"
+    skip "capcheck was built without the ATen provider: $capcheck cannot run it"
 
 tmp=$(mktemp -d /tmp/capcheck_slurm_XXXXXX)
 pids=()

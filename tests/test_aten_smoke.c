@@ -4,7 +4,10 @@
  * softmax over the wrong axis, linear's VJP dropping the bias gradient, exp 64 ULP off in f32.
  * (The planted bugs live here, not in the product.) The known deviations, crashes and
  * unsupported combinations meet their platform-scoped expectations here, and at every CPU
- * dispatch level this machine supports, where the smoke suite passes too. */
+ * dispatch level this machine supports, where the smoke suite passes too. The Python
+ * reproducers (harness/tools/reproducer.h) make the shim's calls: every smoke case through both
+ * gives the same bits and the same verdict; one reproducer per op exits 0 passing, 1 under a
+ * perturbed bound, 125 where nothing can be judged (tests/aten_lowering_check.py). */
 #include "cli_util.h"
 
 #include <math.h>
@@ -21,9 +24,15 @@
 #include "harness/case/case.h"
 #include "harness/report/expect.h"
 #include "harness/run/platform.h"
+#include "core/dtype.h"
+#include "harness/case/materialize.h"
 #include "harness/run/runner.h"
+#include "harness/tools/reproducer.h"
+#include "reference/ref_families.h"
 #include "skip_util.h"
 #include "test_util.h"
+
+#define VENV_PYTHON CAPCHECK_SOURCE_DIR "/.venv/bin/python"
 
 static cc_case_list smoke;
 static const cc_provider *aten;
@@ -52,17 +61,94 @@ static int teardown(void **state)
     return 0;
 }
 
+/* ---- the Python reproducers: the same ATen calls as the shim -------------------------------- */
+
+/* Run `tests/aten_lowering_check.py MODE ARG` with the project's Python; its exit code, -1 when
+ * there is no such Python (then nothing is checked, and the test says so). */
+static int lowering_check(const char *mode, const char *arg)
+{
+    if (access(VENV_PYTHON, X_OK) != 0) {
+        printf("no %s: the reproducers' Python side is not checked here\n", VENV_PYTHON);
+        return -1;
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' -W ignore " CAPCHECK_SOURCE_DIR
+                              "/tests/aten_lowering_check.py %s '%s'",
+             VENV_PYTHON, mode, arg);
+    fflush(NULL);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+}
+
+/* lowering_check(mode, path), then path removed (unless CAPCHECK_KEEP_RECORDS is set, to look at
+ * it); a fault there fails the test with `what`. */
+static void lowering_check_then_remove(const char *mode, const char *path, const char *what)
+{
+    int rc = lowering_check(mode, path);
+    if (!getenv("CAPCHECK_KEEP_RECORDS"))
+        cc_t_remove_dir(path);
+    if (rc > 0)
+        fail_msg("%s (lines above)", what);
+}
+
+/* Case c run on ATen here (every element judged) into *r, and its record for the lowering
+ * check on f: its DATA with the shim's output bytes and capcheck's verdict. */
+static void run_and_record(FILE *f, const cc_case *c, cc_result *out)
+{
+    cc_repro_outputs outs;
+    cc_judge_tap tap;
+    cc_repro_outputs_tap(&outs, &tap);
+    cc_run_options o = {.threads = 1, .ref = CC_REF_FULL, .tap = &tap};
+    cc_result r;
+    cc_run_case_probed(aten, c, &o, NULL, &r);
+    *out = r;
+    cc_inputs in; /* laid out as the run laid them out: the same alignment */
+    char msg[256], said[600];
+    if (cc_materialize_in(c, 1, NULL, CC_PLACE_END, 1, &in, msg, sizeof msg))
+        fail_msg("%s: %s", r.line, msg);
+    snprintf(said, sizeof said, "%s: %s", cc_result_status_name(r.status), r.message);
+    cc_reproducer_info info = {.capcheck_said = said, .with_got = 1, .one_line = 1};
+    assert_int_equal(outs.failed, 0);
+    assert_int_equal(cc_reproducer_write_data(f, c, &in, &outs, &info), 0);
+    fputc('\n', f);
+    cc_inputs_free(&in);
+    cc_repro_outputs_free(&outs);
+}
+
+/* The records of the smoke cases and the known unsupported combinations for
+ * test_reproducer_lowering_is_the_shims (written by the smoke run: one ATen pass for both). */
+static char records[128];
+
 static void test_smoke_passes_on_aten_cpu(void **state)
 {
     (void)state;
-    cc_t_tally t = cc_t_run_all(aten, &smoke, NULL);
-    printf("smoke on ATen CPU: %ld cases, %ld passed, %ld suspect\n", t.cases, t.passed,
-           t.suspect);
-    assert_true(t.cases >= 400);
-    if (t.not_passed)
-        fail_msg("%ld smoke cases did not pass on ATen CPU; first: %s", t.not_passed,
-                 t.first_failure);
-    assert_int_equal(t.suspect, 0);
+    snprintf(records, sizeof records, "/tmp/capcheck_lowering.%d.jsonl", (int)getpid());
+    FILE *f = fopen(records, "w");
+    assert_non_null(f);
+    long passed = 0, suspect = 0, not_passed = 0;
+    char first[2 * CC_CASE_LINE_MAX] = "";
+    for (size_t i = 0; i < smoke.n; i++) {
+        cc_result r;
+        run_and_record(f, &smoke.v[i], &r);
+        passed += r.status == CC_RES_PASS;
+        suspect += r.status == CC_RES_PASS && r.suspect;
+        if (r.status != CC_RES_PASS && !not_passed++)
+            snprintf(first, sizeof first, "%s -> %s: %s", r.line, cc_result_status_name(r.status),
+                     r.message);
+    }
+    cc_case_list unsup = {0};
+    assert_int_equal(cc_t_load_cases("cases/aten_unsupported.cases", &unsup), 0);
+    for (size_t i = 0; i < unsup.n; i++) {
+        cc_result r;
+        run_and_record(f, &unsup.v[i], &r);
+    }
+    cc_case_list_free(&unsup);
+    assert_int_equal(fclose(f), 0);
+    printf("smoke on ATen CPU: %zu cases, %ld passed, %ld suspect\n", smoke.n, passed, suspect);
+    assert_true(smoke.n >= 400);
+    if (not_passed)
+        fail_msg("%ld smoke cases did not pass on ATen CPU; first: %s", not_passed, first);
+    assert_int_equal(suspect, 0);
 }
 
 /* The f16/bf16 directions ATen CPU folds in the dtype pass under the relaxed model, with no
@@ -342,6 +428,206 @@ static void test_known_aten_crashes_still_crash(void **state)
                                                                 "did not reproduce");
 }
 
+/* The reproducers' lowering (providers/aten/aten_lowering.py) makes the shim's calls: every
+ * smoke case and every known unsupported combination through both, in one Python process,
+ * outputs equal bit for bit, unsupported and failing alike, and the reproducers' judgement of
+ * every element equal to capcheck's verdict. */
+static void test_reproducer_lowering_is_the_shims(void **state)
+{
+    (void)state;
+    if (!records[0])
+        fail_msg("no records: test_smoke_passes_on_aten_cpu writes them");
+    lowering_check_then_remove("records", records,
+                               "the reproducers' lowering and the ATen shim disagree");
+}
+
+/* A number as JSON with Python's names of the non-finite ones. */
+static void put_num(FILE *f, const char *sep, double x)
+{
+    if (isnan(x))
+        fprintf(f, "%sNaN", sep);
+    else if (isinf(x))
+        fprintf(f, "%s%sInfinity", sep, x < 0 ? "-" : "");
+    else
+        fprintf(f, "%s%.17g", sep, x);
+}
+
+/* One synthetic output judged by capcheck (compare.c, zero_trust.c) as a record of the judge
+ * check: what a reproducer ships of it (the tap's copy) and capcheck's own verdict on `got`. */
+static void judge_record(FILE *f, const double *expected, const double *got, const double *mag,
+                         int64_t n, int nonfinite, const double *source)
+{
+    cc_view v = {CC_F32, 1, {n}, {1}, malloc(4 * (size_t)(n ? n : 1))};
+    for (int64_t i = 0; i < n; i++)
+        cc_store(CC_F32, v.data, i, got[i]);
+    cc_bound_model bm = cc_bound_for(CC_F32, 2.0);
+    bm.nonfinite_alike = nonfinite;
+    ref_mag m = {(double *)mag, NULL, NULL};
+    cc_zt_source src = {"x", source, n};
+    cc_comparison cmp;
+    cc_compare(expected, &m, &v, &bm, &cmp);
+    cc_judged_output o = {"y", &v, expected, &m, NULL, n, &bm, 2.0, &src, source ? 1 : 0, 0, &cmp};
+    cc_repro_outputs outs;
+    cc_judge_tap tap;
+    cc_repro_outputs_tap(&outs, &tap);
+    tap.seen(tap.ctx, &o);
+    char msg[384];
+    cc_zt_verdict zt = cc_zero_trust("y", expected, mag, 2.0, &v, &src, source ? 1 : 0, msg,
+                                     sizeof msg);
+    const cc_repro_output *r = &outs.out[0];
+    fprintf(f, "{\"n_over\": %lld, \"zero_trust_fails\": %s, \"nonfinite_alike\": %s, "
+               "\"zero_trust\": {\"all_zero\": %s, \"all_equal\": %s, \"copy_of\": %s}, "
+               "\"got\": [",
+            (long long)cmp.n_over, zt != CC_ZT_OK ? "true" : "false", nonfinite ? "true" : "false",
+            r->zt_all_zero ? "true" : "false", r->zt_all_equal ? "true" : "false",
+            r->zt_copy_of & 1 ? "[0]" : "[]");
+    for (int64_t i = 0; i < n; i++)
+        put_num(f, i ? ", " : "", cc_load(CC_F32, v.data, i));
+    fputs("], \"source\": [", f);
+    for (int64_t i = 0; source && i < n; i++)
+        put_num(f, i ? ", " : "", source[i]);
+    fputs("], \"expected\": [", f);
+    for (int64_t i = 0; i < n; i++)
+        put_num(f, i ? ", " : "", r->expected[i]);
+    fputs("], \"bound\": [", f);
+    for (int64_t i = 0; i < n; i++)
+        put_num(f, i ? ", " : "", r->bound[i]);
+    fputs("], \"overflow_ok\": [", f);
+    for (int64_t i = 0, first = 1; i < n; i++)
+        if (r->overflow_ok[i]) {
+            fprintf(f, "%s%lld", first ? "" : ", ", (long long)i);
+            first = 0;
+        }
+    fputs("]}\n", f);
+    cc_repro_outputs_free(&outs);
+    free(v.data);
+}
+
+/* The reproducers judge as capcheck judges (compare.c, zero_trust.c): on a table of
+ * synthetic outputs (every element rule: within, just over and far over the bound, NaN, +-Inf,
+ * the overflow of a finite value, the non-finite rule of edge=nan/inf; all zeros, a constant, a
+ * copy of an input, each where the reference rules it out and where it does not) the Python
+ * judge counts the same elements over their bound and fails zero-trust the same way. */
+static void test_reproducer_judges_as_capcheck(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/capcheck_judge.%d.jsonl", (int)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    const double inf = INFINITY, big = 3.3e38, tiny = 1e-40;
+    const double es[] = {0.0, 1.0, -2.5, tiny, NAN, inf, -inf, big, -big};
+    int rows = 0;
+    for (int nf = 0; nf < 2; nf++)
+        for (size_t k = 0; k < sizeof es / sizeof es[0]; k++) {
+            double e = es[k], m = isfinite(e) ? fabs(e) + 1.0 : 1.0;
+            double b = cc_element_bound(&(cc_bound_model){2.0, 0x1p-24 + 0x1p-53,
+                                                          0x1p-126, 0x1p-24 + 0x1p-53, 6.0, 0},
+                                        (cc_element_mag){m, m, m});
+            double gs[] = {e, e + 0.5 * b, e + 1.5 * b, e + 40 * b, NAN, inf, -inf, 0.0};
+            enum { N = sizeof gs / sizeof gs[0] };
+            double exp[N], mag[N];
+            for (int i = 0; i < N; i++)
+                exp[i] = e, mag[i] = m;
+            judge_record(f, exp, gs, mag, N, nf, NULL);
+            rows++;
+        }
+    const double ref[] = {1.0, 2.0, 3.0, 4.0}, zero[] = {0, 0, 0, 0}, one[] = {1, 1, 1, 1};
+    /* magnitudes that make every bound admit all these values: zero-trust alone decides */
+    const double mag4[] = {1e9, 1e9, 1e9, 1e9}, src[] = {5, 6, 7, 8};
+    judge_record(f, ref, zero, mag4, 4, 0, NULL);  /* all zeros where the reference is not */
+    judge_record(f, zero, zero, mag4, 4, 0, NULL); /* all zeros where it is */
+    judge_record(f, one, zero, mag4, 4, 0, NULL);  /* all zeros where it is constant, not 0 */
+    judge_record(f, ref, one, mag4, 4, 0, NULL);   /* a constant where it is not */
+    judge_record(f, one, one, mag4, 4, 0, NULL);   /* a constant where it is */
+    judge_record(f, ref, src, mag4, 4, 0, src);    /* a copy of x where the reference differs */
+    judge_record(f, src, src, mag4, 4, 0, src);    /* a copy of x where it does not */
+    assert_int_equal(fclose(f), 0);
+    printf("%d element rows and 7 zero-trust rows judged by capcheck and by the reproducer\n",
+           rows);
+    lowering_check_then_remove("judge", path, "the reproducer's judgement is not capcheck's");
+}
+
+/* A reproducer for every op the ATen provider runs: one smoke case per op (a plain one: no edge
+ * class, no empty tensor, forward and VJP where the op has one) passes on it (exit 0) and fails
+ * once one expected value of each output moves three bounds (exit 1); a combination ATen does
+ * not implement cannot be judged (exit 125); a known deviation seen on this platform fails
+ * (exit 1). As processes: a passing one, its perturbed copy, and one on an absent device. */
+/* DIR/NAME.py: the reproducer of case c, and its line "NAME.py CODE" in the manifest m. */
+static void write_reproducer(const char *dir, const char *name, const cc_case *c, FILE *m,
+                             int code)
+{
+    char script[256], msg[256];
+    snprintf(script, sizeof script, "%s/%s.py", dir, name);
+    FILE *f = fopen(script, "w");
+    assert_non_null(f);
+    cc_reproducer_info info = {.python = VENV_PYTHON};
+    if (cc_reproducer_write(c, aten, CC_ACC_STRICT, &info, f, msg, sizeof msg))
+        fail_msg("%s: %s", name, msg);
+    assert_int_equal(fclose(f), 0);
+    fprintf(m, "%s.py %d\n", name, code);
+}
+
+static void test_a_reproducer_for_every_op(void **state)
+{
+    (void)state;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/capcheck_reproducers_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    char manifest[128];
+    snprintf(manifest, sizeof manifest, "%s/expect.txt", dir);
+    FILE *m = fopen(manifest, "w");
+    assert_non_null(m);
+    int ops = 0;
+    for (int i = 0; i < ref_spec_op_count(); i++) {
+        const char *name = ref_spec_op_name(i);
+        const cc_case *pick = NULL; /* forward and VJP where a plain case checks both */
+        for (int both = 1; both >= 0 && !pick; both--)
+            for (size_t k = 0; k < smoke.n && !pick; k++) {
+                const cc_case *c = &smoke.v[k];
+                int empty = 0;
+                for (int j = 0; j < c->n_in; j++)
+                    empty |= ref_numel(&c->shape[j]) == 0;
+                if (strcmp(c->op->name, name) == 0 && !c->edges && !empty &&
+                    (!both || c->check == CC_CHECK_BOTH))
+                    pick = c;
+            }
+        if (!pick)
+            fail_msg("no plain smoke case of %s for its reproducer", name);
+        write_reproducer(dir, name, pick, m, 0);
+        ops++;
+    }
+    /* nothing to judge: ATen has no f16 FFT on the CPU */
+    cc_case_list l = {0};
+    assert_int_equal(cc_t_load_cases("cases/aten_unsupported.cases", &l), 0);
+    write_reproducer(dir, "unsupported", &l.v[0], m, 125);
+    cc_case_list_free(&l);
+    /* a deviation this platform shows: the reproducer fails as capcheck does */
+    cc_expectations e = {0};
+    cc_case_defaults def = {CC_CPU, 0};
+    cc_parse_error err;
+    assert_int_equal(cc_expect_load("cases/regressions/accumulation.cases", &def, &e, &err), 0);
+    const cc_expectation *seen = NULL;
+    for (size_t k = 0; k < e.n && !seen; k++)
+        for (int j = 0; j < e.v[k].n_keys; j++)
+            if (e.v[k].status == CC_RES_FAIL && !e.v[k].intermittent &&
+                strcmp(e.v[k].keys[j], here.key) == 0)
+                seen = &e.v[k];
+    if (seen) {
+        cc_case c;
+        assert_int_equal(cc_case_parse(seen->line, &def, &c, &err), 0);
+        write_reproducer(dir, "deviation", &c, m, 1);
+        printf("the deviation seen on %s: %s\n", here.key, seen->line);
+    } else {
+        printf("no deviation of cases/regressions/accumulation.cases is seen on %s\n", here.key);
+    }
+    cc_expect_free(&e);
+    assert_int_equal(fclose(m), 0);
+    printf("%d reproducers, one per op\n", ops);
+    assert_int_equal(ops, ref_spec_op_count());
+    lowering_check_then_remove("scripts", dir, "a reproducer did not exit as expected");
+}
+
 /* Every CPU dispatch level this machine supports: the smoke suite passes at each, and every
  * regression, crash and unsupported expectation holds at each (through the binary: each level
  * is set in its workers before ATen starts). */
@@ -421,7 +707,8 @@ int main(void)
 #endif
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_smoke_passes_on_aten_cpu),
+        cmocka_unit_test(test_smoke_passes_on_aten_cpu), /* writes the lowering's records */
+        cmocka_unit_test(test_reproducer_lowering_is_the_shims),
         cmocka_unit_test(test_sampled_checks_pass_on_aten_cpu),
         cmocka_unit_test(test_relaxed_smoke_passes_on_aten_cpu),
         cmocka_unit_test(test_softmax_wrong_axis_is_caught),
@@ -432,7 +719,11 @@ int main(void)
         cmocka_unit_test(test_known_aten_crashes_still_crash),
         cmocka_unit_test(test_every_dispatch_level),
         cmocka_unit_test(test_aten_gemm_is_the_blas_it_states),
+        cmocka_unit_test(test_reproducer_judges_as_capcheck),
+        cmocka_unit_test(test_a_reproducer_for_every_op),
     };
+    if (getenv("CAPCHECK_TEST_FILTER")) /* one test while working on it, e.g. "*judges*" */
+        cmocka_set_test_filter(getenv("CAPCHECK_TEST_FILTER"));
     return cc_t_exit_code(
         cmocka_run_group_tests_name("aten_smoke_and_planted_bugs", tests, setup, teardown));
 }

@@ -81,14 +81,17 @@ static void test_roundtrip_canonical(void **state)
 {
     (void)state;
     roundtrip("softmax in=[4,7] axis=-1 seed=42",
-              "softmax dtype=f32 device=cpu in=[4,7] axis=-1 layout=contig check=both seed=42");
+              "softmax dtype=f32 device=cpu in=[4,7] axis=-1 stream=2 layout=contig check=both "
+              "seed=42"); /* every printed line names its stream: 2, the default */
     roundtrip("  layerNorm   dtype=f64 in=[2,3],[3],[3] axis=1 eps=0.001 layout=stride2 # note",
-              "layerNorm dtype=f64 device=cpu in=[2,3],[3],[3] axis=1 eps=0.001 layout=stride2 "
-              "check=both seed=0");
+              "layerNorm dtype=f64 device=cpu in=[2,3],[3],[3] axis=1 eps=0.001 stream=2 "
+              "layout=stride2 check=both seed=0");
     roundtrip("matmul in=[7],[7] dtype=f64 seed=18446744073709551615 check=fwd", NULL);
     roundtrip("layerNorm in=[2,3],[3],[3] axis=1", /* the op's default eps is printed */
-              "layerNorm dtype=f32 device=cpu in=[2,3],[3],[3] axis=1 eps=1e-05 layout=contig "
-              "check=both seed=0");
+              "layerNorm dtype=f32 device=cpu in=[2,3],[3],[3] axis=1 eps=1e-05 stream=2 "
+              "layout=contig check=both seed=0");
+    roundtrip("relu in=[3] stream=1 seed=2", /* the old stream, named */
+              "relu dtype=f32 device=cpu in=[3] stream=1 layout=contig check=both seed=2");
     roundtrip("reduceSum in=[2,0,3] axis=2 layout=bcast", NULL);
     roundtrip("linear in=[5],[4,5],[4] device=cuda layout=transpose", NULL);
 }

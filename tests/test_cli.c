@@ -3,9 +3,13 @@
  * names the whole vocabulary; list cases prints the lines a run runs; bench measures; a message
  * names the real problem (count= in one case line, a rank-9 shape, a file's byte-order mark,
  * validate given a folder). */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "cli_util.h"
 
 #include <sys/stat.h>
+
+#include "capcheck_git.h" /* generated: what a cached shim's built-by names (aten_build.c) */
+#include "providers/aten_build.h"
 
 static char tmpdir[256];
 
@@ -52,9 +56,10 @@ static void test_bad_input_is_one_sentence_and_exit_2(void **state)
     assert_int_equal(cc_t_run(NULL, "repro 'softmax in=[2] axis=5'", out, sizeof out), 2);
     assert_non_null(strstr(out, "axis 5 is out of range"));
     assert_int_equal(cc_t_run(NULL, "frob", out, sizeof out), 2);
-    /* asking for CUDA where it cannot run is one sentence, never a silent CPU run */
+    /* asking for CUDA where it cannot run is one sentence, never a silent CPU run; nothing could
+     * be judged (125), not a malformed command */
     assert_int_equal(cc_t_run(NULL, "run --device cuda --provider reference", out, sizeof out),
-                     2);
+                     125);
     assert_non_null(strstr(out, "cannot run on cuda"));
 }
 
@@ -94,7 +99,7 @@ static void test_repro_reruns_one_line(void **state)
                      0);
     assert_non_null(strstr(out, "status:   pass"));
     assert_non_null(strstr(out, "case:     matmul dtype=f64 device=cpu in=[3,4],[4,2] "
-                                "layout=contig check=both seed=7"));
+                                "stream=2 layout=contig check=both seed=7"));
 }
 
 static void test_list_ops_names_the_vocabulary(void **state)
@@ -123,8 +128,8 @@ static void test_list_cases_prints_what_run_runs(void **state)
     for (const char *p = out; (p = strchr(p, '\n')); p++)
         lines++;
     assert_int_equal(lines, 7);
-    assert_non_null(strstr(out, "softmax dtype=f32 device=cpu in=[40,40] axis=1 layout=contig "
-                                "check=both seed=5\n"));
+    assert_non_null(strstr(out, "softmax dtype=f32 device=cpu in=[40,40] axis=1 stream=2 "
+                                "layout=contig check=both seed=5\n"));
     char listed[512];
     write_file("listed.cases", out, listed, sizeof listed);
     snprintf(args, sizeof args, "list cases %s --max-elements 1024", listed);
@@ -189,7 +194,7 @@ static void test_only_aten_runs_load_the_shim(void **state)
     snprintf(args, sizeof args, "run %s --provider reference --out %s/few -j 1", path, tmpdir);
     assert_int_equal(cc_t_run(none, args, out, sizeof out), 0);
     snprintf(args, sizeof args, "run %s --out %s/few-aten -j 1", path, tmpdir);
-    assert_int_equal(cc_t_run(none, args, out, sizeof out), 2);
+    assert_int_equal(cc_t_run(none, args, out, sizeof out), 125); /* nothing could be judged */
 #if CAPCHECK_HAVE_ATEN
     assert_non_null(strstr(out, "cannot find the ATen provider /nonexistent/libcapcheck_aten.so"));
 #else
@@ -212,7 +217,7 @@ static void test_only_cuda_runs_load_the_cuda_providers(void **state)
     snprintf(args, sizeof args, "run --provider cublas --device cuda --out %s/cuda -j 1", tmpdir);
     assert_int_equal(cc_t_run("CAPCHECK_CUDA_LIB=/nonexistent/libcapcheck_cuda.so ", args, out,
                               sizeof out),
-                     2);
+                     125);
     assert_true(strstr(out, "cannot find the CUDA providers' module "
                             "/nonexistent/libcapcheck_cuda.so") ||
                 strstr(out, "capcheck was built without the CUDA providers"));
@@ -242,6 +247,85 @@ static void test_ref_options(void **state)
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
     assert_non_null(strstr(out, "--max-elements 100 leaves out 1 of 2 cases"));
     assert_non_null(strstr(out, "capcheck: 1 cases on reference"));
+}
+
+/* --libtorch DIR (providers/aten_build.h): no such folder, a folder that is no libtorch and a
+ * libtorch whose CMake package does not build the shim are 125 with one sentence (the last
+ * after its progress line), the cache keyed by version and commit; the option is the ATen
+ * provider's only (2). With the shim for the venv's own torch already in the cache (a copy of
+ * this build's: the same libtorch), a run loads that one, its provenance names the libtorch's
+ * folder and its repro lines carry CAPCHECK_LIBTORCH. Building the shim (minutes) is the
+ * opt-in stage `libtorch` of scripts/test. */
+static void test_libtorch_option(void **state)
+{
+    (void)state;
+    char args[9000], out[16384], dir[4096], env[700];
+    snprintf(env, sizeof env, "XDG_CACHE_HOME=%s/cache ", tmpdir);
+    assert_int_equal(cc_t_run(env, "repro 'relu in=[3]' --libtorch /nonexistent", out, sizeof out),
+                     125);
+    expect_in(out, "--libtorch /nonexistent: No such file or directory");
+    snprintf(args, sizeof args, "repro 'relu in=[3]' --libtorch %s", tmpdir);
+    assert_int_equal(cc_t_run(env, args, out, sizeof out), 125);
+    expect_in(out, "not the lib folder of a libtorch");
+    assert_int_equal(cc_t_count(out, "\n"), 1);
+    snprintf(args, sizeof args, "repro 'relu in=[3]' --libtorch %s --provider reference", tmpdir);
+    assert_int_equal(cc_t_run(env, args, out, sizeof out), 2);
+    expect_in(out, "--libtorch applies to the ATen provider");
+    /* a libtorch whose package does not build the shim */
+    snprintf(dir, sizeof dir, "%s/fake/torch/share/cmake/Torch", tmpdir);
+    char mk[4096];
+    snprintf(mk, sizeof mk, "mkdir -p '%.1000s' '%s/fake/torch/lib'", dir, tmpdir);
+    assert_int_equal(system(mk), 0);
+    write_file("fake/torch/version.py",
+               "__version__ = '9.9.9+fake'\ngit_version = 'abcdef0123456789abcdef'\n", mk,
+               sizeof mk);
+    write_file("fake/torch/share/cmake/Torch/TorchConfig.cmake",
+               "message(FATAL_ERROR \"these headers do not build the shim\")\n", mk, sizeof mk);
+    snprintf(args, sizeof args, "repro 'relu in=[3]' --libtorch %s/fake/torch/lib", tmpdir);
+    assert_int_equal(cc_t_run(env, args, out, sizeof out), 125);
+    const char *last = strstr(out, "capcheck: the ATen shim does not build against the libtorch in");
+    assert_non_null(last);
+    assert_int_equal(cc_t_count(last, "\n"), 1);
+    snprintf(dir, sizeof dir, "%s/cache/capcheck/aten-9.9.9+fake-abcdef012345/build.log", tmpdir);
+    char *log = cc_t_slurp(dir, NULL);
+    assert_non_null(log);
+    expect_in(log, "these headers do not build the shim");
+    free(log);
+#if CAPCHECK_HAVE_ATEN
+    /* the shim for the venv's torch, already cached: loaded from the cache, named */
+    char folder[4096], shim[4096], msg[512];
+    setenv("XDG_CACHE_HOME", tmpdir, 1);
+    snprintf(dir, sizeof dir, "%s", CAPCHECK_TORCH_LIB);
+    int paths = cc_aten_shim_paths(dir, folder, sizeof folder, shim, sizeof shim, msg, sizeof msg);
+    unsetenv("XDG_CACHE_HOME");
+    if (paths)
+        fail_msg("%s", msg);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%.2000s' && cp \"$(dirname '" CAPCHECK_BIN
+                              "')/libcapcheck_aten.so\" '%.2000s' && printf 'capcheck %%s %%s\\n' "
+                              "'%s' '%s' > '%.2000s/built-by'",
+             folder, shim, CAPCHECK_GIT_COMMIT, CAPCHECK_SOURCE_DIR, folder);
+    assert_int_equal(system(cmd), 0);
+    snprintf(env, sizeof env, "XDG_CACHE_HOME=%s LD_DEBUG=files ", tmpdir);
+    write_file("lt.cases", "relu in=[3] seed=1\n", mk, sizeof mk);
+    snprintf(args, sizeof args, "run %.1000s --libtorch %s --out %s/lt -j 1", mk,
+             CAPCHECK_TORCH_LIB, tmpdir);
+    static char big[1 << 20];
+    assert_int_equal(cc_t_run(env, args, big, sizeof big), 0);
+    if (!strstr(big, shim))
+        fail_msg("the cached shim %s was not loaded", shim);
+    expect_in(big, "1 passed");
+    snprintf(dir, sizeof dir, "%s/lt/report.json", tmpdir);
+    char *rep = cc_t_slurp(dir, NULL);
+    assert_non_null(rep);
+    char real[4096], want[4200];
+    assert_non_null(realpath(CAPCHECK_TORCH_LIB, real));
+    snprintf(want, sizeof want, "; libtorch_dir %s", real);
+    expect_in(rep, want);
+    snprintf(want, sizeof want, "CAPCHECK_LIBTORCH=%s", real);
+    expect_in(rep, want); /* in "repro": every repro line of the run carries it */
+    free(rep);
+#endif
 }
 
 /* Messages that name the real problem (each once named the wrong one). */
@@ -307,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_only_aten_runs_load_the_shim),
         cmocka_unit_test(test_only_cuda_runs_load_the_cuda_providers),
         cmocka_unit_test(test_ref_options),
+        cmocka_unit_test(test_libtorch_option),
         cmocka_unit_test(test_messages_name_the_real_problem),
     };
     int rc = cmocka_run_group_tests_name("cli", tests, NULL, NULL);

@@ -10,6 +10,9 @@
  * rather than inputs, ignoring shapes, breaking a tie between disagreeing repeats. */
 #include "cli_util.h"
 
+#include "harness/report/report.h"
+#include "harness/run/exit_code.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -356,7 +359,7 @@ static void test_repeats_that_disagree_are_nondeterministic(void **state)
     expect_in(out, "plugin.misbehave.cpu.add f64");
     expect_in(out, "1 of 2 cases did not pass (0 failed, 0 errors, 0 crashed, 0 timed out, 0 "
                    "out-of-bounds, 1 nondeterministic); first: ");
-    expect_in(out, "add dtype=f64 device=cpu in=[5],[5] layout=contig check=fwd seed=3");
+    expect_in(out, "add dtype=f64 device=cpu in=[5],[5] stream=2 layout=contig check=fwd seed=3");
     /* the ulp alone is within the bound: without a repeat to compare, every case passes */
     assert_int_equal(misbehave_run("ulp-forward", "ulp_once",
                                    "add dtype=f64 in=[5],[5] check=fwd seed=3\n"
@@ -415,6 +418,50 @@ static void test_many_seeds_of_one_shape_are_one_shape(void **state)
     expect_in(out, "pbad.conf:7: min_distinct_shapes wants a count");
 }
 
+/* The record of case line `line` (one add case on the CPU) with the given status. */
+static cc_result record(const char *line, cc_result_status status)
+{
+    cc_result r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.line, sizeof r.line, "%s", line);
+    snprintf(r.op, sizeof r.op, "add");
+    snprintf(r.provider, sizeof r.provider, "example");
+    snprintf(r.platform, sizeof r.platform, "cpu:avx2");
+    r.dtype = CC_F32;
+    r.device = CC_CPU;
+    r.status = status;
+    return r;
+}
+
+/* The exit code of records in this order (harness/run/exit_code.h: git bisect run reads it). */
+static int exit_code_of(const cc_result *records, int n)
+{
+    cc_report rep;
+    cc_report_init(&rep);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(cc_report_add(&rep, &records[i]), 0);
+    int rc = cc_report_exit_code(&rep);
+    cc_report_free(&rep);
+    return rc;
+}
+
+/* The exit code counts each case once however often it ran: an unsupported case run three
+ * times beside one failing case is still a run with a failure (1, not 125: counted per record
+ * it would outnumber the cases that did not pass); an unsupported case whose repeat passed is
+ * nondeterministic, a finding (1), no longer a case that could not be judged. */
+static void test_the_exit_code_counts_each_case_once(void **state)
+{
+    (void)state;
+    const char *a = "add dtype=f32 device=cpu in=[2],[2] stream=2 layout=contig check=fwd seed=1";
+    const char *b = "add dtype=f32 device=cpu in=[3],[3] stream=2 layout=contig check=fwd seed=2";
+    cc_result u = record(a, CC_RES_UNSUPPORTED), p = record(a, CC_RES_PASS);
+    cc_result f = record(b, CC_RES_FAIL), pb = record(b, CC_RES_PASS);
+    assert_int_equal(exit_code_of((cc_result[]){u, u, u, f}, 4), CC_EXIT_NOT_PASSED);
+    assert_int_equal(exit_code_of((cc_result[]){u, u, u, pb}, 4), CC_EXIT_UNJUDGED);
+    assert_int_equal(exit_code_of((cc_result[]){u, p, pb}, 3), CC_EXIT_NOT_PASSED);
+    assert_int_equal(exit_code_of((cc_result[]){p, p, pb, pb}, 4), CC_EXIT_PASSED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -423,6 +470,7 @@ int main(void)
         cmocka_unit_test(test_one_case_under_several_checks_is_one_passing_case),
         cmocka_unit_test(test_repeats_that_disagree_are_nondeterministic),
         cmocka_unit_test(test_many_seeds_of_one_shape_are_one_shape),
+        cmocka_unit_test(test_the_exit_code_counts_each_case_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -47,8 +47,8 @@ static void test_edge_key_round_trips(void **state)
     assert_int_equal(c.edges, 1u << CC_EDGE_SIGNED_ZERO);
     char line[CC_CASE_LINE_MAX];
     cc_case_print(&c, line, sizeof line);
-    assert_string_equal(line, "relu dtype=f32 device=cpu in=[8] edge=signed-zero layout=contig "
-                              "check=both seed=3");
+    assert_string_equal(line, "relu dtype=f32 device=cpu in=[8] edge=signed-zero stream=2 "
+                              "layout=contig check=both seed=3");
     cc_case again = parse(line);
     assert_int_equal(again.edges, c.edges);
     /* none is the ordinary case, printed without the key (lines from before edge classes keep

@@ -205,7 +205,6 @@ static void test_bad_input_table(void **state)
         {"--force starts over and --resume finishes", "run --force --resume %1$s/held"},
         {"--provider or --provider-lib, not both",
          "run --provider reference --provider-lib %2$s/example_plugin.so"},
-        {"cannot load the provider library", "run --provider-lib %1$s/one.cases"},
         {"unknown device 'npu'", "run --device npu --provider reference"},
         {"--shard wants I/N", "run %1$s/one.cases --provider reference --shard 3/2"},
         {"--tf32 wants on or off, not 'maybe'", "run --tf32 maybe"},
@@ -248,6 +247,95 @@ static void test_bad_input_table(void **state)
     free(jobs);
 }
 
+/* ---- the exit codes git bisect run reads ----------------------------------------------------- */
+
+/* Every row of the exit-code table (harness/run/exit_code.h, `capcheck help run`) through the
+ * binary, for run and repro: 0 passed; 1 fail, error, crash, timeout, out-of-bounds,
+ * nondeterministic; 125 a plugin that does not load or initialise, an absent device, an
+ * unsupported case, memory exhausted, and a run that mixes passes with unsupported cases; 1 for a
+ * run that mixes a failure with unsupported cases; --expect keeping a clean run of known
+ * unsupported cases at 0; 2 a malformed case line or command line, a folder holding a run. */
+static void test_exit_codes_git_bisect_reads(void **state)
+{
+    (void)state;
+    FILE_TEXT("mixed_unsup.cases", "add in=[3],[3] seed=1\nrelu in=[3] seed=1\n");
+    FILE_TEXT("mixed_fail.cases", "softmax dtype=f32 in=[2,6] axis=0 seed=1\nexp in=[3] seed=1\n");
+    FILE_TEXT("expect_unsup.cases", "add in=[3],[3] seed=1\n");
+    char held[600];
+    snprintf(held, sizeof held, "%s/xheld", tmp);
+    mkdir(held, 0777);
+    FILE_TEXT("xheld/results.jsonl", "{\"index\":0}\n");
+    /* {exit code, fragment, command}: %1$s the temporary folder, %2$s the misbehaving plugin,
+     * %3$s the mutants plugin, %4$s the plugin folder; each run writes a folder of its own */
+    static const struct {
+        int rc;
+        const char *want, *fmt;
+    } rows[] = {
+        {0, "1 passed", "capcheck run %1$s/one.cases --provider-lib %2$s --out %1$s/x0"},
+        {0, "status:   pass", "capcheck repro 'add in=[3],[3] seed=1' --provider-lib %2$s"},
+        {1, "1 failed", "CAPCHECK_MUTANT=softmax_axis capcheck run %1$s/mixed_fail.cases --op "
+                        "softmax --provider-lib %3$s --out %1$s/x1"},
+        {1, "status:   fail", "CAPCHECK_MUTANT=softmax_axis capcheck repro 'softmax dtype=f32 "
+                              "in=[2,6] axis=0 seed=1' --provider-lib %3$s"},
+        {1, "status:   error", "CAPCHECK_MISBEHAVE=error-forward capcheck repro 'add in=[3],[3]' "
+                               "--provider-lib %2$s"},
+        {1, "1 errors", "CAPCHECK_MISBEHAVE=error-forward capcheck run %1$s/one.cases "
+                        "--provider-lib %2$s --out %1$s/x2"},
+        {1, "status:   crash", "CAPCHECK_MISBEHAVE=segv-forward capcheck repro 'add in=[3],[3]' "
+                               "--provider-lib %2$s"},
+        {1, "1 crashed", "CAPCHECK_MISBEHAVE=segv-forward capcheck run %1$s/one.cases "
+                         "--provider-lib %2$s --out %1$s/x3"},
+        {1, "status:   timeout", "CAPCHECK_MISBEHAVE=hang-forward capcheck repro 'add in=[3],[3]' "
+                                 "--provider-lib %2$s --timeout 0.5"},
+        {1, "status:   out-of-bounds", "CAPCHECK_MUTANT=exp_write_past_end capcheck repro 'exp "
+                                       "in=[5] seed=1' --provider-lib %3$s"},
+        {1, "status:   nondeterministic", "CAPCHECK_MUTANT=reducesum_order_varies capcheck repro "
+                                          "'reduceSum in=[64,64] axis=1 seed=1' --provider-lib "
+                                          "%3$s --repeat 2"},
+        {125, "does not export capcheck_provider_v1",
+         "capcheck repro 'add in=[3],[3]' --provider-lib %4$s/no_entry.so"},
+        {125, "cannot load the provider library", "capcheck run %1$s/one.cases --provider-lib "
+                                                  "%1$s/missing.so --out %1$s/x4"},
+        {125, "killed by SIGSEGV", "CAPCHECK_MISBEHAVE=segv-init capcheck repro 'add in=[3],[3]' "
+                                   "--provider-lib %2$s"},
+        {125, "killed by SIGSEGV", "CAPCHECK_MISBEHAVE=segv-init capcheck run %1$s/one.cases "
+                                   "--provider-lib %2$s --out %1$s/x5"},
+        {125, "cannot run on cuda", "capcheck repro 'add in=[3],[3]' --provider reference "
+                                    "--device cuda"},
+        {125, "cannot run on cuda", "capcheck run %1$s/one.cases --provider reference --device "
+                                    "cuda --out %1$s/x6"},
+        {125, "status:   unsupported", "capcheck repro 'relu in=[3]' --provider-lib %2$s"},
+        {125, "status:   error", "CAPCHECK_MISBEHAVE=oom-forward capcheck repro 'add in=[3],[3]' "
+                               "--provider-lib %2$s"},
+        {125, "1 errors", "CAPCHECK_MISBEHAVE=oom-forward capcheck run %1$s/one.cases "
+                          "--provider-lib %2$s --out %1$s/x7"},
+        {125, "1 passed, 0 failed, 1 unsupported", "capcheck run %1$s/mixed_unsup.cases "
+                                                   "--provider-lib %2$s --out %1$s/x8"},
+        {1, "1 failed, 1 unsupported", "CAPCHECK_MISBEHAVE=zeros-novjp capcheck run "
+                                       "%1$s/mixed_unsup.cases --provider-lib %2$s --out "
+                                       "%1$s/x9"},
+        {2, "case line:1:", "capcheck repro 'add in=[3' --provider-lib %2$s"},
+        {2, "unknown option --frob", "capcheck run %1$s/one.cases --frob"},
+        {2, "holds an earlier run", "capcheck run %1$s/one.cases --provider reference --out "
+                                    "%1$s/xheld"},
+    };
+    enum { N = sizeof rows / sizeof rows[0] };
+    job jobs[N + 2];
+    for (int i = 0; i < N; i++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, rows[i].fmt, tmp, PLUGIN, MUTANTS, CAPCHECK_PLUGIN_DIR);
+        job_set(&jobs[i], rows[i].rc, rows[i].want, NULL, "%s", cmd);
+    }
+    /* known unsupported cases (ATen's f16 fftFno and the rest, "#! seen unsupported" on every
+     * CPU platform): 125 as a plain run, 0 with --expect, as it always was */
+    job_set(&jobs[N], 125, "0 passed, 0 failed, 32 unsupported", NULL,
+            "capcheck run cases/aten_unsupported.cases --out %s/x10", tmp);
+    job_set(&jobs[N + 1], 0, "reproduced 32,", NULL,
+            "capcheck run cases/aten_unsupported.cases --expect --out %s/x11", tmp);
+    run_jobs(jobs, N + 2 * CAPCHECK_HAVE_ATEN);
+    free_jobs(jobs, N + 2 * CAPCHECK_HAVE_ATEN);
+}
+
 /* ---- a misbehaving provider ----------------------------------------------------------------- */
 
 static void test_misbehaving_plugin_is_a_sentence_or_a_result(void **state)
@@ -271,14 +359,15 @@ static void test_misbehaving_plugin_is_a_sentence_or_a_result(void **state)
                                                            : "exited with status 0";
         const char *env = "CAPCHECK_MISBEHAVE";
         job *j = &jobs[4 * m];
-        /* run: init faults leave no folder (checked below), forward faults are results */
-        job_set(&j[0], init ? 2 : 1, init ? pool_said : fwd_said, NULL,
+        /* run: init faults leave no folder (checked below) and judge nothing (125), forward
+         * faults are results */
+        job_set(&j[0], init ? 125 : 1, init ? pool_said : fwd_said, NULL,
                 "%s=%s capcheck run %s/one.cases --provider-lib %s --timeout 0.5 --out %s/mb-%s",
                 env, mode, tmp, PLUGIN, tmp, mode);
-        job_set(&j[1], init ? 2 : 1, init ? pool_said : fwd_said, NULL,
+        job_set(&j[1], init ? 125 : 1, init ? pool_said : fwd_said, NULL,
                 "%s=%s capcheck repro 'add in=[2],[2] seed=0' --provider-lib %s --timeout 0.5", env,
                 mode, PLUGIN);
-        job_set(&j[2], init ? 2 : 0, init ? pool_said : "minimal:", init ? NULL : "capcheck repro",
+        job_set(&j[2], init ? 125 : 0, init ? pool_said : "minimal:", init ? NULL : "capcheck repro",
                 "%s=%s capcheck shrink 'add in=[2],[2] seed=0' --provider-lib %s --timeout 0.5",
                 env, mode, PLUGIN);
         job_set(&j[3], 2, bench_said, init ? "initialising" : "the first calls of",
@@ -298,7 +387,8 @@ static void test_misbehaving_plugin_is_a_sentence_or_a_result(void **state)
 }
 
 /* A plugin whose constructor or entry point hangs, segfaults or exits is refused with one
- * sentence (exit 2): it is loaded in a probe child first, so capcheck itself never dies of it.
+ * sentence (exit 125: nothing could be judged): it is loaded in a probe child first, so
+ * capcheck itself never dies of it.
  * A load is given at least CC_PLUGIN_LOAD_MIN_S (5 s), whatever --timeout says. */
 static void test_a_plugin_that_dies_loading_is_a_sentence(void **state)
 {
@@ -313,16 +403,16 @@ static void test_a_plugin_that_dies_loading_is_a_sentence(void **state)
                                  "capcheck_provider_v1()) within 5 s"
                            : !strncmp(modes[m], "segv", 4) ? "crashed (SIGSEGV"
                                                            : "exited with status 0 while loading";
-        job_set(&jobs[m], 2, said, "capcheck does not load it",
+        job_set(&jobs[m], 125, said, "capcheck does not load it",
                 "CAPCHECK_MISBEHAVE=%s capcheck repro 'add in=[2],[2] seed=0' --provider-lib %s "
                 "--timeout 0.5",
                 modes[m], PLUGIN);
     }
-    job_set(&jobs[6], 2, "crashed (SIGSEGV", "capcheck does not load it",
+    job_set(&jobs[6], 125, "crashed (SIGSEGV", "capcheck does not load it",
             "CAPCHECK_MISBEHAVE=segv-load capcheck run %s/one.cases --provider-lib %s --out "
             "%s/mb-load",
             tmp, PLUGIN, tmp);
-    job_set(&jobs[7], 2, "exited with status 0 while loading", NULL,
+    job_set(&jobs[7], 125, "exited with status 0 while loading", NULL,
             "CAPCHECK_MISBEHAVE=exit-entry capcheck run %s/one.cases --provider reference "
             "--witness %s --out %s/mb-witness",
             tmp, PLUGIN, tmp);
@@ -470,15 +560,18 @@ static void test_a_worker_killed_from_outside_is_retried(void **state)
 
 /* ---- repro lines -------------------------------------------------------------------------- */
 
-/* Each command `... capcheck repro '...' ...` in text, with the environment assignments before
- * it, up to the end of its line (or a closing backtick or tag), added to cmds[0..*n) unless it
- * is there already. Returns how many text holds. */
+/* Each command `... capcheck repro '...' ...` in text (the program word whole: a path that ends
+ * in capcheck, or capcheck), with the environment assignments before it, up to the end of its
+ * line (or a closing backtick or tag), added to cmds[0..*n) unless it is there already. Returns
+ * how many text holds. */
 static int repro_commands(const char *text, char cmds[][3000], int max, int *n_out)
 {
     int n = *n_out, found = 0;
     for (const char *at = text; (at = strstr(at, "capcheck repro '")) && n < max; at++) {
         found++;
         const char *start = at;
+        while (start > text && !strchr(" \n`>", start[-1])) /* the program word's start */
+            start--;
         for (;;) { /* NAME=VALUE words before it */
             const char *w = start;
             while (w > text && w[-1] == ' ')
@@ -501,6 +594,10 @@ static int repro_commands(const char *text, char cmds[][3000], int max, int *n_o
     return found;
 }
 
+/* Every repro line capcheck prints (the run's log, gate, diff, shrink, report.md, JUnit) runs
+ * when pasted into a fresh shell (an empty environment: no CAPCHECK_MUTANT, no PATH to the build)
+ * in the folder it was printed in, and in another folder: it names the capcheck that printed it
+ * by its absolute path, the plugin by its absolute path and the plugin's variable. */
 static void test_every_repro_line_reproduces(void **state)
 {
     (void)state;
@@ -508,22 +605,26 @@ static void test_every_repro_line_reproduces(void **state)
     FILE_TEXT("pm.conf", "format capcheck-policy/1\nlibtorch_version any\nmin_passing 1\n"
                          "min_vjp_passing 0\nshape_classes none\nlayout_classes none\n"
                          "edge_classes none\n");
+    char printed[600];
+    snprintf(printed, sizeof printed, "%s/printed", tmp);
+    mkdir(printed, 0777);
     job jobs[5];
     job_set(&jobs[0], 0, "3 passed", NULL,
-            "capcheck run %s/mut.cases --provider-lib %s --out %s/mut-base", tmp, MUTANTS, tmp);
+            "cd %s && capcheck run ../mut.cases --provider-lib %s --out mut-base", printed,
+            MUTANTS);
     run_jobs(jobs, 1);
     free_jobs(jobs, 1);
     job_set(&jobs[0], 1, "capcheck repro '", "since the baseline",
-            "CAPCHECK_MUTANT=softmax_axis capcheck run %s/mut.cases --provider-lib %s --out "
-            "%s/mut --timeout 5 --baseline %s/mut-base",
-            tmp, MUTANTS, tmp, tmp);
-    job_set(&jobs[1], 1, "capcheck repro '", NULL, "capcheck gate %s/mut --policy %s/pm.conf",
-            tmp, tmp);
-    job_set(&jobs[2], 1, "capcheck repro '", NULL, "capcheck diff %s/mut-base %s/mut", tmp, tmp);
+            "cd %s && CAPCHECK_MUTANT=softmax_axis capcheck run ../mut.cases --provider-lib %s "
+            "--out mut --timeout 5 --baseline mut-base",
+            printed, MUTANTS);
+    job_set(&jobs[1], 1, "capcheck repro '", NULL, "cd %s && capcheck gate mut --policy ../pm.conf",
+            printed);
+    job_set(&jobs[2], 1, "capcheck repro '", NULL, "cd %s && capcheck diff mut-base mut", printed);
     job_set(&jobs[3], 0, "minimal:", "capcheck repro '",
-            "CAPCHECK_MUTANT=softmax_axis capcheck shrink 'softmax dtype=f32 in=[3,4] axis=1 "
-            "seed=2' --provider-lib %s --timeout 5",
-            MUTANTS);
+            "cd %s && CAPCHECK_MUTANT=softmax_axis capcheck shrink 'softmax dtype=f32 in=[3,4] "
+            "axis=1 seed=2' --provider-lib %s --timeout 5",
+            printed, MUTANTS);
     run_jobs(jobs, 1); /* the run first: gate and diff read it */
     run_jobs(jobs + 1, 3);
     static char cmds[40][3000];
@@ -533,14 +634,14 @@ static void test_every_repro_line_reproduces(void **state)
         if (repro_commands(jobs[i].out, cmds, 40, &n) == 0)
             fail_msg("no repro line in the output of %s", jobs[i].cmd);
     char p[700];
-    snprintf(p, sizeof p, "%s/mut/report.md", tmp);
+    snprintf(p, sizeof p, "%s/mut/report.md", printed);
     char *t = cc_t_slurp(p, NULL);
     assert_non_null(t);
     assert_true(repro_commands(t, cmds, 40, &n) > 0);
     free(t);
     /* JUnit: the failures' lines (a passing row's system-out names its worst case, no failure),
      * as a reader of the XML sees them: entities decoded */
-    snprintf(p, sizeof p, "%s/mut/report.junit.xml", tmp);
+    snprintf(p, sizeof p, "%s/mut/report.junit.xml", printed);
     t = cc_t_slurp(p, NULL);
     assert_non_null(t);
     static const char *const entities[][2] = {{"&#39;", "'"}, {"&quot;", "\""}, {"&lt;", "<"},
@@ -565,15 +666,26 @@ static void test_every_repro_line_reproduces(void **state)
     free_jobs(jobs, 4);
     print_message("%d distinct repro commands printed\n", n);
     assert_true(n >= 2); /* the run's failure and shrink's minimal case */
-    job *rerun = calloc((size_t)n, sizeof *rerun);
+    job *rerun = calloc((size_t)(2 * n), sizeof *rerun);
     for (int i = 0; i < n; i++) {
-        /* pasted where the plugin's variable is not set: the line must carry it */
-        expect_in(cmds[i], "CAPCHECK_MUTANT=softmax_axis ");
+        /* pasted where the plugin's variable is not set: the line must carry it, and the
+         * capcheck that printed it (no capcheck is on PATH there) */
+        expect_in(cmds[i], "CAPCHECK_MUTANT=softmax_axis " CAPCHECK_BIN " repro '");
         expect_in(cmds[i], "--provider-lib " MUTANTS);
-        job_set(&rerun[i], 1, "status:   fail", NULL, "env -u CAPCHECK_MUTANT %s", cmds[i]);
+        char pasted[700];
+        snprintf(pasted, sizeof pasted, "%s/pasted%d.sh", tmp, i);
+        FILE *f = fopen(pasted, "w");
+        assert_non_null(f);
+        fprintf(f, "%s\n", cmds[i]);
+        fclose(f);
+        /* a fresh shell: nothing of this environment, PATH without capcheck */
+        job_set(&rerun[2 * i], 1, "status:   fail", NULL,
+                "cd %s && env -i PATH=/usr/bin:/bin sh %s", printed, pasted);
+        job_set(&rerun[2 * i + 1], 1, "status:   fail", NULL,
+                "cd / && env -i PATH=/usr/bin:/bin sh %s", pasted);
     }
-    run_jobs(rerun, n);
-    free_jobs(rerun, n);
+    run_jobs(rerun, 2 * n);
+    free_jobs(rerun, 2 * n);
     free(rerun);
 }
 
@@ -587,7 +699,7 @@ static void test_output_folders_are_never_overwritten_silently(void **state)
             "capcheck run %s/four.cases --provider reference --shard 1/2 --out %s/s1", tmp, tmp);
     job_set(&jobs[1], 0, NULL, NULL,
             "capcheck run %s/four.cases --provider reference --shard 2/2 --out %s/s2", tmp, tmp);
-    job_set(&jobs[2], 2, "File too large", "no report: every result is in",
+    job_set(&jobs[2], 125, "File too large", "no report: every result is in",
             "bash -c 'ulimit -f 1; exec \"$0\" \"$@\"' capcheck run %s/one.cases --provider "
             "reference --out %s/full",
             tmp, tmp);
@@ -629,7 +741,7 @@ static void test_help_for_every_command(void **state)
         job_set(&jobs[i], 0, "usage: capcheck ", "Exit codes:", "capcheck %s %s", commands[i],
                 i % 2 ? "-h" : "--help");
     job_set(&jobs[C], 0, "Commands:", "cufft", "capcheck help");
-    jobs[C].want[2] = "Exit codes: 0 every case passed";
+    jobs[C].want[2] = "125  nothing could be judged";
     job_set(&jobs[C + 1], 0, "--provider-lib PATH", "openblas", "capcheck help run");
     jobs[C + 1].want[2] = "cudnn";
     job_set(&jobs[C + 2], 0, "--all lists every capsule", NULL, "capcheck help gate");
@@ -703,7 +815,7 @@ static void test_progress_report_md_and_listings(void **state)
     job_set(&jobs[1], 0, "layerNorm dtype=f32 device=cpu in=[2,3],[3],[3] axis=-1 eps=1e-05", NULL,
             "capcheck list cases %s/ln.cases", tmp);
     job_set(&jobs[2], 0, "axis=-1 eps=1e-05", "q,k,v,[mask]", "capcheck list ops");
-    job_set(&jobs[3], 1, "1 unsupported", NULL,
+    job_set(&jobs[3], 125, "1 unsupported", NULL,
             "capcheck run %s/unsup.cases --provider-lib %s/example_plugin.so --out %s/unsup", tmp,
             CAPCHECK_PLUGIN_DIR, tmp);
     job_set(&jobs[4], 0, "conv ", "kernel=[...] stride=[1,...]", "capcheck list ops");
@@ -715,7 +827,7 @@ static void test_progress_report_md_and_listings(void **state)
     /* report.md: the verdict, then the failures with their worst case, then what changed since
      * the baseline, then the rest; unsupported rows apart from failures */
     char p[700];
-    snprintf(p, sizeof p, "%s/mut/report.md", tmp);
+    snprintf(p, sizeof p, "%s/printed/mut/report.md", tmp); /* test_every_repro_line_... */
     char *md = cc_t_slurp(p, NULL);
     assert_non_null(md);
     char *verdict = strstr(md, "**Verdict: "), *fails = strstr(md, "## Failures"),
@@ -761,6 +873,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input_table),
+        cmocka_unit_test(test_exit_codes_git_bisect_reads),
         cmocka_unit_test(test_misbehaving_plugin_is_a_sentence_or_a_result),
         cmocka_unit_test(test_a_plugin_that_dies_loading_is_a_sentence),
         cmocka_unit_test(test_unterminated_message_and_a_forward_without_vjp),

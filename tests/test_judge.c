@@ -607,12 +607,11 @@ static cc_status perturbed_vjp(void *ctx, const cc_call *call, const cc_view *g,
     return st;
 }
 
-static void tap(void *ctx, const double *expected, const ref_mag *mag, const int64_t *at,
-                int64_t count, const cc_view *got, const cc_bound_model *bm,
-                const cc_comparison *cmp)
+static void judged(void *ctx, const cc_judged_output *o)
 {
     coverage *cv = ctx;
-    check_one(cv, expected, mag, at, count, got, bm, cmp, "a comparison of the case");
+    check_one(cv, o->expected, o->mag, o->at, o->count, o->got, o->bound, o->cmp,
+              "a comparison of the case");
 }
 
 /* Every `stride`-th case of a file whose reference costs at most `most_work`; returns how many
@@ -634,7 +633,8 @@ static long run_slice(const char *path, size_t stride, double most_work, coverag
         p.ctx = &pc;
         p.forward = perturbed_forward;
         p.vjp = perturbed_vjp;
-        cc_run_options o = {.judged = tap, .judged_ctx = cv,
+        cc_judge_tap tap = {judged, cv};
+        cc_run_options o = {.tap = &tap,
                             .ref = i / stride % 3 == 2 ? CC_REF_SAMPLED : CC_REF_AUTO};
         long before = cv->mismatches;
         cc_result res;

@@ -273,7 +273,8 @@ static void test_run_one_and_the_timeout_rule(void **state)
     assert_int_equal(cc_case_parse("exp dtype=f32 in=[3] seed=1", &def, &c, &err), 0);
     assert_int_equal(cc_pool_run_one(pool, &c, &r, msg, sizeof msg), 0);
     assert_int_equal(r.status, CC_RES_CRASH);
-    assert_string_equal(r.line, "exp dtype=f32 device=cpu in=[3] layout=contig check=both seed=1");
+    assert_string_equal(r.line,
+                        "exp dtype=f32 device=cpu in=[3] stream=2 layout=contig check=both seed=1");
     assert_int_equal(cc_case_parse("add dtype=f32 in=[3],[3] seed=1", &def, &c, &err), 0);
     assert_int_equal(cc_pool_run_one(pool, &c, &r, msg, sizeof msg), 0);
     assert_int_equal(r.status, CC_RES_PASS);

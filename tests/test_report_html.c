@@ -82,7 +82,8 @@ static void test_page_of_a_failing_run(void **state)
     assert_non_null(strstr(html, "data-dtype=\"f32\" data-op=\"softmax\""));
     assert_non_null(strstr(html, "data-dtype=\"f64\" data-op=\"softmax\""));
     /* each the whole command: the plugin's variable, the line, the plugin (harness/report/repro.h) */
-    const char *repro = "<code class=\"repro\">CAPCHECK_MUTANT=softmax_axis capcheck repro &#39;";
+    const char *repro =
+        "<code class=\"repro\">CAPCHECK_MUTANT=softmax_axis " CAPCHECK_BIN " repro &#39;";
     assert_int_equal(cc_t_count(html, repro), 6);
     snprintf(path, sizeof path, "%s/results.jsonl", planted);
     char *results = cc_t_slurp(path, NULL);

@@ -324,7 +324,9 @@ static void test_diff_catches_a_planted_regression(void **state)
     snprintf(args, sizeof args, "diff %s %s", good, bad);
     assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
     expect_row(out, "regression   plugin.mutants.cpu.softmax f32", key, ": passing (8/8) -> failing (");
-    expect_in(out, "; worst: CAPCHECK_MUTANT=softmax_axis capcheck repro 'softmax dtype=f32 device=cpu");
+    /* the repro line names the capcheck that printed it: pasted anywhere, it runs */
+    expect_in(out, "; worst: CAPCHECK_MUTANT=softmax_axis " CAPCHECK_BIN " repro 'softmax dtype=f32 "
+                   "device=cpu");
     /* a sealed report whose seal does not match is refused */
     snprintf(path, sizeof path, "%s/report.json", bad);
     cc_t_edit(path, "\"cases\": 17", "\"cases\": 18");
@@ -370,7 +372,7 @@ static void golden(const char *args, int want_rc, const char *file)
     snprintf(path, sizeof path, "tests/golden/%s", file);
     char *want = cc_t_slurp(path, NULL);
     assert_non_null(want);
-    int rc = cc_t_run(NULL, args, out, sizeof out);
+    int rc = cc_t_run(CC_T_ON_PATH, args, out, sizeof out); /* repro lines: a bare capcheck */
     if (rc != want_rc)
         fail_msg("capcheck %s: exit %d, want %d:\n%s", args, rc, want_rc, out);
     if (strcmp(out, want) != 0) {

@@ -64,7 +64,7 @@ static void test_a_small_run_looks_as_before(void **state)
              tmpdir);
     assert_int_equal(cc_t_run(MUTANT, args, many, sizeof many), 1);
     assert_int_equal(cc_t_count(many, "fail: "), 132);
-    assert_int_equal(cc_t_count(many, "\n  " MUTANT "capcheck repro 'softmax "), 132);
+    assert_int_equal(cc_t_count(many, "\n  " MUTANT CAPCHECK_BIN " repro 'softmax "), 132);
     assert_int_equal(count_lines(many), 132 * 2 + 4); /* + the counts, report, report.html, gate */
     assert_non_null(strstr(many, ": 69 passed, 132 failed, 0 unsupported, 0 errors (0 crashed, "
                                  "0 timed out)\ncapcheck: report in "));
@@ -108,7 +108,7 @@ static void test_a_large_run_ends_with_a_summary(void **state)
         const char *eol = strchr(at + 1, '\n');
         char *line = strndup(at + 1, (size_t)(eol - at - 1));
         assert_non_null(strstr(line, " of 400 did not pass ("));
-        assert_non_null(strstr(line, "): " MUTANT "capcheck repro 'softmax dtype="));
+        assert_non_null(strstr(line, "): " MUTANT CAPCHECK_BIN " repro 'softmax dtype="));
         free(line);
     }
     char last[1024], want[1024];
@@ -167,7 +167,7 @@ static void test_a_run_of_many_cases_is_large_from_its_start(void **state)
     assert_non_null(strstr(out, ": 9999 passed, 11 failed, 0 unsupported"));
     assert_non_null(strstr(out, "capcheck: 1 of 2 op x dtype rows did not pass; the worst case "
                                 "of each reruns with:\n  softmax f32: 11 of 20 did not pass (11 "
-                                "fail): " MUTANT "capcheck repro 'softmax dtype=f32 "));
+                                "fail): " MUTANT CAPCHECK_BIN " repro 'softmax dtype=f32 "));
     assert_non_null(strstr(out, "capcheck: 9999 of 10010 cases passed (11 failed, 0 unsupported, "
                                 "0 errors); read "));
     assert_int_equal(count_lines(out), 1 + 1 + 1 + 1 + 4); /* ... report.html, the gate's line */

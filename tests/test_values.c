@@ -342,6 +342,39 @@ static void test_stream2_bits_are_fixed(void **state)
     free(x);
 }
 
+/* sha256 over the dense float64 inputs and the cotangent of a case line (what both sides see). */
+static void inputs_digest(const char *line, char hex[65])
+{
+    cc_case c = cc_t_parse_case(line);
+    cc_inputs in;
+    char msg[256];
+    assert_int_equal(cc_materialize(&c, &in, msg, sizeof msg), 0);
+    cc_sha256_ctx h;
+    cc_sha256_init(&h);
+    for (int i = 0; i < in.n_in; i++)
+        cc_sha256_update(&h, in.ref_in[i].v, sizeof(double) * (size_t)ref_numel(&in.ref_in[i].shape));
+    cc_sha256_update(&h, in.g.v, sizeof(double) * (size_t)ref_numel(&in.g.shape));
+    cc_sha256_final_hex(&h, hex);
+    cc_inputs_free(&in);
+}
+
+/* A hand-written line without stream= draws stream 2, the portable stream: its values are
+ * pinned here (the same bits with every libm, compiler and CPU), equal to the line with stream=2
+ * and unlike stream=1's. */
+#define PLAIN_LINE_DIGEST "f165612e22cf78289b4c8a649e4386219f958d930940f4956f127b053133e318"
+static void test_a_line_without_stream_draws_stream_2(void **state)
+{
+    (void)state;
+    char plain[65], two[65], one[65];
+    inputs_digest("layerNorm dtype=f32 in=[64,257],[257],[257] seed=11", plain);
+    inputs_digest("layerNorm dtype=f32 in=[64,257],[257],[257] stream=2 seed=11", two);
+    inputs_digest("layerNorm dtype=f32 in=[64,257],[257],[257] stream=1 seed=11", one);
+    fprintf(stderr, "a line without stream=: inputs sha256 %s\n", plain);
+    assert_string_equal(plain, PLAIN_LINE_DIGEST);
+    assert_string_equal(plain, two);
+    assert_string_not_equal(plain, one);
+}
+
 /* The array conversions equal the one-element ones on every kind of value. */
 /* cc_find_nonfinite reads bits a block at a time: it finds every NaN and Inf (in order, in the
  * first block, at block edges, at the end) and nothing else, in every format. */
@@ -462,15 +495,24 @@ static void test_array_conversions_match_scalar_ones(void **state)
     free(x), free(y), free(back), free(buf), free(ref);
 }
 
-/* stream= and ref= on case lines: printed when not the default, read back, bad values refused. */
+/* stream= and ref= on case lines: a line without stream= draws stream 2, every printed line
+ * names its stream (stream=1 only where a line says so), ref= is printed when not the default;
+ * read back, bad values refused. */
 static void test_stream_and_ref_keys(void **state)
 {
     (void)state;
     char line[CC_CASE_LINE_MAX];
-    cc_case c = cc_t_parse_case("relu in=[4] stream=1 seed=3");
+    cc_case c = cc_t_parse_case("relu in=[4] seed=3");
+    assert_int_equal(cc_case_stream(&c), CC_STREAM_PORTABLE);
+    cc_case_print(&c, line, sizeof line);
+    assert_non_null(strstr(line, " stream=2 "));
+    cc_case zeroed; /* a case built in code, zero-initialised, draws the default too */
+    memset(&zeroed, 0, sizeof zeroed);
+    assert_int_equal(cc_case_stream(&zeroed), CC_STREAM_PORTABLE);
+    c = cc_t_parse_case("relu in=[4] stream=1 seed=3");
     assert_int_equal(cc_case_stream(&c), CC_STREAM_LIBM);
     cc_case_print(&c, line, sizeof line);
-    assert_null(strstr(line, "stream="));
+    assert_non_null(strstr(line, " stream=1 "));
     c = cc_t_parse_case("matmul in=[4,5],[5,6] stream=2 ref=full seed=3");
     cc_case_print(&c, line, sizeof line);
     assert_non_null(strstr(line, " stream=2 ref=full "));
@@ -498,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_stream_and_ref_keys),
         cmocka_unit_test(test_bulk_draws_match_their_definition),
         cmocka_unit_test(test_stream2_bits_are_fixed),
+        cmocka_unit_test(test_a_line_without_stream_draws_stream_2),
         cmocka_unit_test(test_stream2_positive_matches_its_definition),
         cmocka_unit_test(test_array_conversions_match_scalar_ones),
         cmocka_unit_test(test_find_nonfinite),

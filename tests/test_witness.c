@@ -222,8 +222,9 @@ static void test_provider_outlier(void **state)
     char *json = file_of("outlier", "report.json");
     expect_in(json, "\"verdicts\": {\"provider-outlier\": 2, \"reference-suspect\": 0, "
                     "\"disputed\": 0, \"no-witness\": 0}");
-    expect_in(json, "{\"case\": \"matmul dtype=f32 device=cpu in=[4,6],[6,5] layout=contig "
-                    "check=both seed=1\", \"provider\": \"mutants\", \"status\": \"fail\"");
+    expect_in(json, "{\"case\": \"matmul dtype=f32 device=cpu in=[4,6],[6,5] stream=2 "
+                    "layout=contig check=both seed=1\", \"provider\": \"mutants\", \"status\": "
+                    "\"fail\"");
     char path[800], msg[1024];
     snprintf(path, sizeof path, "%s/outlier/report.json", tmp);
     if (cc_jschema_validate_files("reports/schema.json", path, msg, sizeof msg))
@@ -662,7 +663,6 @@ static void test_cli_refuses_bad_witness_lists(void **state)
         {"--witness reference,reference", "--witness names reference twice"},
         {"--witness reference,", "--witness wants provider names or plugin paths"},
         {"--witness " PLUGINS "/mutants.so", "that is the provider under test"},
-        {"--witness ./nope.so", "--witness: cannot load the provider library ./nope.so"},
         {"--witness reference," PLUGINS "/example_plugin.so," PLUGINS "/mutants_witness.so," PLUGINS
          "/abi_v1.so,nosuch",
          "at most 4 witnesses"},
@@ -676,6 +676,13 @@ static void test_cli_refuses_bad_witness_lists(void **state)
         expect_in(out, bad[i].why);
         assert_int_equal(cc_t_count(out, "\n"), 1); /* one sentence */
     }
+    /* a witness that does not load: nothing could be judged (125), in one sentence */
+    char args[2048];
+    snprintf(args, sizeof args, "repro 'add dtype=f32 in=[3],[3]' --provider-lib %s/mutants.so "
+             "--witness ./nope.so", PLUGINS);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 125);
+    expect_in(out, "--witness: cannot load the provider library ./nope.so");
+    assert_int_equal(cc_t_count(out, "\n"), 1);
     assert_int_equal(cc_t_run(NULL, "shrink 'add dtype=f32 in=[3],[3]' --witness reference", out,
                               sizeof out),
                      2);

@@ -27,7 +27,7 @@ const char *const cc_ref_mode_names[CC_REF_MODE_COUNT] = {"auto", "full", "sampl
 
 int cc_case_stream(const cc_case *c)
 {
-    return c->stream == CC_STREAM_PORTABLE ? CC_STREAM_PORTABLE : CC_STREAM_LIBM;
+    return c->stream == CC_STREAM_LIBM ? CC_STREAM_LIBM : CC_STREAM_DEFAULT;
 }
 
 const char *cc_layout_name(cc_layout l)
@@ -390,9 +390,10 @@ static int parse_run_key(const char *k, const char *v, int col, int *stream, cc_
 {
     if (strcmp(k, "stream") == 0) {
         if (strcmp(v, "1") != 0 && strcmp(v, "2") != 0)
-            return fail(err, col, "unknown value stream '%s' (1: libm, the default; 2: portable)",
+            return fail(err, col, "unknown value stream '%s' (2: portable, the default; 1: libm)",
                         v);
-        *stream = v[0] == '2' ? CC_STREAM_PORTABLE : 0; /* 0 is the default stream's canonical form */
+        /* 0 is the default stream's canonical form: a zeroed case draws stream 2 */
+        *stream = v[0] == '1' ? CC_STREAM_LIBM : 0;
         return 1;
     }
     if (strcmp(k, "ref") == 0) {
@@ -939,10 +940,9 @@ void cc_case_print(const cc_case *c, char *buf, size_t n)
             put_str(&s, cc_edge_class_names[e]);
         }
     }
-    if (cc_case_stream(c) != CC_STREAM_DEFAULT) { /* a line without stream= is stream 1 */
-        put_str(&s, " stream=");
-        put_i64(&s, cc_case_stream(c));
-    }
+    /* always named: a line printed by any capcheck draws the same values in every other */
+    put_str(&s, " stream=");
+    put_i64(&s, cc_case_stream(c));
     if (c->ref != CC_REF_AUTO) {
         put_str(&s, " ref=");
         put_str(&s, cc_ref_mode_names[c->ref]);

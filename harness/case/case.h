@@ -71,7 +71,7 @@ typedef struct {
     cc_input_layout in_layout[REF_MAX_INPUTS];
     cc_check check;
     uint64_t seed;
-    int stream;      /* value stream (harness/case/values.h): 2, or 0 for the default stream 1 */
+    int stream;      /* value stream (harness/case/values.h): 1, or 0 for the default stream 2 */
     cc_ref_mode ref; /* how the reference is evaluated */
 } cc_case;
 

@@ -4,14 +4,14 @@
  *
  * Two value streams, named by the case (`stream=` on a case line; harness/case.h):
  *   1  the original: u = splitmix64(key + j) / 2^64 (53 bits); N(0,1) by Box-Muller's cosine
- *      branch with libm's log, sqrt and cos, one pair of uniforms per value. Every case line
- *      written before streams existed names no stream and means this one. Its values are
+ *      branch with libm's log, sqrt and cos, one pair of uniforms per value. Its values are
  *      libm's: bit-identical on this libm (glibc picks its log and cos by CPU, FMA or not).
+ *      Drawn only where a line says stream=1 (lines written before the default moved).
  *   2  capcheck's own arithmetic: both Box-Muller branches from one splitmix64 draw per pair of
  *      values (32-bit uniforms), with log, sin, cos and exp evaluated by fixed polynomials in
  *      IEEE double operations only (no libm, no contraction): the same bits on every machine
  *      and compiler, and several times faster (vectorized where the CPU allows; every
- *      vector width gives the same bits).
+ *      vector width gives the same bits). The default: a line without stream= draws it.
  * Uniform draws (unit, index and mask domains, edge positions) are the same in both. */
 #ifndef CAPCHECK_VALUES_H
 #define CAPCHECK_VALUES_H
@@ -21,7 +21,10 @@
 #include "reference/ref.h"
 
 enum { CC_STREAM_LIBM = 1, CC_STREAM_PORTABLE = 2, CC_STREAM_COUNT = 3 };
-#define CC_STREAM_DEFAULT CC_STREAM_LIBM
+/* What a case line without stream= draws: the portable stream (it was stream 1 before issue 28's
+ * change; every line capcheck prints names its stream, so a printed line means one stream in
+ * every capcheck that reads it). */
+#define CC_STREAM_DEFAULT CC_STREAM_PORTABLE
 
 /* The key of input `input_index` under a case seed. */
 uint64_t cc_input_key(uint64_t seed, int input_index);

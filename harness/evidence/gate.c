@@ -553,11 +553,15 @@ static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
                "%ld cases were judged with relaxed accumulation (f16/bf16 sums folded in the "
                "dtype); the policy wants strict",
                s->relaxed);
-    if (s->suspect && q->suspect_fails)
+    if (s->suspect && q->suspect_fails) {
+        char cmd[2600];
+        cc_repro_command_on(&run->repro, s->first_suspect, v->platform, run->prov.platforms,
+                            run->prov.n_platforms, cmd, sizeof cmd);
         reason(v, CC_WHY_SUSPECT,
                "%ld passing cases are suspect (over the probabilistic bound; the policy has "
-               "suspect fail); first: capcheck repro '%.300s'",
-               s->suspect, s->first_suspect);
+               "suspect fail); first: %.600s",
+               s->suspect, cmd);
+    }
     judge_counts(q, s, v);
     missing_classes(v, "shape classes", q->shapes, s->shape_n, CC_SHAPE_COUNT, SHAPES);
     missing_classes(v, "layout classes", q->layouts, s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);

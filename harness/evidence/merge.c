@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "harness/case/values.h"
 #include "harness/session/journal.h"
 #include "harness/run/pool.h"
 #include "harness/report/manifest.h"
@@ -290,6 +291,7 @@ int cc_run_load(const char *path, unsigned flags, cc_run *out, char *msg, size_t
                  p < 0 ? pmsg : "no \"provenance\": the report does not say what produced it");
         goto bad;
     }
+    out->repro.plain_stream = out->prov.present ? out->prov.default_stream : CC_STREAM_LIBM;
     if (out->prov.shard.present && out->prov.shard.n != (size_t)out->cases) {
         snprintf(msg, len, "%s: shard %d/%d lists %zu case indices for %ld cases",
                  out->report_path, out->prov.shard.index, out->prov.shard.count,

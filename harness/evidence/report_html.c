@@ -1,7 +1,8 @@
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "harness/evidence/report_html.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "harness/report/html.h"
 #include "core/json.h"
 #include "harness/evidence/merge.h"
+#include "harness/report/repro.h"
 #include "harness/report/result_extras.h"
 
 /* ---- how statuses look ---------------------------------------------------------------------- */
@@ -799,30 +801,46 @@ static void write_page(FILE *f, const void *ctx)
 /* ---- loading and writing -------------------------------------------------------------------- */
 
 /* The gate's line (cc_gate_line) and, when thin evidence holds a capsule back, a second line
- * with the one command that runs the evidence suite for this run's provider and device. */
+ * with the one command that runs the evidence suite for this run's provider, math modes, device,
+ * dispatch levels and policy: as a repro line is, it names the capcheck that prints it and the
+ * run's environment (harness/report/repro.h), so it runs when pasted into a fresh shell. */
 static void gate_summary(const cc_gate *g, const cc_policy *pol, char *buf, size_t n)
 {
     int why = cc_gate_line(g, pol, buf, n);
     if (!g->exit_code || !g->run.n_results || !cc_gate_why_is_thin(why))
         return;
+    cc_repro r = g->run.repro;
     const cc_provider_identity *id = &g->run.prov.provider;
-    char provider[1200];
-    if (id->library[0])
-        cc_shell_quote(id->library, provider, sizeof provider);
+    if (!r.args[0]) { /* a report from before repro lines named their provider */
+        char provider[sizeof r.args - 20];
+        cc_shell_quote(id->library[0] ? id->library
+                       : id->name[0]  ? id->name
+                                      : g->run.results[0].provider,
+                       provider, sizeof provider);
+        snprintf(r.args, sizeof r.args, "%s %s", id->library[0] ? "--provider-lib" : "--provider",
+                 provider);
+    }
+    char tail[1600];
+    int used = snprintf(tail, sizeof tail, "--device %s", cc_device_name(g->run.results[0].device));
     /* the run's dispatch levels, when it ran at more than the machine's own */
-    char levels[256] = "";
     const cc_provenance *pv = &g->run.prov;
     for (int i = 0; i < pv->n_platforms && (pv->n_platforms > 1 || strcmp(pv->platforms[0].level,
                                                                           "native")); i++)
-        if (pv->platforms[i].level[0])
-            snprintf(levels + strlen(levels), sizeof levels - strlen(levels), "%s%s",
-                     levels[0] ? "," : " --cpu-capability ", pv->platforms[i].level);
-    size_t used = strlen(buf);
-    snprintf(buf + used, n - used, "\ngate: capcheck certify %s%s --device %s%s runs the evidence "
-                                   "suite that checks capsules",
-             id->library[0] ? "--provider-lib " : "--provider ",
-             id->library[0] ? provider : id->name[0] ? id->name : g->run.results[0].provider,
-             cc_device_name(g->run.results[0].device), levels);
+        if (pv->platforms[i].level[0] && used < (int)sizeof tail)
+            used += snprintf(tail + used, sizeof tail - (size_t)used, "%s%s",
+                             strstr(tail, "--cpu-capability") ? "," : " --cpu-capability ",
+                             pv->platforms[i].level);
+    /* a policy given by its file: the same rules judge the suite */
+    char abs[PATH_MAX], quoted[PATH_MAX + 8];
+    if (strncmp(pol->name, "built-in:", 9) != 0 && realpath(pol->name, abs) &&
+        used < (int)sizeof tail) {
+        cc_shell_quote(abs, quoted, sizeof quoted);
+        snprintf(tail + used, sizeof tail - (size_t)used, " --policy %s", quoted);
+    }
+    char cmd[3400];
+    cc_repro_certify(&r, tail, cmd, sizeof cmd);
+    size_t len = strlen(buf);
+    snprintf(buf + len, n - len, "\ngate: %s runs the evidence suite that checks capsules", cmd);
 }
 
 /* The page of p->run (with p->gate's verdicts, or p->gate_note) into its folder; the page's

@@ -6,11 +6,13 @@
 #include <string.h>
 
 #include "core/grow.h"
+#include "harness/run/exit_code.h"
 
 /* What the first record of an identity said (and whether a repeat disagreed with it). */
 struct cc_fold_case {
     size_t first;
     cc_result_status status;
+    int unjudged; /* cc_result_unjudged of the first record */
     double fwd_ratio, vjp_ratio, worst_ratio, got;
     uint64_t worst_at; /* FNV-1a of the worst element's output and index */
     int nondeterministic;
@@ -110,8 +112,8 @@ int cc_fold_add(cc_fold *f, const cc_result *r, size_t pos, int bits_must_agree,
         if (!grown)
             return -1;
         f->v = grown;
-        f->v[id] = (cc_fold_case){pos,           r->status, r->fwd_ratio, r->vjp_ratio,
-                                  r->worst_ratio, r->got,   worst_at(r),  0};
+        f->v[id] = (cc_fold_case){pos,           r->status, cc_result_unjudged(r), r->fwd_ratio,
+                                  r->vjp_ratio,  r->worst_ratio, r->got, worst_at(r), 0};
         seen->kind = CC_FOLD_FIRST;
         seen->first = pos;
         return 0;
@@ -120,6 +122,7 @@ int cc_fold_add(cc_fold *f, const cc_result *r, size_t pos, int bits_must_agree,
     f->repeats++;
     seen->first = c->first;
     seen->first_status = c->status;
+    seen->first_unjudged = c->unjudged;
     seen->first_ratio = c->worst_ratio;
     seen->kind = CC_FOLD_REPEAT;
     if (!c->nondeterministic && disagrees(c, r, bits_must_agree, seen->why, sizeof seen->why)) {

@@ -59,6 +59,7 @@ typedef struct {
     cc_fold_kind kind;
     size_t first;                  /* the position (as given) of the identity's first record */
     cc_result_status first_status; /* the first record's status */
+    int first_unjudged;            /* and whether it judged nothing (cc_result_unjudged) */
     double first_ratio;            /* and its worst bound ratio */
     char why[300];                 /* CC_FOLD_DISAGREES: what differs, one sentence */
 } cc_fold_seen;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/case/values.h"
 #include "harness/run/witness.h"
 
 #if __has_include("capcheck_git.h")
@@ -53,6 +54,7 @@ int cc_provenance_collect(cc_provenance *p, int n, const char *const *paths,
 {
     memset(p, 0, sizeof *p);
     p->present = 1;
+    p->default_stream = CC_STREAM_DEFAULT;
     snprintf(p->capcheck_version, sizeof p->capcheck_version, "%s", CC_VERSION);
     snprintf(p->git_commit, sizeof p->git_commit, "%s", cc_git_commit());
     cpu_model(p->cpu_model, sizeof p->cpu_model);
@@ -153,7 +155,9 @@ void cc_provenance_write_json(FILE *f, const cc_provenance *p, const char *desc,
             }
             fputc('}', f);
         }
-        fprintf(f, ", \"base_seed\": %llu,\n    \"case_files\": [", base_seed);
+        /* the value stream a case line without stream= drew in the run */
+        fprintf(f, ", \"base_seed\": %llu, \"default_stream\": %d,\n    \"case_files\": [",
+                base_seed, p->default_stream ? p->default_stream : CC_STREAM_DEFAULT);
         for (int i = 0; i < p->n_files; i++) {
             fputs(i ? ", {\"path\": " : "{\"path\": ", f);
             cc_json_write_string(f, p->files[i].path);
@@ -221,6 +225,13 @@ int cc_provenance_from_json(const cc_json *rep, cc_provenance *p, char *msg, siz
         return -1;
     }
     p->present = 1;
+    int64_t stream = CC_STREAM_LIBM; /* a report that does not say predates the move to 2 */
+    if (cc_json_get(o, "default_stream") &&
+        (cc_json_i64(o, "default_stream", &stream) || stream < 1 || stream > 2)) {
+        snprintf(msg, len, "provenance \"default_stream\" is neither 1 nor 2");
+        return -1;
+    }
+    p->default_stream = (int)stream;
     char *stated[4] = {p->libtorch, p->cuda, p->cudnn, p->gpu};
     size_t stated_n[4] = {sizeof p->libtorch, sizeof p->cuda, sizeof p->cudnn, sizeof p->gpu};
     if (copy_str(o, "capcheck_version", p->capcheck_version, sizeof p->capcheck_version, 1, msg,

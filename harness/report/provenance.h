@@ -55,6 +55,10 @@ typedef struct {
     char cpu_model[128];
     int n_files;
     cc_prov_file files[CC_PROV_MAX_FILES];
+    /* the value stream (harness/case/values.h) a case line without stream= drew when the run
+     * was made: CC_STREAM_DEFAULT for a run of this capcheck; 1 for a report that does not say
+     * (written before the default moved to 2); 0 (zeroed) writes as CC_STREAM_DEFAULT */
+    int default_stream;
     cc_shard_info shard; /* global is owned by whoever filled it (cc_provenance_free for read) */
     /* stated by the provider (filled by cc_provenance_from_json; the writer derives them from
      * the provider description every time); "" = not stated or none */

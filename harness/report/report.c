@@ -10,6 +10,7 @@
 #include "core/grow.h"
 #include "core/json.h"
 #include "core/sha256.h"
+#include "harness/run/exit_code.h"
 #include "harness/run/witness.h"
 
 /* The "witnesses" list of a result, compact (results.jsonl) or spaced (report.json). */
@@ -210,6 +211,7 @@ static int judge(cc_report *rep, const cc_result *r)
     cc_expect_outcome o = cc_expect_judge(cc_expect_find(rep->expect, r->line), r, msg,
                                           sizeof msg);
     rep->expect_counts[o]++;
+    rep->expect_failed_unjudged += cc_expect_is_failure(o) && cc_result_unjudged(r);
     if (o == CC_EXPECT_NONE)
         return 0;
     cc_report_judged *grown =
@@ -256,6 +258,7 @@ static void count_nondeterministic(cc_report *rep, cc_report_row *row, const cc_
     row->counts[CC_RES_NONDETERMINISTIC]++;
     rep->counts[seen->first_status]--;
     rep->counts[CC_RES_NONDETERMINISTIC]++;
+    rep->unjudged -= seen->first_unjudged; /* now a finding: judged */
     rep->disagreeing++;
     if (!row->first_failure[0] || seen->first_status == CC_RES_PASS ||
         seen->first_status == CC_RES_UNSUPPORTED) {
@@ -288,6 +291,7 @@ static int count_case(cc_report *rep, cc_report_row *row, const cc_result *r)
     row->suspect += r->suspect != 0;
     rep->distinct++;
     rep->counts[r->status]++;
+    rep->unjudged += cc_result_unjudged(r);
     rep->vacuous += r->vacuous != 0;
     rep->suspect += r->suspect != 0;
     if (!row->worst_line[0] || r->worst_ratio > row->worst_ratio) {
@@ -339,6 +343,16 @@ int cc_report_add(cc_report *rep, const cc_result *r)
 long cc_report_not_passed(const cc_report *rep)
 {
     return rep->distinct - rep->counts[CC_RES_PASS];
+}
+
+int cc_report_exit_code(const cc_report *rep)
+{
+    if (!rep->expect)
+        return cc_exit_code_of(cc_report_not_passed(rep) - rep->unjudged, rep->unjudged);
+    long failed = 0;
+    for (int k = 0; k < CC_EXPECT_COUNT; k++)
+        failed += cc_expect_is_failure((cc_expect_outcome)k) ? rep->expect_counts[k] : 0;
+    return cc_exit_code_of(failed - rep->expect_failed_unjudged, rep->expect_failed_unjudged);
 }
 
 /* ---- writers ------------------------------------------------------------------------------- */

@@ -90,6 +90,10 @@ typedef struct {
     cc_accumulation accumulation;
     int mixed_accumulation;
     long retried; /* results that ran twice: their first worker was killed from outside */
+    /* distinct cases that could not judge the provider (harness/run/exit_code.h: unsupported,
+     * out of memory; not once a repeat disagreed: then nondeterministic), and the failed
+     * expectations among them */
+    long unjudged, expect_failed_unjudged;
     /* timing: wall-clock figures of the session that wrote the report. They are kept apart
      * (JSON "timing" on one line of its own, Markdown "- timing:" line) so that reports of the
      * same run compare equal without them; everything else depends only on the results. */
@@ -129,6 +133,11 @@ void cc_report_free(cc_report *rep);
 int cc_report_add(cc_report *rep, const cc_result *r);
 /* The cases that did not pass, each case counted once. */
 long cc_report_not_passed(const cc_report *rep);
+/* The exit code of the run it reports (harness/run/exit_code.h), each case counted once
+ * however often it ran: 1 when a case did not pass (with expectations: an expectation failed on
+ * a judged result), else 125 when a case could not be judged (with expectations: such a case
+ * failed its expectation), else 0. */
+int cc_report_exit_code(const cc_report *rep);
 void cc_report_write_json_stream(const cc_report *rep, FILE *f);
 /* Written to a temporary file beside `path`, then renamed: never half a report. The JSON
  * report is then sealed: PATH.sha256 holds its hash (cc_report_seal). */

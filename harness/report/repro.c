@@ -5,8 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/json.h"
+#include "harness/case/values.h"
 
 extern char **environ;
 
@@ -68,9 +71,42 @@ static void append(char *buf, size_t n, const char *word)
     memcpy(buf + used, word, len + 1);
 }
 
+/* The word that starts a repro command, as a shell word: "capcheck" when the first capcheck on
+ * PATH is this very executable, else this executable's absolute path, so that a line pasted
+ * into a fresh shell runs the capcheck that printed it. */
+static void this_program(char *buf, size_t n)
+{
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        snprintf(buf, n, "capcheck");
+        return;
+    }
+    exe[len] = 0;
+    struct stat self;
+    const char *path = getenv("PATH");
+    if (path && stat(exe, &self) == 0)
+        for (const char *d = path; *d;) {
+            size_t dl = strcspn(d, ":");
+            char cand[PATH_MAX];
+            struct stat st;
+            snprintf(cand, sizeof cand, "%.*s/capcheck", (int)dl, dl ? d : ".");
+            if (dl && access(cand, X_OK) == 0 && stat(cand, &st) == 0) {
+                if (st.st_dev == self.st_dev && st.st_ino == self.st_ino) {
+                    snprintf(buf, n, "capcheck");
+                    return;
+                }
+                break; /* another capcheck answers to the bare name */
+            }
+            d += dl + (d[dl] == ':');
+        }
+    cc_shell_quote(exe, buf, n);
+}
+
 void cc_repro_collect(cc_repro *r, const char *provider, const char *plugin_path, double timeout)
 {
     memset(r, 0, sizeof *r);
+    this_program(r->program, sizeof r->program);
     const char *picked[64];
     size_t n = 0;
     for (char **e = environ; e && *e && n < 64; e++)
@@ -112,15 +148,60 @@ void cc_repro_collect(cc_repro *r, const char *provider, const char *plugin_path
     }
 }
 
+/* "ENV CAPCHECK WORDS ARGS TAIL" (r may be NULL: a bare capcheck, no ENV) */
+static void command_line(const cc_repro *r, const char *words, const char *args,
+                         const char *tail, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s%s %s%s%s%s%s", r && r->env[0] ? r->env : "", r && r->env[0] ? " " : "",
+             r && r->program[0] ? r->program : "capcheck", words, args[0] ? " " : "", args,
+             tail[0] ? " " : "", tail);
+}
+
 void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n)
 {
-    char quoted[2 * CC_REPRO_LINE_MAX + 8] = "'";
-    cc_shell_quote(line, quoted + 1, sizeof quoted - 2);
+    char named[CC_REPRO_LINE_MAX + 16]; /* a line of an older report names its stream */
+    if (r && r->plain_stream == CC_STREAM_LIBM && !strstr(line, " stream=")) {
+        snprintf(named, sizeof named, "%s stream=1", line);
+        line = named;
+    }
+    char quoted[2 * CC_REPRO_LINE_MAX + 40] = "repro '";
+    cc_shell_quote(line, quoted + 7, sizeof quoted - 8);
     /* a case line always goes in quotes, as the documentation writes it */
-    const char *word = quoted[1] == '\'' ? quoted + 1 : strcat(quoted, "'");
-    snprintf(buf, n, "%s%scapcheck repro %s%s%s", r && r->env[0] ? r->env : "",
-             r && r->env[0] ? " " : "", word, r && r->args[0] ? " " : "",
-             r && r->args[0] ? r->args : "");
+    if (quoted[7] == '\'')
+        memmove(quoted + 6, quoted + 7, strlen(quoted + 7) + 1);
+    else
+        strcat(quoted, "'");
+    command_line(r, quoted, r ? r->args : "", "", buf, n);
+}
+
+/* The length of the provider's part of args: the words before the first of the run options
+ * cc_repro_add_arg appends (a quoted word is one word, whatever it holds). */
+static size_t provider_part(const char *args)
+{
+    static const char *const run_options[] = {"--repeat", "--no-guard", "--accumulation"};
+    size_t end = 0;
+    for (const char *w = args; *w;) {
+        const char *e = w;
+        for (int quoted = 0; *e && (quoted || *e != ' '); e++) {
+            if (*e == '\\' && !quoted && e[1])
+                e++; /* \' outside quotes: a quote character */
+            else
+                quoted ^= *e == '\'';
+        }
+        for (size_t k = 0; k < sizeof run_options / sizeof run_options[0]; k++)
+            if ((size_t)(e - w) == strlen(run_options[k]) && !strncmp(w, run_options[k], e - w))
+                return end;
+        end = (size_t)(e - args);
+        w = *e ? e + 1 : e;
+    }
+    return end;
+}
+
+void cc_repro_certify(const cc_repro *r, const char *tail, char *buf, size_t n)
+{
+    char args[sizeof r->args];
+    snprintf(args, sizeof args, "%.*s", (int)provider_part(r->args), r->args);
+    command_line(r, "certify", args, tail, buf, n);
 }
 
 void cc_repro_write_json(FILE *f, const cc_repro *r)
@@ -135,6 +216,7 @@ void cc_repro_write_json(FILE *f, const cc_repro *r)
 void cc_repro_from_json(const cc_json *obj, cc_repro *r)
 {
     memset(r, 0, sizeof *r);
+    this_program(r->program, sizeof r->program); /* the capcheck that prints the line */
     const char *env, *args;
     if (obj && obj->type == CC_JSON_OBJECT && !cc_json_string(obj, "env", &env) &&
         !cc_json_string(obj, "args", &args)) {

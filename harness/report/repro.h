@@ -1,7 +1,10 @@
 /* Repro commands: the one line that reruns a case exactly as a run ran it.
  *
- *     [ENV...] capcheck repro '<case line>' [ARGS...]
+ *     [ENV...] CAPCHECK repro '<case line>' [ARGS...]
  *
+ * CAPCHECK: the capcheck that prints the line: `capcheck` when the first capcheck on PATH is
+ * that executable, else its absolute path (a line pasted into a fresh shell, in any folder, runs
+ * it; a bare `capcheck` there would be "command not found").
  * ENV: every CAPCHECK_* variable of the run (a plugin may read any, e.g. CAPCHECK_MUTANT) but
  * the math modes and --shard auto's CAPCHECK_SHARD_* and CAPCHECK_JOB_*, and ATen's dispatch
  * variables (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA), as
@@ -25,6 +28,14 @@
 typedef struct {
     char env[512];   /* shell assignments, space-separated; "" when there are none */
     char args[1024]; /* options after the line */
+    /* the capcheck that prints the line, as a shell word: "capcheck" when the first capcheck on
+     * PATH is it, else its absolute path (never written to JSON: whoever prints a line names
+     * itself, so a line printed by gate, diff or merge runs where it was printed) */
+    char program[1024];
+    /* the value stream a line without stream= drew in the run (a report's
+     * provenance.default_stream): 1 for a report made before stream 2 became the default, when
+     * such a line then gets " stream=1" in its command; 0: this capcheck's default */
+    int plain_stream;
 } cc_repro;
 
 /* From this process: the provider's name, or the plugin's path when plugin_path is not NULL;
@@ -33,8 +44,13 @@ typedef struct {
 void cc_repro_collect(cc_repro *r, const char *provider, const char *plugin_path, double timeout);
 /* One more option after the line (run options such as --repeat N that change how a case runs). */
 void cc_repro_add_arg(cc_repro *r, const char *word);
-/* "ENV capcheck repro '<line>' ARGS" into buf (r may be NULL: no ENV, no ARGS). */
+/* "ENV CAPCHECK repro '<line>' ARGS" into buf (r may be NULL: a bare capcheck, no ENV, no
+ * ARGS). */
 void cc_repro_command(const cc_repro *r, const char *line, char *buf, size_t n);
+/* "ENV CAPCHECK certify ARGS TAIL": the evidence suite for the run's provider and math modes
+ * (ARGS without the run options cc_repro_add_arg appended: certify runs the suite as the policy
+ * wants it), pasted as the repro lines are; TAIL certify's own options ("" for none). */
+void cc_repro_certify(const cc_repro *r, const char *tail, char *buf, size_t n);
 /* The same for a result on platform `key` (harness/run/platform.h; "" or NULL: none) of a run
  * whose platforms are given: " --cpu-capability LEVEL" follows when that platform's level is
  * not the native one (a run with --cpu-capability ran the case once per level). */

@@ -320,8 +320,12 @@ static void judge(case_run *cr, int k, const char *what, const ref_shape *shape,
     const cc_case *c = cr->c;
     cc_comparison cmp;
     cc_compare_at(ev->expected, ev->mag, ev->at, ev->count, got, bm, &cmp);
-    if (cr->o->judged)
-        cr->o->judged(cr->o->judged_ctx, ev->expected, ev->mag, ev->at, ev->count, got, bm, &cmp);
+    cc_zt_source src[REF_MAX_INPUTS + 1];
+    int ns = k == 0 ? zt_sources(c, cr->in, with_g, src) : 0;
+    if (cr->o->tap)
+        cr->o->tap->seen(cr->o->tap->ctx,
+                         &(cc_judged_output){what, got, ev->expected, ev->mag, ev->at, ev->count,
+                                             bm, c_op, src, ns, k, &cmp});
     if (cmp.worst_ratio > *ratio)
         *ratio = cmp.worst_ratio;
     note_worst(cr->r, &cmp, what, shape, &cr->worst_shape);
@@ -353,8 +357,6 @@ static void judge(case_run *cr, int k, const char *what, const ref_shape *shape,
                                                got->dtype, bm);
         }
     }
-    cc_zt_source src[REF_MAX_INPUTS + 1];
-    int ns = zt_sources(c, cr->in, with_g, src);
     if (!cr->zt[0])
         cc_zero_trust_at(what, ev->expected, ev->mag->worst, ev->at, ev->count, c_op, got, src,
                          ns, cr->zt, sizeof cr->zt);

@@ -9,6 +9,7 @@
 #include "harness/case/case.h"
 #include "harness/run/compare.h"
 #include "harness/run/power.h"
+#include "harness/run/zero_trust.h"
 
 typedef enum {
     CC_RES_PASS = 0,
@@ -21,6 +22,32 @@ typedef enum {
     CC_RES_NONDETERMINISTIC, /* repeated calls on the same inputs gave different bits */
     CC_RES_COUNT
 } cc_result_status;
+
+/* One comparison of an output with its reference, handed to cc_run_options.tap after it is
+ * made: what capcheck compared (cc_compare_at's arguments) and what it gave. A reproducer keeps
+ * the first call's outputs to carry capcheck's expected values and bounds
+ * (harness/tools/reproducer.h); tests/test_judge.c holds the judge to its definition on every
+ * comparison runs really make. */
+typedef struct {
+    const char *what;            /* "y" or "grad:<input name>" */
+    const cc_view *got;          /* the provider's output: dense, the case dtype */
+    const double *expected;      /* the reference: count values */
+    const ref_mag *mag;          /* their magnitudes */
+    const int64_t *at;           /* flat indices of a sampled check; NULL: every element */
+    int64_t count;
+    const cc_bound_model *bound; /* the bound of element e: cc_element_bound(bound, mag at e) */
+    double c_op;
+    const cc_zt_source *sources; /* what the output must not merely copy (zero_trust.h); on
+                                    the first call only (n_sources 0 on the others) */
+    int n_sources;
+    int call;                    /* the provider call (0: the first; --repeat's are 1, 2, ...) */
+    const cc_comparison *cmp;    /* what cc_compare_at gave */
+} cc_judged_output;
+
+typedef struct cc_judge_tap {
+    void (*seen)(void *ctx, const cc_judged_output *o);
+    void *ctx;
+} cc_judge_tap;
 
 /* How a case is run (zero-initialised: the defaults). */
 typedef struct {
@@ -39,13 +66,7 @@ typedef struct {
     int worst_case_only;
     struct cc_vjp_modes *vjp_modes; /* the providers' vjpModes asked so far, kept between
                                        cases (a worker's); NULL: asked every case */
-    /* Called after every comparison of an output with its reference, with what was compared
-     * (cc_compare_at's arguments) and what it gave; NULL: nothing is called. Tests use it to
-     * hold the judge to its definition on the values runs really judge (tests/test_judge.c). */
-    void (*judged)(void *ctx, const double *expected, const ref_mag *mag, const int64_t *at,
-                   int64_t count, const cc_view *got, const cc_bound_model *bm,
-                   const cc_comparison *cmp);
-    void *judged_ctx;
+    const cc_judge_tap *tap; /* told every comparison a check makes; NULL: none */
 } cc_run_options;
 
 /* The vjpMode text a provider gave for an op (a capsule's property, abi/capcheck_provider.h),

@@ -16,6 +16,7 @@
 #include "harness/report/manifest.h"
 #include "harness/report/report.h"
 #include "harness/report/report_out.h"
+#include "harness/run/exit_code.h"
 #include "harness/report/report_terminal.h"
 #include "harness/run/pool.h"
 #include "harness/run/witness.h"
@@ -362,8 +363,8 @@ static int salvage_journal(const cc_session_opts *o, cc_journal_scan *scan, size
 }
 
 /* One run from its folder to its report: the state the steps of cc_session_run share. Each
- * step returns 0, or -1 with msg (the run ends with exit 2 and msg on the log), except where
- * it says otherwise. */
+ * step returns 0, or -1 with msg (the run ends with msg on the log and exit 2, or 125 once the
+ * workers were started: harness/run/exit_code.h), except where it says otherwise. */
 typedef struct {
     const cc_session_opts *o;
     FILE *log;    /* o->log, or stderr: where the sentence that ends a run goes */
@@ -379,6 +380,7 @@ typedef struct {
     cc_journal *journal;
     size_t *todo, n_todo; /* the level's case indexes to run */
     int started;          /* the folder, the journal and run.json are there */
+    int workers_failed;   /* the provider did not initialise, the device is absent */
     interrupts intr;
     run_state st;
 } session;
@@ -456,8 +458,10 @@ static int start_level_pool(session *s, int level, unsigned devices)
         pc.workers = s->n_todo ? (int)s->n_todo : 1;
     if (pc.run.threads <= 0) /* the CPUs the workers leave idle go to the reference */
         pc.run.threads = cc_online_cpus() / pc.workers > 1 ? cc_online_cpus() / pc.workers : 1;
-    if (cc_pool_start(&pc, &s->pool, s->msg, sizeof s->msg))
+    if (cc_pool_start(&pc, &s->pool, s->msg, sizeof s->msg)) {
+        s->workers_failed = 1;
         return -1;
+    }
     char desc[512];
     cc_describe_without_platform(cc_pool_description(s->pool), desc, sizeof desc);
     if ((o->resume || s->started) && strcmp(desc, s->info.provider_description) != 0) {
@@ -726,17 +730,8 @@ static long news_of(const cc_session_opts *o, const cc_report *rep)
     return news;
 }
 
-/* --expect's exit: the results whose expectation broke. */
-static long broken_of(const cc_report *rep)
-{
-    long broken = 0;
-    for (int k = 1; k < CC_EXPECT_COUNT; k++)
-        broken += cc_expect_is_failure((cc_expect_outcome)k) ? rep->expect_counts[k] : 0;
-    return broken;
-}
-
-/* The report of a complete journal, written and summed up. The exit code: 0 or 1 (every
- * result passed, or met its expectation with --expect), or 2 with msg. */
+/* The report of a complete journal, written and summed up. The exit code: 0, 1 or 125 by
+ * cc_report_exit_code (harness/run/exit_code.h), or 2 with msg. */
 static int report_run(session *s)
 {
     const cc_session_opts *o = s->o;
@@ -748,7 +743,6 @@ static int report_run(session *s)
     char since[512] = "";
     char *diff_text = NULL;
     int wrote = write_report(s, &rep, since, sizeof since, &diff_text);
-    long not_passed = cc_report_not_passed(&rep), broken = broken_of(&rep);
     int large = s->total > CC_LARGE_RUN || news_of(o, &rep) > CC_CASE_LINES_SHOWN;
     if (o->verbosity >= 0)
         print_run_summary(s, &rep, since, wrote, large);
@@ -757,8 +751,10 @@ static int report_run(session *s)
         o->tally->large = large;
         o->tally->cases = rep.distinct; /* the counts are of distinct cases */
         memcpy(o->tally->counts, rep.counts, sizeof rep.counts);
+        o->tally->unjudged = rep.unjudged;
     }
     free(diff_text);
+    int verdict = cc_report_exit_code(&rep);
     cc_report_free(&rep);
     if (!wrote) {
         size_t used = strlen(s->msg);
@@ -768,7 +764,7 @@ static int report_run(session *s)
                  o->out_dir, o->out_dir);
         return 2;
     }
-    return (o->expect ? broken : not_passed) ? 1 : 0;
+    return verdict;
 }
 
 /* The pool failed or a signal stopped the run: what is recorded stays, and the log says how
@@ -823,8 +819,13 @@ int cc_session_run(const cc_session_opts *o)
     cc_journal_scan_free(&s.scan);
     free(s.todo);
     interrupts_close(&s.intr);
-    if (rc == 2)
+    if (rc == 2) {
         fprintf(s.log, "capcheck: %s\n", s.msg);
+        /* past the checks of the command line and the folder, a failure is the environment's:
+         * nothing could be judged (harness/run/exit_code.h) */
+        if (s.started || s.workers_failed)
+            rc = CC_EXIT_UNJUDGED;
+    }
     return rc;
 }
 

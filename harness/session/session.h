@@ -59,6 +59,7 @@ typedef struct {
     int written; /* the run wrote its report (the other members are set) */
     int large;   /* the run was large (see above) */
     long cases, counts[CC_RES_COUNT];
+    long unjudged; /* cases that could not be judged (harness/run/exit_code.h) */
 } cc_session_tally;
 
 typedef struct {
@@ -98,10 +99,12 @@ typedef struct {
     cc_session_tally *tally;    /* out (NULL: not wanted): what the closing line says */
 } cc_session_opts;
 
-/* Exit code: 0 every case passed (with expect: every result met its expectation), 1 some case
- * did not, 2 bad input or environment (one sentence on log: a provider that cannot run, a
- * run.json or journal of another run, a folder holding an earlier run, an unwritable folder or
- * a full disk), 128 + N when signal N interrupted it. */
+/* Exit code (harness/run/exit_code.h; each case counted once however often it ran,
+ * harness/report/identity.h): 0 every case passed (with expect: every result met its
+ * expectation), 1 some case did not, 125 some case could not be judged and none failed, or the
+ * run could not go on (one sentence on log: a provider that cannot initialise, an absent device,
+ * an unwritable folder or a full disk), 2 a run.json or journal of another run or a folder
+ * holding an earlier run (one sentence), 128 + N when signal N interrupted it. */
 int cc_session_run(const cc_session_opts *o);
 
 /* A large or quiet run's last line: "capcheck: 119602 of 123178 cases passed (1968 failed,

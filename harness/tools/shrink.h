@@ -50,19 +50,12 @@ int cc_shrink(const cc_provider *p, const cc_case *c, const cc_shrink_opts *o,
 /* Total input elements of a case (the first key of the shrink order). */
 int64_t cc_case_input_elements(const cc_case *c);
 
-/* A standalone Python script (torch only, no capcheck) that builds exactly the case's input
- * values with their strides/layout, calls the ATen op in the case dtype on the case device,
- * computes a float64 reference with torch, and prints the mismatch. `r` (may be NULL) is a
- * capcheck result of the case; its worst element and bound are written into the script.
- * Returns 0, or -1 with msg (out of memory, an op the script generator does not know: the
- * script is then still written, with the inputs, and raises NotImplementedError). */
-int cc_shrink_write_python(const cc_case *c, const cc_result *r, FILE *f, char *msg,
-                           size_t msg_len);
-
 /* `capcheck shrink`: shrink, print the minimal line, the command that reruns it (repro, may
- * be NULL: harness/repro.h) and its result to out, and the script to script_path (or to out
- * when NULL). Exit code: 0 a minimal failing case was printed, 1 the case does not fail, 2 the
- * provider cannot run or the script could not be written. */
+ * be NULL: harness/repro.h) and its result to out, then its reproducer
+ * (harness/tools/reproducer.h: on ATen the Python script, to script_path or to out when NULL;
+ * on any other provider the repro line, said so). Exit code: 0 a minimal failing case was
+ * printed, 1 the case does not fail, 125 the provider cannot run or the reproducer could not
+ * be written. */
 int cc_shrink_command(const cc_provider *p, const cc_case *c, const char *script_path,
                       double timeout_s, const cc_repro *repro, FILE *out, FILE *err);
 

@@ -1,5 +1,7 @@
 // Internal to the ATen shim: the per-op table entry every family file exports, and the
-// small helpers the op bodies share. Only per-op ATen headers are used across the shim
+// small helpers the op bodies share. providers/aten/aten_lowering.py states every op body's ATen
+// calls again in Python, for the reproducers capcheck writes: change both (test_aten_smoke runs
+// every smoke case through both and compares their outputs bit for bit). Only per-op ATen headers are used across the shim
 // (TORCH_ASSERT_ONLY_METHOD_OPERATORS makes an accidental <ATen/ATen.h>-style include fail):
 // each family file includes <ATen/ops/<op>.h> for exactly the functions it calls.
 // The shim's own code is C++17, but libtorch 2.15's headers need C++20 (std::bit_width,

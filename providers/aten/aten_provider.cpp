@@ -544,11 +544,15 @@ void aten_describe(void *, char *buf, size_t len) {
     tf32 = tf32_mm || tf32_cv ? "off (no CUDA: CAPCHECK_TF32=1 has no effect on cpu)"
                                 : "off (no CUDA)";
 #endif
+    // a libtorch chosen with --libtorch DIR (providers/aten_build.h) is named by its folder too
+    const char *dir = std::getenv("CAPCHECK_LIBTORCH");
+    std::string from = dir && *dir ? std::string("; libtorch_dir ") + dir : std::string();
     std::snprintf(buf, len,
                   "libtorch %s; threads %d; device %s; %s; tf32 %s; deterministic %s; "
-                  "attention composed (no SDPA); %s",
+                  "attention composed (no SDPA); %s%s",
                   libtorch.c_str(), threads, devices, cuda.c_str(), tf32,
-                  deterministic < 0 ? "unknown" : deterministic ? "on" : "off", dispatch.c_str());
+                  deterministic < 0 ? "unknown" : deterministic ? "on" : "off", dispatch.c_str(),
+                  from.c_str());
 }
 
 // TF32 (abi/capcheck_provider.h, compute_roundoff): f32 cases on cuda of the ops whose ATen calls go through

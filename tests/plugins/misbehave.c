@@ -9,6 +9,9 @@
  *   unterminated    forward fails with a message that fills its buffer with no NUL and bytes
  *                   that are not UTF-8; describe() does the same to its buffer
  *   zeros-novjp     the table has no vjp, and forward writes all zeros (wrong, ratio >> 1)
+ *   error-forward   forward fails with an error of its own (CC_FAILED: the case is `error`)
+ *   oom-forward     forward fails as a kernel out of device memory does ("CUDA out of
+ *                   memory. Tried to allocate ..."): the case could not be judged
  *   sigkill-forward forward raises SIGKILL every time, as the OOM killer would send it
  *   wait-for-kill   the first forward call anywhere (CAPCHECK_MISBEHAVE_MARK names a file the
  *                   call creates, holding its pid) sleeps until something outside kills its
@@ -141,6 +144,12 @@ static cc_status mb_forward(void *ctx, const cc_call *call, cc_view *out, char *
     wait_for_kill_once();
     if (mode_is("unterminated")) {
         fill_unterminated(msg, len);
+        return CC_FAILED;
+    }
+    if (mode_is("error-forward") || mode_is("oom-forward")) {
+        snprintf(msg, len, "%s", mode_is("error-forward")
+                                     ? "the kernel rejected its launch configuration"
+                                     : "CUDA out of memory. Tried to allocate 2.00 GiB");
         return CC_FAILED;
     }
     cc_status st = supported(call, msg, len);
