@@ -964,9 +964,19 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
     if (r.checked_fwd || r.checked_vjp)
         printf("suspect:  worst ratio to the probabilistic bound %.4g (lambda %g)\n",
                r.suspect_ratio, CC_SUSPECT_LAMBDA);
+    if (r.prob_judged > 0)
+        printf("prob:     the probabilistic bound judged %lld element%s (the worst-case bound "
+               "admits every value there)\n",
+               (long long)r.prob_judged, r.prob_judged == 1 ? "" : "s");
+    if (r.bias.n > 0)
+        printf("bias:     %s's final rounding at %lld distinct values: %lld toward zero, %lld "
+               "below; mean %.3g ulp away from zero; z = %.3g (round to nearest: |z| <= %.3g)\n",
+               r.bias_output, (long long)r.bias.n, (long long)r.bias.toward_zero,
+               (long long)r.bias.below, r.bias.mean_ulp, r.bias.z, cc_bias_z_threshold());
     if (r.worst_output[0])
-        printf("worst:    %s%s expected %.17g got %.17g bound %.3g%s%s\n", r.worst_output,
-               r.worst_index, r.expected, r.got, r.bound, r.worst_inputs[0] ? " at " : "",
+        printf("worst:    %s%s expected %.17g got %.17g bound %.3g%s%s%s\n", r.worst_output,
+               r.worst_index, r.expected, r.got, r.bound,
+               r.worst_by_prob ? " (probabilistic)" : "", r.worst_inputs[0] ? " at " : "",
                r.worst_inputs);
     if (r.placement_sensitive)
         printf("placement: %s%s is %.17g at the first buffer placement and %.17g at the other; "

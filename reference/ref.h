@@ -113,7 +113,13 @@ typedef struct {
      * may use (0 or 1: this one). Ops that use them split their outer loops over threads
      * (ref_parallel.h); every element is computed by the same steps whatever the count. */
     int threads;
+    /* Not a parameter of the op either: 1 evaluates every compensated sum (ref_sum,
+     * ref_families.h) as the plain left fold it carries, the simple reference that tests hold
+     * the compensated one to (tests/test_ref_compensated.c). 0: compensated. */
+    int plain_sums;
 } ref_params;
+
+enum { REF_COMPENSATED_FWD = 1u << 0, REF_COMPENSATED_VJP = 1u << 1 };
 
 enum {
     REF_P_AXIS = 1u << 0,
@@ -215,6 +221,11 @@ typedef struct ref_op {
     unsigned params;      /* REF_P_* bits this op reads */
     int requires_vjp;     /* TorchLean's requiresVJP (topKMask: ours, false) */
     double c_fwd, c_vjp;  /* error-model constants; see each op's comment */
+    /* REF_COMPENSATED_FWD, _VJP: that direction's oracle rounds only where its dtype share
+     * counts a rounding (the final one, the intermediates a strict kernel stores in the dtype),
+     * its sums being compensated (ref_sum): it errs by at most 2^-53 (dtype_i + 2^-20 m_i), not
+     * 2^-53 m_i, and the harness bounds its own share so (harness/run/compare.h). */
+    unsigned compensated;
     const char *note;     /* one line: where this op's contract differs from ATen, if anywhere */
 
     void (*set_defaults)(ref_params *p); /* optional */

@@ -930,7 +930,8 @@ static ref_status sample_scan(ref_rng *r, const ref_sample_req *req, ref_params 
  *
  * Error model (units of u). Logit error: sig_ik = s (d + 3) sum_l |Q_il K_kl| (the length-d dot,
  * the rounding of s, and the sqrt|s| split onto both operands of TorchLean's LibTorch path).
- * A_ik then has relative error Fp_ik = F_ik + sig_ik + sum_j A_ij sig_ij, with F_ik the softmax
+ * A_ik then has relative error Fp_ik = F_ik + min(sig_ik + sum_j A_ij sig_ij,
+ * (1 - A_ik)(sig_ik + max_j sig_ij)) (weight_shift), with F_ik the softmax
  * op's factor 3 + |S_ik - max_i| + (nK - 1) + sum_j A_ij (|S_ij - max_i| + 2) (the |S - max|
  * term also covers online-softmax rescaling, whose exponent shifts add up to |S - max|).
  *   m(out_ij) = sum_k A_ik |V_kj| (nK + Fp_ik).
@@ -1020,6 +1021,18 @@ static void attn_transposes(const ref_tensor *in, const attn_geom *g, int64_t b,
     w->batch = b;
 }
 
+/* The relative error a weight A_k = softmax(S)_k takes from logit errors |dS_j| <= sig_j (units
+ * of u): dA_k / A_k = dS_k - sum_j A_j dS_j = (1 - A_k) dS_k - sum_{j != k} A_j dS_j, so
+ * |dA_k / A_k| <= min(sig_k + sig_bar, (1 - A_k)(sig_k + sig_max)) with sig_bar = sum_j A_j
+ * sig_j and sig_max = max_j sig_j (sum_{j != k} A_j = 1 - A_k). The second form is 0 for a
+ * weight of 1: huge logits far apart make exactly one-hot rows, whose weights no logit error
+ * moves. */
+static double weight_shift(double sig_k, double sig_bar, double rest, double sig_max)
+{
+    double any = sig_k + sig_bar, others = ref_mag_prod(rest, sig_k + sig_max);
+    return others < any ? others : any;
+}
+
 static void attn_row(const ref_params *p, int n, const ref_tensor *in, const attn_geom *g,
                      int64_t b, int64_t i, attn_row_buf *w)
 {
@@ -1052,10 +1065,16 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
         return;
     }
     double mx = w->S[first], sum = 0.0, spread = 0.0, sig_bar = 0.0, sig0_bar = 0.0;
-    double sigp_bar = 0.0;
+    double sigp_bar = 0.0, sig_max = 0.0, sig0_max = 0.0, sigp_max = 0.0;
     for (int64_t k = first + 1; k < g->nK; k++)
         if (w->A[k] != 0.0 && w->S[k] > mx)
             mx = w->S[k];
+    for (int64_t k = 0; k < g->nK; k++)
+        if (w->A[k] != 0.0) { /* the largest logit errors of the allowed keys */
+            sig_max = fmax(sig_max, w->sig[k]);
+            sig0_max = fmax(sig0_max, sig0[k]);
+            sigp_max = fmax(sigp_max, sigp[k]);
+        }
     for (int64_t k = 0; k < g->nK; k++) {
         w->A[k] = w->A[k] != 0.0 ? exp(w->S[k] - mx) : 0.0;
         sum += w->A[k];
@@ -1069,10 +1088,14 @@ static void attn_row(const ref_params *p, int n, const ref_tensor *in, const att
     }
     for (int64_t k = 0; k < g->nK; k++) {
         int on = w->A[k] != 0.0;
-        double d = fabs(w->S[k] - mx);
-        w->Fp[k] = on ? 3.0 + d + (double)(g->nK - 1) + spread + w->sig[k] + sig_bar : 0.0;
-        w->Fp0[k] = on ? 3.0 + d + spread + sig0[k] + sig0_bar : 0.0;
-        w->Fpp[k] = on ? 3.0 + d + sqrt((double)(g->nK - 1)) + spread + sigp[k] + sigp_bar : 0.0;
+        double d = fabs(w->S[k] - mx), rest = 1.0 - w->A[k];
+        w->Fp[k] = on ? 3.0 + d + (double)(g->nK - 1) + spread +
+                            weight_shift(w->sig[k], sig_bar, rest, sig_max)
+                      : 0.0;
+        w->Fp0[k] = on ? 3.0 + d + spread + weight_shift(sig0[k], sig0_bar, rest, sig0_max) : 0.0;
+        w->Fpp[k] = on ? 3.0 + d + sqrt((double)(g->nK - 1)) + spread +
+                             weight_shift(sigp[k], sigp_bar, rest, sigp_max)
+                       : 0.0;
     }
 }
 

@@ -2,6 +2,8 @@
 #ifndef CAPCHECK_REF_FAMILIES_H
 #define CAPCHECK_REF_FAMILIES_H
 
+#include <math.h>
+
 #include "ref.h"
 
 typedef struct {
@@ -93,6 +95,54 @@ int ref_row_times_isa(int isa, const double *x, int64_t L, const double *M, int6
  * forms them; four picks go side by side so their additions overlap. */
 void ref_dots(int64_t len, const double *P, const int64_t *po, const double *Q, const int64_t *qo,
               int64_t count, double *v, double *v_abs);
+
+/* ---- compensated sums -----------------------------------------------------------------------
+ * A sum kept as two doubles (Ogita, Rump & Oishi 2005: Sum2, Dot2). hi is the plain left fold
+ * from 0; each term t enters it by TwoSum (Knuth), exact in float64:
+ *   x = hi + t,  z = x - hi,  e = (hi - (x - z)) + (t - z):  hi + t = x + e exactly,
+ * and e is added to lo; a product a b enters as p = a b with its exact remainder
+ * r = fma(a, b, -p) (TwoProduct: a b = p + r) added to lo. The value hi + lo, rounded once, is
+ * within 2^-53 |s| + gamma_n^2 sum|t| of the exact sum s (gamma_n = n 2^-53 / (1 - n 2^-53)):
+ * as if summed in twice the precision and rounded once. A hi that is not finite (an Inf or NaN
+ * term, an overflow) is the value, as the plain fold gives it. With `plain` (ref_params'
+ * plain_sums) the value is hi alone: the simple reference.
+ * Beside the value the accumulator keeps what the error model reads: n, sum|t|, sum t^2 and
+ * max|t| (ref_sum_prob). */
+typedef struct {
+    double hi, lo;          /* the value hi + lo */
+    double abs, sq, max;    /* sum|t|, sum t^2, max|t| */
+    int64_t n;              /* terms */
+} ref_sum;
+
+static inline void ref_sum_add(ref_sum *s, double t)
+{
+    double x = s->hi + t, z = x - s->hi;
+    s->lo += (s->hi - (x - z)) + (t - z);
+    s->hi = x;
+    double a = t < 0 ? -t : t;
+    s->abs += a;
+    s->sq += t * t;
+    s->max = a > s->max ? a : s->max;
+    s->n++;
+}
+
+static inline void ref_sum_add_prod(ref_sum *s, double a, double b)
+{
+    double p = a * b;
+    ref_sum_add(s, p);
+    s->lo += fma(a, b, -p);
+}
+
+static inline double ref_sum_value(const ref_sum *s, int plain)
+{
+    double hi = s->hi;
+    return plain || !(hi - hi == 0.0) ? hi : hi + s->lo; /* hi - hi: NaN unless finite */
+}
+
+/* The probabilistic magnitude of a sum of the terms s holds: the smaller of sqrt(n) sum|t|
+ * (any order; harness/run/compare.h) and the exchangeable form (ref_families.c), which also
+ * asks that the summation order not depend on the values and the terms be exchangeable. */
+double ref_sum_prob(const ref_sum *s);
 
 /* Row-major index arithmetic over the 1..3 spatial axes of conv and pool. */
 typedef struct {

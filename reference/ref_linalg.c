@@ -10,7 +10,11 @@
  * dtype = |y|; scaledMatmul's 3 scaling roundings may happen in the dtype (the operands or the
  * product scaled there): dtype = 3 |alpha| sum|a b| + |y|; a VJP summed over broadcast batch
  * axes (ATen: one product per batch, rounded to the dtype, then summed) adds sum|terms| for
- * those roundings. prob: K becomes sqrt(K). */
+ * those roundings. prob: K becomes sqrt(K) (the forward: the smaller of that and ref_sum_prob's
+ * exchangeable form).
+ * The forward's sums are compensated (ref_sum, Dot2): the oracle errs by 2^-53 |y| + gamma_K^2
+ * sum|a b| there (scaledMatmul's scaling another 2^-53 |y|), within 2^-53 (dtype_i + 2^-20 m_i)
+ * (REF_COMPENSATED_FWD). */
 #include "ref_families.h"
 #include "ref_parallel.h"
 
@@ -104,57 +108,67 @@ typedef struct {
     ref_tensor *out;
     const ref_mag *mags;
     double alpha;
-    int extra;
+    int extra, plain; /* plain: ref_params' plain_sums */
+    _Atomic int failed; /* a thread had no room for its sums */
 } mm_job;
 
-/* Element i's three magnitudes from S = sum|terms| of its len terms, y its (scaled) value. */
+/* Element i's three magnitudes from S = sum|terms| of its len terms, y its (scaled) value and
+ * P the probabilistic magnitude of its sum (sqrt(len) S, or ref_sum_prob's smaller form). */
 static void mm_set_mags(const ref_mag *mags, int64_t i, double alpha, double len, int extra,
-                        int folds, double abs_sum, double y)
+                        int folds, double abs_sum, double y, double P)
 {
     double S = fabs(alpha) * abs_sum;
     ref_mag_set(mags, i, fabs(alpha) * (len + extra) * abs_sum, (extra + folds) * S + fabs(y),
-                (sqrt(len) + extra) * S);
+                fabs(alpha) * P + extra * S);
 }
 
+/* The same for an element whose sum is acc (a compensated one: the forward's). */
+static void mm_set_sum_mags(const ref_mag *mags, int64_t i, double alpha, double len, int extra,
+                            const ref_sum *acc, double y)
+{
+    mm_set_mags(mags, i, alpha, len, extra, 0, acc->abs, y, ref_sum_prob(acc));
+}
+
+/* Each row's n sums are compensated (ref_sum), kept side by side in acc. */
 static void mm_forward_rows(void *ctx, int64_t lo, int64_t hi)
 {
     const mm_job *t = ctx;
     const mm_geom *g = &t->g;
-    double *mag = ref_mag_worst(t->mags);
     double len = (double)(g->k > 0 ? g->k : 1);
+    ref_sum *acc = malloc(sizeof *acc * (size_t)(g->n + 1));
+    if (!acc) {
+        ((mm_job *)ctx)->failed = 1;
+        return;
+    }
     for (int64_t bi = lo; bi < hi; bi++) {
         int64_t b = bi / g->m, i = bi % g->m;
         const double *A = t->in[0].v + batch_offset(&g->batch_out, &g->batch_a, b) * g->m * g->k;
         const double *B = t->in[1].v + batch_offset(&g->batch_out, &g->batch_b, b) * g->k * g->n;
-        double *row = t->out->v + bi * g->n, *mrow = mag ? mag + bi * g->n : NULL;
-        for (int64_t j = 0; j < g->n; j++) {
-            row[j] = 0.0;
-            if (mrow)
-                mrow[j] = 0.0;
-        }
+        double *row = t->out->v + bi * g->n;
+        memset(acc, 0, sizeof *acc * (size_t)g->n);
         for (int64_t k = 0; k < g->k; k++) {
             double a = A[i * g->k + k];
             const double *Bk = B + k * g->n;
-            for (int64_t j = 0; j < g->n; j++) {
-                row[j] += a * Bk[j];
-                if (mrow)
-                    mrow[j] += fabs(a * Bk[j]);
-            }
+            for (int64_t j = 0; j < g->n; j++)
+                ref_sum_add_prod(&acc[j], a, Bk[j]);
         }
         for (int64_t j = 0; j < g->n; j++) {
-            row[j] = t->alpha * row[j];
-            if (mrow)
-                mm_set_mags(t->mags, bi * g->n + j, t->alpha, len, t->extra, 0, mrow[j], row[j]);
+            row[j] = t->alpha * ref_sum_value(&acc[j], t->plain);
+            if (t->mags && t->mags->worst)
+                mm_set_sum_mags(t->mags, bi * g->n + j, t->alpha, len, t->extra, &acc[j], row[j]);
         }
     }
+    free(acc);
 }
 
-static void mm_forward(const ref_params *p, const ref_tensor *in, ref_tensor *out,
-                       const ref_mag *mags, double alpha, int extra)
+static ref_status mm_forward(const ref_params *p, const ref_tensor *in, ref_tensor *out,
+                             const ref_mag *mags, double alpha, int extra)
 {
-    mm_job t = {.in = in, .out = out, .mags = mags, .alpha = alpha, .extra = extra};
+    mm_job t = {.in = in, .out = out, .mags = mags, .alpha = alpha, .extra = extra,
+                .plain = p->plain_sums};
     mm_geometry(&in[0].shape, &in[1].shape, &t.g, NULL);
     ref_parallel_for(p->threads, ref_numel(&t.g.batch_out) * t.g.m, 1, mm_forward_rows, &t);
+    return t.failed ? REF_ENOMEM : REF_OK;
 }
 
 /* Picked elements whose sums run down columns (matmul's output, dB; linear's gradients) are
@@ -188,16 +202,18 @@ static void batch_range(const ref_picks *pk, int64_t per, int64_t b, int64_t *lo
     *hi = e;
 }
 
-/* The same at the picked elements alone: out[b, i, j] as one sum over k. */
-static ref_status mm_forward_at(const ref_tensor *in, ref_picks *pk, double alpha, int extra)
+/* The same at the picked elements alone: out[b, i, j] as one compensated sum over k, its
+ * terms added in increasing k as mm_forward_rows adds them. */
+static ref_status mm_forward_at(const ref_tensor *in, ref_picks *pk, double alpha, int extra,
+                                int plain)
 {
     mm_geom g;
     mm_geometry(&in[0].shape, &in[1].shape, &g, NULL);
     size_t len = (size_t)(pk->count + 1);
-    double *abs_sum = malloc(sizeof(double) * len);
+    ref_sum *acc = calloc(len, sizeof *acc);
     int64_t *ao = malloc(sizeof(int64_t) * len), *bo = malloc(sizeof(int64_t) * len);
-    if (!abs_sum || !ao || !bo) {
-        free(abs_sum), free(ao), free(bo);
+    if (!acc || !ao || !bo) {
+        free(acc), free(ao), free(bo);
         return REF_ENOMEM;
     }
     int64_t lo = 0, hi = 0;
@@ -207,20 +223,21 @@ static ref_status mm_forward_at(const ref_tensor *in, ref_picks *pk, double alph
         const double *A = in[0].v + batch_offset(&g.batch_out, &g.batch_a, b) * g.m * g.k;
         const double *B = in[1].v + batch_offset(&g.batch_out, &g.batch_b, b) * g.k * g.n;
         for (int64_t e = lo; e < hi; e++) {
-            pk->v[e] = abs_sum[e] = 0.0;
             ao[e] = pk->at[e] % (g.m * g.n) / g.n * g.k; /* A[i, 0] */
             bo[e] = pk->at[e] % g.n;                      /* B[0, j] */
         }
         /* out[i, j] += A[i, k] B[k, j] for every pick, k outermost */
-        picked_sums(g.k, A, 1, ao + lo, B, g.n, bo + lo, hi - lo, pk->v + lo, abs_sum + lo);
+        for (int64_t k = 0; k < g.k; k++)
+            for (int64_t e = lo; e < hi; e++)
+                ref_sum_add_prod(&acc[e], A[ao[e] + k], B[k * g.n + bo[e]]);
         for (int64_t e = lo; e < hi; e++) {
-            pk->v[e] = alpha * pk->v[e];
+            pk->v[e] = alpha * ref_sum_value(&acc[e], plain);
             if (pk->mag.worst)
-                mm_set_mags(&pk->mag, e, alpha, (double)(g.k > 0 ? g.k : 1), extra, 0,
-                            abs_sum[e], pk->v[e]);
+                mm_set_sum_mags(&pk->mag, e, alpha, (double)(g.k > 0 ? g.k : 1), extra, &acc[e],
+                                pk->v[e]);
         }
     }
-    free(abs_sum), free(ao), free(bo);
+    free(acc), free(ao), free(bo);
     return REF_OK;
 }
 
@@ -228,8 +245,7 @@ static ref_status matmul_fwd(const ref_params *p, int n, const ref_tensor *in, r
                              const ref_mag *mags)
 {
     (void)n;
-    mm_forward(p, in, out, mags, 1.0, 0);
-    return REF_OK;
+    return mm_forward(p, in, out, mags, 1.0, 0);
 }
 
 /* dA[ba, i, k] = alpha * sum over batches b that read ba, sum_j g[b, i, j] B[bb, k, j];
@@ -334,8 +350,9 @@ static ref_status mm_vjp(const ref_params *p, const ref_tensor *in, const ref_te
             if (m) {
                 int64_t reads = s == 0 ? reads_a[i / per] : reads_b[i / per];
                 int64_t uses = reads * (s == 0 ? g->n : g->m);
-                mm_set_mags(&gmag[s], i, alpha, (double)(uses > 0 ? uses : 1), extra, reads > 1,
-                            m[i], d[i]);
+                double len = (double)(uses > 0 ? uses : 1);
+                mm_set_mags(&gmag[s], i, alpha, len, extra, reads > 1, m[i], d[i],
+                            sqrt(len) * m[i]);
             }
         }
     }
@@ -380,8 +397,11 @@ static ref_status mm_vjp_dB_at(const ref_tensor *in, const ref_tensor *gt, ref_p
         pk->v[e] = pk->v[e] * alpha;
         int64_t uses = reads[e] * g.m;
         if (pk->mag.worst)
-            mm_set_mags(&pk->mag, e, alpha, (double)(uses > 0 ? uses : 1), extra, reads[e] > 1,
-                        abs_sum[e], pk->v[e]);
+        {
+            double len = (double)(uses > 0 ? uses : 1);
+            mm_set_mags(&pk->mag, e, alpha, len, extra, reads[e] > 1, abs_sum[e], pk->v[e],
+                        sqrt(len) * abs_sum[e]);
+        }
     }
     free(abs_sum), free(reads), free(ao), free(go);
     return REF_OK;
@@ -424,7 +444,7 @@ static ref_status mm_vjp_at(const ref_tensor *in, const ref_tensor *gt, int wrt,
             pk->v[e] = pk->v[e] * alpha;
             if (pk->mag.worst)
                 mm_set_mags(&pk->mag, e, alpha, (double)(uses > 0 ? uses : 1), extra, reads > 1,
-                            s_abs[e], pk->v[e]);
+                            s_abs[e], pk->v[e], sqrt((double)(uses > 0 ? uses : 1)) * s_abs[e]);
         }
     }
     free(go), free(bo), free(s_abs);
@@ -449,7 +469,7 @@ static double mm_work(const ref_shape *in, int wrt)
 static ref_status matmul_fwd_at(const ref_params *p, int n, const ref_tensor *in, ref_picks *pk)
 {
     (void)p, (void)n;
-    return mm_forward_at(in, pk, 1.0, 0);
+    return mm_forward_at(in, pk, 1.0, 0, p->plain_sums);
 }
 
 static ref_status matmul_vjp_at_one(const ref_params *p, int n, const ref_tensor *in,
@@ -540,8 +560,7 @@ static ref_status scaled_matmul_fwd(const ref_params *p, int n, const ref_tensor
                                     ref_tensor *out, const ref_mag *mags)
 {
     (void)n;
-    mm_forward(p, in, out, mags, p->alpha, 3);
-    return REF_OK;
+    return mm_forward(p, in, out, mags, p->alpha, 3);
 }
 
 static ref_status scaled_matmul_vjp(const ref_params *p, int n, const ref_tensor *in,
@@ -557,7 +576,7 @@ static ref_status scaled_matmul_fwd_at(const ref_params *p, int n, const ref_ten
                                        ref_picks *pk)
 {
     (void)n;
-    return mm_forward_at(in, pk, p->alpha, 3);
+    return mm_forward_at(in, pk, p->alpha, 3, p->plain_sums);
 }
 
 static ref_status scaled_matmul_vjp_at_one(const ref_params *p, int n, const ref_tensor *in,
@@ -1270,11 +1289,12 @@ static ref_status sample_linear(ref_rng *r, const ref_sample_req *req, ref_param
 const ref_op ref_family_linalg[] = {
     {.name = "matmul", .report_name = "matmul", .min_inputs = 2, .max_inputs = 2,
      .input_names = {"a", "b"}, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 2,
-     .shape = matmul_shape, .forward = matmul_fwd, .vjp = matmul_vjp, .sample = sample_matmul,
+     .compensated = REF_COMPENSATED_FWD, .shape = matmul_shape, .forward = matmul_fwd, .vjp = matmul_vjp, .sample = sample_matmul,
      .forward_at = matmul_fwd_at, .vjp_at = matmul_vjp_at, .work = matmul_work},
     {.name = "scaledMatmul", .report_name = "scaled_matmul", .min_inputs = 2, .max_inputs = 2,
      .input_names = {"a", "b"}, .params = REF_P_ALPHA, .requires_vjp = 1, .c_fwd = 2,
-     .c_vjp = 2, .note = "Proposal (not in TorchLean): alpha * matmul(a, b)",
+     .c_vjp = 2, .compensated = REF_COMPENSATED_FWD,
+     .note = "Proposal (not in TorchLean): alpha * matmul(a, b)",
      .set_defaults = scaled_matmul_defaults, .shape = scaled_matmul_shape,
      .forward = scaled_matmul_fwd, .vjp = scaled_matmul_vjp, .sample = sample_scaled_matmul,
      .forward_at = scaled_matmul_fwd_at, .vjp_at = scaled_matmul_vjp_at, .work = matmul_work},

@@ -6,8 +6,10 @@
  * log-softmax inside crossEntropy and distill reuses the softmax family's bound (ref_softmax.c):
  *   E_j = 2 (d_j + rel_s + |log s| + |ls_j| + 1),  rel_s = (n - 1) + sum_l p_l (d_l + 2),
  * d_j = |z_j - max z|, ls_j = log-softmax, p = softmax; when the logits are first divided by a
- * temperature in the provider's dtype (distill), that rounding (u|z_j/T|) moves ls_j by at most
- * u (|z_j/T| + sum_l p_l |z_l/T|), which is added to E_j. Softmax values are taken as
+ * temperature in the provider's dtype (distill), that rounding (u|z_j/T|) moves ls_j = zt_j -
+ * logsumexp(zt) by (1 - p_j) d zt_j - sum_{l != j} p_l d zt_l: at most u times the smaller of
+ * |z_j/T| + sum_l p_l |z_l/T| and (1 - p_j)(|z_j/T| + max_l |z_l/T|) (0 for a p_j of 1: huge
+ * logits far apart), which is added to E_j. Softmax values are taken as
  * p_j (E_j + 4) (this dominates both exp(ls_j) and the direct softmax route).
  *
  * Strict f16/bf16 (ref.h): every sum (the softmax denominators, the loss sums) runs in float32,
@@ -15,7 +17,8 @@
  * log-softmax, with its log-sum-exp max + log s stored in the dtype; the products; the slice
  * sums), so the dtype share is every rounding that is not part of a long sum: each formula with
  * its lengths (n - 1 in E, K, C) set to 0, |max + log s| added to E (E0), and the final
- * roundings. prob: the same lengths replaced by their square roots (Ep). */
+ * roundings. prob: the same lengths replaced by their square roots (Ep).
+ * The oracle's sums (the softmax denominators, the loss sums) are compensated (ref_sum). */
 #include "ref_families.h"
 
 #include <math.h>
@@ -39,23 +42,25 @@ static double slices_denominator(const ref_shape *s, int axis)
  * E (units of u, see the top) and its dtype share E0 and probabilistic form Ep; `scaled` says
  * the provider divides by T. */
 static void lsm_slice(const double *z, int64_t len, int64_t stride, double T, int scaled,
-                      double *w)
+                      double *w, int plain)
 {
     double *ls = w, *p = w + len, *E = w + 2 * len, *E0 = w + 3 * len, *Ep = w + 4 * len;
     double m = z[0] / T; /* max fold seeded with the first element */
     for (int64_t j = 1; j < len; j++)
         if (z[j * stride] / T > m)
             m = z[j * stride] / T;
-    double sum = 0.0;
+    ref_sum den = {0};
     for (int64_t j = 0; j < len; j++)
-        sum += exp(z[j * stride] / T - m);
-    double lsum = log(sum), spread = 0.0, zspread = 0.0;
+        ref_sum_add(&den, exp(z[j * stride] / T - m));
+    double sum = ref_sum_value(&den, plain);
+    double lsum = log(sum), spread = 0.0, zspread = 0.0, zmax = 0.0;
     for (int64_t j = 0; j < len; j++) {
         double zt = z[j * stride] / T;
         ls[j] = (zt - m) - lsum; /* computed directly, never log(softmax) */
         p[j] = exp(zt - m) / sum;
         spread += ref_mag_prod(p[j], fabs(zt - m) + 2.0);
         zspread += ref_mag_prod(p[j], fabs(zt));
+        zmax = fmax(zmax, fabs(zt));
     }
     double rel_s = (double)(len - 1) + spread, rel_sp = sqrt((double)(len - 1)) + spread;
     for (int64_t j = 0; j < len; j++) {
@@ -63,10 +68,12 @@ static void lsm_slice(const double *z, int64_t len, int64_t stride, double T, in
         E[j] = 2.0 * (fabs(zt - m) + rel_s + fabs(lsum) + fabs(ls[j]) + 1.0);
         E0[j] = 2.0 * (fabs(zt - m) + spread + fabs(m + lsum) + fabs(lsum) + fabs(ls[j]) + 1.0);
         Ep[j] = 2.0 * (fabs(zt - m) + rel_sp + fabs(lsum) + fabs(ls[j]) + 1.0);
-        if (scaled) {
-            E[j] += fabs(zt) + zspread;
-            E0[j] += fabs(zt) + zspread;
-            Ep[j] += fabs(zt) + zspread;
+        if (scaled) { /* d ls_j = (1 - p_j) d zt_j - sum_{l != j} p_l d zt_l */
+            double any = fabs(zt) + zspread, others = ref_mag_prod(1.0 - p[j], fabs(zt) + zmax);
+            double shift = others < any ? others : any;
+            E[j] += shift;
+            E0[j] += shift;
+            Ep[j] += shift;
         }
     }
 }
@@ -113,20 +120,19 @@ static ref_status sample_class_axis(ref_rng *r, const ref_sample_req *req, ref_p
 /* Error: diff (u) then square (u): 3u per term; sum (N - 1)u sum d^2; scaling by 1/N (rounded
  * reciprocal and product, or a division) 2u|L|. Over N: m = (N + 4) L, c = 2 (second order of
  * the long sum in low-precision dtypes). Empty: L = 0, m = 0. Strict: the squared differences
- * may be stored in the dtype, the sum is float32: dtype = 5 L; prob (sqrt(N) + 4) L. */
+ * may be stored in the dtype, the sum is float32: dtype = 5 L; prob (sqrt(N) + 4) L.
+ * The oracle's sum is compensated: it errs by the differences' roundings (2^-52 L), the sum's
+ * final one and the division (2^-53 L each), within 2^-53 dtype_i (REF_COMPENSATED_FWD). */
 static ref_status mse_fwd(const ref_params *p, int n, const ref_tensor *in, ref_tensor *out,
                           const ref_mag *mags)
 {
-    (void)p;
     (void)n;
     int64_t N = ref_numel(&in[0].shape);
     double den = N > 0 ? (double)N : 1.0;
-    double acc = 0.0;
-    for (int64_t i = 0; i < N; i++) {
-        double d = in[0].v[i] - in[1].v[i];
-        acc += d * d;
-    }
-    out->v[0] = acc / den;
+    ref_sum acc = {0};
+    for (int64_t i = 0; i < N; i++)
+        ref_sum_add_prod(&acc, in[0].v[i] - in[1].v[i], in[0].v[i] - in[1].v[i]);
+    out->v[0] = ref_sum_value(&acc, p->plain_sums) / den;
     double L = fabs(out->v[0]);
     if (mags)
         ref_mag_set(mags, 0, ((double)N + 4.0) * L, 5.0 * L, (sqrt((double)N) + 4.0) * L);
@@ -220,7 +226,8 @@ static ref_status ce_fwd(const ref_params *p, int n, const ref_tensor *in, ref_t
     int ax = ref_norm_axis(p->axis, s->rank);
     ref_axis_split a = ref_split_axis(s, ax);
     double S = slices_denominator(s, ax);
-    double acc = 0.0, abs_terms = 0.0, prop = 0.0, prop0 = 0.0, prop_p = 0.0;
+    double prop = 0.0, prop0 = 0.0, prop_p = 0.0;
+    ref_sum acc = {0};
     if (a.len > 0) {
         double *w = alloc_work(a.len);
         if (!w)
@@ -228,11 +235,10 @@ static ref_status ce_fwd(const ref_params *p, int n, const ref_tensor *in, ref_t
         for (int64_t o = 0; o < a.outer; o++)
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t base = o * a.len * a.inner + i;
-                lsm_slice(in[0].v + base, a.len, a.inner, 1.0, 0, w);
+                lsm_slice(in[0].v + base, a.len, a.inner, 1.0, 0, w, p->plain_sums);
                 for (int64_t c = 0; c < a.len; c++) {
                     double t = in[1].v[base + c * a.inner];
-                    acc += t * w[c];
-                    abs_terms += fabs(t * w[c]);
+                    ref_sum_add_prod(&acc, t, w[c]);
                     prop += fabs(t) * w[2 * a.len + c];
                     prop0 += fabs(t) * w[3 * a.len + c];
                     prop_p += fabs(t) * w[4 * a.len + c];
@@ -240,8 +246,8 @@ static ref_status ce_fwd(const ref_params *p, int n, const ref_tensor *in, ref_t
             }
         free(w);
     }
-    out->v[0] = -(acc / S);
-    double K = (double)ref_numel(s), L = fabs(out->v[0]);
+    out->v[0] = -(ref_sum_value(&acc, p->plain_sums) / S);
+    double K = (double)ref_numel(s), L = fabs(out->v[0]), abs_terms = acc.abs;
     if (mags) /* the products and the slice sums stored in the dtype: 2 sum|t ls| */
         ref_mag_set(mags, 0, (prop + K * abs_terms) / S + L, (prop0 + 2.0 * abs_terms) / S + L,
                     (prop_p + sqrt(K) * abs_terms) / S + L);
@@ -276,7 +282,7 @@ static ref_status ce_vjp(const ref_params *p, int n, const ref_tensor *in, const
             int64_t base = o * a.len * a.inner + i;
             const double *t = in[1].v + base;
             double *pr = w + a.len, *E = w + 2 * a.len, *E0 = w + 3 * a.len, *Ep = w + 4 * a.len;
-            lsm_slice(in[0].v + base, a.len, a.inner, 1.0, 0, w);
+            lsm_slice(in[0].v + base, a.len, a.inner, 1.0, 0, w, p->plain_sums);
             double T = 0.0, T_abs = 0.0;
             for (int64_t c = 0; c < a.len; c++) {
                 T += t[c * a.inner];
@@ -332,7 +338,8 @@ static ref_status distill_fwd(const ref_params *p, int n, const ref_tensor *in, 
     int ax = ref_norm_axis(p->axis, s->rank);
     ref_axis_split a = ref_split_axis(s, ax);
     double S = slices_denominator(s, ax), T = p->temperature;
-    double acc = 0.0, abs_terms = 0.0, prop = 0.0, prop0 = 0.0, prop_p = 0.0;
+    double prop = 0.0, prop0 = 0.0, prop_p = 0.0;
+    ref_sum acc = {0};
     if (a.len > 0) {
         double *ws = alloc_work(a.len), *wt = alloc_work(a.len);
         if (!ws || !wt) {
@@ -342,12 +349,11 @@ static ref_status distill_fwd(const ref_params *p, int n, const ref_tensor *in, 
         for (int64_t o = 0; o < a.outer; o++)
             for (int64_t i = 0; i < a.inner; i++) {
                 int64_t base = o * a.len * a.inner + i;
-                lsm_slice(in[0].v + base, a.len, a.inner, T, 1, ws);
-                lsm_slice(in[1].v + base, a.len, a.inner, T, 1, wt);
+                lsm_slice(in[0].v + base, a.len, a.inner, T, 1, ws, p->plain_sums);
+                lsm_slice(in[1].v + base, a.len, a.inner, T, 1, wt, p->plain_sums);
                 for (int64_t c = 0; c < a.len; c++) {
-                    double q = wt[a.len + c], diff = wt[c] - ws[c], term = q * diff;
-                    acc += term;
-                    abs_terms += fabs(term);
+                    double q = wt[a.len + c], diff = wt[c] - ws[c];
+                    ref_sum_add_prod(&acc, q, diff);
                     for (int f = 0; f < 3; f++) { /* E, E0, Ep */
                         double Ea = wt[(2 + f) * a.len + c], Eb = ws[(2 + f) * a.len + c];
                         *(f == 0 ? &prop : f == 1 ? &prop0 : &prop_p) +=
@@ -357,8 +363,8 @@ static ref_status distill_fwd(const ref_params *p, int n, const ref_tensor *in, 
             }
         free(ws), free(wt);
     }
-    out->v[0] = T * T * (acc / S);
-    double K = (double)ref_numel(s), L3 = 3.0 * fabs(out->v[0]);
+    out->v[0] = T * T * (ref_sum_value(&acc, p->plain_sums) / S);
+    double K = (double)ref_numel(s), L3 = 3.0 * fabs(out->v[0]), abs_terms = acc.abs;
     if (mags)
         ref_mag_set(mags, 0, T * T / S * (prop + (K + 1.0) * abs_terms) + L3,
                     T * T / S * (prop0 + 2.0 * abs_terms) + L3,
@@ -394,8 +400,8 @@ static ref_status distill_vjp(const ref_params *p, int n, const ref_tensor *in,
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
             int64_t base = o * a.len * a.inner + i;
-            lsm_slice(in[0].v + base, a.len, a.inner, T, 1, ws);
-            lsm_slice(in[1].v + base, a.len, a.inner, T, 1, wt);
+            lsm_slice(in[0].v + base, a.len, a.inner, T, 1, ws, p->plain_sums);
+            lsm_slice(in[1].v + base, a.len, a.inner, T, 1, wt, p->plain_sums);
             const double *ps = ws + a.len, *q = wt + a.len;
             double qsum = 0.0, qprop[3] = {0.0, 0.0, 0.0}; /* with E, E0, Ep */
             for (int64_t c = 0; c < a.len; c++) {
@@ -437,6 +443,7 @@ static ref_status sample_distill(ref_rng *r, const ref_sample_req *req, ref_para
 const ref_op ref_family_loss[] = {
     {.name = "mseLoss", .report_name = "mse_loss", .min_inputs = 2, .max_inputs = 2,
      .input_names = {"yhat", "target"}, .requires_vjp = 1, .c_fwd = 2, .c_vjp = 5,
+     .compensated = REF_COMPENSATED_FWD,
      .note = "mean over all elements with denominator 1 for an empty tensor (ATen: NaN)",
      .shape = mse_shape, .forward = mse_fwd, .vjp = mse_vjp, .sample = sample_mse},
     {.name = "crossEntropy", .report_name = "cross_entropy", .min_inputs = 2, .max_inputs = 2,

@@ -69,29 +69,23 @@ typedef struct {
     double mu, sigma, mean_abs_x, mean_abs_c, var;
 } ln_stats;
 
-static ln_stats ln_row_stats(const double *x, int64_t N, double eps)
+static ln_stats ln_row_stats(const double *x, int64_t N, double eps, int plain)
 {
     ln_stats s = {0};
-    double sum = 0.0, abs_sum = 0.0;
-    for (int64_t j = 0; j < N; j++) {
-        sum += x[j];
-        abs_sum += fabs(x[j]);
-    }
-    s.mu = sum / (double)N;
-    s.mean_abs_x = abs_sum / (double)N;
-    double cmean = 0.0;
-    for (int64_t j = 0; j < N; j++) {
-        cmean += x[j] - s.mu;
-        s.mean_abs_c += fabs(x[j] - s.mu);
-    }
-    cmean /= (double)N;
-    s.mean_abs_c /= (double)N;
-    double var = 0.0;
+    ref_sum sum = {0}, centred = {0}, squares = {0}; /* compensated (ref_sum) */
+    for (int64_t j = 0; j < N; j++)
+        ref_sum_add(&sum, x[j]);
+    s.mu = ref_sum_value(&sum, plain) / (double)N;
+    s.mean_abs_x = sum.abs / (double)N;
+    for (int64_t j = 0; j < N; j++)
+        ref_sum_add(&centred, x[j] - s.mu);
+    double cmean = ref_sum_value(&centred, plain) / (double)N;
+    s.mean_abs_c = centred.abs / (double)N;
     for (int64_t j = 0; j < N; j++) {
         double d = (x[j] - s.mu) - cmean;
-        var += d * d;
+        ref_sum_add_prod(&squares, d, d);
     }
-    var /= (double)N;
+    double var = ref_sum_value(&squares, plain) / (double)N;
     s.var = var <= 0 ? 0.0 : var;
     s.sigma = sqrt(s.var + eps);
     return s;
@@ -189,7 +183,7 @@ static ref_status layer_norm_fwd(const ref_params *p, int n, const ref_tensor *i
     const double *gamma = in[1].v, *beta = in[2].v;
     for (int64_t r = 0; r < R; r++) {
         const double *x = in[0].v + r * N;
-        ln_stats s = ln_row_stats(x, N, p->eps);
+        ln_stats s = ln_row_stats(x, N, p->eps, p->plain_sums);
         for (int64_t j = 0; j < N; j++) {
             double c = x[j] - s.mu, xhat = c / s.sigma;
             double y = xhat * gamma[j] + beta[j];
@@ -235,7 +229,7 @@ static ref_status layer_norm_vjp(const ref_params *p, int n, const ref_tensor *i
     double lenR = (double)R, lenR_p = sqrt(lenR), len_p = sqrt((double)N);
     for (int64_t r = 0; r < R; r++) {
         const double *x = in[0].v + r * N, *gr = g->v + r * N;
-        ln_stats s = ln_row_stats(x, N, p->eps);
+        ln_stats s = ln_row_stats(x, N, p->eps, p->plain_sums);
         ln_means mm = ln_row_means(&s, N, x, gr, gamma, 1);
         for (int64_t j = 0; j < N; j++) {
             double c = x[j] - s.mu, xhat = c / s.sigma, a = gr[j] * gamma[j], ag = fabs(gr[j]);
@@ -376,7 +370,7 @@ static ref_status batch_norm_fwd(const ref_params *p, int n, const ref_tensor *i
         const double *x = in[0].v + c * N;
         double *y = out->v + c * N;
         if (p->training) {
-            ln_stats s = ln_row_stats(x, N, p->eps);
+            ln_stats s = ln_row_stats(x, N, p->eps, p->plain_sums);
             for (int64_t j = 0; j < N; j++) {
                 double d = x[j] - s.mu, xhat = d / s.sigma;
                 y[j] = xhat * gamma[c] + beta[c];
@@ -405,7 +399,14 @@ static ref_status batch_norm_fwd(const ref_params *p, int n, const ref_tensor *i
 /* Training VJP per channel, a = g gamma_c:
  *   dx = (1/sigma) (a - mean(a) - xhat mean(a xhat));  dgamma_c = sum_j g xhat;  dbeta_c = sum_j g.
  * Magnitudes: dx as layerNorm's; dgamma/dbeta are length-N sums: N sum|g xhat| plus the
- * propagated xhat error sum |g| d_xhat; N sum|g|.
+ * propagated xhat error; N sum|g|. xhat_j's error has its own part (c_j's rounding and the
+ * division: |c_j| / sigma + |xhat_j|) and the part the channel's mean and sigma share, the same
+ * at every j: -d_mu / sigma - xhat_j d_sigma / sigma, which sums to -(d_mu / sigma) sum g -
+ * (d_sigma / sigma) sum g xhat, not sum |g| times them (on a large-mean channel the shared part
+ * is 4096 times the spread, and summed in absolute value it admitted every dgamma):
+ *   m(dgamma) = sum_j |g_j| (N |xhat_j| + |c_j| / sigma + |xhat_j|) + |sum g| N mean|x| / sigma
+ *               + |dgamma| d_sigma / sigma   (ln_xhat_err's terms, d_sigma / sigma =
+ *               ln_rel_sigma), the dtype share |sum g| |mu| / sigma + sum |g xhat|.
  * Eval VJP: dx = g gamma / sigma (m = 4 |dx|: invstd 5u and two products, with c = 2);
  * dgamma_c = sum_j g xhat (m = sum_j |g| (N |xhat| + 4 (|x| + |mu|) / sigma));
  * dbeta_c = sum_j g (m = N sum|g|). */
@@ -426,7 +427,7 @@ static ref_status batch_norm_vjp(const ref_params *p, int n, const ref_tensor *i
         double dgamma = 0.0, dbeta = 0.0, abs_g = 0.0, m_dbeta = 0.0;
         double gw = 0.0, gd = 0.0, gp = 0.0; /* dgamma's worst, dtype share and prob */
         if (p->training) {
-            ln_stats s = ln_row_stats(x, N, p->eps);
+            ln_stats s = ln_row_stats(x, N, p->eps, p->plain_sums);
             ln_means mm = ln_row_means(&s, N, x, gc, &gamma[c], 0);
             for (int64_t j = 0; j < N; j++) {
                 double d = x[j] - s.mu, xhat = d / s.sigma, a = gc[j] * gamma[c];
@@ -434,13 +435,20 @@ static ref_status batch_norm_vjp(const ref_params *p, int n, const ref_tensor *i
                 if (grad[0].v)
                     grad[0].v[c * N + j] = dx;
                 dgamma += gc[j] * xhat;
-                gw += fabs(gc[j]) * (len * fabs(xhat) + ln_xhat_err(&s, len, d, xhat));
-                gd += fabs(gc[j]) * ln_xhat_stored(&s, xhat);
-                gp += fabs(gc[j]) * (len_p * fabs(xhat) + ln_xhat_err(&s, len_p, d, xhat));
+                double own = fabs(d) / s.sigma + fabs(xhat);
+                gw += fabs(gc[j]) * (len * fabs(xhat) + own);
+                gd += fabs(gc[j] * xhat);
+                gp += fabs(gc[j]) * (len_p * fabs(xhat) + own);
                 dbeta += gc[j];
                 abs_g += fabs(gc[j]);
                 m_dbeta += len * fabs(gc[j]);
             }
+            /* the shared part of xhat's error, summed with the signs of g (above) */
+            gw += fabs(dbeta) * len * s.mean_abs_x / s.sigma +
+                  fabs(dgamma) * ln_rel_sigma(&s, len);
+            gp += fabs(dbeta) * len_p * s.mean_abs_x / s.sigma +
+                  fabs(dgamma) * ln_rel_sigma(&s, len_p);
+            gd += fabs(dbeta) * fabs(s.mu) / s.sigma;
         } else {
             double mu = in[3].v[c], sigma = bn_eval_sigma(in, c, p->eps);
             for (int64_t j = 0; j < N; j++) {

@@ -162,8 +162,10 @@ static ref_status binary_forward(const ref_tensor *in, ref_tensor *out, double *
     return REF_OK;
 }
 
+/* uf: UF where the derivative forms an intermediate that may underflow (div's a/b, then / b),
+ * 0 where each gradient is one product or a copy (its own underflow is the floor's). */
 static ref_status binary_backward(const ref_tensor *in, const ref_tensor *g, ref_tensor *grad,
-                                  const ref_mag *gmag, binary_dx_fn df)
+                                  const ref_mag *gmag, binary_dx_fn df, double uf)
 {
     int64_t N = ref_numel(&in[0].shape);
     for (int64_t i = 0; i < N; i++) {
@@ -173,8 +175,8 @@ static ref_status binary_backward(const ref_tensor *in, const ref_tensor *g, ref
             if (!grad[k].v)
                 continue;
             grad[k].v[i] = d[k];
-            if (gmag && gmag[k].worst) /* an intermediate such as (a/b)/b may underflow */
-                gmag[k].worst[i] = m[k] + (isfinite(g->v[i]) ? fabs(g->v[i]) * UF : 0.0);
+            if (gmag && gmag[k].worst)
+                gmag[k].worst[i] = m[k] + (isfinite(g->v[i]) ? fabs(g->v[i]) * uf : 0.0);
         }
     }
     return REF_OK;
@@ -196,7 +198,7 @@ static ref_status binary_backward(const ref_tensor *in, const ref_tensor *g, ref
         return unary_backward(p, in, y, g, grad, gmag, op##_y, op##_dx);                         \
     }
 
-#define BINARY_ENTRY_POINTS(op)                                                                  \
+#define BINARY_ENTRY_POINTS(op, uf)                                                              \
     static ref_status op##_fwd(const ref_params *p, int n, const ref_tensor *in,                 \
                                ref_tensor *out, const ref_mag *mag)                              \
     {                                                                                            \
@@ -211,7 +213,7 @@ static ref_status binary_backward(const ref_tensor *in, const ref_tensor *g, ref
         (void)p;                                                                                 \
         (void)n;                                                                                 \
         (void)y;                                                                                 \
-        return binary_backward(in, g, grad, gmag, op##_dx);                                      \
+        return binary_backward(in, g, grad, gmag, op##_dx, uf);                                  \
     }
 
 /* ==== B. Pointwise arithmetic ============================================================== */
@@ -234,7 +236,7 @@ static void add_dx(double a, double b, double g, double d[2], double m[2])
     d[1] = g;
     m[0] = m[1] = fabs(g);
 }
-BINARY_ENTRY_POINTS(add)
+BINARY_ENTRY_POINTS(add, 0.0)
 
 /* ---- sub: y = a - b; VJP (g, -g) ---------------------------------------------------------- *
  * As add. The second cotangent is -g (IEEE negation: -(+0) = -0, as LibTorch's g*(-1); the
@@ -254,7 +256,7 @@ static void sub_dx(double a, double b, double g, double d[2], double m[2])
     d[1] = -g;
     m[0] = m[1] = fabs(g);
 }
-BINARY_ENTRY_POINTS(sub)
+BINARY_ENTRY_POINTS(sub, 0.0)
 
 /* ---- mul: y = a * b; VJP (g*b, g*a) ------------------------------------------------------- *
  * One rounding each: m = |y| (resp. |g b|, |g a|), c = 2. */
@@ -272,7 +274,7 @@ static void mul_dx(double a, double b, double g, double d[2], double m[2])
     m[0] = fabs(d[0]);
     m[1] = fabs(d[1]);
 }
-BINARY_ENTRY_POINTS(mul)
+BINARY_ENTRY_POINTS(mul, 0.0)
 
 /* ---- div: y = a / b, raw IEEE (b = 0 gives ±Inf or NaN, no guard) --------------------------- *
  * Not a BackendOp: TorchLean's tape op Tape.div / divSpec. Forward: one correctly rounded
@@ -295,7 +297,7 @@ static void div_dx(double a, double b, double g, double d[2], double m[2])
     m[0] = fabs(d[0]);
     m[1] = fabs(d[1]);
 }
-BINARY_ENTRY_POINTS(div)
+BINARY_ENTRY_POINTS(div, UF)
 
 static void div_domain(const ref_params *p, int n, const ref_shape *in, int i, ref_domain *d)
 {
@@ -504,7 +506,7 @@ static void max_dx(double a, double b, double g, double d[2], double m[2])
 {
     route_selection(a > b, b > a, g, d, m);
 }
-BINARY_ENTRY_POINTS(max)
+BINARY_ENTRY_POINTS(max, 0.0)
 
 /* ---- min: y = fmin(a, b); VJP mirrors max: a < b -> (g, 0); b < a -> (0, g); else split ------- */
 static double min_y(double a, double b, double *m)
@@ -518,7 +520,7 @@ static void min_dx(double a, double b, double g, double d[2], double m[2])
 {
     route_selection(a < b, b < a, g, d, m);
 }
-BINARY_ENTRY_POINTS(min)
+BINARY_ENTRY_POINTS(min, 0.0)
 
 /* ---- inv: y = 1 / x; x = ±0 gives ±Inf (IEEE, no guard) ------------------------------------- *
  * VJP (both runtimes): r = 1/x, r2 = r*r, t = g*r2, dx = t * (-1). At x = ±0: r2 = +Inf, so

@@ -9,8 +9,12 @@
  * slack for second-order terms). Its VJP g/n (or g * fl(1/n)) is within 2u|g/n|: m_i = |g|/n,
  * c = 2.
  * Strict f16/bf16 (ref.h): the sum runs in float32 and the result is rounded to the dtype once:
- * dtype_i = |y|. prob: the sum's n becomes sqrt(n): sqrt(n) sum|x|, and sum|x| / sqrt(n) + 2|y|
- * for the mean. The VJPs are pointwise (no split). */
+ * dtype_i = |y|. prob: the sum's probabilistic magnitude P (ref_sum_prob: sqrt(n) sum|x|, or
+ * the smaller exchangeable form), and P / n + 2|y| for the mean. The VJPs are pointwise (no
+ * split).
+ * The sums are compensated (ref_sum): the oracle's own error is 2^-53 |y| + gamma_n^2 sum|x|
+ * (REF_COMPENSATED_FWD), not the (n - 1) 2^-53 sum|x| of a plain fold; the mean's division adds
+ * another 2^-53 |y|, within the 2^-53 sum|x| / n >= 2^-53 |y| its m_i leaves spare. */
 #include "ref_families.h"
 
 #include <math.h>
@@ -49,20 +53,16 @@ static ref_status sample_reduce(ref_rng *r, const ref_sample_req *req, ref_param
     return REF_OK;
 }
 
-/* The left fold from 0 of x[o, j, i] over j; *s_abs = sum_j |x[o, j, i]|. */
-static double axis_sum(const ref_tensor *x, ref_axis_split a, int64_t o, int64_t i, double *s_abs)
+/* The compensated sum of x[o, j, i] over j, in increasing j. */
+static ref_sum axis_sum(const ref_tensor *x, ref_axis_split a, int64_t o, int64_t i)
 {
-    double s = 0.0;
-    *s_abs = 0.0;
-    for (int64_t j = 0; j < a.len; j++) {
-        double v = x->v[(o * a.len + j) * a.inner + i];
-        s += v;
-        *s_abs += fabs(v);
-    }
+    ref_sum s = {0};
+    for (int64_t j = 0; j < a.len; j++)
+        ref_sum_add(&s, x->v[(o * a.len + j) * a.inner + i]);
     return s;
 }
 
-/* reduceSum: y[o, i] = left fold from 0 of x[o, j, i] over j. */
+/* reduceSum: y[o, i] = sum over j of x[o, j, i]. */
 static ref_status reduce_sum_fwd(const ref_params *p, int n, const ref_tensor *in,
                                  ref_tensor *out, const ref_mag *mags)
 {
@@ -70,11 +70,12 @@ static ref_status reduce_sum_fwd(const ref_params *p, int n, const ref_tensor *i
     ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
-            double s_abs, s = axis_sum(&in[0], a, o, i, &s_abs);
-            out->v[o * a.inner + i] = s;
+            ref_sum s = axis_sum(&in[0], a, o, i);
+            double y = ref_sum_value(&s, p->plain_sums);
+            out->v[o * a.inner + i] = y;
             if (mags)
-                ref_mag_set(mags, o * a.inner + i, (double)a.len * s_abs, fabs(s),
-                            sqrt((double)a.len) * s_abs);
+                ref_mag_set(mags, o * a.inner + i, (double)a.len * s.abs, fabs(y),
+                            ref_sum_prob(&s));
         }
     return REF_OK;
 }
@@ -100,7 +101,7 @@ static ref_status reduce_sum_vjp(const ref_params *p, int n, const ref_tensor *i
     return REF_OK;
 }
 
-/* reduceMean: y[o, i] = (left fold from 0 of x[o, j, i] over j) / n, n = axis extent >= 1. */
+/* reduceMean: y[o, i] = (sum over j of x[o, j, i]) / n, n = axis extent >= 1. */
 static ref_status reduce_mean_fwd(const ref_params *p, int n, const ref_tensor *in,
                                   ref_tensor *out, const ref_mag *mags)
 {
@@ -108,12 +109,13 @@ static ref_status reduce_mean_fwd(const ref_params *p, int n, const ref_tensor *
     ref_axis_split a = ref_split_param_axis(p, &in[0].shape);
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
-            double s_abs, s = axis_sum(&in[0], a, o, i, &s_abs);
-            double y = s / (double)a.len; /* division, as TorchLean (not a reciprocal multiply) */
+            ref_sum s = axis_sum(&in[0], a, o, i);
+            /* division, as TorchLean (not a reciprocal multiply) */
+            double y = ref_sum_value(&s, p->plain_sums) / (double)a.len;
             out->v[o * a.inner + i] = y;
             if (mags)
-                ref_mag_set(mags, o * a.inner + i, s_abs + 2.0 * fabs(y), fabs(y),
-                            s_abs / sqrt((double)a.len) + 2.0 * fabs(y));
+                ref_mag_set(mags, o * a.inner + i, s.abs + 2.0 * fabs(y), fabs(y),
+                            ref_sum_prob(&s) / (double)a.len + 2.0 * fabs(y));
         }
     return REF_OK;
 }
@@ -142,10 +144,12 @@ static ref_status reduce_mean_vjp(const ref_params *p, int n, const ref_tensor *
 const ref_op ref_family_reduce[] = {
     {.name = "reduceSum", .report_name = "reduce_sum", .min_inputs = 1, .max_inputs = 1,
      .input_names = {"x"}, .params = REF_P_AXIS, .requires_vjp = 1, .c_fwd = 1, .c_vjp = 1,
-     .shape = reduce_shape, .forward = reduce_sum_fwd, .vjp = reduce_sum_vjp,
+     .compensated = REF_COMPENSATED_FWD, .shape = reduce_shape, .forward = reduce_sum_fwd,
+     .vjp = reduce_sum_vjp,
      .sample = sample_reduce},
     {.name = "reduceMean", .report_name = "reduce_mean", .min_inputs = 1, .max_inputs = 1,
      .input_names = {"x"}, .params = REF_P_AXIS, .requires_vjp = 1, .c_fwd = 1, .c_vjp = 2,
+     .compensated = REF_COMPENSATED_FWD,
      .note = "the axis must be nonempty (ATen's mean of an empty axis is NaN); TorchLean divides "
              "by n, its LibTorch capsule multiplies by float32 1/n",
      .shape = reduce_shape, .forward = reduce_mean_fwd, .vjp = reduce_mean_vjp,

@@ -19,7 +19,8 @@
  * stored in the dtype (ATen's backward kernels take it): their dtype share is that rounding
  * carried through (the softmax VJP: y_i (|g_i - <g, y>| + sum_j |g_j| y_j); logSoftmax's:
  * exp(y_i) |sum g| times the forward's dtype share) plus |dx|. prob: n - 1 (and n) become their
- * square roots, in the forward factors too. */
+ * square roots, in the forward factors too.
+ * The denominator s and the VJPs' sums <g, y> and sum g are compensated (ref_sum). */
 #include "ref_families.h"
 
 #include <math.h>
@@ -65,7 +66,7 @@ static int is_allowed(const double *mask, int64_t k)
  * numerator e_j = exp(x_j - m) if allowed, exactly 0 if blocked; y_j = e_j / sum_j e_j for every
  * j (ordinary arithmetic: a NaN sum makes the blocked entries NaN too). No allowed entry: y = 0. */
 static slice_stats slice_softmax(const double *x, const double *mask, int64_t len,
-                                 int64_t stride, double *y)
+                                 int64_t stride, double *y, int plain)
 {
     slice_stats st = {0.0, 0.0, 0.0, 0};
     for (int64_t j = 0; j < len; j++)
@@ -79,10 +80,12 @@ static slice_stats slice_softmax(const double *x, const double *mask, int64_t le
             y[j * stride] = 0.0;
         return st;
     }
+    ref_sum sum = {0};
     for (int64_t j = 0; j < len; j++) {
         y[j * stride] = is_allowed(mask, j * stride) ? exp(x[j * stride] - st.max) : 0.0;
-        st.sum += y[j * stride];
+        ref_sum_add(&sum, y[j * stride]);
     }
+    st.sum = ref_sum_value(&sum, plain);
     for (int64_t j = 0; j < len; j++) {
         y[j * stride] /= st.sum;
         if (is_allowed(mask, j * stride))
@@ -95,7 +98,7 @@ static slice_stats slice_softmax(const double *x, const double *mask, int64_t le
  * With a mask (hardMaskedSoftmax) the scalar is 1 if allowed else 0, blocked entries are exactly
  * 0 (m_i = 0) and the error model's n is the number of allowed entries. */
 static ref_status softmax_core(const ref_tensor *x, const double *mask, int axis,
-                               ref_tensor *out, const ref_mag *mags, int log_form)
+                               ref_tensor *out, const ref_mag *mags, int log_form, int plain)
 {
     const ref_shape *s = &x->shape;
     if (s->rank == 0) {
@@ -113,7 +116,7 @@ static ref_status softmax_core(const ref_tensor *x, const double *mask, int axis
             const double *xs = x->v + base;
             const double *ms = mask ? mask + base : NULL;
             double *y = out->v + base;
-            slice_stats st = slice_softmax(xs, ms, a.len, a.inner, y);
+            slice_stats st = slice_softmax(xs, ms, a.len, a.inner, y, plain);
             double ls = log_form ? log(st.sum) : 0.0; /* once per slice */
             double len = (double)(st.allowed - 1);
             double rel_s = len + st.spread, rel_sp = sqrt(len > 0 ? len : 0) + st.spread;
@@ -144,14 +147,16 @@ static ref_status softmax_fwd(const ref_params *p, int n, const ref_tensor *in, 
                               const ref_mag *mags)
 {
     (void)n;
-    return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mags, 0);
+    return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mags, 0,
+                        p->plain_sums);
 }
 
 static ref_status log_softmax_fwd(const ref_params *p, int n, const ref_tensor *in,
                                   ref_tensor *out, const ref_mag *mags)
 {
     (void)n;
-    return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mags, 1);
+    return softmax_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), out, mags, 1,
+                        p->plain_sums);
 }
 
 /* softmax VJP: dx = y * (g - <g, y>) per slice.
@@ -162,7 +167,7 @@ static ref_status log_softmax_fwd(const ref_params *p, int n, const ref_tensor *
  * runs the plain row-softmax backward on the output). */
 static ref_status softmax_vjp_core(const ref_tensor *x, const double *mask, int axis,
                                    const ref_tensor *y, const ref_tensor *g, double *dx,
-                                   const ref_mag *mag)
+                                   const ref_mag *mag, int plain)
 {
     const ref_shape *s = &x->shape;
     if (s->rank == 0) { /* the output is constant (1, 0 or 1-if-allowed) */
@@ -182,23 +187,24 @@ static ref_status softmax_vjp_core(const ref_tensor *x, const double *mask, int 
         return REF_ENOMEM;
     }
     if (mag)
-        softmax_core(x, mask, axis, &tmp, &fwd, 0);
+        softmax_core(x, mask, axis, &tmp, &fwd, 0, plain);
     free(tmp.v);
     double rows = (double)(a.len - 1);
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
             int64_t base = o * a.len * a.inner + i;
-            double dot = 0.0, dot_abs = 0.0, prop = 0.0, prop_p = 0.0, prop_dt = 0.0;
+            double prop = 0.0, prop_p = 0.0, prop_dt = 0.0;
+            ref_sum gy = {0};
             for (int64_t j = 0; j < a.len; j++) {
                 int64_t k = base + j * a.inner;
-                dot += g->v[k] * y->v[k];
-                dot_abs += fabs(g->v[k] * y->v[k]);
+                ref_sum_add_prod(&gy, g->v[k], y->v[k]);
                 if (mag) {
                     prop += fabs(g->v[k]) * fwd.worst[k];
                     prop_p += fabs(g->v[k]) * fwd.prob[k];
                     prop_dt += fabs(g->v[k]) * y->v[k];
                 }
             }
+            double dot = ref_sum_value(&gy, plain), dot_abs = gy.abs;
             for (int64_t j = 0; j < a.len; j++) {
                 int64_t k = base + j * a.inner;
                 double c = g->v[k] - dot, yk = y->v[k];
@@ -229,7 +235,7 @@ static ref_status softmax_vjp(const ref_params *p, int n, const ref_tensor *in,
     if (!grad[0].v)
         return REF_OK;
     return softmax_vjp_core(&in[0], NULL, ref_norm_axis(p->axis, in[0].shape.rank), y, g,
-                            grad[0].v, gmag && gmag[0].worst ? &gmag[0] : NULL);
+                            grad[0].v, gmag && gmag[0].worst ? &gmag[0] : NULL, p->plain_sums);
 }
 
 /* logSoftmax VJP from the saved output: dx = g - exp(y) * sum g.
@@ -256,12 +262,13 @@ static ref_status log_softmax_vjp(const ref_params *p, int n, const ref_tensor *
     for (int64_t o = 0; o < a.outer; o++)
         for (int64_t i = 0; i < a.inner; i++) {
             int64_t base = o * a.len * a.inner + i;
-            double sum = 0.0, sum_abs = 0.0, mx = in[0].v[base];
+            double mx = in[0].v[base];
+            ref_sum gs = {0};
             for (int64_t j = 0; j < a.len; j++) {
-                sum += g->v[base + j * a.inner];
-                sum_abs += fabs(g->v[base + j * a.inner]);
+                ref_sum_add(&gs, g->v[base + j * a.inner]);
                 mx = fmax(mx, in[0].v[base + j * a.inner]);
             }
+            double sum = ref_sum_value(&gs, p->plain_sums), sum_abs = gs.abs;
             /* the forward's log-sum-exp max + log s = x_k - y_k (any k), stored in the dtype */
             double lse = in[0].v[base] - y->v[base], len = (double)a.len;
             for (int64_t j = 0; j < a.len; j++) {
@@ -308,7 +315,7 @@ static ref_status masked_fwd(const ref_params *p, int n, const ref_tensor *in, r
 {
     (void)p;
     (void)n;
-    return softmax_core(&in[0], in[1].v, in[0].shape.rank - 1, out, mags, 0);
+    return softmax_core(&in[0], in[1].v, in[0].shape.rank - 1, out, mags, 0, p->plain_sums);
 }
 
 /* dx = y * (g - <g, y>) per row at the masked output (the mask is constant, no gradient). */
@@ -316,12 +323,11 @@ static ref_status masked_vjp(const ref_params *p, int n, const ref_tensor *in,
                              const ref_tensor *y, const ref_tensor *g, ref_tensor *grad,
                              const ref_mag *gmag)
 {
-    (void)p;
     (void)n;
     if (!grad[0].v)
         return REF_OK;
     return softmax_vjp_core(&in[0], in[1].v, in[0].shape.rank - 1, y, g, grad[0].v,
-                            gmag && gmag[0].worst ? &gmag[0] : NULL);
+                            gmag && gmag[0].worst ? &gmag[0] : NULL, p->plain_sums);
 }
 
 static ref_status sample_masked(ref_rng *r, const ref_sample_req *req, ref_params *p, int *n,

@@ -11,8 +11,9 @@
       zero-trust checks) must be capcheck's verdict.
   aten_lowering_check.py judge FILE.jsonl
       FILE holds synthetic outputs capcheck judged (compare.c, zero_trust.c): per row the
-      values a reproducer ships (expected, bound, overflow_ok, the zero-trust facts), the
-      output, and capcheck's count of elements over their bound and its zero-trust verdict; the
+      values a reproducer ships (expected, the bound that judges each element, overflow_ok,
+      the zero-trust facts, the rounding-bias test's candidates), the output, and capcheck's
+      count of elements over their bound and its zero-trust and rounding-bias verdicts; the
       reproducer's judge must give the same count and verdict on every row.
   aten_lowering_check.py scripts DIR
       DIR/expect.txt lists "SCRIPT CODE" lines: each reproducer script, run as a program would
@@ -133,11 +134,13 @@ def check_judge(path):
         sources = [("x", torch.tensor(row["source"], dtype=torch.float64))]
         spec = dict(row, shape=[got.numel()])
         passed, said = ns["output_verdict"]("y", got, spec, sources, row["nonfinite_alike"])
-        capcheck_passed = row["n_over"] == 0 and not row["zero_trust_fails"]
+        capcheck_passed = row["n_over"] == 0 and not row["zero_trust_fails"] and \
+            not row["biased"]
         if over != row["n_over"] or passed != capcheck_passed:
-            faults.append("row %d: capcheck counts %d over the bound%s, the reproducer %d (%s)"
+            faults.append("row %d: capcheck counts %d over the bound%s%s, the reproducer %d (%s)"
                           % (n, row["n_over"],
-                             ", fails zero-trust" if row["zero_trust_fails"] else "", over,
+                             ", fails zero-trust" if row["zero_trust_fails"] else "",
+                             ", calls it biased" if row["biased"] else "", over,
                              "; ".join(said)))
     print("aten_lowering_check: %d judged rows, %d faults" % (n, len(faults)))
     return faults

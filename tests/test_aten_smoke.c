@@ -455,35 +455,46 @@ static void put_num(FILE *f, const char *sep, double x)
 
 /* One synthetic output judged by capcheck (compare.c, zero_trust.c) as a record of the judge
  * check: what a reproducer ships of it (the tap's copy) and capcheck's own verdict on `got`. */
-static void judge_record(FILE *f, const double *expected, const double *got, const double *mag,
-                         int64_t n, int nonfinite, const double *source)
+static cc_comparison judge_record_in(FILE *f, cc_dtype t, const cc_bound_model *model,
+                            const double *expected, const double *got, const ref_mag *m,
+                            int64_t n, int nonfinite, const double *source)
 {
-    cc_view v = {CC_F32, 1, {n}, {1}, malloc(4 * (size_t)(n ? n : 1))};
+    cc_view v = {t, 1, {n}, {1}, malloc(cc_dtype_size(t) * (size_t)(n ? n : 1))};
     for (int64_t i = 0; i < n; i++)
-        cc_store(CC_F32, v.data, i, got[i]);
-    cc_bound_model bm = cc_bound_for(CC_F32, 2.0);
+        cc_store(t, v.data, i, got[i]);
+    cc_bound_model bm = *model;
     bm.nonfinite_alike = nonfinite;
-    ref_mag m = {(double *)mag, NULL, NULL};
     cc_zt_source src = {"x", source, n};
     cc_comparison cmp;
-    cc_compare(expected, &m, &v, &bm, &cmp);
-    cc_judged_output o = {"y", &v, expected, &m, NULL, n, &bm, 2.0, &src, source ? 1 : 0, 0, &cmp};
+    cc_compare(expected, m, &v, &bm, &cmp);
+    cc_judged_output o = {"y", &v, expected, m, NULL, n, &bm, 2.0, &src, source ? 1 : 0, 0, &cmp};
     cc_repro_outputs outs;
     cc_judge_tap tap;
     cc_repro_outputs_tap(&outs, &tap);
     tap.seen(tap.ctx, &o);
     char msg[384];
-    cc_zt_verdict zt = cc_zero_trust("y", expected, mag, 2.0, &v, &src, source ? 1 : 0, msg,
+    cc_zt_verdict zt = cc_zero_trust("y", expected, m->worst, 2.0, &v, &src, source ? 1 : 0, msg,
                                      sizeof msg);
     const cc_repro_output *r = &outs.out[0];
-    fprintf(f, "{\"n_over\": %lld, \"zero_trust_fails\": %s, \"nonfinite_alike\": %s, "
-               "\"zero_trust\": {\"all_zero\": %s, \"all_equal\": %s, \"copy_of\": %s}, "
-               "\"got\": [",
-            (long long)cmp.n_over, zt != CC_ZT_OK ? "true" : "false", nonfinite ? "true" : "false",
+    fprintf(f, "{\"n_over\": %lld, \"zero_trust_fails\": %s, \"biased\": %s, "
+               "\"nonfinite_alike\": %s, "
+               "\"zero_trust\": {\"all_zero\": %s, \"all_equal\": %s, \"copy_of\": %s}, ",
+            (long long)cmp.n_over, zt != CC_ZT_OK ? "true" : "false",
+            cmp.bias.biased ? "true" : "false", nonfinite ? "true" : "false",
             r->zt_all_zero ? "true" : "false", r->zt_all_equal ? "true" : "false",
             r->zt_copy_of & 1 ? "[0]" : "[]");
+    if (r->bias_test) {
+        fprintf(f, "\"bias\": {\"threshold\": %.17g, \"at\": [", cc_bias_z_threshold());
+        for (int64_t i = 0, first = 1; i < n; i++)
+            if (r->bias_candidate[i]) {
+                fprintf(f, "%s%lld", first ? "" : ", ", (long long)i);
+                first = 0;
+            }
+        fputs("]}, ", f);
+    }
+    fputs("\"got\": [", f);
     for (int64_t i = 0; i < n; i++)
-        put_num(f, i ? ", " : "", cc_load(CC_F32, v.data, i));
+        put_num(f, i ? ", " : "", cc_load(t, v.data, i));
     fputs("], \"source\": [", f);
     for (int64_t i = 0; source && i < n; i++)
         put_num(f, i ? ", " : "", source[i]);
@@ -502,6 +513,16 @@ static void judge_record(FILE *f, const double *expected, const double *got, con
     fputs("]}\n", f);
     cc_repro_outputs_free(&outs);
     free(v.data);
+    return cmp;
+}
+
+/* judge_record_in for an f32 output of c_op 2 whose magnitudes are `mag` alone. */
+static void judge_record(FILE *f, const double *expected, const double *got, const double *mag,
+                         int64_t n, int nonfinite, const double *source)
+{
+    cc_bound_model bm = cc_bound_for(CC_F32, 2.0);
+    ref_mag m = {(double *)mag, NULL, NULL};
+    (void)judge_record_in(f, CC_F32, &bm, expected, got, &m, n, nonfinite, source);
 }
 
 /* The reproducers judge as capcheck judges (compare.c, zero_trust.c): on a table of
@@ -522,9 +543,8 @@ static void test_reproducer_judges_as_capcheck(void **state)
     for (int nf = 0; nf < 2; nf++)
         for (size_t k = 0; k < sizeof es / sizeof es[0]; k++) {
             double e = es[k], m = isfinite(e) ? fabs(e) + 1.0 : 1.0;
-            double b = cc_element_bound(&(cc_bound_model){2.0, 0x1p-24 + 0x1p-53,
-                                                          0x1p-126, 0x1p-24 + 0x1p-53, 6.0, 0},
-                                        (cc_element_mag){m, m, m});
+            cc_bound_model f32_model = cc_bound_for(CC_F32, 2.0);
+            double b = cc_element_bound(&f32_model, (cc_element_mag){m, m, m});
             double gs[] = {e, e + 0.5 * b, e + 1.5 * b, e + 40 * b, NAN, inf, -inf, 0.0};
             enum { N = sizeof gs / sizeof gs[0] };
             double exp[N], mag[N];
@@ -543,9 +563,43 @@ static void test_reproducer_judges_as_capcheck(void **state)
     judge_record(f, one, one, mag4, 4, 0, NULL);   /* a constant where it is */
     judge_record(f, ref, src, mag4, 4, 0, src);    /* a copy of x where the reference differs */
     judge_record(f, src, src, mag4, 4, 0, src);    /* a copy of x where it does not */
+    /* A long sum that cancels: its worst-case bound (m_i = 1e9) admits every value, its
+     * probabilistic bound (sqrt(n) for n: prob_i = 1e3) judges; one element 3.6 of those
+     * bounds off, one 0.01 of it. */
+    const double prob_exp[] = {1.0, -1.0, 0.5, 2.0}, prob_worst[] = {1e9, 1e9, 1e9, 1e9};
+    const double prob_prob[] = {1e3, 1e3, 1e3, 1e3};
+    double prob_bound = 6.0 * (0x1p-24 + 0x1p-53) * 1e3;
+    const double prob_got[] = {1.0 + 3.6 * prob_bound, -1.0, 0.5 + 0.01 * prob_bound, 2.0};
+    cc_bound_model f32 = cc_bound_for(CC_F32, 2.0);
+    assert_true(f32.prob_judges);
+    ref_mag prob_mag = {(double *)prob_worst, (double *)prob_worst, (double *)prob_prob};
+    cc_comparison c = judge_record_in(f, CC_F32, &f32, prob_exp, prob_got, &prob_mag, 4, 0, NULL);
+    assert_true(c.n_over == 1 && c.n_prob == 4 && c.worst_by_prob);
+    /* An f16 output of 64 distinct values, half of them negative, 0.3 or 0.7 of an ulp past
+     * the f16 grid in magnitude, final roundings of a float32 accumulation of 16 terms (dtype_i
+     * = |y|, m_i = 16 |y|, prob_i = 4 |y|): rounded to nearest (half toward zero, half below)
+     * and truncated (all 64 toward zero, z = 8, but half below: the test must look both ways;
+     * every element within its bound). */
+    enum { NB = 64 };
+    double be[NB], bw[NB], bd[NB], bp[NB], nearest[NB], truncated[NB];
+    for (int i = 0; i < NB; i++) {
+        double sign = i % 4 < 2 ? 1.0 : -1.0;
+        be[i] = sign * (1.0 + (i + (i % 2 ? 0.7 : 0.3)) * 0x1p-10);
+        bd[i] = fabs(be[i]), bw[i] = 16.0 * bd[i], bp[i] = 4.0 * bd[i];
+        nearest[i] = cc_round_to(CC_F16, be[i]);
+        truncated[i] = sign * (1.0 + i * 0x1p-10);
+    }
+    cc_bound_model f16 = cc_bound_for_judging(CC_F16, 0.0, 2.0, CC_ACC_STRICT);
+    assert_true(f16.bias_test);
+    ref_mag bias_mag = {bw, bd, bp};
+    c = judge_record_in(f, CC_F16, &f16, be, nearest, &bias_mag, NB, 0, NULL);
+    assert_true(c.n_over == 0 && c.bias.n == NB && !c.bias.biased);
+    c = judge_record_in(f, CC_F16, &f16, be, truncated, &bias_mag, NB, 0, NULL);
+    assert_true(c.n_over == 0 && c.bias.n == NB && c.bias.toward_zero == NB &&
+                c.bias.below == NB / 2 && c.bias.biased);
     assert_int_equal(fclose(f), 0);
-    printf("%d element rows and 7 zero-trust rows judged by capcheck and by the reproducer\n",
-           rows);
+    printf("%d element rows, 7 zero-trust rows, a row the probabilistic bound judges and 2 rows "
+           "of the rounding-bias test judged by capcheck and by the reproducer\n", rows);
     lowering_check_then_remove("judge", path, "the reproducer's judgement is not capcheck's");
 }
 

@@ -119,7 +119,25 @@ static void test_bounds_are_the_formulas(void **state)
     assert_true(cc_element_bound(&f32, (cc_element_mag){NAN, NAN, NAN}) == 0x1p-126);
     assert_true(cc_element_bound(&f32, (cc_element_mag){INFINITY, 1, 1}) == INFINITY);
     cc_bound_model f64 = cc_bound_for(CC_F64, 1.0);
-    assert_true(f64.u == 2 * oracle && f64.floor == 0x1p-1022);
+    assert_true(f64.u == 2 * oracle && f64.floor == 0x1p-1022 && f64.oracle_dtype == 0.0);
+    /* an oracle whose sums are compensated: its share c_op 2^-53 (dtype_i + 2^-20 m_i) in
+     * place of the 2^-53 in u and u_acc */
+    cc_bound_model comp = cc_bound_for(CC_F64, 2.0);
+    cc_bound_oracle_compensated(&comp);
+    assert_true(comp.u == oracle && comp.u_acc == oracle && comp.oracle_dtype == oracle);
+    assert_true(cc_element_bound(&comp, mag) ==
+                2.0 * oracle * 10.0 + 2.0 * oracle * (4.0 + 0x1p-20 * 10.0) + 0x1p-1022);
+    assert_true(cc_element_suspect_bound(&comp, mag) ==
+                2.0 * oracle * (6.0 * 2.5) + 2.0 * oracle * (4.0 + 0x1p-20 * (6.0 * 2.5)) +
+                    0x1p-1022);
+    cc_bound_oracle_compensated(&comp); /* once is all */
+    assert_true(comp.u == oracle && comp.oracle_dtype == oracle);
+    cc_bound_model comp16 = cc_bound_for(CC_F16, 2.0);
+    cc_bound_oracle_compensated(&comp16);
+    assert_true(comp16.u == 0x1p-11 && comp16.u_acc == 0x1p-24 && comp16.prob_judges);
+    assert_true(cc_element_bound(&comp16, mag) ==
+                2.0 * (0x1p-24 * 10.0 + 0x1p-11 * 4.0) + 2.0 * oracle * (4.0 + 0x1p-20 * 10.0) +
+                    0x1p-14);
 }
 
 /* The ratio of an error of k units of the bound is k, exactly where k is; one bound passes
@@ -270,6 +288,159 @@ static void test_vacuity_is_the_rule(void **state)
     assert_true(cc_bound_is_vacuous(0.0, 0x1.fffffep127, 0.0, CC_F32, &f32));
 }
 
+/* The probabilistic bound judges an element where its worst-case bound is vacuous, the model
+ * allows it (prob_judges) and it is the smaller; nowhere else. */
+static void test_probabilistic_bound_judges_vacuous_elements(void **state)
+{
+    (void)state;
+    const double u = 0x1p-24 + 0x1p-53, floor32 = 0x1p-126;
+    cc_bound_model m = cc_bound_for(CC_F32, 1.0);
+    assert_true(m.prob_judges && !m.bias_test);
+    /* where the model allows it: f64, f32, strict f16/bf16 (float32 accumulation); not a fold
+     * in the dtype (relaxed) nor a declared coarser arithmetic (TF32) */
+    assert_true(cc_bound_for(CC_F64, 1.0).prob_judges && cc_bound_for(CC_BF16, 1.0).prob_judges);
+    assert_false(cc_bound_for_judging(CC_BF16, 0.0, 1.0, CC_ACC_RELAXED).prob_judges);
+    assert_false(cc_bound_for_compute(CC_F32, 0x1p-11, 1.0).prob_judges);
+    assert_false(cc_bound_for_compute(CC_F16, 0x1p-11, 1.0).prob_judges);
+    /* a sum of 10^8-scale magnitude and result 10: worst-case bound u 1e9 + floor (59.6) admits
+     * 0 and -10 (vacuous against the output's own magnitude 20); the probabilistic bound
+     * 6 u 1e5 + floor (0.0358) does not */
+    cc_element_mag mag = {1e9, 10.0, 1e5};
+    double worst = u * 1e9 + floor32, prob = u * (6.0 * 1e5) + floor32;
+    int by_prob = -1;
+    assert_true(cc_element_judging_bound(&m, mag, 10.0, 20.0, CC_F32, &by_prob) == prob);
+    assert_int_equal(by_prob, 1);
+    /* not vacuous (the output's own magnitude 100): the worst-case bound judges */
+    assert_true(cc_element_judging_bound(&m, mag, 10.0, 100.0, CC_F32, &by_prob) == worst);
+    assert_int_equal(by_prob, 0);
+    /* the model does not allow it */
+    cc_bound_model off = m;
+    off.prob_judges = 0;
+    assert_true(cc_element_judging_bound(&off, mag, 10.0, 20.0, CC_F32, &by_prob) == worst);
+    assert_int_equal(by_prob, 0);
+    /* a short sum: the probabilistic bound is the larger, the worst-case one stays */
+    cc_element_mag short_sum = {1e9, 10.0, 1e9};
+    assert_true(cc_element_judging_bound(&m, short_sum, 10.0, 20.0, CC_F32, NULL) == worst);
+    /* on an output: elements 0 and 1 vacuous and judged by it, element 2 not vacuous */
+    double expected[3] = {10.0, -10.0, 1.0}, wp[3] = {1e9, 1e9, 1.0}, dp[3] = {10, 10, 1},
+           pp[3] = {1e5, 1e5, 1.0};
+    float got[3] = {10.03f, -10.0f, 1.0f};
+    cc_view v = cc_t_vector_view(CC_F32, got, 3);
+    cc_comparison c;
+    cc_compare(expected, &(ref_mag){wp, dp, pp}, &v, &m, &c);
+    assert_int_equal(c.n_prob, 2);
+    assert_true(c.own_max == 10.0);
+    assert_int_equal(c.worst_index, 0);
+    assert_true(c.worst_by_prob && c.bound == prob);
+    assert_true(c.worst_ratio == ((double)10.03f - 10.0) / prob); /* 0.84: passes */
+    assert_int_equal(c.n_vacuous, 0);
+    assert_false(c.vacuous);
+    got[0] = 10.04f; /* over the probabilistic bound, far inside the worst-case one */
+    cc_compare(expected, &(ref_mag){wp, dp, pp}, &v, &m, &c);
+    assert_true(c.worst_ratio > 1.0 && c.n_over == 1);
+    cc_compare(expected, &(ref_mag){wp, dp, pp}, &v, &off, &c);
+    assert_true(c.worst_ratio < 1e-3 && c.n_prob == 0 && c.n_vacuous == 2 && !c.worst_by_prob);
+    /* vacuous even by the probabilistic bound: counted so */
+    double pbig[3] = {1e9 / 6.0 * 0.9, 1e9 / 6.0 * 0.9, 1.0};
+    cc_compare(expected, &(ref_mag){wp, dp, pbig}, &v, &m, &c);
+    assert_int_equal(c.n_prob, 2);
+    assert_int_equal(c.n_vacuous, 2);
+}
+
+/* x rounded to bf16 toward zero, and to nearest. */
+static double bf16_toward_zero(double x)
+{
+    double r = cc_round_to(CC_BF16, x);
+    return fabs(r) > fabs(x) ? r - copysign(cc_ulp(CC_BF16, x), x) : r;
+}
+
+/* n distinct bf16-inexact values (1 + (2k+1)/2^12, signs alternating), magnitudes of an
+ * accumulation (m = 100|y|, dtype = |y|, prob = 10|y|); got converted toward zero (trunc) or
+ * to nearest. Returns the comparison. */
+static cc_comparison bias_of(int n, int trunc, const cc_bound_model *m)
+{
+    double e[128], w[128], d[128], p[128];
+    uint16_t got[128];
+    for (int k = 0; k < n; k++) {
+        e[k] = (1.0 + (2.0 * k + 1.0) / 4096.0) * (k % 2 ? -1.0 : 1.0);
+        w[k] = 100.0 * fabs(e[k]);
+        d[k] = fabs(e[k]);
+        p[k] = 10.0 * fabs(e[k]);
+        cc_store(CC_BF16, got, k, trunc ? bf16_toward_zero(e[k]) : e[k]);
+    }
+    cc_view v = cc_t_vector_view(CC_BF16, got, n);
+    cc_comparison c;
+    cc_compare(e, &(ref_mag){w, d, p}, &v, m, &c);
+    return c;
+}
+
+/* The rounding-bias test (compare.h): the sign test's threshold, its minimum count, a
+ * truncating conversion rejected, round to nearest not, and which elements enter it. */
+static void test_rounding_bias_test(void **state)
+{
+    (void)state;
+    assert_true(cc_bias_z_threshold() == sqrt(2.0 * log(2.0 / 1e-9)));
+    assert_true(cc_bias_z_threshold() > sqrt(42.0) && cc_bias_z_threshold() < sqrt(43.0));
+    cc_bound_model m = cc_bound_for(CC_BF16, 2.0);
+    assert_true(m.bias_test && cc_bound_for(CC_F16, 2.0).bias_test);
+    assert_false(cc_bound_for(CC_F32, 2.0).bias_test || cc_bound_for(CC_F64, 2.0).bias_test);
+    /* 64 values truncated: every one toward zero, z = (2 64 - 64) / 8 = 8 */
+    cc_comparison c = bias_of(64, 1, &m);
+    assert_int_equal(c.bias.n, 64);
+    assert_int_equal(c.bias.toward_zero, 64);
+    assert_true(c.bias.z == 8.0 && c.bias.biased);
+    assert_true(c.bias.mean_ulp < -0.4 && c.bias.mean_ulp > -1.0);
+    assert_true(c.worst_ratio <= 1.0); /* inside the bound: only the bias test sees it */
+    /* the minimum count: 42 values all one way are not enough (sqrt(42) = 6.48), 43 are */
+    c = bias_of(42, 1, &m);
+    assert_true(c.bias.n == 42 && c.bias.toward_zero == 42 && !c.bias.biased);
+    c = bias_of(43, 1, &m);
+    assert_true(c.bias.biased);
+    /* round to nearest: these values (1 + (2k+1)/2^12) round to 1 + k'/2^7 either way */
+    c = bias_of(128, 0, &m);
+    assert_int_equal(c.bias.n, 128);
+    assert_false(c.bias.biased);
+    assert_true(fabs(c.bias.z) <= cc_bias_z_threshold());
+    /* the test off: nothing enters it */
+    cc_bound_model off = m;
+    off.bias_test = 0;
+    c = bias_of(64, 1, &off);
+    assert_true(c.bias.n == 0 && !c.bias.biased && c.bias.z == 0.0);
+    /* which elements enter: 1 + 3/2^12 (inexact, accumulated: m = 100, prob = 10) does */
+    cc_element_mag acc = {100.0, 1.0, 10.0};
+    double x = 1.0 + 3.0 / 4096.0, rx = cc_round_to(CC_BF16, x);
+    assert_true(cc_bias_candidate(&m, acc, x, rx, CC_BF16));
+    assert_false(cc_bias_candidate(&m, acc, 1.5, 1.5, CC_BF16));           /* representable */
+    assert_false(cc_bias_candidate(&m, acc, 1.0 + 1.0 / 256.0, 1.0, CC_BF16)); /* a tie */
+    assert_false(cc_bias_candidate(&m, (cc_element_mag){100.0, 2.0, 10.0}, x, rx, CC_BF16));
+    assert_false(cc_bias_candidate(&m, (cc_element_mag){100.0, 1.0, 60.0}, x, rx, CC_BF16));
+    assert_false(cc_bias_candidate(&m, (cc_element_mag){1.0, 1.0, 1.0}, x, rx, CC_BF16));
+    assert_false(cc_bias_candidate(&m, acc, x, NAN, CC_BF16));
+    assert_false(cc_bias_candidate(&m, acc, 0x1.8p-130, 0x1p-130, CC_BF16)); /* subnormal */
+    assert_false(cc_bias_candidate(&m, acc, NAN, NAN, CC_BF16));
+    assert_false(cc_bias_candidate(&off, acc, x, rx, CC_BF16));
+    /* repeated values count once: 64 elements of 8 distinct values, truncated */
+    double e[64], w[64], d[64], p[64];
+    uint16_t got[64];
+    for (int k = 0; k < 64; k++) {
+        e[k] = 1.0 + (2.0 * (k % 8) + 1.0) / 4096.0;
+        w[k] = 100.0 * e[k];
+        d[k] = e[k];
+        p[k] = 10.0 * e[k];
+        cc_store(CC_BF16, got, k, bf16_toward_zero(e[k]));
+    }
+    cc_view v = cc_t_vector_view(CC_BF16, got, 64);
+    cc_compare(e, &(ref_mag){w, d, p}, &v, &m, &c);
+    assert_true(c.bias.n == 8 && c.bias.toward_zero == 8 && !c.bias.biased);
+    /* the verdict from counts alone (what a record read back decides again) */
+    cc_bias b = {100, 80, 50, 0.0, 0.0, 0};
+    cc_bias_decide(&b);
+    assert_true(b.z == 6.0 && !b.biased);
+    b = (cc_bias){100, 50, 17, 0.0, 0.0, 0};
+    cc_bias_decide(&b);
+    assert_true(b.z == -6.6 && b.biased);
+}
+
 static void test_rounding_to_each_dtype(void **state)
 {
     (void)state;
@@ -367,6 +538,8 @@ int main(void)
         cmocka_unit_test(test_ratio_at_the_bound),
         cmocka_unit_test(test_nan_and_inf_rules_on_the_vectorized_path),
         cmocka_unit_test(test_vacuity_is_the_rule),
+        cmocka_unit_test(test_probabilistic_bound_judges_vacuous_elements),
+        cmocka_unit_test(test_rounding_bias_test),
         cmocka_unit_test(test_rounding_to_each_dtype),
         cmocka_unit_test(test_fast_rounding_matches_the_formula),
     };

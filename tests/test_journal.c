@@ -62,7 +62,12 @@ static void sample_result(cc_result *r)
     r->suspect_ratio = 1.5;
     r->suspect = r->vacuous = 1;
     r->has_power = 1;
-    r->power = (cc_power){NAN, 2.8284271247461903, INFINITY, 0};
+    r->power = (cc_power){NAN, 2.8284271247461903, INFINITY, 0, 0.0, 1.0};
+    r->prob_judged = 3;
+    r->worst_by_prob = 1;
+    r->bias = (cc_bias){100, 80, 50, -0.25, 0.0, 0};
+    cc_bias_decide(&r->bias);
+    snprintf(r->bias_output, sizeof r->bias_output, "grad:x");
     r->elements = 6;
     r->seconds = 0.25;
 }

@@ -42,12 +42,81 @@ static int64_t numel_of(const cc_view *v)
     return n;
 }
 
+/* The element values of the rounding-bias test, e indexing the compared elements. */
+typedef struct {
+    double e, g;
+    int64_t at;
+} spec_bias_value;
+
+static const spec_bias_value *sort_base;
+
+static int spec_by_value(const void *pa, const void *pb)
+{
+    const spec_bias_value *a = &sort_base[*(const int64_t *)pa],
+                          *b = &sort_base[*(const int64_t *)pb];
+    if (a->e < b->e)
+        return -1;
+    if (a->e > b->e)
+        return 1;
+    return a->at < b->at ? -1 : a->at > b->at;
+}
+
+static int spec_by_index(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+/* The rounding-bias test as compare.h states it: the candidates (cc_bias_candidate), the first
+ * element of each distinct expected value, in element order: counted toward zero (|got| <
+ * |expected|) and below (got < expected), their errors in ulps at the expected value summed
+ * away from zero and divided by their number; cc_bias_decide on the counts. */
+static void spec_bias(const double *expected, const ref_mag *mag, const int64_t *at, int64_t n,
+                      const cc_view *got, const cc_bound_model *m, cc_bias *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!m->bias_test)
+        return;
+    spec_bias_value *v = malloc(sizeof *v * (size_t)(n + 1));
+    int64_t *order = malloc(sizeof *order * (size_t)(n + 1));
+    assert_true(v && order);
+    int64_t nv = 0;
+    for (int64_t e = 0; e < n; e++) {
+        double g = cc_load(got->dtype, got->data, at ? at[e] : e);
+        if (cc_bias_candidate(m, cc_element_mag_at(mag, e), expected[e], g, got->dtype))
+            v[nv++] = (spec_bias_value){expected[e], g, e};
+    }
+    for (int64_t j = 0; j < nv; j++)
+        order[j] = j;
+    sort_base = v;
+    qsort(order, (size_t)nv, sizeof *order, spec_by_value);
+    int64_t kept = 0; /* the first of each value: the smallest index among equal values */
+    for (int64_t j = 0; j < nv; j++)
+        if (j == 0 || v[order[j]].e != v[order[j - 1]].e)
+            order[kept++] = order[j];
+    qsort(order, (size_t)kept, sizeof *order, spec_by_index); /* v is in element order */
+    double sum = 0.0;
+    out->n = kept;
+    for (int64_t j = 0; j < kept; j++) {
+        const spec_bias_value *b = &v[order[j]];
+        out->toward_zero += fabs(b->g) < fabs(b->e);
+        out->below += b->g < b->e;
+        sum += (b->g - b->e) / cc_ulp(got->dtype, b->e) * (b->e < 0 ? -1.0 : 1.0);
+    }
+    out->mean_ulp = kept > 0 ? sum / (double)kept : 0.0;
+    cc_bias_decide(out);
+    free(v);
+    free(order);
+}
+
 /* The judge as compare.h states it. n elements (count picks at[e] of got, or all of got); for
- * each: its magnitudes, bound and suspect bound, the provider's value, the ratios. Counted: over
- * the bound (ratio > 1), NaN where the other side has none, vacuous bounds. The worst is element 0
+ * each: its magnitudes, judging bound (cc_element_judging_bound: the probabilistic bound where
+ * the worst-case one is vacuous and the model allows it) and suspect bound, the provider's
+ * value, the ratios. Counted: over the bound (ratio > 1), NaN where the other side has none,
+ * vacuous judging bounds, elements judged by the probabilistic bound. The worst is element 0
  * whatever its ratio, then each element whose ratio is larger than every one before it. The
  * suspect ratio is the largest suspect ratio (0 when none is positive). Vacuous: at least one
- * finite expected value, and every one of them vacuous. */
+ * finite expected value, and every one of them vacuous. The rounding-bias test: spec_bias. */
 static void spec_compare(const double *expected, const ref_mag *mag, const int64_t *at,
                          int64_t count, const cc_view *got, const cc_bound_model *m,
                          cc_comparison *out, cc_element_judgement *each)
@@ -65,19 +134,23 @@ static void spec_compare(const double *expected, const ref_mag *mag, const int64
         if (isfinite(a) && !(a <= oracle * mag->worst[e]) && a > out_max)
             out_max = a;
     }
+    out->own_max = out_max;
     int64_t n_finite = 0;
     for (int64_t e = 0; e < n; e++) {
         cc_element_mag em = cc_element_mag_at(mag, e);
-        double bound = cc_element_bound(m, em);
+        int by_prob;
+        double bound =
+            cc_element_judging_bound(m, em, expected[e], out_max, got->dtype, &by_prob);
         double suspect_bound = cc_element_suspect_bound(m, em);
         double g = cc_load(got->dtype, got->data, at ? at[e] : e);
         double ratio = cc_element_ratio_of(expected[e], g, bound, got->dtype, m);
         double suspect = cc_element_ratio_of(expected[e], g, suspect_bound, got->dtype, m);
-        each[e] = (cc_element_judgement){bound, ratio, suspect};
+        each[e] = (cc_element_judgement){bound, ratio, suspect, by_prob};
         out->n_over += ratio > 1.0;
         out->n_nan_mismatch += isnan(expected[e]) != isnan(g);
         n_finite += isfinite(expected[e]) != 0;
         out->n_vacuous += cc_bound_is_vacuous(expected[e], bound, out_max, got->dtype, m);
+        out->n_prob += by_prob;
         if (suspect > out->suspect_ratio)
             out->suspect_ratio = suspect;
         if (e == 0 || ratio > out->worst_ratio) {
@@ -87,16 +160,20 @@ static void spec_compare(const double *expected, const ref_mag *mag, const int64
             out->got = g;
             out->bound = bound;
             out->magnitude = mag->worst[e];
+            out->worst_by_prob = by_prob;
         }
     }
     out->vacuous = n_finite > 0 && out->n_vacuous == n_finite;
+    spec_bias(expected, mag, at, n, got, m, &out->bias);
 }
 
-/* What a case makes of a comparison (harness/run/runner.c): fail over the bound, else suspect
- * over the suspect bound, else pass. */
+/* What a case makes of a comparison (harness/run/runner.c): fail over the bound or biased,
+ * else suspect over the suspect bound, else pass. */
 static const char *verdict_of(const cc_comparison *c)
 {
-    return c->worst_ratio > 1.0 ? "fail" : c->suspect_ratio > 1.0 ? "suspect" : "pass";
+    return c->worst_ratio > 1.0 || c->bias.biased ? "fail"
+           : c->suspect_ratio > 1.0               ? "suspect"
+                                                  : "pass";
 }
 
 /* ---- agreement, bit for bit ---------------------------------------------------------------- */
@@ -130,6 +207,15 @@ static void differences(const cc_comparison *fast, const cc_comparison *spec, ch
     DIFF_DOUBLE(bound);
     DIFF_DOUBLE(magnitude);
     DIFF_DOUBLE(suspect_ratio);
+    DIFF_INT(n_prob);
+    DIFF_INT(worst_by_prob);
+    DIFF_DOUBLE(own_max);
+    DIFF_INT(bias.n);
+    DIFF_INT(bias.toward_zero);
+    DIFF_INT(bias.below);
+    DIFF_DOUBLE(bias.mean_ulp);
+    DIFF_DOUBLE(bias.z);
+    DIFF_INT(bias.biased);
 #undef DIFF_INT
 #undef DIFF_DOUBLE
     if (!why[0] && strcmp(verdict_of(fast), verdict_of(spec)) != 0)
@@ -144,6 +230,7 @@ typedef struct {
     long nan_expected, nan_got, inf_expected, inf_got, overflow_accepted;
     long over_bound, exactly_one, vacuous_outputs, vacuous_elements, suspect_outputs;
     long nonfinite_alike, split_planes, worst_after_first_chunk;
+    long prob_elements, prob_worst, bias_tests, biased, bias_repeats, compensated;
     long by_clone[REF_ISA_COUNT]; /* comparisons each clone made */
     char first[768];
 } coverage;
@@ -183,8 +270,13 @@ static void check_one(coverage *cv, const double *expected, const ref_mag *mag,
         if (cc_compare_at_isa(isa, expected, mag, at, count, got, m, &c, e_isa) == 0) {
             cv->by_clone[isa]++;
             differences(&c, &spec, other, sizeof other);
-            if (!other[0] && memcmp(e_isa, fast_each, sizeof *e_isa * (size_t)n) != 0)
-                snprintf(other, sizeof other, "an element's bound or ratio differs");
+            for (int64_t e = 0; e < n && !other[0]; e++)
+                if (!same_bits(e_isa[e].bound, fast_each[e].bound) ||
+                    !same_bits(e_isa[e].ratio, fast_each[e].ratio) ||
+                    !same_bits(e_isa[e].suspect_ratio, fast_each[e].suspect_ratio) ||
+                    e_isa[e].by_prob != fast_each[e].by_prob)
+                    snprintf(other, sizeof other, "element %lld's judgement differs",
+                             (long long)e);
             if (other[0])
                 snprintf(why, sizeof why, "the %s clone: %s", ref_isa_name(isa), other);
         }
@@ -193,7 +285,7 @@ static void check_one(coverage *cv, const double *expected, const ref_mag *mag,
     for (int64_t e = 0; e < n && !why[0]; e++) {
         const cc_element_judgement *f = &fast_each[e], *s = &spec_each[e];
         if (!same_bits(f->bound, s->bound) || !same_bits(f->ratio, s->ratio) ||
-            !same_bits(f->suspect_ratio, s->suspect_ratio))
+            !same_bits(f->suspect_ratio, s->suspect_ratio) || f->by_prob != s->by_prob)
             snprintf(why, sizeof why,
                      "element %lld (expected %a, got %a): bound %a / %a, ratio %a / %a, suspect "
                      "%a / %a (vectorized / definition)",
@@ -213,8 +305,19 @@ static void check_one(coverage *cv, const double *expected, const ref_mag *mag,
     cv->suspect_outputs += spec.worst_ratio <= 1.0 && spec.suspect_ratio > 1.0;
     cv->nonfinite_alike += m->nonfinite_alike;
     cv->split_planes += m->u_acc < m->u && mag->dtype != NULL;
+    cv->compensated += m->oracle_dtype > 0;
     cv->worst_after_first_chunk += spec.worst_index >= 256 && !at;
     cv->over_bound += spec.n_over;
+    cv->prob_elements += spec.n_prob;
+    cv->prob_worst += spec.worst_by_prob;
+    cv->bias_tests += spec.bias.n > 0;
+    cv->biased += spec.bias.biased;
+    long candidates = 0;
+    for (int64_t e = 0; e < n; e++)
+        candidates += cc_bias_candidate(m, cc_element_mag_at(mag, e), expected[e],
+                                        cc_load(got->dtype, got->data, at ? at[e] : e),
+                                        got->dtype);
+    cv->bias_repeats += candidates > spec.bias.n;
     for (int64_t e = 0; e < n; e++) {
         double x = expected[e], g = cc_load(got->dtype, got->data, at ? at[e] : e);
         cv->nan_expected += isnan(x) != 0;
@@ -268,6 +371,13 @@ static double special_value(cc_dtype t, uint64_t pick)
     const double v[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0, -0.0, max, -max,
                         tiny, -tiny, sub, -sub, 1.0, -1.0, max * 2.0 < INFINITY ? max * 2 : max};
     return v[pick % (sizeof v / sizeof v[0])];
+}
+
+/* x rounded to dtype t toward zero (a truncating conversion). */
+static double toward_zero(cc_dtype t, double x)
+{
+    double r = cc_round_to(t, x);
+    return fabs(r) > fabs(x) ? r - copysign(cc_ulp(t, x), x) : r;
 }
 
 /* ---- part 1: adversarial chunks ------------------------------------------------------------ */
@@ -376,22 +486,40 @@ static void test_adversarial_chunks(void **state)
                 /* some outputs start with a first chunk of exact values, so that a later
                  * chunk holds the worst element */
                 int calm_start = trial == 1;
+                /* trial 3: values drawn from 13 (repeated values), converted to the dtype
+                 * toward zero (odd lengths) or to nearest: the rounding-bias test's two sides */
+                double pool[13];
+                for (int k = 0; k < 13; k++)
+                    pool[k] = ldexp(uniform(&r) + 1.0, (int)(next(&r) % 9) - 4) *
+                              (next(&r) % 2 ? -1.0 : 1.0);
                 for (int64_t e = 0; e < n; e++) {
-                    expected[e] = calm_start && e < 256 ? 1.0 : adversarial_expected(t, &r);
+                    expected[e] = calm_start && e < 256 ? 1.0
+                                  : trial == 3 && e % 2 ? pool[next(&r) % 13] * (1.0 + 1e-9 * (double)e)
+                                  : trial == 3          ? pool[next(&r) % 13]
+                                                        : adversarial_expected(t, &r);
                     if (calm_start && e < 256)
                         cc_store(t, got, sampled ? at[e] : e, 1.0);
+                    else if (trial == 3)
+                        cc_store(t, got, sampled ? at[e] : e,
+                                 li % 2 ? toward_zero(t, expected[e]) : expected[e]);
                     else
                         adversarial_got(t, expected[e], got, sampled ? at[e] : e, &r);
                     planes[e] = adversarial_mag(expected[e], &r);
                     planes[n + 1 + e] = planes[e] * uniform(&r);       /* dtype_i <= m_i */
                     planes[2 * (n + 1) + e] = planes[e] * uniform(&r); /* prob_i <= m_i */
+                    if (trial == 3 && e % 8) { /* mostly candidates of the rounding-bias test */
+                        planes[n + 1 + e] = fabs(expected[e]) * uniform(&r);
+                        planes[2 * (n + 1) + e] = planes[e] * 0.5 * uniform(&r);
+                    }
                 }
                 ref_mag mag = {planes, trial % 2 ? planes + n + 1 : NULL,
-                               trial % 4 < 2 ? planes + 2 * (n + 1) : NULL};
+                               trial % 4 < 2 || trial == 3 ? planes + 2 * (n + 1) : NULL};
                 cc_bound_model m =
                     cc_bound_for_judging(t, compute_u[trial % 3], c_ops[(trial + li) % 4],
                                          (trial + ti) % 2 ? CC_ACC_RELAXED : CC_ACC_STRICT);
                 m.nonfinite_alike = trial % 5 == 4;
+                if ((li + trial) % 5 == 3) /* an oracle whose sums are compensated */
+                    cc_bound_oracle_compensated(&m);
                 cc_view v = cc_t_vector_view(t, got, total);
                 char what[128];
                 snprintf(what, sizeof what, "%s, %lld elements%s, trial %d", cc_dtype_name(t),
@@ -417,8 +545,13 @@ static void test_adversarial_chunks(void **state)
                 cv.inf_got > 100);
     assert_true(cv.overflow_accepted > 0 && cv.over_bound > 1000 && cv.vacuous_elements > 100);
     assert_true(cv.multi_chunk > 50 && cv.sampled > 100 && cv.empty > 0);
-    assert_true(cv.nonfinite_alike > 20 && cv.split_planes > 20);
+    assert_true(cv.nonfinite_alike > 20 && cv.split_planes > 20 && cv.compensated > 20);
     assert_true(cv.worst_after_first_chunk > 0);
+    printf("probabilistic bound: %ld elements judged by it (%ld outputs' worst); rounding-bias "
+           "test: %ld outputs, %ld biased, %ld with repeated values\n",
+           cv.prob_elements, cv.prob_worst, cv.bias_tests, cv.biased, cv.bias_repeats);
+    assert_true(cv.prob_elements > 100 && cv.prob_worst > 0);
+    assert_true(cv.bias_tests > 50 && cv.biased > 5 && cv.bias_repeats > 5);
     for (int isa = 0; isa < REF_ISA_COUNT; isa++) {
         printf("the %s clone: %ld comparisons%s\n", ref_isa_name(isa), cv.by_clone[isa],
                ref_isa_runs(isa) ? "" : " (this CPU cannot run it)");
@@ -539,6 +672,11 @@ static void test_smoke_and_nightly_slice(void **state)
     assert_true(cv.nan_expected > 0 && cv.nan_got > 1000 && cv.inf_got > 1000);
     assert_true(cv.over_bound > 1000 && cv.multi_chunk > 100 && cv.sampled > 100);
     assert_true(cv.vacuous_outputs > 0 && cv.suspect_outputs > 0 && cv.split_planes > 100);
+    printf("probabilistic bound: %ld elements judged by it; rounding-bias test: %ld outputs, "
+           "%ld biased, %ld with repeated values\n",
+           cv.prob_elements, cv.bias_tests, cv.biased, cv.bias_repeats);
+    assert_true(cv.prob_elements > 0 && cv.bias_tests > 100 && cv.bias_repeats > 0 &&
+                cv.compensated > 100);
 }
 
 int main(void)

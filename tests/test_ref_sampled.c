@@ -20,6 +20,7 @@
 
 #include "harness/case/materialize.h"
 #include "harness/run/sample.h"
+#include "full_ref_util.h"
 #include "test_util.h"
 
 static int same_bits(const double *a, const double *b, int64_t n, int64_t *where)
@@ -30,54 +31,6 @@ static int same_bits(const double *a, const double *b, int64_t n, int64_t *where
             return 0;
         }
     return 1;
-}
-
-static int is_data(const ref_op *op, int i)
-{
-    int k = i < op->max_inputs ? i : op->max_inputs - 1;
-    return op->input_kind[k < REF_MAX_INPUTS ? k : REF_MAX_INPUTS - 1] == REF_IN_DATA;
-}
-
-typedef struct {
-    ref_tensor y;
-    ref_mag mag;
-    ref_tensor grad[REF_MAX_INPUTS];
-    ref_mag gmag[REF_MAX_INPUTS];
-} full_ref;
-
-static void full_free(full_ref *f)
-{
-    free(f->y.v), ref_mag_free(&f->mag);
-    for (int i = 0; i < REF_MAX_INPUTS; i++)
-        free(f->grad[i].v), ref_mag_free(&f->gmag[i]);
-}
-
-/* The full reference of c on `threads` threads; -1 when the reference refuses the case. */
-static int full_run(const cc_case *c, const cc_inputs *in, int threads, full_ref *f)
-{
-    memset(f, 0, sizeof *f);
-    ref_params p = c->params;
-    p.threads = threads;
-    int64_t ny = ref_numel(&in->out_shape);
-    f->y = (ref_tensor){in->out_shape, calloc((size_t)ny + 1, sizeof(double))};
-    assert_int_equal(ref_mag_alloc(ny, &f->mag), 0);
-    if (c->op->forward(&p, c->n_in, in->ref_in, &f->y, &f->mag) != REF_OK)
-        return -1;
-    ref_mag_complete(&f->mag, ny);
-    for (int i = 0; i < c->n_in; i++) {
-        f->grad[i].shape = c->shape[i];
-        if (!is_data(c->op, i))
-            continue;
-        int64_t n = ref_numel(&c->shape[i]);
-        f->grad[i].v = calloc((size_t)n + 1, sizeof(double));
-        assert_int_equal(ref_mag_alloc(n, &f->gmag[i]), 0);
-    }
-    if (c->op->vjp(&p, c->n_in, in->ref_in, &f->y, &in->g, f->grad, f->gmag) != REF_OK)
-        return -1;
-    for (int i = 0; i < c->n_in; i++)
-        if (f->grad[i].v)
-            ref_mag_complete(&f->gmag[i], ref_numel(&c->shape[i]));
-    return 0;
 }
 
 static void expect_same(const char *what, const char *line, const double *a, const double *b,
@@ -136,8 +89,11 @@ static long check_case(const cc_case *c)
     if (!(work >= 0 && isfinite(work)))
         fail_msg("the reference work of %s is %g, not a count of multiply-adds", line, work);
     full_ref serial, threaded;
-    int ok = full_run(c, &in, 1, &serial) == 0;
-    if (ok && full_run(c, &in, 3, &threaded) == 0) {
+    ref_params one = c->params, three = c->params;
+    one.threads = 1;
+    three.threads = 3;
+    int ok = full_run(c, &in, &one, &serial) == 0;
+    if (ok && full_run(c, &in, &three, &threaded) == 0) {
         int64_t ny = ref_numel(&in.out_shape);
         expect_same("y on 3 threads", line, serial.y.v, threaded.y.v, ny);
         expect_same_mags("m(y) on 3 threads", line, &serial.mag, &threaded.mag, ny);

@@ -88,11 +88,31 @@ void cc_result_put_json_members(cc_strbuf *b, const cc_result *r)
         put_number_member(b, ",\"moved\":", r->placement_moved);
         cc_strbuf_putc(b, '}');
     }
+    if (r->prob_judged > 0) { /* only where the probabilistic bound judged */
+        cc_strbuf_lit(b, ",\"prob_judged\":");
+        cc_strbuf_put_i64(b, r->prob_judged);
+    }
+    if (r->bias.n > 0) { /* only where the rounding-bias test ran (f16/bf16) */
+        put_string_member(b, ",\"bias\":{\"output\":", r->bias_output);
+        cc_strbuf_lit(b, ",\"n\":");
+        cc_strbuf_put_i64(b, r->bias.n);
+        cc_strbuf_lit(b, ",\"toward_zero\":");
+        cc_strbuf_put_i64(b, r->bias.toward_zero);
+        cc_strbuf_lit(b, ",\"below\":");
+        cc_strbuf_put_i64(b, r->bias.below);
+        put_number_member(b, ",\"mean_ulp\":", r->bias.mean_ulp);
+        put_number_member(b, ",\"z\":", r->bias.z);
+        cc_strbuf_putc(b, '}');
+    }
     if (r->has_power) {
         put_number_member(b, ",\"power\":{\"k\":", r->power.k_fail);
         put_number_member(b, ",\"k_suspect\":", r->power.k_suspect);
         put_number_member(b, ",\"ulp\":", r->power.ulp_fail);
         put_number_member(b, ",\"ulp_suspect\":", r->power.ulp_suspect);
+        if (!isnan(r->power.trunc)) { /* where the rounding-bias test reached a value */
+            put_number_member(b, ",\"trunc_bound\":", r->power.trunc_bound);
+            put_number_member(b, ",\"trunc\":", r->power.trunc);
+        }
         cc_strbuf_putc(b, '}');
     }
     if (r->worst_output[0]) {
@@ -101,6 +121,8 @@ void cc_result_put_json_members(cc_strbuf *b, const cc_result *r)
         put_number_member(b, ",\"expected\":", r->expected);
         put_number_member(b, ",\"got\":", r->got);
         put_number_member(b, ",\"bound\":", r->bound);
+        if (r->worst_by_prob)
+            cc_strbuf_lit(b, ",\"probabilistic\":true");
         put_string_member(b, ",\"inputs\":", r->worst_inputs);
         cc_strbuf_putc(b, '}');
     }

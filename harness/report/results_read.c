@@ -90,6 +90,25 @@ static int get_placement(const cc_json *o, cc_result *r, char *msg, size_t len)
                : 0;
 }
 
+/* "bias" (harness/run/compare.h): the rounding-bias test of largest |z|; its verdict is
+ * decided again from the counts (z and biased are what they give). */
+static int get_bias(const cc_json *b, cc_result *r, char *msg, size_t len)
+{
+    cc_bias t = {0, 0, 0, 0.0, 0.0, 0};
+    if (b->type != CC_JSON_OBJECT ||
+        get_text(b, "output", r->bias_output, sizeof r->bias_output, 1, msg, len) ||
+        cc_json_i64(b, "n", &t.n) || cc_json_i64(b, "toward_zero", &t.toward_zero) ||
+        cc_json_i64(b, "below", &t.below) || cc_json_double(b, "mean_ulp", &t.mean_ulp) ||
+        t.n < 1 || t.toward_zero < 0 || t.toward_zero > t.n || t.below < 0 || t.below > t.n) {
+        snprintf(msg, len, "\"bias\" is not {\"output\", \"n\" >= 1, \"toward_zero\" and "
+                           "\"below\" in 0 .. n, \"mean_ulp\", \"z\"}");
+        return -1;
+    }
+    cc_bias_decide(&t);
+    r->bias = t;
+    return 0;
+}
+
 /* "witnesses" and "verdict" (harness/run/witness.h): both or neither; 1 .. CC_MAX_WITNESSES. */
 static int get_witnesses(const cc_json *o, cc_result *r, char *msg, size_t len)
 {
@@ -208,7 +227,9 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         if (pw->type != CC_JSON_OBJECT || get_num(pw, "k", &r->power.k_fail, msg, len) ||
             get_num(pw, "k_suspect", &r->power.k_suspect, msg, len) ||
             get_num(pw, "ulp", &r->power.ulp_fail, msg, len) ||
-            get_num(pw, "ulp_suspect", &r->power.ulp_suspect, msg, len)) {
+            get_num(pw, "ulp_suspect", &r->power.ulp_suspect, msg, len) ||
+            get_num(pw, "trunc_bound", &r->power.trunc_bound, msg, len) ||
+            get_num(pw, "trunc", &r->power.trunc, msg, len)) {
             if (pw->type != CC_JSON_OBJECT)
                 snprintf(msg, len, "\"power\" is not an object");
             return -1;
@@ -258,7 +279,20 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
             get_num(w, "expected", &r->expected, msg, len) ||
             get_num(w, "got", &r->got, msg, len) || get_num(w, "bound", &r->bound, msg, len))
             return -1;
+        if (cc_json_get(w, "probabilistic") &&
+            cc_json_bool(w, "probabilistic", &r->worst_by_prob)) {
+            snprintf(msg, len, "\"probabilistic\" is not true/false");
+            return -1;
+        }
     }
+    if (cc_json_get(o, "prob_judged") &&
+        (cc_json_i64(o, "prob_judged", &r->prob_judged) || r->prob_judged < 1)) {
+        snprintf(msg, len, "\"prob_judged\" is not a count of elements");
+        return -1;
+    }
+    const cc_json *bias = cc_json_get(o, "bias");
+    if (bias && get_bias(bias, r, msg, len))
+        return -1;
     return get_witnesses(o, r, msg, len);
 }
 

@@ -1,6 +1,7 @@
 #include "harness/run/power.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "core/dtype.h"
 
@@ -22,6 +23,7 @@ typedef struct {
     const int64_t *at; /* element i is got's at[i] (a sampled check); NULL: got's i */
     int ulps;    /* perturb by k ulps, else scale the error by k */
     int suspect; /* judge against min(bound, suspect bound) */
+    double own_max; /* the output's own magnitude (cc_output_own_max: the expected values') */
 } perturbation;
 
 /* Does the perturbation k of every finite element (its error scaled by k, or k more ulps away
@@ -36,7 +38,7 @@ static int rejected(const perturbation *pt, double k)
             g = cc_round_to(t, pt->ulps ? g + (g < e ? -step : step) : e + k * (g - e));
         }
         cc_element_mag em = cc_element_mag_at(pt->mag, i);
-        double b = cc_element_bound(pt->m, em);
+        double b = cc_element_judging_bound(pt->m, em, e, pt->own_max, t, NULL);
         if (pt->suspect)
             b = fmin(b, cc_element_suspect_bound(pt->m, em));
         if (cc_element_ratio_of(e, g, b, t, pt->m) > 1.0)
@@ -69,6 +71,43 @@ void cc_power_init(cc_power *pw)
 {
     pw->k_fail = pw->k_suspect = NAN;
     pw->ulp_fail = pw->ulp_suspect = INFINITY;
+    pw->trunc_bound = pw->trunc = NAN;
+}
+
+void cc_power_keep_larger(double *slot, double v)
+{
+    if (!isnan(v) && (isnan(*slot) || v > *slot))
+        *slot = v;
+}
+
+/* A kernel that rounds the exact result toward zero (truncates it) in place of the provider:
+ * rejected by the bound alone, and with the rounding-bias test (power.h). Nothing is measured
+ * where the test reaches no value, or there is no room for the perturbed copy. */
+static void truncation_rejected(const double *expected, const ref_mag *mag, int64_t n,
+                                const cc_view *got, const int64_t *at, const cc_bound_model *m,
+                                cc_power *pw)
+{
+    cc_dtype t = got->dtype;
+    size_t size = cc_dtype_size(t);
+    void *buf = m->bias_test ? malloc(size * (size_t)(n + 1)) : NULL;
+    if (!buf)
+        return;
+    for (int64_t i = 0; i < n; i++) {
+        double g = cc_load(t, got->data, at ? at[i] : i), e = expected[i];
+        if (isfinite(e) && isfinite(g)) {
+            double r = cc_round_to(t, e);
+            g = fabs(r) > fabs(e) ? r - copysign(cc_ulp(t, e), e) : r;
+        }
+        cc_store(t, buf, i, g);
+    }
+    cc_view v = {t, 1, {n}, {1}, buf};
+    cc_comparison c;
+    cc_compare_at(expected, mag, NULL, 0, &v, m, &c);
+    if (c.bias.n > 0) {
+        cc_power_keep_larger(&pw->trunc_bound, c.worst_ratio > 1.0 ? 1.0 : 0.0);
+        cc_power_keep_larger(&pw->trunc, c.worst_ratio > 1.0 || c.bias.biased ? 1.0 : 0.0);
+    }
+    free(buf);
 }
 
 void cc_power_keep_smaller(double *slot, double v)
@@ -99,7 +138,9 @@ void cc_power_of_check_at(const double *expected, const ref_mag *mag, const int6
         double g = cc_load(got->dtype, got->data, at ? at[i] : i);
         erred = isfinite(g) && isfinite(expected[i]) && g != expected[i];
     }
-    perturbation pt = {expected, mag, got, m, n, at, 1, 0};
+    truncation_rejected(expected, mag, n, got, at, m, pw);
+    perturbation pt = {expected, mag, got, m, n, at, 1, 0,
+                       cc_output_own_max(expected, mag->worst, n, m)};
     for (pt.suspect = 0; pt.suspect <= 1; pt.suspect++)
         cc_power_keep_smaller(pt.suspect ? &pw->ulp_suspect : &pw->ulp_fail, smallest_rejected(&pt));
     if (!erred)

@@ -12,6 +12,10 @@
  * failure; a case keeps the smallest over its checks. 0: the unperturbed output is already
  * rejected; +Inf: nothing on the ladder is; NaN (k only): the provider was exact on every
  * element of every check, so k times its error is no error.
+ * And where the rounding-bias test reaches (an f16/bf16 output with values it tests): whether a
+ * kernel that truncates the exact result to the dtype (toward zero) is rejected, by the bound
+ * alone (trunc_bound) and with the rounding-bias test (trunc): 1 or 0, the largest over the
+ * checks; NaN where the test reaches no value.
  * `capcheck power` (harness/tools/power_table.h) reads these figures from results.jsonl (a run
  * with --power) and writes the table per op x dtype. */
 #ifndef CAPCHECK_POWER_H
@@ -22,10 +26,14 @@
 typedef struct {
     double k_fail, k_suspect;     /* in units of the typical error */
     double ulp_fail, ulp_suspect; /* in ulps of the dtype */
+    double trunc_bound, trunc;    /* a truncating kernel rejected: 1, 0, NaN (not measured) */
 } cc_power;
 
-/* Every figure +Inf except k: NaN until a check with an error comes. */
+/* Every figure +Inf except k and the truncation figures: NaN until a check with an error (a
+ * value the rounding-bias test reaches) comes. */
 void cc_power_init(cc_power *pw);
+/* *slot = v when v is larger (NaN never replaces anything; anything replaces NaN). */
+void cc_power_keep_larger(double *slot, double v);
 /* *slot = v when v is smaller (NaN never replaces anything; anything replaces NaN). */
 void cc_power_keep_smaller(double *slot, double v);
 /* Merge the figures of one compared output into pw (the smaller figure wins; a NaN k never). */

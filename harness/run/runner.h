@@ -61,6 +61,9 @@ typedef struct {
     cc_ref_mode ref;    /* the run's --ref: CC_REF_AUTO leaves each case's own ref= */
     cc_accumulation accumulation; /* how f16/bf16 sums are judged (compare.h); 0: strict */
     int power;                    /* also measure each case's detection power (power.h) */
+    /* 1: judge by the worst-case bound alone, as runs did before the probabilistic bound's
+     * verdict and the rounding-bias test (compare.h): what tests compare those two with */
+    int worst_case_only;
     struct cc_vjp_modes *vjp_modes; /* the providers' vjpModes asked so far, kept between
                                        cases (a worker's); NULL: asked every case */
     const cc_judge_tap *tap; /* told every comparison a check makes; NULL: none */
@@ -127,6 +130,13 @@ typedef struct {
     cc_accumulation accumulation;
     double suspect_ratio;
     int suspect, vacuous;
+    /* elements judged by their probabilistic bound (their worst-case bound was vacuous), and
+     * whether the worst element is one of them; the rounding-bias test of largest |z| over the
+     * outputs (bias.n = 0: none ran) and the output it is of */
+    int64_t prob_judged;
+    int worst_by_prob;
+    cc_bias bias;
+    char bias_output[32];
     int has_power;  /* run with --power: the detection power figures (power.h) */
     cc_power power;
     int64_t elements; /* output elements */

@@ -20,6 +20,9 @@ typedef struct {
     /* every measured case's k (fail, suspect), for the median: how a typical case rejects */
     double *k_fail, *k_suspect;
     size_t n_fail, n_suspect, cap_fail, cap_suspect;
+    /* measured cases the rounding-bias test reaches; of them, those that reject a truncating
+     * kernel by the bound alone and with the test */
+    long trunc_cases, trunc_by_bound, trunc_by_test;
 } power_row;
 
 typedef struct {
@@ -112,6 +115,11 @@ static int power_table_load(const char *dir, power_table *t, FILE *err)
         if (r->status != CC_RES_PASS) /* a case that already fails measures nothing */
             continue;
         row->measured++;
+        if (!isnan(r->power.trunc)) {
+            row->trunc_cases++;
+            row->trunc_by_bound += r->power.trunc_bound > 0;
+            row->trunc_by_test += r->power.trunc > 0;
+        }
         cc_power_keep_smaller(&row->min.k_fail, r->power.k_fail);
         cc_power_keep_smaller(&row->min.ulp_fail, r->power.ulp_fail);
         if (push(&row->k_fail, &row->n_fail, &row->cap_fail, r->power.k_fail))
@@ -161,6 +169,17 @@ static void power_cell(FILE *f, const power_row *b, double bv, const power_row *
     fputs(" |", f);
 }
 
+/* The truncation cell: the share of the cases the rounding-bias test reaches that reject a
+ * truncating kernel, by the bound alone -> with the test; "-" where it reaches none. */
+static void truncation_cell(FILE *f, const power_row *row)
+{
+    if (!row->trunc_cases)
+        fputs(" - |", f);
+    else
+        fprintf(f, " %.0f%% → %.0f%% |", 100.0 * (double)row->trunc_by_bound / (double)row->trunc_cases,
+                100.0 * (double)row->trunc_by_test / (double)row->trunc_cases);
+}
+
 static void power_write(FILE *f, const char *dir, const power_table *t, const char *before_dir,
                         const power_table *before)
 {
@@ -174,12 +193,15 @@ static void power_write(FILE *f, const char *dir, const power_table *t, const ch
                "as failing.\n\n",
             CC_SUSPECT_LAMBDA);
     fputs("k: the smallest over the cases (the suite rejects a kernel that much less accurate "
-          "everywhere); median k: the median case's (how a typical case rejects).\n\n", f);
+          "everywhere); median k: the median case's (how a typical case rejects). truncating: "
+          "of the passing cases the rounding-bias test reaches, the share that reject a kernel "
+          "converting the exact result to the dtype toward zero, by the bound alone → with the "
+          "test.\n\n", f);
     fputs("| op | dtype | device | cases | passing | k fail | k suspect | median k fail | "
-          "median k suspect | ulps fail | ulps suspect |\n"
-          "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+          "median k suspect | ulps fail | ulps suspect | truncating |\n"
+          "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
           f);
-    static const power_row none = {{0}, 0, 0, 0, 0, {NAN, NAN, NAN, NAN}, 0, 0, 0, 0, 0, 0};
+    static const power_row none = {.min = {NAN, NAN, NAN, NAN, NAN, NAN}};
     for (size_t i = 0; i < t->n; i++) {
         power_row *row = &t->v[i];
         power_row *b = NULL;
@@ -197,6 +219,7 @@ static void power_write(FILE *f, const char *dir, const power_table *t, const ch
         power_cell(f, NULL, NAN, row, median(row->k_suspect, row->n_suspect));
         power_cell(f, b, b ? b->min.ulp_fail : NAN, row, row->min.ulp_fail);
         power_cell(f, NULL, NAN, row, row->min.ulp_suspect);
+        truncation_cell(f, row);
         fputc('\n', f);
     }
 }

@@ -58,19 +58,29 @@ static void collect(void *ctx, const cc_judged_output *o)
     r->expected = malloc(n * sizeof(double));
     r->bound = malloc(n * sizeof(double));
     r->overflow_ok = calloc(n, 1);
+    r->bias_candidate = calloc(n, 1);
     r->got = malloc(n * es);
     void *scratch = malloc(n * es);
-    if (!r->expected || !r->bound || !r->overflow_ok || !r->got || !scratch) {
+    if (!r->expected || !r->bound || !r->overflow_ok || !r->bias_candidate || !r->got ||
+        !scratch) {
         outs->failed = 1;
         free(scratch);
         return;
     }
     memcpy(r->got, o->got->data ? o->got->data : r->got, (size_t)r->n * es);
+    /* each element's bound is the one that judges it: its probabilistic bound where the
+     * worst-case bound is vacuous and the model holds (cc_element_judging_bound) */
+    double out_max = cc_output_own_max(o->expected, o->mag->worst, r->n, o->bound);
+    r->bias_test = o->bound->bias_test;
     for (int64_t i = 0; i < r->n; i++) {
-        double e = o->expected[i], b = cc_element_bound(o->bound, cc_element_mag_at(o->mag, i));
+        cc_element_mag mag = cc_element_mag_at(o->mag, i);
+        double e = o->expected[i];
+        double b = cc_element_judging_bound(o->bound, mag, e, out_max, r->dtype, NULL);
         r->expected[i] = e;
         r->bound[i] = b;
         r->overflow_ok[i] = isfinite(e) && isinf(cc_round_to(r->dtype, e + copysign(b, e)));
+        /* a candidate of the rounding-bias test once the value it gets is finite (0.0 here) */
+        r->bias_candidate[i] = (unsigned char)cc_bias_candidate(o->bound, mag, e, 0.0, r->dtype);
     }
     r->zt_all_zero = zt_on(o, NULL, 0.0, scratch, r->n) == CC_ZT_ALL_ZERO;
     r->zt_all_equal = zt_on(o, NULL, 1.0, scratch, r->n) == CC_ZT_ALL_EQUAL;
@@ -94,6 +104,7 @@ void cc_repro_outputs_free(cc_repro_outputs *outs)
         free(outs->out[k].expected);
         free(outs->out[k].bound);
         free(outs->out[k].overflow_ok);
+        free(outs->out[k].bias_candidate);
         free(outs->out[k].got);
     }
     memset(outs, 0, sizeof *outs);
@@ -123,6 +134,18 @@ static void put_real(FILE *f, double x)
     fputs(tmp, f);
     if (!strpbrk(tmp, ".eE"))
         fputs(".0", f);
+}
+
+/* The indices i < n whose flag is set, as a JSON list. */
+static void put_flagged(FILE *f, const unsigned char *flag, int64_t n)
+{
+    fputc('[', f);
+    for (int64_t i = 0, first = 1; i < n; i++)
+        if (flag[i]) {
+            fprintf(f, "%s%lld", first ? "" : ", ", (long long)i);
+            first = 0;
+        }
+    fputc(']', f);
 }
 
 static void put_ints(FILE *f, const int64_t *v, int n)
@@ -271,13 +294,16 @@ int cc_reproducer_write_data(FILE *f, const cc_case *c, const cc_inputs *in,
                 fprintf(f, "%s%d", first ? "" : ", ", s);
                 first = 0;
             }
-        fputs("]}, \"overflow_ok\": [", f);
-        for (int64_t i = 0, first = 1; i < r->n; i++)
-            if (r->overflow_ok[i]) {
-                fprintf(f, "%s%lld", first ? "" : ", ", (long long)i);
-                first = 0;
-            }
-        fprintf(f, "],%s   \"expected\": ", nl);
+        fputs("]}, \"overflow_ok\": ", f);
+        put_flagged(f, r->overflow_ok, r->n);
+        if (r->bias_test) { /* the rounding-bias test (compare.h): its threshold, candidates */
+            fputs(", \"bias\": {\"threshold\": ", f);
+            put_real(f, cc_bias_z_threshold());
+            fputs(", \"at\": ", f);
+            put_flagged(f, r->bias_candidate, r->n);
+            fputc('}', f);
+        }
+        fprintf(f, ",%s   \"expected\": ", nl);
         put_doubles(f, r->expected, r->n);
         fprintf(f, ",%s   \"bound\": ", nl);
         put_doubles(f, r->bound, r->n);

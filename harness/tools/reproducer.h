@@ -3,8 +3,9 @@
  * provider makes for the case (providers/aten/aten_lowering.py: the prelude and the section of
  * the op, embedded at build time), in the same dtypes and layouts, on exactly the case's inputs
  * (storage, strides, offsets), and judges every element of every output against capcheck's
- * float64 reference and bound for it, shipped in the script as data (DATA), with capcheck's
- * ratio rules and zero-trust checks (harness/tools/reproducer.py). It exits 0 when every
+ * float64 reference and the bound that judges it (its probabilistic bound where the worst-case
+ * one is vacuous), shipped in the script as data (DATA), with capcheck's ratio rules, its
+ * rounding-bias test of f16/bf16 outputs and zero-trust checks (harness/tools/reproducer.py). It exits 0 when every
  * element passes, 1 when one does not (or ATen raised an error), 125 when nothing could be
  * judged (no torch, no device, the case unsupported, out of memory): the codes `capcheck repro`
  * gives (harness/run/exit_code.h), so either can drive `git bisect run`.
@@ -28,9 +29,11 @@ typedef struct {
     int rank;
     int64_t shape[REF_MAX_RANK];
     int64_t n;
-    double *expected, *bound; /* n each */
+    double *expected, *bound; /* n each: the reference, the bound that judges the element */
     unsigned char *overflow_ok; /* n: a finite expected value whose bound reaches the dtype's
                                    overflow (an Inf of its sign passes) */
+    int bias_test;                 /* the rounding-bias test judges this output (compare.h) */
+    unsigned char *bias_candidate; /* n: the element enters that test if its value is finite */
     int zt_all_zero, zt_all_equal; /* zero_trust.c would flag an all-zeros / constant output */
     unsigned zt_copy_of;           /* bit k: flag an exact copy of source k (inputs, then g) */
     void *got; /* the provider's output bytes (n elements of dtype) */

@@ -1,9 +1,10 @@
 # ---- the reproducer: capcheck's judgement of the case (harness/tools/reproducer.py) -------------
 # The lowering above computes what capcheck's ATen provider computes; below, every element of
 # every output is judged against capcheck's float64 reference and its bound, shipped in DATA
-# (written by capcheck: the expected values, each element's bound c_op * u * m_i + floor, and
-# the zero-trust facts of harness/run/zero_trust.h), exactly as capcheck judges it
-# (harness/run/compare.h). Exit codes, as capcheck's (git bisect run reads 0 as good, 125 as
+# (written by capcheck: the expected values, the bound that judges each element (c_op * u * m_i
+# + floor, or its probabilistic bound where that one is vacuous), the rounding-bias test's
+# candidates of an f16/bf16 output, and the zero-trust facts of harness/run/zero_trust.h),
+# exactly as capcheck judges it (harness/run/compare.h). Exit codes, as capcheck's (git bisect run reads 0 as good, 125 as
 # skip, 1 as bad): 0 every element passed; 1 an element is over its bound, NaN/Inf do not
 # match, the output is an implausible stand-in (zero-trust), or ATen raised an error; 125
 # nothing could be judged (no torch, no such device, ATen does not implement the case, out of
@@ -154,6 +155,27 @@ def unravel(i, shape):
     return list(reversed(idx))
 
 
+def rounding_bias(got, exp, bias):
+    """capcheck's rounding-bias test (compare.h): over the candidates whose value is finite, one
+    per distinct expected value (its first element), the count that rounded toward zero and the
+    count below; z = (2K - n) / sqrt(n) of the direction with the larger |z|; biased past the
+    threshold, which round to nearest exceeds with probability 1e-9. Returns (n, z, biased)."""
+    seen, tz, below = set(), 0, 0
+    for i in bias["at"]:
+        e, g = float(exp[i]), float(got[i])
+        if not math.isfinite(g) or e in seen:
+            continue
+        seen.add(e)
+        tz += abs(g) < abs(e)
+        below += g < e
+    n = len(seen)
+    if n == 0:
+        return 0, 0.0, False
+    z_zero, z_below = (2 * tz - n) / math.sqrt(n), (2 * below - n) / math.sqrt(n)
+    z = z_below if abs(z_below) > abs(z_zero) else z_zero
+    return n, z, abs(z) > bias["threshold"]
+
+
 def output_verdict(name, got, spec, sources, nonfinite_alike):
     """One output (float64, flat) against its spec: (passed, lines to print)."""
     if got.numel() == 0:
@@ -166,10 +188,17 @@ def output_verdict(name, got, spec, sources, nonfinite_alike):
     lines = ["%s: %d of %d elements over their bound; worst %s%s expected %r got %r bound %.3g "
              "(ratio %.4g)" % (name, over, got.numel(), name, unravel(w, spec["shape"]),
                                float(exp[w]), float(got[w]), float(bound[w]), float(r[w]))]
+    biased = False
+    if "bias" in spec:
+        n, z, biased = rounding_bias(got, exp, spec["bias"])
+        if biased:
+            lines.append("rounding bias: %s's final rounding leans one way at %d distinct values "
+                         "(z = %.3g; round to nearest: |z| <= %.3g)"
+                         % (name, n, z, spec["bias"]["threshold"]))
     zt = zero_trust(name, got, spec.get("zero_trust"), sources)
     if zt:
         lines.append(zt)
-    return over == 0 and not zt, lines
+    return over == 0 and not zt and not biased, lines
 
 
 def judge(data, out, inputs):

@@ -10,7 +10,11 @@
  * rows, an f64 parameter rounded to float32, a rank-3 kernel given rank 4, one layout assumed
  * for every input, reads and writes one element outside a buffer (the guard pages), kernels
  * wrong on every third and every 30th call and one whose bits vary from call to call
- * (--repeat).
+ * (--repeat); and what the worst-case bound cannot see: a long blocked sum that loses a block,
+ * adds it twice or sums it in float16 (the probabilistic bound), a matmul that truncates its
+ * float32 result to f16/bf16 (the rounding-bias test). Beside the mutants, correct variants (a
+ * float32 left fold, a blocked sum, a float32 matmul rounded once, a flash-style attention, an
+ * alignment-dependent reduceSum) that must pass everything.
  *
  * Beside the mutants, a hold for the tests that kill a run part way (tests/cli_util.h,
  * cc_t_run_and_kill): with MUTANTS_HOLD_FILE=<path> and MUTANTS_HOLD_AFTER=<n>, the first n
@@ -479,9 +483,13 @@ static cc_status softmax_vjp_no_sum_vjp(const cc_call *call, const cc_view *g, c
     return st;
 }
 
-/* reduceSum folded left with every partial sum rounded to `fold`. */
-static cc_status folded_reducesum(const cc_call *call, cc_view *out, char *msg, size_t len,
-                                  cc_dtype fold)
+/* The sum of n values x[j stride] as a kernel forms it; `how` says which way (its own enum). */
+typedef double (*lane_sum_fn)(const double *x, int64_t n, int64_t stride, int how);
+
+/* reduceSum with every lane (the values along the axis at one outer and inner index) summed by
+ * `sum`. */
+static cc_status reducesum_by_lanes(const cc_call *call, cc_view *out, char *msg, size_t len,
+                                    lane_sum_fn sum, int how)
 {
     const cc_view *xv = &call->in[0];
     int ax = ref_norm_axis(call->params->axis, xv->rank);
@@ -493,14 +501,26 @@ static cc_status folded_reducesum(const cc_call *call, cc_view *out, char *msg, 
     if (!x)
         return CC_FAILED;
     for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
-            double acc = 0;
-            for (int64_t j = 0; j < L; j++)
-                acc = cc_round_to(fold, acc + x[(o * L + j) * inner + i]);
-            cc_store(out->dtype, out->data, o * inner + i, acc);
-        }
+        for (int64_t i = 0; i < inner; i++)
+            cc_store(out->dtype, out->data, o * inner + i, sum(x + o * L * inner + i, L, inner, how));
     free(x);
     return CC_OK;
+}
+
+/* Folded left with every partial sum rounded to dtype `fold`. */
+static double folded_sum(const double *x, int64_t n, int64_t stride, int fold)
+{
+    double acc = 0;
+    for (int64_t j = 0; j < n; j++)
+        acc = cc_round_to((cc_dtype)fold, acc + x[j * stride]);
+    return acc;
+}
+
+/* reduceSum folded left with every partial sum rounded to `fold`. */
+static cc_status folded_reducesum(const cc_call *call, cc_view *out, char *msg, size_t len,
+                                  cc_dtype fold)
+{
+    return reducesum_by_lanes(call, out, msg, len, folded_sum, (int)fold);
 }
 
 /* float32 reduceSum accumulating in a bfloat16 register. */
@@ -1140,6 +1160,112 @@ static cc_status attention_flash_vjp(const cc_call *call, const cc_view *g, cc_v
     return st;
 }
 
+/* ---- long sums and the final rounding: what only the probabilistic bound and the
+ * rounding-bias test see (harness/run/compare.h) ---------------------------------------------- */
+
+/* How a blocked reduceSum goes wrong: one block's partial sum lost, added twice, or accumulated
+ * in float16; or nothing (a correct blocked kernel). */
+typedef enum { BLOCK_RIGHT, BLOCK_DROPPED, BLOCK_TWICE, BLOCK_IN_F16 } block_bug;
+
+/* A sum of n values x[j stride] the way a parallel kernel splits it: from 2^16 terms on, blocks
+ * of 2^14 (a thread's share), each summed alone, their partial sums added at the end; below, one
+ * block. The bug (a block_bug) strikes the last full block. */
+static double blocked_sum(const double *x, int64_t n, int64_t stride, int bug)
+{
+    const int64_t block = n >= (1 << 16) ? 1 << 14 : n;
+    int64_t last_full = block > 0 ? (n / block - 1) * block : -1;
+    double total = 0.0;
+    for (int64_t lo = 0; lo < n; lo += block) {
+        int hit = lo == last_full && block < n;
+        double part = 0.0;
+        for (int64_t j = lo; j < lo + block && j < n; j++)
+            part = hit && bug == BLOCK_IN_F16 ? cc_round_to(CC_F16, part + x[j * stride])
+                                              : part + x[j * stride];
+        total += !hit || bug == BLOCK_RIGHT || bug == BLOCK_IN_F16 ? part
+                 : bug == BLOCK_TWICE                             ? 2.0 * part
+                                                                  : 0.0;
+    }
+    return total;
+}
+
+static cc_status blocked_reducesum(const cc_call *call, cc_view *out, char *msg, size_t len,
+                                   block_bug bug)
+{
+    return reducesum_by_lanes(call, out, msg, len, blocked_sum, (int)bug);
+}
+
+static cc_status reducesum_drop_block_fwd(const cc_call *call, cc_view *out, char *msg,
+                                          size_t len)
+{
+    return blocked_reducesum(call, out, msg, len, BLOCK_DROPPED);
+}
+
+static cc_status reducesum_block_twice_fwd(const cc_call *call, cc_view *out, char *msg,
+                                           size_t len)
+{
+    return blocked_reducesum(call, out, msg, len, BLOCK_TWICE);
+}
+
+static cc_status reducesum_block_in_f16_fwd(const cc_call *call, cc_view *out, char *msg,
+                                            size_t len)
+{
+    return blocked_reducesum(call, out, msg, len, BLOCK_IN_F16);
+}
+
+/* Correct: the blocked sum without its bug. */
+static cc_status reducesum_blocked_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    return blocked_reducesum(call, out, msg, len, BLOCK_RIGHT);
+}
+
+/* Correct: reduceSum folded left to right in float32 (TorchLean's fixed-left fold, a GPU
+ * thread's serial loop), the result rounded to the dtype once: the order the worst case must
+ * admit, judged by the probabilistic bound on long sums. */
+static cc_status reducesum_f32_fold_fwd(const cc_call *call, cc_view *out, char *msg,
+                                        size_t len)
+{
+    if (call->dtype == CC_F64)
+        return ref()->forward(NULL, call, out, msg, len);
+    return folded_reducesum(call, out, msg, len, CC_F32);
+}
+
+/* matmul accumulated in float32, left to right (f16/bf16 products are exact there), the result
+ * converted to the dtype toward zero (truncated, the cheap conversion) or to nearest. */
+static cc_status matmul_f32_then(const cc_call *call, cc_view *out, char *msg, size_t len,
+                                 int truncate)
+{
+    const cc_view *av = &call->in[0], *bv = &call->in[1];
+    if ((call->dtype != CC_F16 && call->dtype != CC_BF16) || av->rank != 2 || bv->rank != 2)
+        return ref()->forward(NULL, call, out, msg, len);
+    double *a = dense(av), *b = dense(bv);
+    cc_status st = a && b ? CC_OK : CC_FAILED;
+    int64_t M = av->shape[0], K = av->shape[1], N = bv->shape[1];
+    for (int64_t i = 0; st == CC_OK && i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < K; k++)
+                acc = cc_round_to(CC_F32, acc + a[i * K + k] * b[k * N + j]);
+            double y = cc_round_to(call->dtype, acc);
+            if (truncate && fabs(y) > fabs(acc))
+                y -= copysign(cc_ulp(call->dtype, acc), acc);
+            cc_store(out->dtype, out->data, i * N + j, y);
+        }
+    free(a);
+    free(b);
+    return st;
+}
+
+static cc_status matmul_truncate_fwd(const cc_call *call, cc_view *out, char *msg, size_t len)
+{
+    return matmul_f32_then(call, out, msg, len, 1);
+}
+
+static cc_status matmul_f32_round_once_fwd(const cc_call *call, cc_view *out, char *msg,
+                                           size_t len)
+{
+    return matmul_f32_then(call, out, msg, len, 0);
+}
+
 typedef struct {
     const char *name, *op; /* op NULL: every op */
     fwd_fn fwd;            /* NULL: the reference */
@@ -1190,6 +1316,21 @@ static const mutant mutants[] = {
     {"attention_qk_in_dtype", "attention", attention_qk_in_dtype_fwd, NULL, 0},
     {"mseloss_square_in_dtype", "mseLoss", mseloss_square_in_dtype_fwd, NULL, 0},
     {"softplus_naive", "softplus", softplus_naive_fwd, NULL, 0},
+    {"reducesum_drop_block", "reduceSum", reducesum_drop_block_fwd, NULL, 0},
+    {"reducesum_block_twice", "reduceSum", reducesum_block_twice_fwd, NULL, 0},
+    {"reducesum_block_in_f16", "reduceSum", reducesum_block_in_f16_fwd, NULL, 0},
+    {"matmul_truncate", "matmul", matmul_truncate_fwd, NULL, 0},
+};
+
+/* The mutants only one judgement sees: a run judged by the worst-case bound alone passes them
+ * (tests/test_mutants.c checks both ways). */
+static const struct {
+    const char *mutant, *seen_by;
+} seen_only_by[] = {
+    {"reducesum_drop_block", "the probabilistic bound"},
+    {"reducesum_block_twice", "the probabilistic bound"},
+    {"reducesum_block_in_f16", "the probabilistic bound"},
+    {"matmul_truncate", "the rounding-bias test"},
 };
 #define N_MUTANTS (int)(sizeof mutants / sizeof mutants[0])
 
@@ -1199,6 +1340,9 @@ static const mutant mutants[] = {
 static const mutant variants[] = {
     {"attention_flash", "attention", attention_flash_fwd, attention_flash_vjp, 0},
     {"reducesum_alignment_order", "reduceSum", reducesum_alignment_order_fwd, NULL, 2},
+    {"reducesum_f32_fold", "reduceSum", reducesum_f32_fold_fwd, NULL, 0},
+    {"reducesum_blocked", "reduceSum", reducesum_blocked_fwd, NULL, 0},
+    {"matmul_f32_round_once", "matmul", matmul_f32_round_once_fwd, NULL, 0},
 };
 #define N_VARIANTS (int)(sizeof variants / sizeof variants[0])
 
@@ -1229,6 +1373,16 @@ EXPORT const char *capcheck_variant_op(int i)
 EXPORT int capcheck_variant_repeat(int i)
 {
     return calls_per_check(entry(variants, N_VARIANTS, i));
+}
+
+/* "" for a mutant the worst-case bound catches; else the judgement that alone sees it. */
+EXPORT const char *capcheck_mutant_seen_by(int i)
+{
+    for (size_t k = 0; i >= 0 && i < N_MUTANTS && k < sizeof seen_only_by / sizeof *seen_only_by;
+         k++)
+        if (strcmp(seen_only_by[k].mutant, mutants[i].name) == 0)
+            return seen_only_by[k].seen_by;
+    return "";
 }
 
 EXPORT const char *capcheck_mutant_name(int i)
