@@ -284,8 +284,8 @@ static void count_nondeterministic(cc_report *rep, cc_report_row *row, const cc_
         snprintf(row->first_failure_msg, sizeof row->first_failure_msg, "%s", seen->why);
     }
     double ratio = r->worst_ratio > seen->first_ratio ? r->worst_ratio : seen->first_ratio;
-    if (!row->worst_failure[0] || row->worst_failure_nonfinite ||
-        ratio > row->worst_failure_ratio) {
+    if (!row->worst_failure[0] ||
+        ranks_before(0, ratio, row->worst_failure_nonfinite, row->worst_failure_ratio)) {
         snprintf(row->worst_failure, sizeof row->worst_failure, "%s", r->line);
         snprintf(row->worst_failure_msg, sizeof row->worst_failure_msg, "%s", seen->why);
         row->worst_failure_status = CC_RES_NONDETERMINISTIC;
