@@ -288,6 +288,43 @@ static void test_vacuity_is_the_rule(void **state)
     assert_true(cc_bound_is_vacuous(0.0, 0x1.fffffep127, 0.0, CC_F32, &f32));
 }
 
+/* An output of Inf inputs (compare.h, cc_output_is_vacuous): the spectrum of a row holding
+ * +Inf, whose real parts are Inf or NaN and whose DC and Nyquist imaginary parts are 0 with an
+ * infinite bound, is judged by its NaN/Inf pattern: not vacuous, and a finite value where Inf
+ * is expected fails. Only that: finite values with finite, vacuous bounds beside it, or finite
+ * values alone with infinite bounds, leave the output vacuous. */
+static void test_vacuity_of_an_output_of_inf_inputs(void **state)
+{
+    (void)state;
+    cc_bound_model m = cc_bound_for(CC_F32, 1.0);
+    /* [re0, im0, re1, im1, re2, im2]: bins 0 and 2 are DC and Nyquist of a length-4 rfft */
+    double spectrum[6] = {INFINITY, 0.0, NAN, NAN, INFINITY, 0.0};
+    double mag[6] = {INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY};
+    float got[6] = {INFINITY, 0.0f, NAN, NAN, INFINITY, 0.0f};
+    cc_view v = cc_t_vector_view(CC_F32, got, 6);
+    cc_comparison c;
+    cc_compare(spectrum, &(ref_mag){mag, NULL, NULL}, &v, &m, &c);
+    assert_int_equal(c.n_vacuous, 2);
+    assert_false(c.vacuous);
+    assert_int_equal(c.n_over, 0);
+    got[4] = 3.0e38f; /* the Nyquist real part finite: the pattern rejects it */
+    cc_compare(spectrum, &(ref_mag){mag, NULL, NULL}, &v, &m, &c);
+    assert_int_equal(c.n_over, 1);
+    got[4] = INFINITY;
+    /* a finite value with a finite bound that admits everything: vacuous again */
+    spectrum[4] = 1.0;
+    got[4] = 1.0f;
+    mag[4] = 1e47; /* bound c u m = 2^-24 1e47 > the largest float */
+    cc_compare(spectrum, &(ref_mag){mag, NULL, NULL}, &v, &m, &c);
+    assert_int_equal(c.n_vacuous, 3);
+    assert_true(c.vacuous);
+    /* finite values alone, every bound infinite: nothing but finiteness checked, vacuous */
+    assert_true(cc_output_is_vacuous(2, 2, 2, 2));
+    assert_false(cc_output_is_vacuous(3, 2, 2, 2));
+    assert_true(cc_output_is_vacuous(3, 2, 2, 1));
+    assert_false(cc_output_is_vacuous(3, 0, 0, 0));
+}
+
 /* The probabilistic bound judges an element where its worst-case bound is vacuous, the model
  * allows it (prob_judges) and it is the smaller; nowhere else. */
 static void test_probabilistic_bound_judges_vacuous_elements(void **state)
@@ -538,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_ratio_at_the_bound),
         cmocka_unit_test(test_nan_and_inf_rules_on_the_vectorized_path),
         cmocka_unit_test(test_vacuity_is_the_rule),
+        cmocka_unit_test(test_vacuity_of_an_output_of_inf_inputs),
         cmocka_unit_test(test_probabilistic_bound_judges_vacuous_elements),
         cmocka_unit_test(test_rounding_bias_test),
         cmocka_unit_test(test_rounding_to_each_dtype),

@@ -115,8 +115,9 @@ static void spec_bias(const double *expected, const ref_mag *mag, const int64_t 
  * value, the ratios. Counted: over the bound (ratio > 1), NaN where the other side has none,
  * vacuous judging bounds, elements judged by the probabilistic bound. The worst is element 0
  * whatever its ratio, then each element whose ratio is larger than every one before it. The
- * suspect ratio is the largest suspect ratio (0 when none is positive). Vacuous: at least one
- * finite expected value, and every one of them vacuous. The rounding-bias test: spec_bias. */
+ * suspect ratio is the largest suspect ratio (0 when none is positive). Vacuous: the output
+ * rule of cc_output_is_vacuous over those counts and the finite expected values whose judging
+ * bound is infinite. The rounding-bias test: spec_bias. */
 static void spec_compare(const double *expected, const ref_mag *mag, const int64_t *at,
                          int64_t count, const cc_view *got, const cc_bound_model *m,
                          cc_comparison *out, cc_element_judgement *each)
@@ -135,7 +136,7 @@ static void spec_compare(const double *expected, const ref_mag *mag, const int64
             out_max = a;
     }
     out->own_max = out_max;
-    int64_t n_finite = 0;
+    int64_t n_finite = 0, n_unbounded = 0;
     for (int64_t e = 0; e < n; e++) {
         cc_element_mag em = cc_element_mag_at(mag, e);
         int by_prob;
@@ -150,6 +151,7 @@ static void spec_compare(const double *expected, const ref_mag *mag, const int64
         out->n_nan_mismatch += isnan(expected[e]) != isnan(g);
         n_finite += isfinite(expected[e]) != 0;
         out->n_vacuous += cc_bound_is_vacuous(expected[e], bound, out_max, got->dtype, m);
+        n_unbounded += isfinite(expected[e]) && bound == INFINITY;
         out->n_prob += by_prob;
         if (suspect > out->suspect_ratio)
             out->suspect_ratio = suspect;
@@ -163,7 +165,7 @@ static void spec_compare(const double *expected, const ref_mag *mag, const int64
             out->worst_by_prob = by_prob;
         }
     }
-    out->vacuous = n_finite > 0 && out->n_vacuous == n_finite;
+    out->vacuous = cc_output_is_vacuous(n, n_finite, out->n_vacuous, n_unbounded);
     spec_bias(expected, mag, at, n, got, m, &out->bias);
 }
 
@@ -229,6 +231,7 @@ typedef struct {
     long multi_chunk, sampled, empty;
     long nan_expected, nan_got, inf_expected, inf_got, overflow_accepted;
     long over_bound, exactly_one, vacuous_outputs, vacuous_elements, suspect_outputs;
+    long pattern_outputs; /* cc_output_is_vacuous's exception: an output of Inf inputs */
     long nonfinite_alike, split_planes, worst_after_first_chunk;
     long prob_elements, prob_worst, bias_tests, biased, bias_repeats, compensated;
     long by_clone[REF_ISA_COUNT]; /* comparisons each clone made */
@@ -318,8 +321,10 @@ static void check_one(coverage *cv, const double *expected, const ref_mag *mag,
                                         cc_load(got->dtype, got->data, at ? at[e] : e),
                                         got->dtype);
     cv->bias_repeats += candidates > spec.bias.n;
+    long finite_expected = 0;
     for (int64_t e = 0; e < n; e++) {
         double x = expected[e], g = cc_load(got->dtype, got->data, at ? at[e] : e);
+        finite_expected += isfinite(x) != 0;
         cv->nan_expected += isnan(x) != 0;
         cv->nan_got += isnan(g) != 0;
         cv->inf_expected += isinf(x) != 0;
@@ -327,6 +332,8 @@ static void check_one(coverage *cv, const double *expected, const ref_mag *mag,
         cv->overflow_accepted += isfinite(x) && isinf(g) && spec_each[e].ratio == 0.0;
         cv->exactly_one += spec_each[e].ratio == 1.0;
     }
+    cv->pattern_outputs += !spec.vacuous && finite_expected > 0 &&
+                           spec.n_vacuous == finite_expected;
     free(fast_each);
     free(spec_each);
 }
@@ -507,6 +514,8 @@ static void test_adversarial_chunks(void **state)
                     planes[e] = adversarial_mag(expected[e], &r);
                     planes[n + 1 + e] = planes[e] * uniform(&r);       /* dtype_i <= m_i */
                     planes[2 * (n + 1) + e] = planes[e] * uniform(&r); /* prob_i <= m_i */
+                    if (trial == 5 && li % 3 == 1 && isfinite(expected[e]))
+                        planes[e] = INFINITY; /* an output of Inf inputs, as an rfft's */
                     if (trial == 3 && e % 8) { /* mostly candidates of the rounding-bias test */
                         planes[n + 1 + e] = fabs(expected[e]) * uniform(&r);
                         planes[2 * (n + 1) + e] = planes[e] * 0.5 * uniform(&r);
@@ -547,6 +556,9 @@ static void test_adversarial_chunks(void **state)
     assert_true(cv.multi_chunk > 50 && cv.sampled > 100 && cv.empty > 0);
     assert_true(cv.nonfinite_alike > 20 && cv.split_planes > 20 && cv.compensated > 20);
     assert_true(cv.worst_after_first_chunk > 0);
+    printf("outputs of Inf inputs judged by their pattern: %ld; vacuous: %ld\n",
+           cv.pattern_outputs, cv.vacuous_outputs);
+    assert_true(cv.pattern_outputs > 10 && cv.vacuous_outputs > 5);
     printf("probabilistic bound: %ld elements judged by it (%ld outputs' worst); rounding-bias "
            "test: %ld outputs, %ld biased, %ld with repeated values\n",
            cv.prob_elements, cv.prob_worst, cv.bias_tests, cv.biased, cv.bias_repeats);

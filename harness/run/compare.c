@@ -160,6 +160,12 @@ int cc_bound_is_vacuous(double expected, double bound, double out_max, cc_dtype 
     return isfinite(expected) && vacuous_at(fabs(expected), bound, out_max, cc_max_finite(t), m);
 }
 
+int cc_output_is_vacuous(int64_t n, int64_t n_finite, int64_t n_vacuous, int64_t n_unbounded)
+{
+    int pattern_only = n_unbounded == n_finite && n_finite < n; /* beside an Inf or NaN */
+    return n_finite > 0 && n_vacuous == n_finite && !pattern_only;
+}
+
 double cc_element_judging_bound(const cc_bound_model *m, cc_element_mag mag, double expected,
                                 double out_max, cc_dtype t, int *by_prob)
 {
@@ -269,10 +275,11 @@ static inline double bits_value(int64_t b)
     return x;
 }
 
-/* A chunk's counts (over the bound, finite expected values, vacuous bounds) and its largest
- * positive ratio and suspect ratio (0 when none is), as bit patterns; vectorizes. */
+/* A chunk's counts (over the bound, finite expected values, vacuous bounds, infinite bounds of
+ * finite expected values) and its largest positive ratio and suspect ratio (0 when none is), as
+ * bit patterns; vectorizes. */
 typedef struct {
-    int64_t n_over, n_finite, n_vacuous, n_prob;
+    int64_t n_over, n_finite, n_vacuous, n_unbounded, n_prob;
     int64_t r_max, rs_max;
 } chunk_tally;
 
@@ -282,7 +289,7 @@ static void tally_chunk(const cc_bound_model *m, const double *restrict e,
                         const double *restrict rs, const int64_t *restrict by_prob,
                         int64_t len, double out_max, double max_finite, chunk_tally *t)
 {
-    int64_t n_over = 0, n_finite = 0, n_vacuous = 0, n_prob = 0;
+    int64_t n_over = 0, n_finite = 0, n_vacuous = 0, n_unbounded = 0, n_prob = 0;
     int64_t r_max = 0, rs_max = 0;
     for (int64_t k = 0; k < len; k++) {
         double a = fabs(e[k]);
@@ -290,12 +297,13 @@ static void tally_chunk(const cc_bound_model *m, const double *restrict e,
         n_over += r[k] > 1.0;
         n_finite += finite;
         n_vacuous += finite & vacuous_at(a, bound[k], out_max, max_finite, m);
+        n_unbounded += finite & (bound[k] > DBL_MAX);
         n_prob += by_prob[k];
         int64_t rb = positive_bits(r[k]), sb = positive_bits(rs[k]);
         r_max = rb > r_max ? rb : r_max;
         rs_max = sb > rs_max ? sb : rs_max;
     }
-    *t = (chunk_tally){n_over, n_finite, n_vacuous, n_prob, r_max, rs_max};
+    *t = (chunk_tally){n_over, n_finite, n_vacuous, n_unbounded, n_prob, r_max, rs_max};
 }
 
 /* The rounding-bias test's candidates of an output, in the order of their elements. */
@@ -406,7 +414,7 @@ static void compare_with(const compare_loops *loops, const double *expected, con
     /* a plane the reference did not write is m_i's (cc_element_mag_at) */
     const double *worst = mag->worst, *dtype = mag->dtype ? mag->dtype : mag->worst,
                  *prob = mag->prob ? mag->prob : mag->worst;
-    int64_t n_finite = 0;
+    int64_t n_finite = 0, n_unbounded = 0;
     const double max_finite = cc_max_finite(got->dtype);
     bias_values bv = {NULL, 0};
     if (m->bias_test && n > 0 && !(bv.v = malloc(sizeof *bv.v * (size_t)n)))
@@ -449,6 +457,7 @@ static void compare_with(const compare_loops *loops, const double *expected, con
         out->n_over += t.n_over;
         n_finite += t.n_finite;
         out->n_vacuous += t.n_vacuous;
+        n_unbounded += t.n_unbounded;
         out->n_prob += t.n_prob;
         if (bits_value(t.rs_max) > out->suspect_ratio)
             out->suspect_ratio = bits_value(t.rs_max);
@@ -469,7 +478,7 @@ static void compare_with(const compare_loops *loops, const double *expected, con
             out->worst_by_prob = (int)by_prob[w];
         }
     }
-    out->vacuous = n_finite > 0 && out->n_vacuous == n_finite;
+    out->vacuous = cc_output_is_vacuous(n, n_finite, out->n_vacuous, n_unbounded);
     if (bv.v)
         bias_tally(&bv, got->dtype, &out->bias);
     free(bv.v);

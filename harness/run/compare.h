@@ -19,7 +19,8 @@
  *            itself: a passing case over it is `suspect` (a policy may count it as a failure).
  * An output is vacuous when the bound that judges it, at every element, admits every finite
  * value of the dtype or every value of the output's own magnitude: it proves nothing and is
- * never evidence.
+ * never evidence (cc_output_is_vacuous: Inf and NaN expected values are judged by their
+ * pattern, and an output of Inf inputs is judged by that pattern).
  *
  * The rounding-bias test (cc_bound_model.bias_test: f16/bf16): a kernel that rounds its float32
  * result to the dtype by truncation errs by under one ulp, inside every bound with c_op >= 2,
@@ -117,7 +118,7 @@ typedef struct {
     int worst_by_prob;     /* the worst element was judged by its probabilistic bound */
     double suspect_ratio;  /* the worst |got - expected| / suspect bound */
     int64_t n_vacuous;     /* elements whose bound (the one that judged them) is vacuous */
-    int vacuous;           /* n > 0 and every element with a finite expected value is vacuous */
+    int vacuous;           /* cc_output_is_vacuous */
     int64_t n_prob;        /* elements judged by their probabilistic bound */
     double own_max;        /* the output's own magnitude (cc_output_own_max) */
     cc_bias bias;          /* the rounding-bias test (bias.n = 0: no element entered it) */
@@ -189,6 +190,14 @@ cc_element_mag cc_element_mag_at(const ref_mag *mag, int64_t i);
  * value is judged exactly: never vacuous. */
 int cc_bound_is_vacuous(double expected, double bound, double out_max, cc_dtype t,
                         const cc_bound_model *m);
+/* Whether an output of n elements is vacuous: it has n_finite finite expected values and every
+ * one is vacuous (n_vacuous, cc_bound_is_vacuous by the bound that judged it), unless each of
+ * them has an infinite bound (n_unbounded: an Inf or NaN input reaches it, and the contract pins
+ * only that the value is finite, e.g. the DC imaginary part of the spectrum of an Inf input)
+ * beside Inf or NaN expected values: an output of non-finite inputs, judged by its NaN/Inf
+ * pattern, exactly, element by element, and not vacuous. An output whose finite values have
+ * finite bounds that admit everything stays vacuous whatever Inf or NaN stands beside them. */
+int cc_output_is_vacuous(int64_t n, int64_t n_finite, int64_t n_vacuous, int64_t n_unbounded);
 void cc_compare(const double *expected, const ref_mag *mag, const cc_view *got,
                 const cc_bound_model *m, cc_comparison *out);
 /* The same on some elements of a dense `got` (a sampled check, harness/run/sample.h): expected[e]
