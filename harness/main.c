@@ -905,11 +905,16 @@ static int cmd_repro(const options *o)
     if (!p)
         return no_provider_code(o);
     int failed = 0, unjudged = 0; /* over the levels and thread counts */
-    cc_result r;
+    cc_result r, pass;
     int counts = o->n_aten_threads ? o->n_aten_threads : 1;
     for (int k = 0; k < (o->n_cpu_levels ? o->n_cpu_levels : 1) * counts; k++) {
         int rc = repro_at_level(o, p, &c, o->n_cpu_levels ? o->cpu_levels[k / counts] : 0,
-                                o->n_aten_threads ? o->aten_threads[k % counts] : 0, k > 0, &r);
+                                o->n_aten_threads ? o->aten_threads[k % counts] : 0, k > 0,
+                                &pass);
+        /* the script reproduces the first pass that did not pass (its thread count), else the
+         * last */
+        if (!failed)
+            r = pass;
         failed += rc == CC_EXIT_NOT_PASSED;
         unjudged += rc == CC_EXIT_UNJUDGED;
     }

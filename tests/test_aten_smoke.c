@@ -749,7 +749,7 @@ static const char *const SMOKE_PASSES_AT_EVERY_THREAD_COUNT_ON[] = {"cpu:avx512-
  * 2): the smoke suite passes at both (where seen: above), each pass's workers state their count,
  * the rows and the key name it (+tN past one thread), each count's cases are cases of their own
  * (not repeats of the other's), and a case that fails at N threads prints a repro line that runs
- * it at N threads again. */
+ * it at N threads again, whose Python reproducer runs ATen at N threads. */
 static void test_aten_threads_are_platforms(void **state)
 {
     (void)state;
@@ -801,6 +801,31 @@ static void test_aten_threads_are_platforms(void **state)
     assert_int_equal(cc_t_run(NULL, line, out, sizeof out), 1);
     snprintf(want, sizeof want, "at %d ATen threads)", most);
     expect_in(out, want);
+    /* and its Python reproducer runs ATen at N threads too, and fails there as capcheck does */
+    char script[300], with_script[2400];
+    snprintf(script, sizeof script, "%s/fail.py", dir);
+    snprintf(with_script, sizeof with_script, "%s --script %s", line, script);
+    assert_int_equal(cc_t_run(NULL, with_script, out, sizeof out), 1);
+    char *py = cc_t_slurp(script, NULL);
+    snprintf(want, sizeof want, "\"threads\": %d,", most);
+    expect_in(py, want);
+    free(py);
+    if (access(VENV_PYTHON, X_OK) == 0) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "'%s' -W ignore '%s' > '%s/fail.out' 2>&1", VENV_PYTHON, script,
+                 dir);
+        fflush(NULL);
+        int st = system(cmd);
+        snprintf(path, sizeof path, "%s/fail.out", dir);
+        char *said = cc_t_slurp(path, NULL);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
+            fail_msg("the reproducer at %d threads did not exit 1:\n%.2000s", most, said);
+        snprintf(want, sizeof want, "threads:  %d ATen threads", most);
+        expect_in(said, want);
+        free(said);
+    } else {
+        printf("no %s: the reproducer at %d threads is written, not run\n", VENV_PYTHON, most);
+    }
     cc_t_remove_dir(dir);
 }
 

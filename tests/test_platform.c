@@ -76,6 +76,14 @@ static void test_keys_from_facts(void **state)
     assert_string_equal(k, "cpu:amx+aten-default+t16");
     key_of("OpenBLAS 0.3.28; threads 4; device cpu", CC_CPU, HASWELL, NULL, k);
     assert_string_equal(k, "cpu:avx2+t4");
+    /* and read back from the key (a reproducer runs ATen at the count its case's key names) */
+    assert_int_equal(cc_platform_key_threads("cpu:amx+aten-default+t16"), 16);
+    assert_int_equal(cc_platform_key_threads("cpu:avx512-bf16+t2"), 2);
+    assert_int_equal(cc_platform_key_threads("cpu:amx+aten-default"), 1);
+    assert_int_equal(cc_platform_key_threads("cpu:avx512-bf16"), 1);
+    assert_int_equal(cc_platform_key_threads("cpu:x+t2x"), 1);
+    assert_int_equal(cc_platform_key_threads(""), 1);
+    assert_int_equal(cc_platform_key_threads(NULL), 1);
     key_of("mychip 1.0; threads 8; platform npu:mychip-v2", CC_CPU, ZEN4, NULL, k);
     assert_string_equal(k, "npu:mychip-v2"); /* a stated key is the provider's own */
     key_of("libtorch 2.15.0; threads 4; gpu NVIDIA H200 (sm_90)", CC_CUDA, ZEN4, NULL, k);

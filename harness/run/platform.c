@@ -531,7 +531,8 @@ void cc_platform_derive(const char *desc, cc_device dev, const char *cpu_flags,
         cc_describe_item(desc, "threads", p->threads, sizeof p->threads);
         long threads = strtol(p->threads, NULL, 10);
         size_t used = strlen(p->key);
-        if (threads > 1) /* the parallel path: one thread keeps the bare key */
+        if (threads > 1) /* the parallel path: one thread keeps the bare key (read back by
+                            cc_platform_key_threads) */
             snprintf(p->key + used, sizeof p->key - used, "+t%ld", threads);
     }
     if (stated[0]) { /* the provider's own key, in the key alphabet: kind:name, lower case */
@@ -677,4 +678,14 @@ int cc_platforms_from_json(const cc_json *list, cc_platform *p, int max, int *n,
         }
     }
     return 0;
+}
+
+int cc_platform_key_threads(const char *key)
+{
+    const char *t = key ? strrchr(key, '+') : NULL;
+    if (!t || t[1] != 't' || t[2] < '1' || t[2] > '9')
+        return 1;
+    char *end;
+    long n = strtol(t + 2, &end, 10);
+    return *end == 0 && n > 1 && n <= 4096 ? (int)n : 1;
 }

@@ -114,6 +114,10 @@ void cc_aten_threads_apply(int n);
 /* A provider's describe() text is a list of "key value" items separated by "; ". The value of
  * item `key` ("" when absent or "none..."). */
 void cc_describe_item(const char *desc, const char *key, char *buf, size_t n);
+/* The ATen intra-op thread count a CPU platform KEY names: N of its "+tN" suffix, 1 without one
+ * (one thread keeps the bare key). */
+int cc_platform_key_threads(const char *key);
+
 /* The description without the items that name a platform ("cpu_capability", "threads",
  * "platform"): what a provider says of itself whatever the dispatch level and thread count (the
  * platforms say the rest). */

@@ -242,9 +242,10 @@ int cc_reproducer_write_data(FILE *f, const cc_case *c, const cc_inputs *in,
     cc_json_write_string(f, line);
     fputs(", \"op\": ", f);
     cc_json_write_string(f, c->op->name);
-    fprintf(f, ", \"dtype\": \"%s\", \"device\": \"%s\", \"threads\": 1, \"tf32\": %s, "
+    fprintf(f, ", \"dtype\": \"%s\", \"device\": \"%s\", \"threads\": %d, \"tf32\": %s, "
                "\"deterministic\": %s, \"nonfinite_alike\": %s, \"libtorch\": ",
-            cc_dtype_name(c->dtype), cc_device_name(c->device), info->tf32 ? "true" : "false",
+            cc_dtype_name(c->dtype), cc_device_name(c->device),
+            info->threads > 1 ? info->threads : 1, info->tf32 ? "true" : "false",
             info->deterministic ? "true" : "false",
             (c->edges & (1u << CC_EDGE_NAN | 1u << CC_EDGE_INF)) ? "true" : "false");
     char lt[128] = "unknown";
@@ -499,7 +500,8 @@ int cc_reproducer_hand_out(const cc_case *c, const cc_provider *p, const cc_resu
                                .repro_command = repro_cmd,
                                .python = python,
                                .tf32 = tf32 && !strcmp(tf32, "1"),
-                               .deterministic = det && !strcmp(det, "1")};
+                               .deterministic = det && !strcmp(det, "1"),
+                               .threads = r ? cc_platform_key_threads(r->platform) : 1};
     FILE *f = out;
     if (path && !(f = fopen(path, "w"))) {
         fprintf(err, "capcheck: cannot write the reproducer %s: %s\n", path, strerror(errno));

@@ -57,6 +57,8 @@ typedef struct {
     const char *repro_command;        /* the capcheck line that reruns the case (NULL: none) */
     const char *python;               /* the interpreter of the shebang (NULL: python3) */
     int tf32, deterministic;          /* the math modes of the run */
+    int threads;                      /* ATen's intra-op threads (0: 1), as the result's
+                                         platform key names them */
     int with_got;                     /* DATA carries each output's "got_hex" (the lowering
                                          check's record: what the shim computed) */
     int one_line;                     /* DATA on one line (a record of a JSON-lines file) */

@@ -216,8 +216,9 @@ def judge(data, out, inputs):
 
 
 def set_math_modes(data):
-    """What the shim sets in init (aten_provider.cpp): one thread, the run's TF32 and
-    deterministic modes, no cuDNN autotuning, no reduced-precision cuBLAS reductions."""
+    """What the shim sets in init (aten_provider.cpp): the case's ATen thread count (1, or N
+    of a +tN platform), the run's TF32 and deterministic modes, no cuDNN autotuning, no
+    reduced-precision cuBLAS reductions."""
     torch.set_num_threads(data["threads"])
     torch.backends.cuda.matmul.allow_tf32 = data["tf32"]
     torch.backends.cudnn.allow_tf32 = data["tf32"]
@@ -233,6 +234,9 @@ def main(argv, data=None):
     print("case:     %s" % data["case"])
     print("torch:    %s (%s); capcheck ran libtorch %s" % (torch.__version__,
                                                             torch.__file__, data["libtorch"]))
+    if data["threads"] > 1:
+        print("threads:  %d ATen threads (the case's platform; ATen splits work past its grain)"
+              % data["threads"])
     device = data["device"]
     if device == "cuda" and not torch.cuda.is_available():
         print("status:   cannot judge: this torch sees no CUDA device")
