@@ -212,7 +212,10 @@ static const struct {
      "  --script FILE    write the Python reproducer to FILE, executable, and print the command\n"
      "                   that runs it with the Python that has torch (default: stdout)\n"
      "  --timeout S      each candidate's limit (default 10 s + 1 us per element per input),\n"
-     "                   also the provider init's (default 60 s)\n" MATH_MODES
+     "                   also the provider init's (default 60 s)\n"
+     "  --cpu-capability LEVEL, --aten-threads N   the pass where the case failed (one level,\n"
+     "                   one count, as its repro line names them): every candidate runs there,\n"
+     "                   and the reproducer runs ATen at N threads\n" MATH_MODES
      "Exit codes: 0 a minimal failing case was printed; 1 the case does not fail; 125 a\n"
      "provider that cannot run, or a script that cannot be written; 2 bad input.\n" PROVIDERS},
     {"bench", "time the provider's calls alone against capcheck's per-case path",

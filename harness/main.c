@@ -141,8 +141,8 @@ static const option_spec OPTIONS[] = {
     OPT("--sign", C_SUITE, V_TEXT, sign),
     OPT("--torchlean", C_CERTIFY, V_TEXT, torchlean),
     OPT("--catalog", C_CERTIFY, V_TEXT, catalog),
-    OPT("--cpu-capability", C_SUITE | C_REPRO, V_TEXT, cpu_capability),
-    OPT("--aten-threads", C_SUITE | C_REPRO, V_TEXT, aten_threads_spec),
+    OPT("--cpu-capability", C_SUITE | C_REPRO | C_SHRINK, V_TEXT, cpu_capability),
+    OPT("--aten-threads", C_SUITE | C_REPRO | C_SHRINK, V_TEXT, aten_threads_spec),
     OPT("--expect", C_RUN, V_FLAG, expect),
     OPT("--repeat", C_SUITE | C_REPRO, V_REPEAT, repeat),
     OPT("--no-guard", C_RUN | C_REPRO, V_FLAG, no_guard),
@@ -896,6 +896,23 @@ static int parse_case_argument(const options *o, const char *usage, cc_case *c)
 static int repro_at_level(const options *o, const cc_provider *p, const cc_case *c, int level,
                           int aten_threads, int again, cc_result *r);
 
+/* What reruns a case as the pass at CPU level `level` (0: native) and `aten_threads` ATen
+ * threads (0: none set) ran it: the command's own repro words and that pass's. */
+static cc_repro repro_of_pass(const options *o, int level, int aten_threads)
+{
+    cc_repro r = o->repro;
+    char word[64];
+    if (level) {
+        snprintf(word, sizeof word, "--cpu-capability %s", cc_level_name(level));
+        cc_repro_add_arg(&r, word);
+    }
+    if (aten_threads) {
+        snprintf(word, sizeof word, "--aten-threads %d", aten_threads);
+        cc_repro_add_arg(&r, word);
+    }
+    return r;
+}
+
 static int cmd_repro(const options *o)
 {
     cc_case c;
@@ -906,21 +923,25 @@ static int cmd_repro(const options *o)
         return no_provider_code(o);
     int failed = 0, unjudged = 0; /* over the levels and thread counts */
     cc_result r, pass;
-    int counts = o->n_aten_threads ? o->n_aten_threads : 1;
+    int counts = o->n_aten_threads ? o->n_aten_threads : 1, level = 0, threads = 0;
     for (int k = 0; k < (o->n_cpu_levels ? o->n_cpu_levels : 1) * counts; k++) {
-        int rc = repro_at_level(o, p, &c, o->n_cpu_levels ? o->cpu_levels[k / counts] : 0,
-                                o->n_aten_threads ? o->aten_threads[k % counts] : 0, k > 0,
-                                &pass);
-        /* the script reproduces the first pass that did not pass (its thread count), else the
-         * last */
-        if (!failed)
+        int at_level = o->n_cpu_levels ? o->cpu_levels[k / counts] : 0,
+            at_threads = o->n_aten_threads ? o->aten_threads[k % counts] : 0;
+        int rc = repro_at_level(o, p, &c, at_level, at_threads, k > 0, &pass);
+        /* the script reproduces the first pass that did not pass (its level and thread
+         * count), else the last */
+        if (!failed) {
             r = pass;
+            level = at_level;
+            threads = at_threads;
+        }
         failed += rc == CC_EXIT_NOT_PASSED;
         unjudged += rc == CC_EXIT_UNJUDGED;
     }
     if (o->script) { /* the case's standalone reproducer: for a bisect without capcheck */
         char cmd[2700];
-        cc_repro_command(&o->repro, r.line[0] ? r.line : o->files[0], cmd, sizeof cmd);
+        cc_repro at = repro_of_pass(o, level, threads);
+        cc_repro_command(&at, r.line[0] ? r.line : o->files[0], cmd, sizeof cmd);
         if (cc_reproducer_hand_out(&c, p, r.line[0] ? &r : NULL, cmd, o->script, stdout,
                                    stderr))
             return CC_EXIT_UNJUDGED;
@@ -1013,10 +1034,20 @@ static int cmd_shrink(const options *o)
     if (parse_case_argument(o, "capcheck shrink: give exactly one failing case line in quotes",
                             &c))
         return 2;
+    if (o->n_cpu_levels > 1 || o->n_aten_threads > 1) {
+        fprintf(stderr, "capcheck shrink: give one --cpu-capability level and one --aten-threads "
+                        "count: the pass where the case failed\n");
+        return 2;
+    }
     const cc_provider *p = select_provider(o); /* initialised by the shrink's worker */
     if (!p)
         return no_provider_code(o);
-    return cc_shrink_command(p, &c, o->script, o->timeout, &o->repro, stdout, stderr);
+    int level = o->n_cpu_levels ? o->cpu_levels[0] : 0,
+        threads = o->n_aten_threads ? o->aten_threads[0] : 0;
+    cc_shrink_opts so = {.timeout_s = o->timeout, .log = stderr, .cpu_level = level,
+                         .aten_threads = threads};
+    cc_repro at = repro_of_pass(o, level, threads);
+    return cc_shrink_command(p, &c, o->script, &so, &at, stdout, stderr);
 }
 
 static int cmd_bench(const options *o)

@@ -749,7 +749,8 @@ static const char *const SMOKE_PASSES_AT_EVERY_THREAD_COUNT_ON[] = {"cpu:avx512-
  * 2): the smoke suite passes at both (where seen: above), each pass's workers state their count,
  * the rows and the key name it (+tN past one thread), each count's cases are cases of their own
  * (not repeats of the other's), and a case that fails at N threads prints a repro line that runs
- * it at N threads again, whose Python reproducer runs ATen at N threads. */
+ * it at N threads again, whose Python reproducer runs ATen at N threads; shrink runs at that
+ * pass too. */
 static void test_aten_threads_are_platforms(void **state)
 {
     (void)state;
@@ -826,6 +827,24 @@ static void test_aten_threads_are_platforms(void **state)
     } else {
         printf("no %s: the reproducer at %d threads is written, not run\n", VENV_PYTHON, most);
     }
+    /* shrink at that pass: its candidates, its repro line and its reproducer at N threads */
+    snprintf(script, sizeof script, "%s/shrunk.py", dir);
+    snprintf(args, sizeof args,
+             "shrink 'distill dtype=f16 in=[200000],[200000] axis=0 temp=10 seed=1 stream=1' "
+             "--aten-threads %d --script %s",
+             most, script);
+    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 0);
+    expect_in(out, "minimal:  distill dtype=f16");
+    snprintf(want, sizeof want, "--aten-threads %d\n", most);
+    expect_in(out, want);
+    py = cc_t_slurp(script, NULL);
+    snprintf(want, sizeof want, "\"threads\": %d,", most);
+    expect_in(py, want);
+    free(py);
+    assert_int_equal(cc_t_run(NULL, "shrink 'exp dtype=f16 in=[3]' --aten-threads 1,2", out,
+                              sizeof out),
+                     2);
+    expect_in(out, "one --aten-threads count");
     cc_t_remove_dir(dir);
 }
 

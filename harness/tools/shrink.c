@@ -479,7 +479,7 @@ int cc_shrink(const cc_provider *p, const cc_case *c, const cc_shrink_opts *o,
     /* every run in a worker of the pool: init there too, under the same limit, so a provider
      * that hangs, crashes or exits in init or in a call is a sentence or a result */
     cc_pool_config pc = {p,    1,    1u << c->device, opt.timeout_s, opt.timeout_s, 0,
-                         NULL, 0,    0,               {0}, -1, 0};
+                         NULL, 0,    opt.cpu_level,   {0}, -1, opt.aten_threads};
     cc_pool *pool;
     if (cc_pool_start(&pc, &pool, msg, msg_len))
         return -1;
@@ -550,14 +550,13 @@ static int shrink_in(cc_pool *pool, const cc_provider *p, const cc_case *c,
 /* ---- the command ---------------------------------------------------------------------------- */
 
 int cc_shrink_command(const cc_provider *p, const cc_case *c, const char *script_path,
-                      double timeout_s, const cc_repro *repro, FILE *out, FILE *err)
+                      const cc_shrink_opts *o, const cc_repro *repro, FILE *out, FILE *err)
 {
-    cc_shrink_opts o = {0, timeout_s, 0, err};
     cc_shrink_result res;
     char msg[512] = "";
     char line[CC_CASE_LINE_MAX];
     cc_case_print(c, line, sizeof line);
-    int rc = cc_shrink(p, c, &o, &res, msg, sizeof msg);
+    int rc = cc_shrink(p, c, o, &res, msg, sizeof msg);
     if (rc) {
         fprintf(err, "capcheck shrink: %s\n  %s\n", msg, line);
         return rc > 0 ? 1 : CC_EXIT_UNJUDGED; /* < 0: the provider could not run */

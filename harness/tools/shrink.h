@@ -31,6 +31,8 @@ typedef struct {
                          pool's defaults */
     int max_seed;     /* seeds 0..max_seed-1 are tried; 0: 16 */
     FILE *log;        /* one line per kept candidate, or NULL */
+    int cpu_level;    /* the worker's CPU dispatch level (harness/run/platform.h; 0 native) */
+    int aten_threads; /* the worker's ATen thread count (0: none set, ATen's one) */
 } cc_shrink_opts;
 
 typedef struct {
@@ -50,13 +52,14 @@ int cc_shrink(const cc_provider *p, const cc_case *c, const cc_shrink_opts *o,
 /* Total input elements of a case (the first key of the shrink order). */
 int64_t cc_case_input_elements(const cc_case *c);
 
-/* `capcheck shrink`: shrink, print the minimal line, the command that reruns it (repro, may
- * be NULL: harness/repro.h) and its result to out, then its reproducer
+/* `capcheck shrink`: shrink (o: its limits, level and thread count; o->log its progress), print
+ * the minimal line, the command that reruns it (repro, may be NULL: harness/repro.h; it names
+ * o's level and thread count already) and its result to out, then its reproducer
  * (harness/tools/reproducer.h: on ATen the Python script, to script_path or to out when NULL;
  * on any other provider the repro line, said so). Exit code: 0 a minimal failing case was
  * printed, 1 the case does not fail, 125 the provider cannot run or the reproducer could not
  * be written. */
 int cc_shrink_command(const cc_provider *p, const cc_case *c, const char *script_path,
-                      double timeout_s, const cc_repro *repro, FILE *out, FILE *err);
+                      const cc_shrink_opts *o, const cc_repro *repro, FILE *out, FILE *err);
 
 #endif
