@@ -975,9 +975,10 @@ static int repro_at_level(const options *o, const cc_provider *p, const cc_case 
         printf("platform: %s (level %s%s)\n", r.platform, cc_level_name(level), threads);
     else if (r.platform[0])
         printf("platform: %s\n", r.platform);
-    printf("status:   %s%s%s%s\njudged:   %s accumulation\n", cc_result_status_name(r.status),
-           r.suspect ? ", suspect" : "", r.vacuous ? ", vacuous" : "",
-           r.placement_sensitive ? ", placement-sensitive" : "",
+    printf("status:   %s%s%s%s%s%s%s\njudged:   %s accumulation\n",
+           cc_result_status_name(r.status), r.suspect ? ", suspect" : "",
+           r.vacuous ? ", vacuous" : "", r.vacuous_outputs[0] ? " (" : "", r.vacuous_outputs,
+           r.vacuous_outputs[0] ? ")" : "", r.placement_sensitive ? ", placement-sensitive" : "",
            cc_accumulation_name(r.accumulation));
     if (r.checked_fwd)
         printf("forward:  worst bound ratio %.4g\n", r.fwd_ratio);

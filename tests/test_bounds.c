@@ -80,6 +80,14 @@ static void test_long_bf16_sum_is_vacuous_only_when_relaxed(void **state)
     assert_int_equal(rr.status, CC_RES_PASS);
     assert_false(rs.vacuous);
     assert_true(rr.vacuous);
+    assert_string_equal(rs.vacuous_outputs, "");
+    assert_string_equal(rr.vacuous_outputs, "y"); /* the output that proved nothing, named */
+    /* with its gradient checked too (a broadcast of g, judged exactly): y alone is named */
+    cc_result bs, br;
+    run_strict_and_relaxed(ref, "reduceSum dtype=bf16 in=[4096] axis=0 check=both seed=5", &bs,
+                           &br);
+    assert_true(br.vacuous && !bs.vacuous);
+    assert_string_equal(br.vacuous_outputs, "y");
     printf("reduceSum bf16 [4096]: bound %.3g strict, %.3g relaxed (y = %.4g)\n", rs.bound,
            rr.bound, rs.expected);
     assert_true(rr.bound > 1e3 * rs.bound);

@@ -61,6 +61,7 @@ static void sample_result(cc_result *r)
     r->accumulation = CC_ACC_RELAXED;
     r->suspect_ratio = 1.5;
     r->suspect = r->vacuous = 1;
+    snprintf(r->vacuous_outputs, sizeof r->vacuous_outputs, "grad:q grad:k");
     r->has_power = 1;
     r->power = (cc_power){NAN, 2.8284271247461903, INFINITY, 0, 0.0, 1.0};
     r->prob_judged = 3;

@@ -80,6 +80,8 @@ void cc_result_put_json_members(cc_strbuf *b, const cc_result *r)
         cc_strbuf_lit(b, ",\"suspect\":true");
     if (r->vacuous)
         cc_strbuf_lit(b, ",\"vacuous\":true");
+    if (r->vacuous_outputs[0])
+        put_string_member(b, ",\"vacuous_outputs\":", r->vacuous_outputs);
     if (r->placement_sensitive) { /* only when seen: a record without keeps its bytes */
         put_string_member(b, ",\"placement_sensitive\":true,\"placement\":{\"output\":",
                           r->placement_output);

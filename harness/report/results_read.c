@@ -218,6 +218,13 @@ int cc_result_from_json(const cc_json *o, cc_result *r, char *msg, size_t len)
         snprintf(msg, len, "\"suspect\"/\"vacuous\" are not true/false");
         return -1;
     }
+    if (get_text(o, "vacuous_outputs", r->vacuous_outputs, sizeof r->vacuous_outputs, 0, msg,
+                 len))
+        return -1;
+    if (r->vacuous_outputs[0] && !r->vacuous) {
+        snprintf(msg, len, "\"vacuous_outputs\" names outputs of a case not \"vacuous\"");
+        return -1;
+    }
     if (get_placement(o, r, msg, len))
         return -1;
     const cc_json *pw = cc_json_get(o, "power");

@@ -130,6 +130,8 @@ typedef struct {
     cc_accumulation accumulation;
     double suspect_ratio;
     int suspect, vacuous;
+    char vacuous_outputs[96]; /* the vacuous ones, space-separated ("grad:q grad:k"); "" in a
+                                 record written before they were named */
     /* elements judged by their probabilistic bound (their worst-case bound was vacuous), and
      * whether the worst element is one of them; the rounding-bias test of largest |z| over the
      * outputs (bias.n = 0: none ran) and the output it is of */
