@@ -379,11 +379,11 @@ static void judge(case_run *cr, int k, const char *what, const ref_shape *shape,
     cc_result *r = cr->r;
     if (cmp.suspect_ratio > r->suspect_ratio)
         r->suspect_ratio = cmp.suspect_ratio;
-    if (cmp.vacuous) { /* each output once: judge sees each at k = 0 once per check */
-        size_t used = strlen(r->vacuous_outputs);
+    size_t used = strlen(r->vacuous_outputs);
+    if (cmp.vacuous && used + 1 + strlen(what) < sizeof r->vacuous_outputs) /* whole names only;
+        each output once: judge sees each at k = 0 once per check */
         snprintf(r->vacuous_outputs + used, sizeof r->vacuous_outputs - used, "%s%s",
                  used ? " " : "", what);
-    }
     r->vacuous |= cmp.vacuous;
     r->prob_judged += cmp.n_prob;
     note_bias(cr, what, &cmp.bias);
