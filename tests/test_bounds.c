@@ -110,6 +110,30 @@ static void test_long_bf16_sum_is_vacuous_only_when_relaxed(void **state)
     assert_int_equal(ev.v[0].relaxed, 1); /* the gate wants strict unless the policy says */
     cc_evidence_free(&ev);
     cc_catalog_free(&cat);
+
+    /* through the binary: the record names the output, report.md lists the row's first vacuous
+     * case with the output and the command that reruns it as judged */
+    char out[8192], path[256];
+    snprintf(path, sizeof path, "%s/vacuous.cases", tmp);
+    cc_t_write(path, "reduceSum dtype=bf16 in=[4096] axis=0 check=both seed=5\n");
+    assert_int_equal(cc_t_run(in_tmp,
+                              "run vacuous.cases --provider reference --accumulation relaxed -j 1 "
+                              "--out vacuous",
+                              out, sizeof out),
+                     0);
+    snprintf(path, sizeof path, "%s/vacuous/results.jsonl", tmp);
+    char *rec = cc_t_slurp(path, NULL);
+    assert_non_null(strstr(rec, "\"vacuous\":true,\"vacuous_outputs\":\"y\""));
+    free(rec);
+    snprintf(path, sizeof path, "%s/vacuous/report.md", tmp);
+    char *md = cc_t_slurp(path, NULL);
+    const char *section = strstr(md, "## Vacuous (1 cases");
+    if (!section || !strstr(section, "- **reduceSum bf16 cpu") ||
+        !strstr(section, "the first vacuous in y:") ||
+        !strstr(section, "seed=5' --provider reference") ||
+        !strstr(section, "--accumulation relaxed`"))
+        fail_msg("report.md does not list the vacuous case:\n%.3000s", md);
+    free(md);
 }
 
 /* ---- strict against relaxed ---------------------------------------------------------------- */

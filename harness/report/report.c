@@ -307,7 +307,11 @@ static int count_case(cc_report *rep, cc_report_row *row, const cc_result *r)
             row->least_fraction = r->checked_fraction;
         row->sampled++;
     }
-    row->vacuous += r->vacuous != 0;
+    if (r->vacuous && !row->vacuous++) {
+        snprintf(row->first_vacuous, sizeof row->first_vacuous, "%s", r->line);
+        snprintf(row->first_vacuous_outputs, sizeof row->first_vacuous_outputs, "%s",
+                 r->vacuous_outputs[0] ? r->vacuous_outputs : "an output");
+    }
     row->suspect += r->suspect != 0;
     rep->distinct++;
     rep->counts[r->status]++;
@@ -715,6 +719,31 @@ static void write_placement_markdown(const cc_report *rep, const size_t *order, 
     }
 }
 
+/* The rows with vacuous cases (an output whose bound admitted every value: docs/judging.md,
+ * never evidence): how many, the first with the outputs that proved nothing and the command that
+ * reruns it. Nothing when there are none. */
+static void write_vacuous_markdown(const cc_report *rep, const size_t *order, FILE *f)
+{
+    if (!rep->vacuous)
+        return;
+    fprintf(f, "\n## Vacuous (%ld cases: an output whose bound admitted every value of its "
+               "magnitude proved nothing there; never evidence; docs/judging.md)\n\n",
+            rep->vacuous);
+    char cmd[2600];
+    for (size_t k = 0; k < rep->n; k++) {
+        const cc_report_row *row = &rep->rows[order[k]];
+        if (!row->vacuous)
+            continue;
+        cc_repro_command_on(&rep->repro, row->first_vacuous, row->platform,
+                            rep->provenance.platforms, rep->provenance.n_platforms, cmd,
+                            sizeof cmd);
+        fprintf(f, "- **%s %s %s**: %ld of %ld; the first vacuous in %s:\n  `%s`\n", row->op,
+                cc_dtype_name(row->dtype),
+                row->platform[0] ? row->platform : cc_device_name(row->device), row->vacuous,
+                row->cases, row->first_vacuous_outputs, cmd);
+    }
+}
+
 /* report.md's verdict line (bad: the cases that did not pass, counts: their statuses), and the
  * repeated case lines it counted once. */
 static void write_verdict(const cc_report *rep, FILE *f, long bad, const char *counts,
@@ -853,6 +882,7 @@ static void write_markdown(const cc_report *rep, FILE *f)
                 cc_count_errors(row->counts), row->vacuous, row->suspect, row->worst_ratio,
                 row->worst_line);
     }
+    write_vacuous_markdown(rep, order, f); /* below the rows: a note on passes, not a finding */
     free(order);
     int any = 0;
     for (size_t i = 0; i < rep->n; i++) {

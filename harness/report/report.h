@@ -34,6 +34,8 @@ typedef struct {
     long counts[CC_RES_COUNT];
     long cases;
     long vacuous, suspect; /* cases judged vacuous (never evidence), passing cases judged suspect */
+    char first_vacuous[CC_CASE_LINE_MAX]; /* the first vacuous case, and its vacuous outputs */
+    char first_vacuous_outputs[96];
     /* cases whose bits depend on the buffers' placement (cc_result.placement_sensitive), and
      * the first: its line and "y[3,1]: 0.25 at the first placement, 0.2500001 at the other" */
     long placement;
