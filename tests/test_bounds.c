@@ -129,7 +129,7 @@ static void test_long_bf16_sum_is_vacuous_only_when_relaxed(void **state)
     char *md = cc_t_slurp(path, NULL);
     const char *section = strstr(md, "## Vacuous (1 cases");
     if (!section || !strstr(section, "- **reduceSum bf16 cpu") ||
-        !strstr(section, "the first vacuous in y:") ||
+        !strstr(section, "; the first vacuous in y\n") ||
         !strstr(section, "seed=5' --provider reference") ||
         !strstr(section, "--accumulation relaxed`"))
         fail_msg("report.md does not list the vacuous case:\n%.3000s", md);

@@ -693,6 +693,44 @@ static void write_failing_row(const cc_report *rep, const cc_report_row *row, FI
     fprintf(f, "  first NaN/Inf pattern miss: %s\n  `%s`\n", row->first_nonfinite_msg, cmd);
 }
 
+/* A row's cases of one kind (placement-sensitive, vacuous): how many, the first's line and what
+ * report.md says of it. */
+typedef struct {
+    long n;
+    const char *first, *said;
+} flagged_cases;
+
+static flagged_cases placement_of(const cc_report_row *row)
+{
+    return (flagged_cases){row->placement, row->first_placement, row->first_placement_at};
+}
+
+static flagged_cases vacuous_of(const cc_report_row *row)
+{
+    return (flagged_cases){row->vacuous, row->first_vacuous, row->first_vacuous_outputs};
+}
+
+/* Each row with cases of(row) counts: how many, `lead` and what is said of the first, and the
+ * command that reruns it on the row's platform. */
+static void write_flagged_rows(const cc_report *rep, const size_t *order,
+                               flagged_cases (*of)(const cc_report_row *), const char *lead,
+                               FILE *f)
+{
+    char cmd[2600];
+    for (size_t k = 0; k < rep->n; k++) {
+        const cc_report_row *row = &rep->rows[order[k]];
+        flagged_cases c = of(row);
+        if (!c.n)
+            continue;
+        cc_repro_command_on(&rep->repro, c.first, row->platform, rep->provenance.platforms,
+                            rep->provenance.n_platforms, cmd, sizeof cmd);
+        fprintf(f, "- **%s %s %s**: %ld of %ld; %s%s\n  `%s`\n", row->op,
+                cc_dtype_name(row->dtype),
+                row->platform[0] ? row->platform : cc_device_name(row->device), c.n, row->cases,
+                lead, c.said, cmd);
+    }
+}
+
 /* The rows with placement-sensitive cases (runner.h: --repeat found their bits depend on where
  * the buffers sit, not a race): how many, the first with its element and the command that
  * reruns it. Nothing when there are none. */
@@ -704,19 +742,7 @@ static void write_placement_markdown(const cc_report *rep, const size_t *order, 
                "the same bits again at the first call's placement; not a race, a kernel whose "
                "bits depend on alignment; the gate's policy item placement_sensitive)\n\n",
             rep->placement);
-    char cmd[2600];
-    for (size_t k = 0; k < rep->n; k++) {
-        const cc_report_row *row = &rep->rows[order[k]];
-        if (!row->placement)
-            continue;
-        cc_repro_command_on(&rep->repro, row->first_placement, row->platform,
-                            rep->provenance.platforms, rep->provenance.n_platforms, cmd,
-                            sizeof cmd);
-        fprintf(f, "- **%s %s %s**: %ld of %ld; first: %s\n  `%s`\n", row->op,
-                cc_dtype_name(row->dtype),
-                row->platform[0] ? row->platform : cc_device_name(row->device), row->placement,
-                row->cases, row->first_placement_at, cmd);
-    }
+    write_flagged_rows(rep, order, placement_of, "first: ", f);
 }
 
 /* The rows with vacuous cases (an output whose bound admitted every value: docs/judging.md,
@@ -729,19 +755,7 @@ static void write_vacuous_markdown(const cc_report *rep, const size_t *order, FI
     fprintf(f, "\n## Vacuous (%ld cases: an output whose bound admitted every value of its "
                "magnitude proved nothing there; never evidence; docs/judging.md)\n\n",
             rep->vacuous);
-    char cmd[2600];
-    for (size_t k = 0; k < rep->n; k++) {
-        const cc_report_row *row = &rep->rows[order[k]];
-        if (!row->vacuous)
-            continue;
-        cc_repro_command_on(&rep->repro, row->first_vacuous, row->platform,
-                            rep->provenance.platforms, rep->provenance.n_platforms, cmd,
-                            sizeof cmd);
-        fprintf(f, "- **%s %s %s**: %ld of %ld; the first vacuous in %s:\n  `%s`\n", row->op,
-                cc_dtype_name(row->dtype),
-                row->platform[0] ? row->platform : cc_device_name(row->device), row->vacuous,
-                row->cases, row->first_vacuous_outputs, cmd);
-    }
+    write_flagged_rows(rep, order, vacuous_of, "the first vacuous in ", f);
 }
 
 /* report.md's verdict line (bad: the cases that did not pass, counts: their statuses), and the
