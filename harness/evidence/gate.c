@@ -530,6 +530,16 @@ static void first_repro(const cc_run *run, const cc_verdict *v, const char *line
                         cmd, n);
 }
 
+/* A reason of the passing cases the policy fails (n of them, `are` what they are) with the
+ * command that reruns the first of them. */
+static void reason_with_first(const cc_run *run, cc_verdict *v, int kind, long n, const char *are,
+                              const char *first_line)
+{
+    char cmd[2600];
+    first_repro(run, v, first_line, cmd, sizeof cmd);
+    reason(v, kind, "%ld passing cases %s; first: %.600s", n, are, cmd);
+}
+
 static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
 {
     cc_policy_requirements(pol, &v->capsule, v->dtype, &v->req);
@@ -567,22 +577,16 @@ static void judge(const cc_policy *pol, const cc_run *run, cc_verdict *v)
                "%ld cases were judged with relaxed accumulation (f16/bf16 sums folded in the "
                "dtype); the policy wants strict",
                s->relaxed);
-    if (s->suspect && q->suspect_fails) {
-        char cmd[2600];
-        first_repro(run, v, s->first_suspect, cmd, sizeof cmd);
-        reason(v, CC_WHY_SUSPECT,
-               "%ld passing cases are suspect (over the probabilistic bound; the policy has "
-               "suspect fail); first: %.600s",
-               s->suspect, cmd);
-    }
-    if (s->placement && q->placement_fails) {
-        char cmd[2600];
-        first_repro(run, v, s->first_placement, cmd, sizeof cmd);
-        reason(v, CC_WHY_PLACEMENT,
-               "%ld passing cases are placement-sensitive (other bits when --repeat moved their "
-               "buffers; the policy has placement_sensitive fail); first: %.600s",
-               s->placement, cmd);
-    }
+    if (s->suspect && q->suspect_fails)
+        reason_with_first(run, v, CC_WHY_SUSPECT, s->suspect,
+                          "are suspect (over the probabilistic bound; the policy has suspect "
+                          "fail)",
+                          s->first_suspect);
+    if (s->placement && q->placement_fails)
+        reason_with_first(run, v, CC_WHY_PLACEMENT, s->placement,
+                          "are placement-sensitive (other bits when --repeat moved their "
+                          "buffers; the policy has placement_sensitive fail)",
+                          s->first_placement);
     judge_counts(q, s, v);
     missing_classes(v, "shape classes", q->shapes, s->shape_n, CC_SHAPE_COUNT, SHAPES);
     missing_classes(v, "layout classes", q->layouts, s->layout_n, CC_LAYOUT_COUNT, LAYOUTS);
