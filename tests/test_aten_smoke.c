@@ -744,6 +744,18 @@ static void test_address_dependent_results_show_under_repeat(void **state)
  * machine's level; elsewhere another thread count splits ATen's sums otherwise, and a failure
  * there is a finding this test prints, not a failure of capcheck). */
 static const char *const SMOKE_PASSES_AT_EVERY_THREAD_COUNT_ON[] = {"cpu:avx512-bf16", NULL};
+/* The platforms where ATen's f16 distill deviation (cases/regressions/distill.cases) was seen at
+ * N threads; elsewhere its absence there is a finding, and the paths below are not exercised. */
+static const char *const DISTILL_F16_FAILS_AT_N_THREADS_ON[] = {"cpu:avx512-bf16", NULL};
+
+/* Whether this machine's platform is one of keys (NULL-terminated). */
+static int here_is_one_of(const char *const *keys)
+{
+    for (int k = 0; keys[k]; k++)
+        if (strcmp(here.key, keys[k]) == 0)
+            return 1;
+    return 0;
+}
 
 /* ATen's intra-op threads are platforms (--aten-threads all: 1 and this machine's CPUs, at least
  * 2): the smoke suite passes at both (where seen: above), each pass's workers state their count,
@@ -760,10 +772,7 @@ static void test_aten_threads_are_platforms(void **state)
     int most = cc_online_cpus() > 2 ? cc_online_cpus() : 2;
     snprintf(args, sizeof args, "run --aten-threads all -j 2 --out %s/smoke", dir);
     int rc = cc_t_run(NULL, args, out, sizeof out);
-    int seen = 0;
-    for (int k = 0; SMOKE_PASSES_AT_EVERY_THREAD_COUNT_ON[k]; k++)
-        seen |= strcmp(here.key, SMOKE_PASSES_AT_EVERY_THREAD_COUNT_ON[k]) == 0;
-    if (rc != 0 && (seen || rc != 1))
+    if (rc != 0 && (here_is_one_of(SMOKE_PASSES_AT_EVERY_THREAD_COUNT_ON) || rc != 1))
         fail_msg("the smoke suite does not pass at every ATen thread count:\n%.4000s", out);
     if (rc != 0) /* cases failed on a platform where no one has run this yet */
         printf("the smoke suite at every ATen thread count on %s, not seen before: some cases "
@@ -792,7 +801,16 @@ static void test_aten_threads_are_platforms(void **state)
              "run " CAPCHECK_SOURCE_DIR "/cases/regressions/distill.cases --op distill "
              "--aten-threads %d -j 1 --out %s/fail",
              most, dir);
-    assert_int_equal(cc_t_run(NULL, args, out, sizeof out), 1);
+    rc = cc_t_run(NULL, args, out, sizeof out);
+    if (rc == 0 && !here_is_one_of(DISTILL_F16_FAILS_AT_N_THREADS_ON)) {
+        printf("ATen's f16 distill deviation does not show at %d threads on %s (seen on "
+               "cpu:avx512-bf16; a finding for docs/aten.md): repro, its script and shrink at N "
+               "threads are not exercised here\n",
+               most, here.key);
+        cc_t_remove_dir(dir);
+        return;
+    }
+    assert_int_equal(rc, 1);
     snprintf(want, sizeof want, "--aten-threads %d\n", most);
     const char *repro = strstr(out, "capcheck repro '");
     if (!repro || !strstr(out, want))

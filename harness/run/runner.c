@@ -379,9 +379,9 @@ static void judge(case_run *cr, int k, const char *what, const ref_shape *shape,
     cc_result *r = cr->r;
     if (cmp.suspect_ratio > r->suspect_ratio)
         r->suspect_ratio = cmp.suspect_ratio;
+    /* each output once (judge sees it at k = 0 once per check), whole names only */
     size_t used = strlen(r->vacuous_outputs);
-    if (cmp.vacuous && used + 1 + strlen(what) < sizeof r->vacuous_outputs) /* whole names only;
-        each output once: judge sees each at k = 0 once per check */
+    if (cmp.vacuous && used + 1 + strlen(what) < sizeof r->vacuous_outputs)
         snprintf(r->vacuous_outputs + used, sizeof r->vacuous_outputs - used, "%s%s",
                  used ? " " : "", what);
     r->vacuous |= cmp.vacuous;
